@@ -1,0 +1,47 @@
+# Finds CUDA, cuDNN, cuBLAS and NCCL and builds the CUDA backend when CDIGITS_CUDA
+# is ON, or AUTO and everything is found. Sets CDIGITS_HAVE_CUDA.
+set(CDIGITS_HAVE_CUDA OFF)
+if(NOT CDIGITS_CUDA STREQUAL "OFF" AND NOT CDIGITS_FUZZ)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  find_package(CUDAToolkit QUIET)
+  set(_cd_cuda_hints ${CUDAToolkit_LIBRARY_DIR} ${CUDNN_ROOT}/lib ${NCCL_ROOT}/lib
+      $ENV{CUDNN_ROOT}/lib $ENV{NCCL_ROOT}/lib)
+  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${CUDNN_ROOT}/include $ENV{CUDNN_ROOT}/include)
+  find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${_cd_cuda_hints})
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${NCCL_ROOT}/include $ENV{NCCL_ROOT}/include)
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${_cd_cuda_hints})
+  if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND AND CUDNN_LIBRARY AND CUDNN_INCLUDE_DIR
+     AND NCCL_LIBRARY AND NCCL_INCLUDE_DIR)
+    set(CDIGITS_HAVE_CUDA ON)
+  endif()
+  message(STATUS "cdigits: CUDA ${CUDAToolkit_VERSION} (${CMAKE_CUDA_COMPILER}), cuDNN ${CUDNN_LIBRARY}, NCCL ${NCCL_LIBRARY}")
+  if(CDIGITS_CUDA STREQUAL "ON" AND NOT CDIGITS_HAVE_CUDA)
+    message(FATAL_ERROR "CDIGITS_CUDA=ON but CUDA, cuDNN or NCCL was not found; install them or use -DCDIGITS_CUDA=AUTO")
+  endif()
+endif()
+
+if(CDIGITS_HAVE_CUDA)
+  if(NOT CMAKE_CUDA_ARCHITECTURES)
+    # real code for Ampere, Ada and Hopper, PTX of the newest for later chips
+    set(CMAKE_CUDA_ARCHITECTURES 80-real 86-real 89-real 90)
+  endif()
+  enable_language(CUDA)
+  file(GLOB CD_CUDA_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.c
+                                          ${CMAKE_SOURCE_DIR}/kernels/*.cu)
+  if(CD_CUDA_SRC)
+    add_library(cd_backend_cuda STATIC ${CD_CUDA_SRC})
+    target_include_directories(cd_backend_cuda PUBLIC ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})
+    target_link_libraries(cd_backend_cuda PUBLIC cd_common CUDA::cudart CUDA::cublas CUDA::cublasLt
+                          ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
+    target_compile_definitions(cd_backend_cuda PUBLIC CDIGITS_HAVE_CUDA=1)
+    set_target_properties(cd_backend_cuda PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
+    target_compile_options(cd_backend_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-O3 --use_fast_math -Xcompiler=-fno-sanitize=all>)
+  else()
+    set(CDIGITS_HAVE_CUDA OFF)
+  endif()
+endif()
+message(STATUS "cdigits: CUDA backend ${CDIGITS_HAVE_CUDA}")

@@ -1,0 +1,289 @@
+/*
+ * The backend interface: every computation a layer or a solver does goes through
+ * one of these slots, so each layer is written once and runs on any backend.
+ *
+ * A backend is { iface; device; context } in the style of ggml: iface is a table of
+ * function pointers filled per backend, optional slots are NULL and the public
+ * wrappers (cd_be_*) check them. All float pointers passed to ops are device
+ * pointers of that backend (host memory for the CPU backend). Tensors are NCHW,
+ * row-major, float32 unless a slot says otherwise.
+ *
+ * Gradient conventions, shared by every backend:
+ *  - "dx"/"data gradient" outputs are overwritten (beta = 0);
+ *  - parameter gradient outputs (dw, db, dgamma, dbeta) are accumulated (+=), so
+ *    batch accumulation and shared parameters need no extra buffers.
+ */
+#ifndef CDIGITS_BACKEND_H
+#define CDIGITS_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cd_backend cd_backend_t;
+
+/* Convolution geometry. x is (n,c,h,w), weights (k, c/group, kh, kw), y (n,k,oh,ow).
+ * oh = (h + 2*ph - (dh*(kh-1)+1)) / sh + 1, likewise ow (filled by cd_conv_desc_finish). */
+typedef struct cd_conv_desc {
+    int n, c, h, w;
+    int k, kh, kw;
+    int sh, sw, ph, pw, dh, dw;
+    int group;
+    int oh, ow;
+} cd_conv_desc;
+
+enum cd_pool_mode { CD_POOL_MAX = 0, CD_POOL_AVE = 1 };
+
+/* Pooling geometry with Caffe's rules: oh = ceil((h + 2*ph - kh) / sh) + 1, and when
+ * padding is set the last window must start inside the padded image (Caffe clips oh
+ * by one in that case). AVE divides by the window size clipped to the padded image
+ * (h + ph), as Caffe does; padded cells count as zeros. */
+typedef struct cd_pool_desc {
+    int mode;
+    int n, c, h, w;
+    int kh, kw, sh, sw, ph, pw;
+    int oh, ow;
+} cd_pool_desc;
+
+enum cd_lrn_mode { CD_LRN_ACROSS = 0, CD_LRN_WITHIN = 1 };
+
+/* Local response normalization as Caffe defines it.
+ * ACROSS: scale = k + alpha/size * sum_{c' in window(c)} x^2; y = x * scale^-beta.
+ * WITHIN: scale = 1 + alpha * avgpool_{size x size, pad (size-1)/2}(x^2) (divided by
+ *         size*size, Caffe's AVE rules); y = x * scale^-beta. k is ignored (Caffe). */
+typedef struct cd_lrn_desc {
+    int mode;
+    int n, c, h, w;
+    int size;
+    float alpha, beta, k;
+} cd_lrn_desc;
+
+enum cd_act { CD_ACT_RELU = 0, CD_ACT_SIGMOID = 1, CD_ACT_TANH = 2 };
+
+/* Solver types and one fused update per parameter tensor (see cd_be_update). */
+enum cd_solver_type {
+    CD_SOLVER_SGD = 0,
+    CD_SOLVER_NESTEROV,
+    CD_SOLVER_ADAGRAD,
+    CD_SOLVER_RMSPROP,
+    CD_SOLVER_ADADELTA,
+    CD_SOLVER_ADAM,
+    CD_SOLVER_COUNT
+};
+
+enum cd_reg_type { CD_REG_L2 = 0, CD_REG_L1 = 1 };
+
+/*
+ * One solver step for one parameter tensor, exactly Caffe's sequence:
+ *   g *= grad_scale                       (Normalize: 1/iter_size)
+ *   g += decay * w   (L2)  or  decay * sign(w)  (L1)     (Regularize; decay already
+ *                                                          includes decay_mult)
+ *   update = f(g, history) with rate lr (lr already includes lr_mult)
+ *   w -= update
+ * f per type (h1, h2 are history tensors of n floats, zero at the start):
+ *   SGD:      h1 = momentum*h1 + lr*g;                          w -= h1
+ *   NESTEROV: hp = h1; h1 = momentum*h1 + lr*g;                 w -= (1+momentum)*h1 - momentum*hp
+ *   ADAGRAD:  h1 += g*g;                                        w -= lr*g / (sqrt(h1) + delta)
+ *   RMSPROP:  h1 = rms_decay*h1 + (1-rms_decay)*g*g;            w -= lr*g / (sqrt(h1) + delta)
+ *   ADADELTA: h1 = momentum*h1 + (1-momentum)*g*g;
+ *             u = g * sqrt(h2 + delta) / sqrt(h1 + delta);
+ *             h2 = momentum*h2 + (1-momentum)*u*u;              w -= lr*u
+ *   ADAM:     h1 = beta1*h1 + (1-beta1)*g;  h2 = beta2*h2 + (1-beta2)*g*g   (beta1 =
+ *             momentum, beta2 = momentum2); corr = sqrt(1-beta2^t)/(1-beta1^t) with
+ *             t = iteration+1;                                  w -= lr*corr*h1/(sqrt(h2)+delta)
+ * After the call g holds the regularized, scaled gradient (callers zero it before the
+ * next accumulation).
+ */
+typedef struct cd_update_desc {
+    int type;       /* enum cd_solver_type */
+    int reg;        /* enum cd_reg_type */
+    float lr;
+    float momentum;
+    float momentum2;
+    float rms_decay;
+    float delta;
+    float decay;
+    float grad_scale;
+    long iteration; /* 0-based solver iteration, for ADAM's bias correction */
+} cd_update_desc;
+
+/* The function table. Slots marked optional may be NULL. */
+typedef struct cd_backend_iface {
+    const char *name; /* "cpu", "cuda" */
+
+    /* memory */
+    void *(*alloc)(cd_backend_t *be, size_t bytes);          /* zeroed; NULL on failure */
+    void (*free)(cd_backend_t *be, void *ptr);
+    void (*upload)(cd_backend_t *be, void *dst_dev, const void *src_host, size_t bytes);
+    void (*download)(cd_backend_t *be, void *dst_host, const void *src_dev, size_t bytes);
+    void (*copy)(cd_backend_t *be, void *dst_dev, const void *src_dev, size_t bytes);
+    void (*sync)(cd_backend_t *be);                          /* wait for queued work */
+
+    /* elementwise on n floats */
+    void (*set)(cd_backend_t *be, size_t n, float v, float *y);                         /* y = v */
+    void (*scale)(cd_backend_t *be, size_t n, float a, const float *x, float *y);       /* y = a*x */
+    void (*axpy)(cd_backend_t *be, size_t n, float a, const float *x, float *y);        /* y += a*x */
+    void (*axpby)(cd_backend_t *be, size_t n, float a, const float *x, float b, float *y); /* y = a*x + b*y */
+    void (*mul)(cd_backend_t *be, size_t n, const float *a, const float *b, float *y);  /* y = a*b */
+    void (*mul_add)(cd_backend_t *be, size_t n, const float *a, const float *b, float *y); /* y += a*b */
+    /* Eltwise MAX over k inputs, called once per input idx = 0..k-1: idx 0 sets y = x and
+     * mask = 0; later inputs replace y (and set mask = idx) where x > y strictly. */
+    void (*max_index)(cd_backend_t *be, size_t n, const float *x, float *y, int idx, float *mask);
+    /* dx = (mask == idx) ? dy : 0 */
+    void (*mask_select)(cd_backend_t *be, size_t n, const float *dy, const float *mask, int idx, float *dx);
+    float (*dot)(cd_backend_t *be, size_t n, const float *a, const float *b);           /* returns sum a*b */
+    float (*asum)(cd_backend_t *be, size_t n, const float *x);                          /* sum |x| */
+
+    /* y = (shift + scale*x)^power ; backward: dx = dy * power*scale*(shift+scale*x)^(power-1) */
+    void (*power_forward)(cd_backend_t *be, size_t n, float power, float scale, float shift,
+                          const float *x, float *y);
+    void (*power_backward)(cd_backend_t *be, size_t n, float power, float scale, float shift,
+                           const float *x, const float *dy, float *dx);
+
+    /* Per-channel affine on (outer, channels, inner) viewed data:
+     * y[o,c,i] = x[o,c,i]*gamma[c] + (beta ? beta[c] : 0); gamma may be NULL (then 1). */
+    void (*channel_affine)(cd_backend_t *be, int outer, int channels, int inner,
+                           const float *x, const float *gamma, const float *beta, float *y);
+    /* sums over outer and inner: dgamma[c] += sum dy*x ; dbeta[c] += sum dy (either may be NULL) */
+    void (*channel_affine_grad)(cd_backend_t *be, int outer, int channels, int inner,
+                                const float *x, const float *dy, float *dgamma, float *dbeta);
+
+    /* C = alpha * op(A) * op(B) + beta * C; row-major; op(A) is MxK, op(B) KxN, C MxN. */
+    void (*gemm)(cd_backend_t *be, int trans_a, int trans_b, int m, int n, int k,
+                 float alpha, const float *a, const float *b, float beta, float *c);
+
+    /* convolution; bias may be NULL. y, dx overwritten; dw, db accumulated. */
+    void (*conv_forward)(cd_backend_t *be, const cd_conv_desc *d, const float *x,
+                         const float *w, const float *bias, float *y);
+    void (*conv_backward_data)(cd_backend_t *be, const cd_conv_desc *d, const float *w,
+                               const float *dy, float *dx);
+    void (*conv_backward_filter)(cd_backend_t *be, const cd_conv_desc *d, const float *x,
+                                 const float *dy, float *dw, float *db);
+
+    /* pooling; backward gets x and y so a backend may find the max again. */
+    void (*pool_forward)(cd_backend_t *be, const cd_pool_desc *d, const float *x, float *y);
+    void (*pool_backward)(cd_backend_t *be, const cd_pool_desc *d, const float *x,
+                          const float *y, const float *dy, float *dx);
+
+    void (*lrn_forward)(cd_backend_t *be, const cd_lrn_desc *d, const float *x, float *y);
+    void (*lrn_backward)(cd_backend_t *be, const cd_lrn_desc *d, const float *x,
+                         const float *y, const float *dy, float *dx);
+
+    /* activations on n floats. relu uses slope for x <= 0 (Caffe's negative_slope).
+     * backward reads x and y (either may be used; in-place callers pass x == y for
+     * sigmoid/tanh, and for relu the backend must then decide on y > 0, which equals
+     * x > 0 for slope >= 0). */
+    void (*act_forward)(cd_backend_t *be, int act, float slope, size_t n, const float *x, float *y);
+    void (*act_backward)(cd_backend_t *be, int act, float slope, size_t n, const float *x,
+                         const float *y, const float *dy, float *dx);
+
+    /* softmax over the channel axis of (outer, channels, inner) */
+    void (*softmax_forward)(cd_backend_t *be, int outer, int channels, int inner,
+                            const float *x, float *y);
+    void (*softmax_backward)(cd_backend_t *be, int outer, int channels, int inner,
+                             const float *y, const float *dy, float *dx);
+
+    /* Cross entropy on softmax output prob (outer, channels, inner) and integer-valued
+     * float labels (outer, inner). Labels equal to ignore_label (when has_ignore) are
+     * skipped. loss_out[0] = -sum log(max(prob[label], FLT_MIN)), count_out[0] = number
+     * of labels used; both device floats of one element. */
+    void (*xent_forward)(cd_backend_t *be, int outer, int channels, int inner,
+                         const float *prob, const float *label, int has_ignore, int ignore_label,
+                         float *loss_out, float *count_out);
+    /* dx = (prob - onehot(label)) * scale, zero at ignored positions. */
+    void (*xent_backward)(cd_backend_t *be, int outer, int channels, int inner,
+                          const float *prob, const float *label, int has_ignore, int ignore_label,
+                          float scale, float *dx);
+
+    /* Top-k accuracy on scores (outer, channels, inner): correct_out[0] = number of
+     * positions whose label is among the k largest scores (Caffe's rule: the label is
+     * correct when fewer than k scores are strictly greater than its score),
+     * count_out[0] = positions used. Device floats of one element. */
+    void (*accuracy)(cd_backend_t *be, int outer, int channels, int inner, const float *x,
+                     const float *label, int top_k, int has_ignore, int ignore_label,
+                     float *correct_out, float *count_out);
+
+    /* Batch norm statistics and normalization over (outer, channels, inner):
+     * mean[c], var[c] over outer*inner elements (biased variance);
+     * y = (x - mean[c]) / sqrt(var[c] + eps). In backward, with xhat = y:
+     * dx = (dy - mean(dy) - xhat * mean(dy*xhat)) / sqrt(var + eps) (means per channel)
+     * when the statistics came from the batch; dx = dy / sqrt(var+eps) with global stats. */
+    void (*bn_stats)(cd_backend_t *be, int outer, int channels, int inner, const float *x,
+                     float *mean, float *var);
+    void (*bn_normalize)(cd_backend_t *be, int outer, int channels, int inner, const float *x,
+                         const float *mean, const float *var, float eps, float *y);
+    void (*bn_backward)(cd_backend_t *be, int outer, int channels, int inner, const float *y,
+                        const float *var, float eps, int global_stats, const float *dy, float *dx);
+
+    /* Dropout with a counter-based generator: element i of call `counter` is kept when
+     * cd_rand_uniform(seed, counter, i) >= ratio; kept values are scaled by 1/(1-ratio).
+     * mask (n floats) receives the multiplier (0 or 1/(1-ratio)) for the backward. */
+    void (*dropout_forward)(cd_backend_t *be, size_t n, float ratio, uint64_t seed,
+                            uint64_t counter, const float *x, float *mask, float *y);
+
+    /* Copy a block of a strided view: for o in [0,outer): copy `count` floats from
+     * src + o*src_stride to dst + o*dst_stride. Concat and slicing use it. If
+     * accumulate, dst += src instead. */
+    void (*copy_strided)(cd_backend_t *be, int outer, size_t count, const float *src,
+                         size_t src_stride, float *dst, size_t dst_stride, int accumulate);
+
+    /* Fused solver update for one tensor of n floats; see cd_update_desc. */
+    void (*update)(cd_backend_t *be, const cd_update_desc *d, size_t n, float *w, float *g,
+                   float *h1, float *h2);
+
+    /* Data preparation on the device (optional; NULL means the engine does it on the
+     * host). src is a batch of uint8 images (n, c, sh, sw); dst (n, c, oh, ow) floats:
+     * dst = (src[crop at (oy[i], ox[i]), mirrored when mirror[i]] - mean) * scale, with
+     * mean a (c, sh, sw) float image or NULL. */
+    void (*prepare_batch)(cd_backend_t *be, int n, int c, int sh, int sw, int oh, int ow,
+                          const uint8_t *src, const int *oy, const int *ox,
+                          const uint8_t *mirror, const float *mean, float scale, float *dst);
+
+    /* optional: average n floats across the ranks of a data-parallel group */
+    int (*allreduce_mean)(cd_backend_t *be, float *x, size_t n);
+
+    void (*destroy)(cd_backend_t *be);
+} cd_backend_iface;
+
+struct cd_backend {
+    const cd_backend_iface *iface;
+    int device;   /* device ordinal; 0 for the CPU */
+    void *ctx;    /* backend-private state */
+    char err[256];/* last error, for messages */
+};
+
+/* Create the CPU backend (always available). threads <= 0 means all cores. */
+cd_backend_t *cd_backend_cpu_new(int threads);
+
+/* Create the CUDA backend on `device`; NULL (and a reason in why) when CUDA is not
+ * compiled in or no GPU is usable. */
+cd_backend_t *cd_backend_cuda_new(int device, char *why, size_t why_len);
+/* Number of usable CUDA devices; 0 when none or no driver (never fails). */
+int cd_backend_cuda_device_count(void);
+/* Compiled with CUDA support? */
+int cd_backend_cuda_compiled(void);
+
+void cd_backend_free(cd_backend_t *be);
+
+/* The counter-based uniform generator shared by every backend, in [0,1). Same
+ * (seed, counter, index) gives the same number on every backend. */
+static inline uint64_t cd_mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+static inline float cd_rand_uniform(uint64_t seed, uint64_t counter, uint64_t index)
+{
+    uint64_t z = cd_mix64(seed ^ cd_mix64(counter ^ cd_mix64(index)));
+    return (float)(z >> 40) * (1.0f / 16777216.0f);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

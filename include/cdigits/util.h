@@ -1,0 +1,57 @@
+/* Small helpers shared by every module: checked allocation, files, time, logging. */
+#ifndef CDIGITS_UTIL_H
+#define CDIGITS_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CD_OK 0
+#define CD_ERR (-1)
+
+#define CD_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Allocation that reports and aborts on failure: for worker code paths only, where a
+ * failed small allocation leaves nothing sensible to do. Server code uses malloc and
+ * returns errors. */
+void *cd_xmalloc(size_t n);
+void *cd_xcalloc(size_t n, size_t size);
+void *cd_xrealloc(void *p, size_t n);
+char *cd_xstrdup(const char *s);
+
+/* Read a whole file; returns a NUL-terminated buffer (caller frees) or NULL with
+ * errno set. *len gets the byte count when len is not NULL. */
+char *cd_read_file(const char *path, size_t *len);
+/* Write a file atomically (temp file, fsync, rename). CD_OK or CD_ERR with errno. */
+int cd_write_file_atomic(const char *path, const void *data, size_t len);
+/* mkdir -p; CD_OK or CD_ERR with errno */
+int cd_mkdirs(const char *path, int mode);
+
+/* Monotonic seconds. */
+double cd_now(void);
+/* Wall-clock seconds since the epoch. */
+double cd_wall_time(void);
+
+/* snprintf into a fixed buffer that always terminates; returns dst. */
+char *cd_fmt(char *dst, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+enum cd_log_level { CD_LOG_DEBUG = 0, CD_LOG_INFO, CD_LOG_WARN, CD_LOG_ERROR };
+void cd_log_set_level(int level);
+void cd_log_set_file(FILE *f);
+void cd_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define cd_info(...) cd_log(CD_LOG_INFO, __VA_ARGS__)
+#define cd_warn(...) cd_log(CD_LOG_WARN, __VA_ARGS__)
+#define cd_error(...) cd_log(CD_LOG_ERROR, __VA_ARGS__)
+#define cd_debug(...) cd_log(CD_LOG_DEBUG, __VA_ARGS__)
+
+/* A worker's fatal error: says why on stderr and as a JSON line, then exits 1. */
+void cd_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,83 @@
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int cd_test_passed, cd_test_failed;
+static uint64_t g_state;
+static const char *g_name = "test";
+
+int cd_test_near(double a, double b, double tol)
+{
+    if (isnan(a) || isnan(b))
+        return 0;
+    return fabs(a - b) <= tol;
+}
+
+void cd_test_init(const char *name)
+{
+    g_name = name;
+    const char *s = getenv("CD_TEST_SEED");
+    uint64_t seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
+    g_state = seed ? seed : 1;
+    printf("%s: seed %llu (set CD_TEST_SEED to replay)\n", name, (unsigned long long)seed);
+}
+
+int cd_test_finish(void)
+{
+    printf("%s: %d passed, %d failed\n", g_name, cd_test_passed, cd_test_failed);
+    return cd_test_failed || cd_test_passed == 0 ? 1 : 0;
+}
+
+uint64_t cd_test_rand_u64(void)
+{
+    /* xorshift64* */
+    g_state ^= g_state >> 12;
+    g_state ^= g_state << 25;
+    g_state ^= g_state >> 27;
+    return g_state * 0x2545F4914F6CDD1DULL;
+}
+
+double cd_test_uniform(double lo, double hi)
+{
+    return lo + (hi - lo) * ((double)(cd_test_rand_u64() >> 11) / 9007199254740992.0);
+}
+
+double cd_test_gauss(void)
+{
+    double u1 = cd_test_uniform(1e-12, 1.0), u2 = cd_test_uniform(0.0, 1.0);
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+void cd_test_fill_uniform(float *x, size_t n, double lo, double hi)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)cd_test_uniform(lo, hi);
+}
+
+const char *cd_test_source_path(const char *rel)
+{
+    static char buf[8][4096];
+    static int k;
+    const char *root = getenv("CDIGITS_SOURCE_DIR");
+    char *b = buf[k++ & 7];
+    snprintf(b, 4096, "%s/%s", root ? root : CDIGITS_SOURCE_DIR, rel);
+    return b;
+}
+
+const char *cd_test_tmpdir(void)
+{
+    static char dir[4096];
+    if (!dir[0]) {
+        const char *base = getenv("TMPDIR");
+        snprintf(dir, sizeof dir, "%s/cdigits-test-XXXXXX", base ? base : "/tmp");
+        if (!mkdtemp(dir)) {
+            perror("mkdtemp");
+            exit(2);
+        }
+    }
+    return dir;
+}

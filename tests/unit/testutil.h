@@ -1,0 +1,44 @@
+/* A small test harness: checks count and report, the binary exits non-zero on any
+ * failure and prints "N passed, N failed" last. Random inputs come from a seeded
+ * generator whose seed is printed, so a failure can be replayed (CD_TEST_SEED). */
+#ifndef CDIGITS_TESTUTIL_H
+#define CDIGITS_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+extern int cd_test_passed, cd_test_failed;
+
+#define CHECK(cond, ...)                                                              \
+    do {                                                                              \
+        if (cond) {                                                                   \
+            cd_test_passed++;                                                         \
+        } else {                                                                      \
+            cd_test_failed++;                                                         \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);           \
+            fprintf(stderr, __VA_ARGS__);                                             \
+            fputc('\n', stderr);                                                      \
+        }                                                                             \
+    } while (0)
+
+#define CHECK_NEAR(a, b, tol, what)                                                   \
+    CHECK(cd_test_near((double)(a), (double)(b), (double)(tol)), "%s: %.9g vs %.9g (tol %g)", \
+          (what), (double)(a), (double)(b), (double)(tol))
+
+int cd_test_near(double a, double b, double tol);
+/* Seeds the generator from CD_TEST_SEED or the clock; prints the seed. */
+void cd_test_init(const char *name);
+/* Prints the summary and returns the exit status (0 only if nothing failed). */
+int cd_test_finish(void);
+
+uint64_t cd_test_rand_u64(void);
+double cd_test_uniform(double lo, double hi);
+double cd_test_gauss(void);
+void cd_test_fill_uniform(float *x, size_t n, double lo, double hi);
+
+/* Path helpers: $CDIGITS_SOURCE_DIR/rel and a fresh temporary directory. */
+const char *cd_test_source_path(const char *rel);
+const char *cd_test_tmpdir(void);
+
+#endif
