@@ -1,0 +1,26 @@
+/* Declarations shared inside the engine module only. */
+#ifndef CDIGITS_ENGINE_INTERNAL_H
+#define CDIGITS_ENGINE_INTERNAL_H
+
+#include "cdigits/net.h"
+
+/* "Accuracy, BatchNorm, ..." (static buffer) */
+const char *cd_layer_type_names(void);
+/* Fill every parameter of an allocated, non-shared net from its filler. */
+int cd_fill_params(cd_net *net, char *err, size_t errlen);
+/* Is a FillerParameter (or NULL) one the engine can fill? */
+int cd_filler_check(const cd_pt_node *f, char *err, size_t errlen);
+
+/* Layer tables, one per file of layers; each ends with a {NULL} row. */
+extern const cd_layer_type cd_layers_data[];
+extern const cd_layer_type cd_layers_conv[];
+extern const cd_layer_type cd_layers_act[];
+extern const cd_layer_type cd_layers_norm[];
+extern const cd_layer_type cd_layers_shape[];
+extern const cd_layer_type cd_layers_loss[];
+
+/* shorthand for a layer's backend */
+#define BE(net) ((net)->be)
+#define OPS(net) ((net)->be->iface)
+
+#endif

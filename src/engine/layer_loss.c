@@ -1,0 +1,215 @@
+/* Softmax, SoftmaxWithLoss and Accuracy. The scalar results (loss, accuracy) are
+ * read back to the host once per forward: they are what training reports. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdigits/util.h"
+#include "engine_internal.h"
+
+static void free_priv(cd_net *net, cd_layer *l)
+{
+    free(l->priv);
+    l->priv = NULL;
+}
+
+typedef struct axis_view {
+    int outer, channels, inner;
+} axis_view;
+
+static int view_axis(const cd_layer *l, const cd_blob *b, int axis, axis_view *v, char *err,
+                     size_t errlen)
+{
+    if (axis < 0)
+        axis += b->ndim;
+    if (axis < 0 || axis >= b->ndim)
+        return cd_layer_error(l, err, errlen, "axis %d is outside the %d-D bottom %s", axis, b->ndim,
+                              b->name);
+    v->outer = (int)cd_dims_count(b->dims, 0, axis);
+    v->channels = b->dims[axis];
+    v->inner = (int)cd_dims_count(b->dims, axis + 1, b->ndim);
+    return CD_OK;
+}
+
+static int check_labels(const cd_layer *l, const axis_view *v, char *err, size_t errlen)
+{
+    const cd_blob *label = l->bottom[1];
+    char s[64];
+    if (label->count != (size_t)v->outer * v->inner)
+        return cd_layer_error(l, err, errlen, "label %s has %zu values (%s) but %s needs %d",
+                              label->name, label->count, cd_blob_shape_str(label, s, sizeof s),
+                              l->bottom[0]->name, v->outer * v->inner);
+    return CD_OK;
+}
+
+/* ---- Softmax ------------------------------------------------------------------------ */
+
+static int softmax_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
+{
+    axis_view *v = cd_xcalloc(1, sizeof *v);
+    l->priv = v;
+    int axis = l->param ? (int)cd_pt_int(l->param, "axis", 1) : 1;
+    if (view_axis(l, l->bottom[0], axis, v, err, errlen) != CD_OK)
+        return CD_ERR;
+    cd_blob_set_shape(l->top[0], l->bottom[0]->ndim, l->bottom[0]->dims);
+    return CD_OK;
+}
+
+static void softmax_forward(cd_net *net, cd_layer *l)
+{
+    axis_view *v = l->priv;
+    OPS(net)->softmax_forward(BE(net), v->outer, v->channels, v->inner, l->bottom[0]->data,
+                              l->top[0]->data);
+}
+
+static void softmax_backward(cd_net *net, cd_layer *l)
+{
+    axis_view *v = l->priv;
+    if (l->bottom[0]->need_backward)
+        OPS(net)->softmax_backward(BE(net), v->outer, v->channels, v->inner, l->top[0]->data,
+                                   l->top[0]->diff, l->bottom[0]->diff);
+}
+
+/* ---- SoftmaxWithLoss --------------------------------------------------------------- */
+
+enum { NORM_FULL, NORM_VALID, NORM_BATCH_SIZE, NORM_NONE };
+
+typedef struct swl_priv {
+    axis_view v;
+    int has_ignore, ignore_label;
+    int norm;
+    float *prob;    /* the second top, or a buffer */
+    float *scalars; /* device: loss sum, count */
+    float normalizer;
+} swl_priv;
+
+static int swl_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
+{
+    static const struct { const char *name; int norm; } norms[] = {
+        {"FULL", NORM_FULL}, {"VALID", NORM_VALID}, {"BATCH_SIZE", NORM_BATCH_SIZE}, {"NONE", NORM_NONE}};
+    swl_priv *s = cd_xcalloc(1, sizeof *s);
+    l->priv = s;
+    int axis = l->param ? (int)cd_pt_int(l->param, "axis", 1) : 1;
+    if (view_axis(l, l->bottom[0], axis, &s->v, err, errlen) != CD_OK ||
+        check_labels(l, &s->v, err, errlen) != CD_OK)
+        return CD_ERR;
+    const cd_pt_node *lp = l->def ? cd_pt_get(l->def, "loss_param") : NULL;
+    s->norm = NORM_VALID;
+    if (lp) {
+        s->has_ignore = cd_pt_get(lp, "ignore_label") != NULL;
+        s->ignore_label = (int)cd_pt_int(lp, "ignore_label", 0);
+        if (cd_pt_get(lp, "normalization")) {
+            const char *n = cd_pt_str(lp, "normalization", "VALID");
+            for (size_t i = 0; i < CD_ARRAY_LEN(norms); i++)
+                if (!strcmp(n, norms[i].name))
+                    s->norm = norms[i].norm;
+        } else if (cd_pt_get(lp, "normalize")) {
+            s->norm = cd_pt_bool(lp, "normalize", 1) ? NORM_VALID : NORM_BATCH_SIZE;
+        }
+    }
+    cd_blob_set_shape(l->top[0], 0, NULL);
+    if (l->ntop > 1)
+        cd_blob_set_shape(l->top[1], l->bottom[0]->ndim, l->bottom[0]->dims);
+    return CD_OK;
+}
+
+static int swl_init(cd_net *net, cd_layer *l, char *err, size_t errlen)
+{
+    swl_priv *s = l->priv;
+    s->prob = l->ntop > 1 ? l->top[1]->data : cd_layer_buffer(net, l, l->bottom[0]->count);
+    s->scalars = cd_layer_buffer(net, l, 2);
+    if (!s->prob || !s->scalars)
+        return cd_layer_error(l, err, errlen, "out of memory");
+    return CD_OK;
+}
+
+static void swl_forward(cd_net *net, cd_layer *l)
+{
+    swl_priv *s = l->priv;
+    const cd_backend_iface *o = OPS(net);
+    cd_backend_t *be = BE(net);
+    o->softmax_forward(be, s->v.outer, s->v.channels, s->v.inner, l->bottom[0]->data, s->prob);
+    o->xent_forward(be, s->v.outer, s->v.channels, s->v.inner, s->prob, l->bottom[1]->data,
+                    s->has_ignore, s->ignore_label, s->scalars, s->scalars + 1);
+    float host[2];
+    o->download(be, host, s->scalars, sizeof host);
+    switch (s->norm) {
+    case NORM_FULL: s->normalizer = (float)s->v.outer * s->v.inner; break;
+    case NORM_VALID: s->normalizer = host[1]; break;
+    case NORM_BATCH_SIZE: s->normalizer = (float)s->v.outer; break;
+    default: s->normalizer = 1.0f; break;
+    }
+    if (s->normalizer < 1.0f)
+        s->normalizer = 1.0f;
+    l->value = host[0] / s->normalizer;
+    o->upload(be, l->top[0]->data, &l->value, sizeof(float));
+}
+
+static void swl_backward(cd_net *net, cd_layer *l)
+{
+    swl_priv *s = l->priv;
+    if (!l->bottom[0]->need_backward)
+        return;
+    OPS(net)->xent_backward(BE(net), s->v.outer, s->v.channels, s->v.inner, s->prob,
+                            l->bottom[1]->data, s->has_ignore, s->ignore_label,
+                            l->loss_weight / s->normalizer, l->bottom[0]->diff);
+}
+
+/* ---- Accuracy ----------------------------------------------------------------------- */
+
+typedef struct acc_priv {
+    axis_view v;
+    int top_k, has_ignore, ignore_label;
+    float *scalars;
+} acc_priv;
+
+static int acc_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
+{
+    const cd_pt_node *p = l->param;
+    acc_priv *a = cd_xcalloc(1, sizeof *a);
+    l->priv = a;
+    int axis = p ? (int)cd_pt_int(p, "axis", 1) : 1;
+    if (view_axis(l, l->bottom[0], axis, &a->v, err, errlen) != CD_OK ||
+        check_labels(l, &a->v, err, errlen) != CD_OK)
+        return CD_ERR;
+    a->top_k = p ? (int)cd_pt_int(p, "top_k", 1) : 1;
+    if (a->top_k < 1 || a->top_k > a->v.channels)
+        return cd_layer_error(l, err, errlen, "top_k %d must be between 1 and the %d classes",
+                              a->top_k, a->v.channels);
+    a->has_ignore = p && cd_pt_get(p, "ignore_label");
+    a->ignore_label = p ? (int)cd_pt_int(p, "ignore_label", 0) : 0;
+    cd_blob_set_shape(l->top[0], 0, NULL);
+    return CD_OK;
+}
+
+static int acc_init(cd_net *net, cd_layer *l, char *err, size_t errlen)
+{
+    acc_priv *a = l->priv;
+    a->scalars = cd_layer_buffer(net, l, 2);
+    return a->scalars ? CD_OK : cd_layer_error(l, err, errlen, "out of memory");
+}
+
+static void acc_forward(cd_net *net, cd_layer *l)
+{
+    acc_priv *a = l->priv;
+    const cd_backend_iface *o = OPS(net);
+    o->accuracy(BE(net), a->v.outer, a->v.channels, a->v.inner, l->bottom[0]->data,
+                l->bottom[1]->data, a->top_k, a->has_ignore, a->ignore_label, a->scalars,
+                a->scalars + 1);
+    float host[2];
+    o->download(BE(net), host, a->scalars, sizeof host);
+    l->value = host[1] > 0 ? host[0] / host[1] : 0.0f;
+    o->upload(BE(net), l->top[0]->data, &l->value, sizeof(float));
+}
+
+const cd_layer_type cd_layers_loss[] = {
+    {.name = "Softmax", .param_field = "softmax_param", .min_bottoms = 1, .max_bottoms = 1,
+     .min_tops = 1, .max_tops = 1, .setup = softmax_setup, .forward = softmax_forward,
+     .backward = softmax_backward, .destroy = free_priv},
+    {.name = "SoftmaxWithLoss", .param_field = "softmax_param", .min_bottoms = 2, .max_bottoms = 2,
+     .min_tops = 1, .max_tops = 2, .flags = CD_LAYER_LOSS, .setup = swl_setup, .init = swl_init,
+     .forward = swl_forward, .backward = swl_backward, .destroy = free_priv},
+    {.name = "Accuracy", .param_field = "accuracy_param", .min_bottoms = 2, .max_bottoms = 2,
+     .min_tops = 1, .max_tops = 1, .setup = acc_setup, .init = acc_init, .forward = acc_forward,
+     .destroy = free_priv},
+    {.name = NULL},
+};
