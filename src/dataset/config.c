@@ -1,0 +1,203 @@
+/* dataset.json (docs/worker-protocol.md): one table of keys with their type, range and
+ * default; unknown keys are ignored, null means the default, a bad value is an error
+ * that names the key and what it may be. */
+#include "internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cdigits/dataset.h"
+#include "cdigits/util.h"
+
+enum key_kind { K_STRING, K_INT, K_PCT, K_SEED, K_RESIZE, K_ENCODING };
+
+typedef struct key_def {
+    const char *name;
+    int kind;
+    size_t offset;    /* of the field in cd_dataset_config_t */
+    double lo, hi;     /* K_INT, K_PCT: allowed range */
+    int step;          /* K_INT: allowed values are lo, lo + step, ... (0: 1) */
+    const char *allowed; /* what the value may be, for messages */
+} key_def;
+
+#define F(field) offsetof(cd_dataset_config_t, field)
+static const key_def g_keys[] = {
+    {"folder_train", K_STRING, F(folder_train), 0, 0, 0, "a folder of class folders"},
+    {"folder_val", K_STRING, F(folder_val), 0, 0, 0, "a folder of class folders"},
+    {"folder_test", K_STRING, F(folder_test), 0, 0, 0, "a folder of class folders"},
+    {"textfile_train", K_STRING, F(textfile_train), 0, 0, 0, "a file of `path label` lines"},
+    {"textfile_val", K_STRING, F(textfile_val), 0, 0, 0, "a file of `path label` lines"},
+    {"textfile_test", K_STRING, F(textfile_test), 0, 0, 0, "a file of `path label` lines"},
+    {"textfile_labels", K_STRING, F(textfile_labels), 0, 0, 0, "a file of class names"},
+    {"textfile_root", K_STRING, F(textfile_root), 0, 0, 0, "a folder"},
+    {"pct_val", K_PCT, F(pct_val), 0, 100, 0, "a percentage from 0 to 100"},
+    {"pct_test", K_PCT, F(pct_test), 0, 100, 0, "a percentage from 0 to 100"},
+    {"min_per_class", K_INT, F(min_per_class), 1, 1e9, 1, "a whole number >= 1"},
+    {"max_per_class", K_INT, F(max_per_class), 0, 1e9, 1, "a whole number >= 0 (0: no limit)"},
+    {"channels", K_INT, F(channels), 1, 3, 2, "1 (grayscale) or 3 (color)"},
+    {"width", K_INT, F(width), 1, 8192, 1, "a whole number from 1 to 8192"},
+    {"height", K_INT, F(height), 1, 8192, 1, "a whole number from 1 to 8192"},
+    {"resize_mode", K_RESIZE, F(resize_mode), 0, 0, 0, "one of squash, crop, fill, half_crop"},
+    {"encoding", K_ENCODING, F(encoding), 0, 0, 0, "one of none, png, jpg"},
+    {"seed", K_SEED, F(seed), 0, 0, 0, "a whole number >= 0"},
+    {"threads", K_INT, F(threads), 0, 1024, 1, "a whole number from 0 (one per CPU) to 1024"},
+};
+#undef F
+
+void cd_dataset_config_init(cd_dataset_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < CD_ARRAY_LEN(g_keys); i++)
+        if (g_keys[i].kind == K_STRING)
+            *(char **)((char *)cfg + g_keys[i].offset) = cd_xstrdup("");
+    cfg->pct_val = 25;
+    cfg->pct_test = 0;
+    cfg->min_per_class = 2;
+    cfg->max_per_class = 0;
+    cfg->channels = 3;
+    cfg->width = 256;
+    cfg->height = 256;
+    cfg->resize_mode = CD_RESIZE_SQUASH;
+    cfg->encoding = CD_ENC_NONE;
+}
+
+void cd_dataset_config_free(cd_dataset_config_t *cfg)
+{
+    if (!cfg)
+        return;
+    for (size_t i = 0; i < CD_ARRAY_LEN(g_keys); i++)
+        if (g_keys[i].kind == K_STRING) {
+            char **p = (char **)((char *)cfg + g_keys[i].offset);
+            free(*p);
+            *p = NULL;
+        }
+}
+
+/* A number from a JSON number or a numeric string (form fields arrive as strings). */
+static int get_number(json_t *v, double *out)
+{
+    if (json_is_number(v)) {
+        *out = json_number_value(v);
+        return CD_OK;
+    }
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        char *end;
+        errno = 0;
+        *out = strtod(s, &end);
+        while (*end == ' ')
+            end++;
+        return end != s && !*end && !errno ? CD_OK : CD_ERR;
+    }
+    return CD_ERR;
+}
+
+static int set_key(const key_def *k, json_t *v, cd_dataset_config_t *cfg, char *err,
+                   size_t errlen)
+{
+    void *field = (char *)cfg + k->offset;
+    double d = 0;
+    int ok = 0, e = -1;
+    switch (k->kind) {
+    case K_STRING:
+        if ((ok = json_is_string(v)) != 0) {
+            free(*(char **)field);
+            *(char **)field = cd_xstrdup(json_string_value(v));
+        }
+        break;
+    case K_INT:
+        ok = get_number(v, &d) == CD_OK && d == floor(d) && d >= k->lo && d <= k->hi &&
+             fmod(d - k->lo, k->step) == 0;
+        if (ok)
+            *(int *)field = (int)d;
+        break;
+    case K_PCT:
+        ok = get_number(v, &d) == CD_OK && d >= k->lo && d <= k->hi;
+        if (ok)
+            *(double *)field = d;
+        break;
+    case K_SEED:
+        ok = get_number(v, &d) == CD_OK && d == floor(d) && d >= 0 && d <= 9007199254740992.0;
+        if (ok)
+            *(uint64_t *)field = (uint64_t)d;
+        break;
+    case K_RESIZE:
+    case K_ENCODING:
+        if (json_is_string(v))
+            e = k->kind == K_RESIZE ? cd_resize_mode_parse(json_string_value(v))
+                                    : cd_encoding_parse(json_string_value(v));
+        if ((ok = e >= 0) != 0)
+            *(int *)field = e;
+        break;
+    }
+    if (!ok) {
+        char *given = json_dumps(v, JSON_ENCODE_ANY);
+        ds_err(err, errlen, "dataset.json: %s is %.60s; it must be %s", k->name,
+               given ? given : "?", k->allowed);
+        free(given);
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
+/* Rules between keys, checked once every key is read. */
+static int check_config(const cd_dataset_config_t *c, char *err, size_t errlen)
+{
+    int folders = c->folder_train[0] != 0, texts = c->textfile_train[0] != 0;
+    if (folders == texts)
+        return ds_err(err, errlen, "dataset.json: set %s folder_train (a folder of class "
+                      "folders) or textfile_train (a file of `path label` lines)",
+                      folders ? "only one of" : "either");
+    if (texts && !c->textfile_labels[0])
+        return ds_err(err, errlen, "dataset.json: textfile_train needs textfile_labels (a file "
+                      "with one class name per line)");
+    if (c->pct_val + c->pct_test >= 100)
+        return ds_err(err, errlen, "dataset.json: pct_val + pct_test is %g; it must be below "
+                      "100 so that images are left for training", c->pct_val + c->pct_test);
+    if (c->max_per_class > 0 && c->max_per_class < c->min_per_class)
+        return ds_err(err, errlen, "dataset.json: max_per_class (%d) is below min_per_class "
+                      "(%d); raise it, or set 0 for no limit", c->max_per_class,
+                      c->min_per_class);
+    return CD_OK;
+}
+
+int cd_dataset_config_parse(const char *text, cd_dataset_config_t *cfg, char *err,
+                            size_t errlen)
+{
+    json_error_t je;
+    json_t *root = json_loads(text, 0, &je);
+    if (!root)
+        return ds_err(err, errlen, "dataset.json: line %d: %s; fix the JSON", je.line, je.text);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return ds_err(err, errlen, "dataset.json: expected a JSON object");
+    }
+    int rc = CD_OK;
+    for (size_t i = 0; i < CD_ARRAY_LEN(g_keys) && rc == CD_OK; i++) {
+        json_t *v = json_object_get(root, g_keys[i].name);
+        if (v && !json_is_null(v))
+            rc = set_key(&g_keys[i], v, cfg, err, errlen);
+    }
+    json_decref(root);
+    return rc == CD_OK ? check_config(cfg, err, errlen) : rc;
+}
+
+int cd_dataset_config_load(const char *path, cd_dataset_config_t *cfg, char *err,
+                           size_t errlen)
+{
+    char *text = cd_read_file(path, NULL);
+    if (!text)
+        return ds_err(err, errlen, "cannot read %s: %s; write the task's config there first",
+                      path, strerror(errno));
+    char why[1024];
+    int rc = cd_dataset_config_parse(text, cfg, why, sizeof why);
+    free(text);
+    if (rc != CD_OK)
+        return ds_err(err, errlen, "%s", why);
+    return CD_OK;
+}

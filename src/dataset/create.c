@@ -1,0 +1,314 @@
+/*
+ * The `dataset` task: parse (which image goes where), create (one .db per split,
+ * written in order while a thread pool prepares the records), then labels.txt,
+ * mean.bin, mean.png and, last, stats.json. A run that fails or is killed leaves no
+ * stats.json, so it never looks complete.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "cdigits/dataset.h"
+#include "cdigits/util.h"
+
+static const char *const g_split_names[CD_SPLIT_COUNT] = {"train", "val", "test"};
+
+const char *cd_split_name(int split)
+{
+    return split >= 0 && split < CD_SPLIT_COUNT ? g_split_names[split] : "?";
+}
+
+/* Outputs of a dataset job, stats.json first: removing it first makes the folder
+ * "incomplete" before anything else changes. */
+static const char *const g_outputs[] = {"stats.json", "train.db", "val.db", "test.db",
+                                        "labels.txt", "mean.bin", "mean.png"};
+
+static char *out_path(const char *dir, const char *name)
+{
+    char *p = cd_xmalloc(strlen(dir) + strlen(name) + 2);
+    sprintf(p, "%s/%s", dir, name);
+    return p;
+}
+
+static int remove_outputs(const char *dir, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < CD_ARRAY_LEN(g_outputs); i++) {
+        char *p = out_path(dir, g_outputs[i]);
+        int rc = unlink(p);
+        int e = errno;
+        if (rc != 0 && e != ENOENT) {
+            ds_err(err, errlen, "cannot remove the old %s: %s; %s", p, strerror(e),
+                   ds_errno_advice(e));
+            free(p);
+            return CD_ERR;
+        }
+        free(p);
+    }
+    return CD_OK;
+}
+
+typedef struct split_ctx {
+    cd_db_writer_t *w;
+    const ds_items *items;
+    const char *name;
+    size_t written;
+    size_t *per_class; /* records written per label */
+    ds_skips *skips;
+    FILE *out;
+    int last_pct;
+    double last_emit;
+} split_ctx;
+
+static int consume(void *arg, size_t i, ds_record *r, char *err, size_t errlen)
+{
+    split_ctx *c = arg;
+    const ds_item *it = &c->items->v[i];
+    if (!r->ok) {
+        ds_skip(c->skips, it->path, r->msg);
+    } else {
+        if (cd_db_writer_add(c->w, r->rec, r->len, it->label, err, errlen) != CD_OK)
+            return CD_ERR;
+        c->written++;
+        c->per_class[it->label]++;
+    }
+    size_t done = i + 1, total = c->items->n;
+    int pct = (int)(done * 100 / total);
+    double now = cd_now();
+    if (done == total || pct != c->last_pct || now - c->last_emit > 2.0) {
+        ds_emit_progress(c->out, "create", c->name, done, total);
+        c->last_pct = pct;
+        c->last_emit = now;
+    }
+    return CD_OK;
+}
+
+static int online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
+/* Write one split's .db; *written gets the record count (0: no file was made). */
+static int create_split(const cd_dataset_config_t *cfg, const ds_plan *plan, int split,
+                        const char *outdir, ds_skips *skips, FILE *out, size_t *per_class,
+                        uint64_t *sum, size_t *sum_count, size_t *written, char *err,
+                        size_t errlen)
+{
+    const ds_items *items = &plan->split[split];
+    *written = 0;
+    char name[16];
+    snprintf(name, sizeof name, "%s.db", g_split_names[split]);
+    char *path = out_path(outdir, name);
+    double t0 = cd_now();
+    cd_db_writer_t *w = cd_db_writer_open(path, cfg->channels, cfg->height, cfg->width,
+                                          cfg->encoding, plan->nclasses, err, errlen);
+    if (!w) {
+        free(path);
+        return CD_ERR;
+    }
+    split_ctx ctx = {w, items, g_split_names[split], 0, per_class, skips, out, -1, 0};
+    ds_pipe_job job = {cfg, items->v, items->n, split,
+                       cfg->threads > 0 ? cfg->threads : online_cpus(), sum, 0};
+    int rc = ds_pipeline_run(&job, consume, &ctx, err, errlen);
+    *sum_count = job.sum_count;
+    if (rc == CD_OK && ctx.written == 0) {
+        cd_db_writer_abort(w);
+        ds_emit_log(out, "warning", "none of the %zu %s images could be read; %s is not made",
+                    items->n, g_split_names[split], name);
+    } else if (rc == CD_OK) {
+        rc = cd_db_writer_finish(w, err, errlen);
+        if (rc == CD_OK) {
+            double dt = cd_now() - t0;
+            ds_emit_log(out, "info", "%s: %zu images in %.2f s (%.0f images/s)", name,
+                        ctx.written, dt, dt > 0 ? ctx.written / dt : 0.0);
+            *written = ctx.written;
+        }
+    } else {
+        cd_db_writer_abort(w);
+    }
+    free(path);
+    return rc;
+}
+
+static int write_mean(const cd_dataset_config_t *cfg, const char *outdir, const uint64_t *sum,
+                      size_t count, char *err, size_t errlen)
+{
+    size_t n = (size_t)cfg->channels * cfg->height * cfg->width;
+    float *mean = cd_xmalloc(n * sizeof(float));
+    for (size_t k = 0; k < n; k++)
+        mean[k] = (float)((double)sum[k] / (double)(count ? count : 1));
+    char *bin = out_path(outdir, "mean.bin"), *png = out_path(outdir, "mean.png");
+    int rc = cd_mean_save(bin, cfg->channels, cfg->height, cfg->width, count, mean, err, errlen);
+    if (rc == CD_OK)
+        rc = cd_mean_save_png(png, cfg->channels, cfg->height, cfg->width, mean, err, errlen);
+    free(bin);
+    free(png);
+    free(mean);
+    return rc;
+}
+
+/* The `dataset` line's fields (docs/worker-protocol.md); stats.json adds more. */
+static json_t *summary(const ds_plan *plan, const cd_dataset_result_t *res,
+                       size_t *const per_class[CD_SPLIT_COUNT])
+{
+    json_t *splits = json_object(), *classes = json_array();
+    for (int s = 0; s < CD_SPLIT_COUNT; s++)
+        if (res->count[s])
+            json_object_set_new(splits, g_split_names[s],
+                                json_integer((json_int_t)res->count[s]));
+    for (int c = 0; c < plan->nclasses; c++) {
+        char *name = cd_xstrdup(plan->classes[c]);
+        ds_utf8_sanitize(name);
+        json_array_append_new(classes,
+                              json_pack("{s:s, s:I, s:I, s:I}", "label", name, "train",
+                                        (json_int_t)per_class[0][c], "val",
+                                        (json_int_t)per_class[1][c], "test",
+                                        (json_int_t)per_class[2][c]));
+        free(name);
+    }
+    return json_pack("{s:s, s:o, s:o, s:I, s:s, s:s}", "type", "dataset", "splits", splits,
+                     "classes", classes,
+                     "skipped", (json_int_t)res->skipped, "mean_file", "mean.bin",
+                     "labels_file", "labels.txt");
+}
+
+static int write_stats(const cd_dataset_config_t *cfg, const char *outdir, json_t *sum,
+                       double seconds, char *err, size_t errlen)
+{
+    json_t *st = json_deep_copy(sum);
+    json_object_del(st, "type");
+    json_t *dbs = json_object();
+    json_t *splits = json_object_get(st, "splits");
+    const char *key;
+    json_t *val;
+    json_object_foreach(splits, key, val)
+    {
+        char name[16];
+        snprintf(name, sizeof name, "%s.db", key);
+        json_object_set_new(dbs, key, json_string(name));
+    }
+    json_object_set_new(st, "format_version", json_integer(DS_DB_VERSION));
+    json_object_set_new(st, "db_files", dbs);
+    json_object_set_new(st, "mean_png", json_string("mean.png"));
+    json_object_set_new(st, "channels", json_integer(cfg->channels));
+    json_object_set_new(st, "width", json_integer(cfg->width));
+    json_object_set_new(st, "height", json_integer(cfg->height));
+    json_object_set_new(st, "resize_mode", json_string(cd_resize_mode_name(cfg->resize_mode)));
+    json_object_set_new(st, "encoding", json_string(cd_encoding_name(cfg->encoding)));
+    json_object_set_new(st, "num_classes",
+                        json_integer((json_int_t)json_array_size(json_object_get(st, "classes"))));
+    json_object_set_new(st, "seed", json_integer((json_int_t)cfg->seed));
+    json_object_set_new(st, "seconds", json_real(seconds));
+    json_object_set_new(st, "created", json_real(cd_wall_time()));
+    char *text = json_dumps(st, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+    json_decref(st);
+    char *path = out_path(outdir, "stats.json");
+    size_t len = text ? strlen(text) : 0;
+    int rc = text ? cd_write_file_atomic(path, text, len) : CD_ERR;
+    int e = text ? errno : ENOMEM;
+    if (rc != CD_OK)
+        ds_err(err, errlen, "cannot write %s: %s; %s", path, strerror(e), ds_errno_advice(e));
+    free(text);
+    free(path);
+    return rc;
+}
+
+static int check_cfg(const cd_dataset_config_t *cfg, char *err, size_t errlen)
+{
+    if ((cfg->channels != 1 && cfg->channels != 3) || cfg->width < 1 || cfg->height < 1 ||
+        cfg->width > CD_IMAGE_MAX_SIDE || cfg->height > CD_IMAGE_MAX_SIDE ||
+        cfg->resize_mode < 0 || cfg->resize_mode >= CD_RESIZE_COUNT || cfg->encoding < 0 ||
+        cfg->encoding >= CD_ENC_COUNT)
+        return ds_err(err, errlen, "bad dataset settings: channels %d, size %dx%d, resize mode "
+                      "%d, encoding %d", cfg->channels, cfg->width, cfg->height,
+                      cfg->resize_mode, cfg->encoding);
+    return CD_OK;
+}
+
+int cd_dataset_create(const cd_dataset_config_t *cfg, const char *outdir, FILE *progress,
+                      cd_dataset_result_t *result, char *err, size_t errlen)
+{
+    cd_dataset_result_t res = {0};
+    ds_plan plan = {0};
+    ds_skips skips = {0, progress};
+    size_t *per_class[CD_SPLIT_COUNT] = {0};
+    uint64_t *sum = NULL;
+    size_t sum_count = 0;
+    double t0 = cd_now();
+    int rc = check_cfg(cfg, err, errlen);
+    if (rc == CD_OK && cd_mkdirs(outdir, 0755) != CD_OK)
+        rc = ds_err(err, errlen, "cannot create the job folder %s: %s; %s", outdir,
+                    strerror(errno), ds_errno_advice(errno));
+    if (rc == CD_OK)
+        rc = remove_outputs(outdir, err, errlen);
+    if (rc == CD_OK)
+        rc = cfg->folder_train && cfg->folder_train[0]
+                 ? ds_plan_folders(cfg, &plan, &skips, progress, err, errlen)
+                 : ds_plan_textfiles(cfg, &plan, &skips, progress, err, errlen);
+    if (rc != CD_OK)
+        goto out;
+
+    for (int s = 0; s < CD_SPLIT_COUNT; s++) {
+        uint64_t rng = ds_seed_mix(cfg->seed, DS_STREAM_ORDER, (uint64_t)s);
+        ds_shuffle(plan.split[s].v, plan.split[s].n, sizeof(ds_item), &rng);
+        per_class[s] = cd_xcalloc((size_t)plan.nclasses, sizeof(size_t));
+    }
+    ds_emit_log(progress, "info", "%d classes; images found: train %zu, val %zu, test %zu; "
+                "%zu files skipped so far", plan.nclasses, plan.split[0].n, plan.split[1].n,
+                plan.split[2].n, skips.count);
+    if (plan.split[CD_SPLIT_TRAIN].n == 0) {
+        rc = ds_err(err, errlen, "no images are left for training; lower pct_val and pct_test "
+                    "or add images");
+        goto out;
+    }
+    sum = cd_xcalloc((size_t)cfg->channels * cfg->height * cfg->width, sizeof(uint64_t));
+    for (int s = 0; s < CD_SPLIT_COUNT && rc == CD_OK; s++) {
+        if (plan.split[s].n == 0)
+            continue;
+        size_t counted = 0;
+        rc = create_split(cfg, &plan, s, outdir, &skips, progress, per_class[s],
+                          s == CD_SPLIT_TRAIN ? sum : NULL, &counted, &res.count[s], err,
+                          errlen);
+        if (s == CD_SPLIT_TRAIN)
+            sum_count = counted;
+        if (rc == CD_OK && s == CD_SPLIT_TRAIN && res.count[s] == 0)
+            rc = ds_err(err, errlen, "none of the %zu training images could be read (%zu files "
+                        "skipped; the log names the first); check the image files",
+                        plan.split[s].n, skips.count);
+    }
+    if (rc != CD_OK)
+        goto out;
+
+    res.skipped = skips.count;
+    res.num_classes = plan.nclasses;
+    if (skips.count)
+        ds_emit_log(progress, "warning", "%zu files were skipped in all", skips.count);
+    char *labels = out_path(outdir, "labels.txt");
+    rc = cd_labels_save(labels, plan.classes, plan.nclasses, err, errlen);
+    free(labels);
+    if (rc == CD_OK)
+        rc = write_mean(cfg, outdir, sum, sum_count, err, errlen);
+    if (rc == CD_OK) {
+        json_t *line = summary(&plan, &res, per_class);
+        rc = write_stats(cfg, outdir, line, cd_now() - t0, err, errlen);
+        if (rc == CD_OK) {
+            ds_emit_json(progress, line);
+            ds_emit_json(progress, json_pack("{s:s}", "type", "done"));
+        } else {
+            json_decref(line);
+        }
+    }
+out:
+    if (result)
+        *result = res;
+    for (int s = 0; s < CD_SPLIT_COUNT; s++)
+        free(per_class[s]);
+    free(sum);
+    ds_plan_free(&plan);
+    return rc;
+}

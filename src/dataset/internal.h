@@ -1,0 +1,219 @@
+/* Helpers shared by the files of src/dataset only (not part of the public API). */
+#ifndef CDIGITS_DATASET_INTERNAL_H
+#define CDIGITS_DATASET_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cdigits/image.h"
+
+/* snprintf into err when err is not NULL; always returns CD_ERR so callers can
+ * `return ds_err(err, errlen, ...)`. */
+int ds_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* CRC-32 (IEEE 802.3, the one zlib.crc32 and PNG use). Start with crc = 0. */
+uint32_t ds_crc32(uint32_t crc, const void *buf, size_t len);
+
+/* splitmix64: a small, good generator whose whole state is one integer. */
+static inline uint64_t ds_rand_next(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* Uniform integer in [0, n) (n > 0) without modulo bias worth caring about (n is
+ * small next to 2^64: Lemire's multiply-shift). */
+static inline uint64_t ds_rand_below(uint64_t *state, uint64_t n)
+{
+    return (uint64_t)(((unsigned __int128)ds_rand_next(state) * n) >> 64);
+}
+
+/* A seed for item `index` of stream `stream`, derived from the dataset seed, so that
+ * per-image randomness does not depend on which thread ran it. */
+static inline uint64_t ds_seed_mix(uint64_t seed, uint64_t stream, uint64_t index)
+{
+    uint64_t s = seed ^ (stream * 0xD1B54A32D192ED03ULL);
+    ds_rand_next(&s);
+    s ^= index * 0x9E3779B97F4A7C15ULL;
+    return ds_rand_next(&s);
+}
+
+/* Fisher-Yates shuffle of n elements of `size` bytes with the generator state. */
+void ds_shuffle(void *base, size_t n, size_t size, uint64_t *state);
+
+/* Interleaved (h, w, c) <-> planar (c, h, w). */
+void ds_hwc_to_chw(const uint8_t *hwc, uint8_t *chw, int c, int h, int w);
+void ds_chw_to_hwc(const uint8_t *chw, uint8_t *hwc, int c, int h, int w);
+
+/* Decoders/encoders of one format. The decoders return interleaved pixels (h, w, c)
+ * with c the image's own channel count after normalisation (1 or 3 for PNG after
+ * stripping alpha; 1 or 3 for JPEG), or the requested count when the codec converts
+ * for free. *pixels is malloc'ed. */
+int ds_png_decode(const uint8_t *buf, size_t len, int want_c, uint8_t **pixels, int *c, int *h,
+                  int *w, char *err, size_t errlen);
+int ds_jpeg_decode(const uint8_t *buf, size_t len, int want_c, uint8_t **pixels, int *c, int *h,
+                   int *w, char *err, size_t errlen);
+int ds_png_encode(const uint8_t *hwc, int c, int h, int w, int level, uint8_t **buf, size_t *len,
+                  char *err, size_t errlen);
+int ds_jpeg_encode(const uint8_t *hwc, int c, int h, int w, int quality, uint8_t **buf,
+                   size_t *len, char *err, size_t errlen);
+
+/* JSON lines on a stream (docs/worker-protocol.md); out may be NULL (silent). Each
+ * line is written whole under a lock and flushed. */
+void ds_emit_log(FILE *out, const char *level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void ds_emit_progress(FILE *out, const char *stage, const char *split, size_t done, size_t total);
+/* Replace bytes that are not valid UTF-8 with '?', in place (JSON needs UTF-8). */
+void ds_utf8_sanitize(char *s);
+/* Emit a JSON object and release it (takes the reference). */
+struct json_t;
+void ds_emit_json(FILE *out, struct json_t *obj);
+
+/* Record the reason of a failed cd_labels_load / cd_mean_load for cd_dataset_strerror
+ * (thread-local); returns CD_ERR. */
+int ds_set_last_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Writes all of buf to fd (retrying short writes and EINTR). CD_OK or CD_ERR with errno. */
+int ds_write_all(int fd, const void *buf, size_t len);
+/* "No space left on device; free disk space and run again" style advice for errno. */
+const char *ds_errno_advice(int e);
+/* fsync the directory holding path, so a rename in it is durable. */
+int ds_fsync_dir(const char *path);
+
+/* ---- planning a dataset: which file goes to which split with which label ---- */
+
+typedef struct ds_item {
+    char *path; /* owned */
+    int label;
+} ds_item;
+
+typedef struct ds_items {
+    ds_item *v;
+    size_t n, cap;
+} ds_items;
+
+void ds_items_push(ds_items *l, char *path_owned, int label);
+void ds_items_free(ds_items *l);
+
+/* Files that are not usable images: counted, and the first few named in the log. */
+typedef struct ds_skips {
+    size_t count;
+    FILE *out;
+} ds_skips;
+#define DS_SKIPS_NAMED 10
+void ds_skip(ds_skips *s, const char *path, const char *why);
+
+struct cd_dataset_config;
+typedef struct ds_plan {
+    char **classes; /* label -> name */
+    int nclasses;
+    ds_items split[3]; /* CD_SPLIT_TRAIN, VAL, TEST */
+} ds_plan;
+
+void ds_plan_free(ds_plan *p);
+/* Plans from folders of class folders / from text lists (the parse stage). */
+int ds_plan_folders(const struct cd_dataset_config *cfg, ds_plan *plan, ds_skips *skips,
+                    FILE *out, char *err, size_t errlen);
+int ds_plan_textfiles(const struct cd_dataset_config *cfg, ds_plan *plan, ds_skips *skips,
+                      FILE *out, char *err, size_t errlen);
+/* Deal the images of one class (in a fixed order) to the splits: shuffle with a
+ * generator seeded with rng_seed, keep at most max (0: all), then the first
+ * round(n * pct_val / 100) go to val, the next round(n * pct_test / 100) to test and
+ * the rest to train. Takes the paths from cls (left empty). */
+void ds_deal_class(ds_items *cls, uint64_t rng_seed, int max, double pct_val, double pct_test,
+                   ds_plan *plan);
+
+/* Generator streams (ds_seed_mix's `stream`), one per use, so that changing one use
+ * changes no other. */
+enum {
+    DS_STREAM_CLASS = 1,  /* dealing a class of the train folder or list, index = label */
+    DS_STREAM_VAL_FOLDER, /* dealing a class of folder_val, index = label */
+    DS_STREAM_TEST_FOLDER,
+    DS_STREAM_ORDER,      /* the order of records in a split, index = split */
+    DS_STREAM_NOISE_TRAIN /* + split: fill noise of record i */
+};
+
+/* Sub-folders (first level, not hidden) of dir, sorted; *names malloc'ed. Files
+ * directly in dir are counted as skipped. */
+int ds_scan_classes(const char *dir, char ***names, int *count, ds_skips *skips, char *err,
+                    size_t errlen);
+/* Image files (.png, .jpg, .jpeg in any case) under dir, recursively, in sorted order,
+ * appended to out with `label`; other files are counted as skipped. */
+int ds_scan_images(const char *dir, int label, ds_items *out, ds_skips *skips, char *err,
+                   size_t errlen);
+
+/* ---- the create stage: decode, resize and encode on a pool of threads ---------- */
+
+/* One prepared record, handed to the consumer in item order. */
+typedef struct ds_record {
+    int ok;        /* 0: the file was skipped, msg says why */
+    uint8_t *rec;  /* the stored bytes (consumer may take them and set NULL) */
+    size_t len;
+    char msg[384];
+} ds_record;
+
+/* Called on the calling thread for items 0, 1, 2 ... in order. CD_ERR stops the run. */
+typedef int (*ds_consume_fn)(void *ctx, size_t index, ds_record *r, char *err, size_t errlen);
+
+typedef struct ds_pipe_job {
+    const struct cd_dataset_config *cfg;
+    const ds_item *items;
+    size_t n;
+    int split;
+    int threads;
+    uint64_t *sum;     /* c*h*w per-pixel sums of the images that worked, or NULL */
+    size_t sum_count;  /* how many images went into sum */
+} ds_pipe_job;
+
+/* Prepare job->n records on job->threads threads while the calling thread consumes
+ * them in order. Stops early (CD_ERR) when consume fails or ds_stop_requested(). */
+int ds_pipeline_run(ds_pipe_job *job, ds_consume_fn consume, void *ctx, char *err,
+                    size_t errlen);
+int ds_stop_requested(void);
+/* Read, decode, resize and encode one image (used by the pipeline, and by tests). */
+void ds_prepare_record(const struct cd_dataset_config *cfg, const char *path, int split,
+                       size_t index, uint64_t *sum, ds_record *r);
+
+/* ---- the .db layout (docs/formats.md) ------------------------------------- */
+
+#define DS_DB_MAGIC "CDDB"
+#define DS_DB_VERSION 1u
+#define DS_DB_HEADER_SIZE 128u
+#define DS_DB_INDEX_ENTRY 16u /* u64 offset, u64 size */
+#define DS_DB_META_CRC_AT 124u
+
+/* The header's fields; stored little-endian at the offsets in docs/formats.md. */
+typedef struct ds_db_header {
+    uint32_t version, header_size, channels, height, width, encoding, flags;
+    uint64_t count, data_offset, data_size, index_offset, labels_offset, crc_offset, file_size;
+    uint32_t num_classes, meta_crc;
+} ds_db_header;
+
+void ds_db_header_pack(const ds_db_header *h, uint8_t out[DS_DB_HEADER_SIZE]);
+/* CD_ERR if the magic is wrong (the other fields are checked by the reader). */
+int ds_db_header_unpack(const uint8_t in[DS_DB_HEADER_SIZE], ds_db_header *h);
+
+static inline void ds_put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void ds_put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint32_t ds_get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t ds_get_u64(const uint8_t *p)
+{
+    return (uint64_t)ds_get_u32(p) | (uint64_t)ds_get_u32(p + 4) << 32;
+}
+
+#endif

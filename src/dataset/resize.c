@@ -1,0 +1,294 @@
+/*
+ * Resizing with DIGITS's resize modes (digits/utils/image.py resize_image).
+ *
+ * Every mode is one geometry function: from the source size and the target W x H it
+ * picks the size the image is scaled to (rw x rh) and where its top-left corner lands
+ * in the output (ox, oy; negative means that much is cropped away, positive that the
+ * gap before it is filled with noise). The common code then scales, fills the output
+ * with noise if the scaled image does not cover it, and copies the overlap. The exact
+ * arithmetic is in docs/formats.md.
+ *
+ * Scaling is separable: a horizontal pass into a float buffer (c, src_h, rw), then a
+ * vertical pass rounded to uint8. Each output pixel is a normalised triangle-filter sum
+ * over the source pixels near its centre; when shrinking by s > 1 the triangle is s
+ * times wider, so no source pixel is skipped (Pillow's BILINEAR, which DIGITS's
+ * scipy.misc.imresize calls).
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdigits/util.h"
+
+/* ---- geometry of the modes ------------------------------------------------ */
+
+typedef struct geom {
+    int rw, rh; /* scaled size */
+    int ox, oy; /* position of the scaled image's origin in the output */
+} geom;
+
+/* Python's int(round(x)) as DIGITS ran it (Python 2: halves away from zero). */
+static int iround(double x) { return (int)round(x); }
+/* Python's a % 2 for possibly negative a: 0 or 1. */
+static int odd(int a) { return ((a % 2) + 2) % 2; }
+static int at_least_1(int v) { return v < 1 ? 1 : v; }
+
+static void geom_squash(int sw, int sh, int W, int H, geom *g)
+{
+    (void)sw, (void)sh;
+    *g = (geom){W, H, 0, 0};
+}
+
+static void geom_crop(int sw, int sh, int W, int H, geom *g)
+{
+    double wr = (double)sw / W, hr = (double)sh / H;
+    if (wr > hr) {
+        g->rh = H;
+        g->rw = at_least_1(iround(sw / hr));
+        g->ox = -iround((g->rw - W) / 2.0);
+        g->oy = 0;
+    } else {
+        g->rw = W;
+        g->rh = at_least_1(iround(sh / wr));
+        g->ox = 0;
+        g->oy = -iround((g->rh - H) / 2.0);
+    }
+}
+
+static void geom_fill(int sw, int sh, int W, int H, geom *g)
+{
+    double wr = (double)sw / W, hr = (double)sh / H;
+    if (wr > hr) {
+        g->rw = W;
+        g->rh = at_least_1(iround(sh / wr));
+        if (odd(H - g->rh))
+            g->rh++;
+        g->ox = 0;
+        g->oy = (H - g->rh) / 2;
+    } else {
+        g->rh = H;
+        g->rw = at_least_1(iround(sw / hr));
+        if (odd(W - g->rw))
+            g->rw++;
+        g->oy = 0;
+        g->ox = (W - g->rw) / 2;
+    }
+}
+
+static void geom_half_crop(int sw, int sh, int W, int H, geom *g)
+{
+    double wr = (double)sw / W, hr = (double)sh / H;
+    double nr = (wr + hr) / 2.0;
+    g->rw = at_least_1(iround(sw / nr));
+    g->rh = at_least_1(iround(sh / nr));
+    if (wr > hr && odd(H - g->rh))
+        g->rh++;
+    else if (wr < hr && odd(W - g->rw))
+        g->rw++;
+    if (wr > hr) {
+        g->ox = -iround((g->rw - W) / 2.0);
+        g->oy = (H - g->rh) / 2;
+    } else {
+        g->oy = -iround((g->rh - H) / 2.0);
+        g->ox = (W - g->rw) / 2;
+    }
+}
+
+typedef struct resize_mode_def {
+    const char *name;
+    void (*geometry)(int sw, int sh, int W, int H, geom *g);
+} resize_mode_def;
+
+static const resize_mode_def g_modes[CD_RESIZE_COUNT] = {
+    [CD_RESIZE_SQUASH] = {"squash", geom_squash},
+    [CD_RESIZE_CROP] = {"crop", geom_crop},
+    [CD_RESIZE_FILL] = {"fill", geom_fill},
+    [CD_RESIZE_HALF_CROP] = {"half_crop", geom_half_crop},
+};
+
+int cd_resize_mode_parse(const char *name)
+{
+    for (int i = 0; i < CD_RESIZE_COUNT; i++)
+        if (name && strcmp(name, g_modes[i].name) == 0)
+            return i;
+    return -1;
+}
+
+const char *cd_resize_mode_name(int mode)
+{
+    return mode >= 0 && mode < CD_RESIZE_COUNT ? g_modes[mode].name : "?";
+}
+
+const char *cd_resize_mode_list(void) { return "squash, crop, fill, half_crop"; }
+
+/* ---- separable triangle-filter scaling -------------------------------------- */
+
+/* The taps of one axis: output i reads n[i] source pixels from lo[i] with weights
+ * k[i * ksize ...], normalised to sum 1. */
+typedef struct taps {
+    int *lo, *n;
+    float *k;
+    int ksize;
+} taps;
+
+static double triangle(double x)
+{
+    x = fabs(x);
+    return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+static int taps_make(int in, int out, taps *t)
+{
+    double scale = (double)in / out;
+    double fscale = scale < 1.0 ? 1.0 : scale;
+    double support = fscale; /* the triangle's radius is 1 source pixel, widened */
+    t->ksize = (int)ceil(support) * 2 + 1;
+    t->lo = malloc(sizeof(int) * out);
+    t->n = malloc(sizeof(int) * out);
+    t->k = calloc((size_t)out * t->ksize, sizeof(float));
+    double *w = malloc(sizeof(double) * t->ksize);
+    if (!t->lo || !t->n || !t->k || !w) {
+        free(w);
+        return CD_ERR;
+    }
+    for (int i = 0; i < out; i++) {
+        double center = (i + 0.5) * scale;
+        int lo = (int)(center - support + 0.5);
+        int hi = (int)(center + support + 0.5);
+        if (lo < 0)
+            lo = 0;
+        if (hi > in)
+            hi = in;
+        if (hi - lo > t->ksize)
+            hi = lo + t->ksize;
+        double sum = 0;
+        for (int j = 0; j < hi - lo; j++) {
+            w[j] = triangle((j + lo - center + 0.5) / fscale);
+            sum += w[j];
+        }
+        for (int j = 0; j < hi - lo; j++)
+            t->k[(size_t)i * t->ksize + j] = (float)(sum > 0 ? w[j] / sum : 0);
+        t->lo[i] = lo;
+        t->n[i] = hi - lo;
+    }
+    free(w);
+    return CD_OK;
+}
+
+static void taps_free(taps *t)
+{
+    free(t->lo);
+    free(t->n);
+    free(t->k);
+}
+
+static uint8_t to_u8(float v)
+{
+    v = floorf(v + 0.5f);
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+int cd_image_scale(const cd_image_t *src, int width, int height, cd_image_t *out, char *err,
+                   size_t errlen)
+{
+    if (cd_image_alloc(out, src->c, height, width, err, errlen) != CD_OK)
+        return CD_ERR;
+    if (width == src->w && height == src->h) {
+        memcpy(out->data, src->data, (size_t)src->c * height * width);
+        return CD_OK;
+    }
+    int c = src->c, sh = src->h, sw = src->w;
+    taps tx = {0}, ty = {0};
+    float *tmp = malloc(sizeof(float) * (size_t)sh * width);
+    if (!tmp || taps_make(sw, width, &tx) != CD_OK || taps_make(sh, height, &ty) != CD_OK) {
+        free(tmp);
+        taps_free(&tx);
+        taps_free(&ty);
+        cd_image_free(out);
+        return ds_err(err, errlen, "out of memory resizing %dx%d to %dx%d", sw, sh, width,
+                      height);
+    }
+    for (int ch = 0; ch < c; ch++) {
+        const uint8_t *plane = src->data + (size_t)ch * sh * sw;
+        /* tmp is (sh, width) */
+        for (int y = 0; y < sh; y++) {
+            const uint8_t *row = plane + (size_t)y * sw;
+            for (int x = 0; x < width; x++) {
+                const float *k = tx.k + (size_t)x * tx.ksize;
+                const uint8_t *p = row + tx.lo[x];
+                float s = 0;
+                for (int j = 0; j < tx.n[x]; j++)
+                    s += k[j] * p[j];
+                tmp[(size_t)y * width + x] = s;
+            }
+        }
+        uint8_t *dst = out->data + (size_t)ch * height * width;
+        for (int y = 0; y < height; y++) {
+            const float *k = ty.k + (size_t)y * ty.ksize;
+            const float *base = tmp + (size_t)ty.lo[y] * width;
+            for (int x = 0; x < width; x++) {
+                float s = 0;
+                for (int j = 0; j < ty.n[y]; j++)
+                    s += k[j] * base[(size_t)j * width + x];
+                dst[(size_t)y * width + x] = to_u8(s);
+            }
+        }
+    }
+    free(tmp);
+    taps_free(&tx);
+    taps_free(&ty);
+    return CD_OK;
+}
+
+/* ---- resize with a mode ------------------------------------------------------ */
+
+int cd_image_resize(const cd_image_t *src, int width, int height, int mode, uint64_t noise_seed,
+                    cd_image_t *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (mode < 0 || mode >= CD_RESIZE_COUNT)
+        return ds_err(err, errlen, "resize mode %d is not one of %s", mode, cd_resize_mode_list());
+    if (!src || !src->data || src->h <= 0 || src->w <= 0)
+        return ds_err(err, errlen, "cannot resize an empty image");
+    if (src->w == width && src->h == height)
+        return cd_image_convert(src, src->c, out, err, errlen);
+    geom g;
+    if ((double)src->w / width == (double)src->h / height)
+        geom_squash(src->w, src->h, width, height, &g);
+    else
+        g_modes[mode].geometry(src->w, src->h, width, height, &g);
+
+    cd_image_t scaled;
+    if (cd_image_scale(src, g.rw, g.rh, &scaled, err, errlen) != CD_OK)
+        return CD_ERR;
+    if (g.rw == width && g.rh == height && g.ox == 0 && g.oy == 0) {
+        *out = scaled;
+        return CD_OK;
+    }
+    if (cd_image_alloc(out, src->c, height, width, err, errlen) != CD_OK) {
+        cd_image_free(&scaled);
+        return CD_ERR;
+    }
+    /* the part of the output covered by the scaled image: [x0, x1) x [y0, y1) */
+    int x0 = g.ox > 0 ? g.ox : 0, y0 = g.oy > 0 ? g.oy : 0;
+    int x1 = g.ox + g.rw < width ? g.ox + g.rw : width;
+    int y1 = g.oy + g.rh < height ? g.oy + g.rh : height;
+    size_t n = (size_t)out->c * height * width;
+    if (x0 > 0 || y0 > 0 || x1 < width || y1 < height) {
+        uint64_t rng = noise_seed;
+        for (size_t i = 0; i < n; i += 8) {
+            uint64_t r = ds_rand_next(&rng);
+            for (size_t j = i; j < i + 8 && j < n; j++, r >>= 8)
+                out->data[j] = (uint8_t)r;
+        }
+    }
+    for (int ch = 0; ch < out->c; ch++)
+        for (int y = y0; y < y1; y++)
+            memcpy(out->data + ((size_t)ch * height + y) * width + x0,
+                   scaled.data + ((size_t)ch * g.rh + (y - g.oy)) * g.rw + (x0 - g.ox),
+                   (size_t)(x1 - x0));
+    cd_image_free(&scaled);
+    return CD_OK;
+}
