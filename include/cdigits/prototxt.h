@@ -14,6 +14,11 @@
 extern "C" {
 #endif
 
+/* Limits that keep a hostile or broken file from exhausting the stack or memory:
+ * deeper nesting or a larger input is a parse error, never a crash. */
+#define CD_PT_MAX_DEPTH 64
+#define CD_PT_MAX_BYTES ((size_t)16 << 20)
+
 enum cd_pt_kind {
     CD_PT_MESSAGE = 0, /* name { ... } or name: { ... } */
     CD_PT_NUMBER,      /* 12, -3.5e-4, 0x1F, inf, nan */
@@ -36,10 +41,13 @@ typedef struct cd_pt_node {
 cd_pt_node *cd_pt_parse(const char *text, size_t len, const char *filename, char *err,
                         size_t errlen);
 void cd_pt_free(cd_pt_node *root);
+/* Read and parse a file; NULL with "PATH: why; what to do" or a parse error in err. */
+cd_pt_node *cd_pt_parse_file(const char *path, char *err, size_t errlen);
 
 /* Schema: one table of fields per message type. */
+/* INT is int32, UINT uint32, INT64 int64 (as in caffe.proto); each is range-checked. */
 enum cd_pt_type { CD_PT_T_INT, CD_PT_T_UINT, CD_PT_T_FLOAT, CD_PT_T_BOOL, CD_PT_T_STRING,
-                  CD_PT_T_ENUM, CD_PT_T_MSG };
+                  CD_PT_T_ENUM, CD_PT_T_MSG, CD_PT_T_INT64 };
 
 typedef struct cd_pt_message cd_pt_message;
 typedef struct cd_pt_field {
@@ -67,8 +75,17 @@ extern const cd_pt_message cd_pt_solver_parameter;
  * non-repeated field given twice. CD_OK, or CD_ERR with "FILE:LINE:COL: ..." in err. */
 int cd_pt_validate(const cd_pt_node *root, const cd_pt_message *msg, const char *filename,
                    char *err, size_t errlen);
+/* The field called name in msg's table, or NULL. */
+const cd_pt_field *cd_pt_find_field(const cd_pt_message *msg, const char *name);
+/* Write "FILE:LINE:COL: <formatted text>" for node into err, so that later checks
+ * (shapes, missing bottoms) point at the place in the file the same way the parser does.
+ * Returns CD_ERR so callers can `return cd_pt_error_at(...)`. */
+int cd_pt_error_at(const cd_pt_node *node, const char *filename, char *err, size_t errlen,
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-/* Lookups on a message node (after validation the values are well-formed). */
+/* Lookups on a message node (after validation the values are well-formed). Each
+ * accepts msg NULL and returns def (or NULL / 0) when the field is absent or its
+ * value is not of the asked kind. Integers are decimal or 0x hex, optionally negative. */
 const cd_pt_node *cd_pt_get(const cd_pt_node *msg, const char *name);   /* first or NULL */
 int cd_pt_count(const cd_pt_node *msg, const char *name);
 /* the i-th occurrence of name, or NULL */
