@@ -1,0 +1,128 @@
+/* Softmax cross entropy (forward and backward) and top-k accuracy. The sums are
+ * reduced by one block in a fixed order, so the results are deterministic; they are
+ * batch-sized (outer*inner positions), far from worth a grid-wide reduction.
+ * A label outside [0, channels) is skipped like an ignored one (datasets are checked
+ * when they are made; a kernel has no way to stop the run). */
+#include <float.h>
+
+#include "cdk_common.cuh"
+
+#define CDK_REDUCE_THREADS 1024
+
+__device__ inline int label_at(const float *label, size_t pos, int channels, int has_ignore,
+                               int ignore_label)
+{
+    int l = (int)label[pos];
+    if (has_ignore && l == ignore_label)
+        return -1;
+    return l >= 0 && l < channels ? l : -1;
+}
+
+__global__ void k_xent_forward(int outer, int channels, int inner, const float *prob,
+                               const float *label, int has_ignore, int ignore_label,
+                               float *loss_out, float *count_out)
+{
+    size_t positions = (size_t)outer * inner;
+    double loss = 0.0;
+    double count = 0.0;
+    for (size_t pos = threadIdx.x; pos < positions; pos += blockDim.x) {
+        int l = label_at(label, pos, channels, has_ignore, ignore_label);
+        if (l < 0)
+            continue;
+        size_t o = pos / (size_t)inner, i = pos - o * (size_t)inner;
+        float p = prob[(o * channels + (size_t)l) * inner + i];
+        loss -= (double)logf(fmaxf(p, FLT_MIN));
+        count += 1.0;
+    }
+    loss = cdk_block_sum(loss);
+    __syncthreads();
+    count = cdk_block_sum(count);
+    if (threadIdx.x == 0) {
+        loss_out[0] = (float)loss;
+        count_out[0] = (float)count;
+    }
+}
+
+__global__ void k_xent_backward(size_t total, int channels, int inner, const float *prob,
+                                const float *label, int has_ignore, int ignore_label, float scale,
+                                float *dx)
+{
+    CDK_LOOP(idx, total)
+    {
+        size_t i = idx % (size_t)inner;
+        size_t oc = idx / (size_t)inner;
+        int c = (int)(oc % (size_t)channels);
+        size_t o = oc / (size_t)channels;
+        int l = label_at(label, o * inner + i, channels, has_ignore, ignore_label);
+        dx[idx] = l < 0 ? 0.0f : (prob[idx] - (c == l ? 1.0f : 0.0f)) * scale;
+    }
+}
+
+/* Caffe's rule: correct when fewer than top_k scores are strictly greater */
+__global__ void k_accuracy(int outer, int channels, int inner, const float *x, const float *label,
+                           int top_k, int has_ignore, int ignore_label, float *correct_out,
+                           float *count_out)
+{
+    size_t positions = (size_t)outer * inner;
+    double correct = 0.0, count = 0.0;
+    for (size_t pos = threadIdx.x; pos < positions; pos += blockDim.x) {
+        int l = label_at(label, pos, channels, has_ignore, ignore_label);
+        if (l < 0)
+            continue;
+        size_t o = pos / (size_t)inner, i = pos - o * (size_t)inner;
+        const float *xp = x + o * (size_t)channels * inner + i;
+        float truth = xp[(size_t)l * inner];
+        int better = 0;
+        for (int c = 0; c < channels && better < top_k; c++)
+            if (xp[(size_t)c * inner] > truth)
+                better++;
+        if (better < top_k)
+            correct += 1.0;
+        count += 1.0;
+    }
+    correct = cdk_block_sum(correct);
+    __syncthreads();
+    count = cdk_block_sum(count);
+    if (threadIdx.x == 0) {
+        correct_out[0] = (float)correct;
+        count_out[0] = (float)count;
+    }
+}
+
+extern "C" {
+
+cudaError_t cdk_xent_forward(cudaStream_t s, int outer, int channels, int inner,
+                             const float *prob, const float *label, int has_ignore,
+                             int ignore_label, float *loss_out, float *count_out)
+{
+    if (outer < 0 || inner < 0)
+        return cudaErrorInvalidValue;
+    k_xent_forward<<<1, CDK_REDUCE_THREADS, 0, s>>>(outer, channels, inner, prob, label,
+                                                    has_ignore, ignore_label, loss_out, count_out);
+    return cudaGetLastError();
+}
+
+cudaError_t cdk_xent_backward(cudaStream_t s, int outer, int channels, int inner,
+                              const float *prob, const float *label, int has_ignore,
+                              int ignore_label, float scale, float *dx)
+{
+    if (outer <= 0 || channels <= 0 || inner <= 0)
+        return cudaSuccess;
+    size_t total = (size_t)outer * channels * inner;
+    k_xent_backward<<<cdk_blocks(total), CDK_THREADS, 0, s>>>(total, channels, inner, prob, label,
+                                                              has_ignore, ignore_label, scale, dx);
+    return cudaGetLastError();
+}
+
+cudaError_t cdk_accuracy(cudaStream_t s, int outer, int channels, int inner, const float *x,
+                         const float *label, int top_k, int has_ignore, int ignore_label,
+                         float *correct_out, float *count_out)
+{
+    if (outer < 0 || inner < 0)
+        return cudaErrorInvalidValue;
+    k_accuracy<<<1, CDK_REDUCE_THREADS, 0, s>>>(outer, channels, inner, x, label, top_k,
+                                                has_ignore, ignore_label, correct_out, count_out);
+    return cudaGetLastError();
+}
+
+} /* extern "C" */

@@ -1,0 +1,222 @@
+/*
+ * The CUDA backend: its function table, creation and destruction. The ops live in the
+ * other files of this folder (one subject each) and in the .cu files of kernels/.
+ *
+ * Settings read from the environment when a backend is created:
+ *   CDIGITS_TF32=0                   no TF32 tensor-core math in convolution and gemm
+ *                                    (default on, as in PyTorch's convolutions)
+ *   CDIGITS_CUDNN_WORKSPACE_MB=N     largest cuDNN workspace (default 1024)
+ *   CDIGITS_CUDA_SYNC=1              wait after every kernel, so a fault names its launch
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+static void cuda_destroy(cd_backend_t *be);
+
+static const cd_backend_iface cuda_iface = {
+    .name = "cuda",
+
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .copy = cuda_copy,
+    .sync = cuda_sync,
+
+    .set = cuda_set,
+    .scale = cuda_scale,
+    .axpy = cuda_axpy,
+    .axpby = cuda_axpby,
+    .mul = cuda_mul,
+    .mul_add = cuda_mul_add,
+    .max_index = cuda_max_index,
+    .mask_select = cuda_mask_select,
+    .dot = cuda_dot,
+    .asum = cuda_asum,
+
+    .power_forward = cuda_power_forward,
+    .power_backward = cuda_power_backward,
+    .channel_affine = cuda_channel_affine,
+    .channel_affine_grad = cuda_channel_affine_grad,
+
+    .gemm = cuda_gemm,
+
+    .conv_forward = cuda_conv_forward,
+    .conv_backward_data = cuda_conv_backward_data,
+    .conv_backward_filter = cuda_conv_backward_filter,
+
+    .pool_forward = cuda_pool_forward,
+    .pool_backward = cuda_pool_backward,
+
+    .lrn_forward = cuda_lrn_forward,
+    .lrn_backward = cuda_lrn_backward,
+
+    .act_forward = cuda_act_forward,
+    .act_backward = cuda_act_backward,
+
+    .softmax_forward = cuda_softmax_forward,
+    .softmax_backward = cuda_softmax_backward,
+
+    .xent_forward = cuda_xent_forward,
+    .xent_backward = cuda_xent_backward,
+    .accuracy = cuda_accuracy,
+
+    .bn_stats = cuda_bn_stats,
+    .bn_normalize = cuda_bn_normalize,
+    .bn_backward = cuda_bn_backward,
+
+    .dropout_forward = cuda_dropout_forward,
+    .copy_strided = cuda_copy_strided,
+    .update = cuda_update,
+    .prepare_batch = cuda_prepare_batch,
+    .allreduce_mean = cuda_allreduce_mean,
+
+    .destroy = cuda_destroy,
+};
+
+/* the device current in this thread, as far as this backend knows */
+static _Thread_local int thread_device = -1;
+
+void cuda_use_device(cd_backend_t *be)
+{
+    if (thread_device == be->device)
+        return;
+    CD_CUDA_CHECK(be, cudaSetDevice(be->device));
+    thread_device = be->device;
+}
+
+int cd_backend_cuda_compiled(void) { return 1; }
+
+/* No driver, no device or a broken installation all count as "no GPU". */
+int cd_backend_cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n > 0 ? n : 0;
+}
+
+static long env_long(const char *name, long fallback)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return fallback;
+    char *end;
+    long r = strtol(v, &end, 10);
+    return *end ? fallback : r;
+}
+
+cd_backend_t *cd_backend_cuda_new(int device, char *why, size_t why_len)
+{
+    char ignored[8];
+    if (!why || why_len == 0) {
+        why = ignored;
+        why_len = sizeof ignored;
+    }
+    why[0] = 0;
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        snprintf(why, why_len, "no usable GPU: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+        cudaGetLastError();
+        return NULL;
+    }
+    if (count <= 0 || device < 0 || device >= count) {
+        snprintf(why, why_len, "GPU %d is not available: %d visible (CUDA_VISIBLE_DEVICES=%s)",
+                 device, count, visible ? visible : "unset");
+        return NULL;
+    }
+
+    cd_backend_t *be = calloc(1, sizeof *be);
+    cuda_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!be || !ctx) {
+        free(be);
+        free(ctx);
+        snprintf(why, why_len, "out of host memory creating the CUDA backend");
+        return NULL;
+    }
+    be->iface = &cuda_iface;
+    be->device = device;
+    be->ctx = ctx;
+    ctx->tf32 = env_long("CDIGITS_TF32", 1) != 0;
+    ctx->debug_sync = env_long("CDIGITS_CUDA_SYNC", 0) != 0;
+    long ws_mb = env_long("CDIGITS_CUDNN_WORKSPACE_MB", 1024);
+    ctx->ws_limit = (size_t)(ws_mb > 0 ? ws_mb : 0) << 20;
+
+    thread_device = -1;
+    if (CD_CUDA_TRY(be, cudaSetDevice(device)))
+        goto err;
+    thread_device = device;
+    struct cudaDeviceProp prop;
+    if (CD_CUDA_TRY(be, cudaGetDeviceProperties(&prop, device)))
+        goto err;
+    snprintf(ctx->name, sizeof ctx->name, "%s", prop.name);
+    if (CD_CUDA_TRY(be, cdk_check_image())) {
+        snprintf(be->err, sizeof be->err,
+                 "GPU %d (%.64s, compute capability %d.%d) cannot run this build's kernels; rebuild "
+                 "with -DCMAKE_CUDA_ARCHITECTURES=%d%d",
+                 device, prop.name, prop.major, prop.minor, prop.major, prop.minor);
+        goto err;
+    }
+    if (CD_CUDA_TRY(be, cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking)))
+        goto err;
+    if (CD_CUBLAS_TRY(be, cublasCreate(&ctx->blas)) ||
+        CD_CUBLAS_TRY(be, cublasSetStream(ctx->blas, ctx->stream)) ||
+        CD_CUBLAS_TRY(be, cublasSetMathMode(ctx->blas, ctx->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                 : CUBLAS_DEFAULT_MATH)))
+        goto err;
+    if (CD_CUDNN_TRY(be, cudnnCreate(&ctx->dnn)) ||
+        CD_CUDNN_TRY(be, cudnnSetStream(ctx->dnn, ctx->stream)) ||
+        CD_CUDNN_TRY(be, cudnnCreateTensorDescriptor(&ctx->t_a)) ||
+        CD_CUDNN_TRY(be, cudnnCreateTensorDescriptor(&ctx->t_b)) ||
+        CD_CUDNN_TRY(be, cudnnCreateActivationDescriptor(&ctx->act)) ||
+        CD_CUDNN_TRY(be, cudnnCreateLRNDescriptor(&ctx->lrn)))
+        goto err;
+    return be;
+
+err:
+    snprintf(why, why_len, "%s", be->err);
+    cuda_destroy(be);
+    return NULL;
+}
+
+/* Tolerates a half-made backend (from a failed create) and a broken device: errors
+ * here are recorded, not fatal. */
+static void cuda_destroy(cd_backend_t *be)
+{
+    if (!be)
+        return;
+    cuda_ctx *ctx = cuda_ctx_of(be);
+    if (ctx) {
+        if (CD_CUDA_TRY(be, cudaSetDevice(be->device)) == 0)
+            thread_device = be->device;
+        if (ctx->stream)
+            CD_CUDA_TRY(be, cudaStreamSynchronize(ctx->stream));
+        cuda_conv_release(be);
+        cuda_group_release(be);
+        cuda_memory_release(be);
+        if (ctx->lrn)
+            cudnnDestroyLRNDescriptor(ctx->lrn);
+        if (ctx->act)
+            cudnnDestroyActivationDescriptor(ctx->act);
+        if (ctx->t_b)
+            cudnnDestroyTensorDescriptor(ctx->t_b);
+        if (ctx->t_a)
+            cudnnDestroyTensorDescriptor(ctx->t_a);
+        if (ctx->dnn)
+            cudnnDestroy(ctx->dnn);
+        if (ctx->blas)
+            cublasDestroy(ctx->blas);
+        if (ctx->stream)
+            CD_CUDA_TRY(be, cudaStreamDestroy(ctx->stream));
+        free(ctx);
+    }
+    be->ctx = NULL;
+    free(be);
+}

@@ -1,0 +1,173 @@
+/*
+ * The CUDA backend's private state and the ops each file of src/backend/cuda provides
+ * to the function table in backend.c. One cuda_ctx per backend (per device): its own
+ * stream, and cuBLAS and cuDNN handles bound to that stream, so every op of a backend
+ * is ordered on one queue and the host waits only in download, dot, asum and sync.
+ */
+#ifndef CDIGITS_CUDA_INTERNAL_H
+#define CDIGITS_CUDA_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+#include <nccl.h>
+
+#include "cdigits/backend.h"
+#include "cdigits/cuda_check.h"
+#include "cd_kernels.h"
+
+struct cuda_conv_cache;
+
+typedef struct cuda_ctx {
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    cudnnHandle_t dnn;
+    int tf32;       /* tensor-core TF32 allowed in convolution and gemm (CDIGITS_TF32) */
+    int debug_sync; /* wait after every kernel so a fault names its launch (CDIGITS_CUDA_SYNC) */
+
+    /* cuDNN workspace, grown up to ws_limit (CDIGITS_CUDNN_WORKSPACE_MB) */
+    void *ws;
+    size_t ws_bytes, ws_limit;
+    /* temporaries of kernels (per-channel partial sums, LRN ratios), grown as needed */
+    void *scratch;
+    size_t scratch_bytes;
+
+    /* descriptors reused by the cuDNN calls that are not convolutions */
+    cudnnTensorDescriptor_t t_a, t_b;
+    cudnnActivationDescriptor_t act;
+    cudnnLRNDescriptor_t lrn;
+
+    struct cuda_conv_cache *conv; /* conv.c: descriptors and measured algorithms per shape */
+
+    ncclComm_t comm; /* data-parallel group; NULL until cd_cuda_group_join */
+    int nranks;
+
+    char name[256]; /* the device's name */
+} cuda_ctx;
+
+static inline cuda_ctx *cuda_ctx_of(cd_backend_t *be) { return (cuda_ctx *)be->ctx; }
+
+/* Makes be's device current in the calling thread (cheap when it already is). Every
+ * entry point calls it first, so ops may come from any thread. */
+void cuda_use_device(cd_backend_t *be);
+
+/* Device temporaries that stay valid until the next call of the same function; both
+ * wait for queued work before they grow. */
+void *cuda_scratch(cd_backend_t *be, size_t bytes);
+void *cuda_workspace(cd_backend_t *be, size_t bytes);
+
+/* Checks a kernel launcher's result; with debug_sync also waits, so an error inside
+ * the kernel is reported at its launch rather than at a later call. */
+#define CD_LAUNCH(be, call)                                                                  \
+    do {                                                                                     \
+        CD_CUDA_CHECK(be, call);                                                             \
+        if (cuda_ctx_of(be)->debug_sync) {                                                   \
+            int cd_sync_ = (int)cudaStreamSynchronize(cuda_ctx_of(be)->stream);              \
+            if (cd_sync_ != 0)                                                               \
+                cd_cuda_fail((be), CD_LIB_CUDA, cd_sync_, #call " (while running)", __func__, \
+                             __FILE__, __LINE__);                                            \
+        }                                                                                    \
+    } while (0)
+
+/* Splits n into cuDNN- and cuBLAS-sized (int) chunks. */
+#define CUDA_CHUNK ((size_t)1 << 30)
+
+/* memory.c */
+void *cuda_alloc(cd_backend_t *be, size_t bytes);
+void cuda_free(cd_backend_t *be, void *ptr);
+void cuda_upload(cd_backend_t *be, void *dst, const void *src, size_t bytes);
+void cuda_download(cd_backend_t *be, void *dst, const void *src, size_t bytes);
+void cuda_copy(cd_backend_t *be, void *dst, const void *src, size_t bytes);
+void cuda_sync(cd_backend_t *be);
+void cuda_memory_release(cd_backend_t *be);
+
+/* elementwise.c */
+void cuda_set(cd_backend_t *be, size_t n, float v, float *y);
+void cuda_scale(cd_backend_t *be, size_t n, float a, const float *x, float *y);
+void cuda_axpy(cd_backend_t *be, size_t n, float a, const float *x, float *y);
+void cuda_axpby(cd_backend_t *be, size_t n, float a, const float *x, float b, float *y);
+void cuda_mul(cd_backend_t *be, size_t n, const float *a, const float *b, float *y);
+void cuda_mul_add(cd_backend_t *be, size_t n, const float *a, const float *b, float *y);
+void cuda_max_index(cd_backend_t *be, size_t n, const float *x, float *y, int idx, float *mask);
+void cuda_mask_select(cd_backend_t *be, size_t n, const float *dy, const float *mask, int idx,
+                      float *dx);
+void cuda_power_forward(cd_backend_t *be, size_t n, float power, float scale, float shift,
+                        const float *x, float *y);
+void cuda_power_backward(cd_backend_t *be, size_t n, float power, float scale, float shift,
+                         const float *x, const float *dy, float *dx);
+void cuda_copy_strided(cd_backend_t *be, int outer, size_t count, const float *src,
+                       size_t src_stride, float *dst, size_t dst_stride, int accumulate);
+void cuda_dropout_forward(cd_backend_t *be, size_t n, float ratio, uint64_t seed,
+                          uint64_t counter, const float *x, float *mask, float *y);
+
+/* blas.c */
+float cuda_dot(cd_backend_t *be, size_t n, const float *a, const float *b);
+float cuda_asum(cd_backend_t *be, size_t n, const float *x);
+void cuda_gemm(cd_backend_t *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+               const float *a, const float *b, float beta, float *c);
+
+/* channel.c */
+void cuda_channel_affine(cd_backend_t *be, int outer, int channels, int inner, const float *x,
+                         const float *gamma, const float *beta, float *y);
+void cuda_channel_affine_grad(cd_backend_t *be, int outer, int channels, int inner,
+                              const float *x, const float *dy, float *dgamma, float *dbeta);
+void cuda_bn_stats(cd_backend_t *be, int outer, int channels, int inner, const float *x,
+                   float *mean, float *var);
+void cuda_bn_normalize(cd_backend_t *be, int outer, int channels, int inner, const float *x,
+                       const float *mean, const float *var, float eps, float *y);
+void cuda_bn_backward(cd_backend_t *be, int outer, int channels, int inner, const float *y,
+                      const float *var, float eps, int global_stats, const float *dy, float *dx);
+
+/* conv.c */
+void cuda_conv_forward(cd_backend_t *be, const cd_conv_desc *d, const float *x, const float *w,
+                       const float *bias, float *y);
+void cuda_conv_backward_data(cd_backend_t *be, const cd_conv_desc *d, const float *w,
+                             const float *dy, float *dx);
+void cuda_conv_backward_filter(cd_backend_t *be, const cd_conv_desc *d, const float *x,
+                               const float *dy, float *dw, float *db);
+void cuda_conv_release(cd_backend_t *be);
+
+/* pool.c */
+void cuda_pool_forward(cd_backend_t *be, const cd_pool_desc *d, const float *x, float *y);
+void cuda_pool_backward(cd_backend_t *be, const cd_pool_desc *d, const float *x, const float *y,
+                        const float *dy, float *dx);
+
+/* lrn.c */
+void cuda_lrn_forward(cd_backend_t *be, const cd_lrn_desc *d, const float *x, float *y);
+void cuda_lrn_backward(cd_backend_t *be, const cd_lrn_desc *d, const float *x, const float *y,
+                       const float *dy, float *dx);
+
+/* activation.c: activations and softmax */
+void cuda_act_forward(cd_backend_t *be, int act, float slope, size_t n, const float *x, float *y);
+void cuda_act_backward(cd_backend_t *be, int act, float slope, size_t n, const float *x,
+                       const float *y, const float *dy, float *dx);
+void cuda_softmax_forward(cd_backend_t *be, int outer, int channels, int inner, const float *x,
+                          float *y);
+void cuda_softmax_backward(cd_backend_t *be, int outer, int channels, int inner, const float *y,
+                           const float *dy, float *dx);
+
+/* loss.c */
+void cuda_xent_forward(cd_backend_t *be, int outer, int channels, int inner, const float *prob,
+                       const float *label, int has_ignore, int ignore_label, float *loss_out,
+                       float *count_out);
+void cuda_xent_backward(cd_backend_t *be, int outer, int channels, int inner, const float *prob,
+                        const float *label, int has_ignore, int ignore_label, float scale,
+                        float *dx);
+void cuda_accuracy(cd_backend_t *be, int outer, int channels, int inner, const float *x,
+                   const float *label, int top_k, int has_ignore, int ignore_label,
+                   float *correct_out, float *count_out);
+
+/* solver.c */
+void cuda_update(cd_backend_t *be, const cd_update_desc *d, size_t n, float *w, float *g,
+                 float *h1, float *h2);
+
+/* data.c */
+void cuda_prepare_batch(cd_backend_t *be, int n, int c, int sh, int sw, int oh, int ow,
+                        const uint8_t *src, const int *oy, const int *ox, const uint8_t *mirror,
+                        const float *mean, float scale, float *dst);
+
+/* nccl.c */
+int cuda_allreduce_mean(cd_backend_t *be, float *x, size_t n);
+void cuda_group_release(cd_backend_t *be);
+
+#endif

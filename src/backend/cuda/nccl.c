@@ -1,0 +1,93 @@
+/* Data-parallel groups on NCCL: one rank per process and GPU, joined through an id
+ * that rank 0 makes and the scheduler hands to every rank (see cuda_check.h). The
+ * averaging runs on the backend's stream, in order with the backward that made the
+ * gradients, so no host wait is needed before the solver update. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+int cd_cuda_group_id(char *hex, size_t hex_len, char *why, size_t why_len)
+{
+    ncclUniqueId id;
+    if (!hex || hex_len < CD_CUDA_GROUP_ID_HEX) {
+        snprintf(why, why_len, "group id buffer too small: %d bytes needed", CD_CUDA_GROUP_ID_HEX);
+        return -1;
+    }
+    if (CD_NCCL_TRY(NULL, ncclGetUniqueId(&id))) {
+        snprintf(why, why_len, "%s", cd_cuda_last_error());
+        return -1;
+    }
+    const unsigned char *b = (const unsigned char *)id.internal;
+    for (size_t i = 0; i < sizeof id.internal; i++)
+        snprintf(hex + 2 * i, 3, "%02x", b[i]);
+    return 0;
+}
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int cd_cuda_group_join(cd_backend_t *be, const char *hex, int nranks, int rank, char *why,
+                       size_t why_len)
+{
+    cuda_ctx *ctx = cuda_ctx_of(be);
+    ncclUniqueId id;
+    if (!hex || strlen(hex) != 2 * sizeof id.internal) {
+        snprintf(why, why_len, "group id must be %zu hex digits", 2 * sizeof id.internal);
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof id.internal; i++) {
+        int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            snprintf(why, why_len, "group id has a character that is not a hex digit");
+            return -1;
+        }
+        id.internal[i] = (char)(hi << 4 | lo);
+    }
+    if (nranks < 1 || rank < 0 || rank >= nranks) {
+        snprintf(why, why_len, "rank %d of %d: ranks run from 0 to nranks-1", rank, nranks);
+        return -1;
+    }
+    if (ctx->comm) {
+        snprintf(why, why_len, "this backend already belongs to a group of %d", ctx->nranks);
+        return -1;
+    }
+    cuda_use_device(be);
+    if (CD_NCCL_TRY(be, ncclCommInitRank(&ctx->comm, nranks, id, rank))) {
+        ctx->comm = NULL;
+        snprintf(why, why_len, "%s", be->err);
+        return -1;
+    }
+    ctx->nranks = nranks;
+    return 0;
+}
+
+/* x = mean of x over the group's ranks; the identity outside a group */
+int cuda_allreduce_mean(cd_backend_t *be, float *x, size_t n)
+{
+    cuda_ctx *ctx = cuda_ctx_of(be);
+    if (!ctx->comm || n == 0)
+        return 0;
+    cuda_use_device(be);
+    if (CD_NCCL_TRY(be, ncclAllReduce(x, x, n, ncclFloat, ncclAvg, ctx->comm, ctx->stream)))
+        return -1;
+    return 0;
+}
+
+void cuda_group_release(cd_backend_t *be)
+{
+    cuda_ctx *ctx = cuda_ctx_of(be);
+    if (!ctx->comm)
+        return;
+    CD_NCCL_TRY(be, ncclCommDestroy(ctx->comm));
+    ctx->comm = NULL;
+    ctx->nranks = 0;
+}

@@ -1,0 +1,16 @@
+/* The fused solver update (kernels/update.cu): one kernel per parameter tensor. */
+#include <math.h>
+
+#include "cuda_internal.h"
+
+void cuda_update(cd_backend_t *be, const cd_update_desc *d, size_t n, float *w, float *g,
+                 float *h1, float *h2)
+{
+    cuda_use_device(be);
+    float corr = 1.0f;
+    if (d->type == CD_SOLVER_ADAM) {
+        double t = (double)d->iteration + 1.0;
+        corr = (float)(sqrt(1.0 - pow(d->momentum2, t)) / (1.0 - pow(d->momentum, t)));
+    }
+    CD_LAUNCH(be, cdk_update(cuda_ctx_of(be)->stream, *d, corr, n, w, g, h1, h2));
+}
