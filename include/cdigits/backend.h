@@ -147,7 +147,8 @@ typedef struct cd_backend_iface {
      * y[o,c,i] = x[o,c,i]*gamma[c] + (beta ? beta[c] : 0); gamma may be NULL (then 1). */
     void (*channel_affine)(cd_backend_t *be, int outer, int channels, int inner,
                            const float *x, const float *gamma, const float *beta, float *y);
-    /* sums over outer and inner: dgamma[c] += sum dy*x ; dbeta[c] += sum dy (either may be NULL) */
+    /* sums over outer and inner: dgamma[c] += sum dy*x ; dbeta[c] += sum dy (either may be
+     * NULL; x is not read, and may be NULL, when dgamma is NULL) */
     void (*channel_affine_grad)(cd_backend_t *be, int outer, int channels, int inner,
                                 const float *x, const float *dy, float *dgamma, float *dbeta);
 

@@ -1,0 +1,60 @@
+/*
+ * The training data loader: threads that read (and decode) records of a .db split
+ * into a ring of batch buffers ahead of the step that needs them. The order is a
+ * pure function of (seed, position in the stream), so a resumed run reads exactly the
+ * batches the uninterrupted run would have read.
+ */
+#ifndef CDIGITS_LOADER_H
+#define CDIGITS_LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cdigits/dataset.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cd_loader_opts {
+    const cd_db_t *db;
+    int batch;          /* images per batch */
+    int crop;           /* > 0: crop size (offsets chosen here, applied by prepare_batch) */
+    int random_crop;    /* 1: random crop offsets (training); 0: center */
+    int mirror;         /* 1: mirror half the images at random */
+    int shuffle;        /* 1: a new pseudo-random order on every pass */
+    int wrap;           /* 1: endless stream over passes; 0: one pass, last batch partial */
+    uint64_t seed;
+    long start_batch;   /* first batch of the stream to deliver (resume) */
+    int threads;        /* loader threads (>= 1) */
+    int ring;           /* batches prepared ahead (>= 2) */
+} cd_loader_opts;
+
+typedef struct cd_batch {
+    long index;         /* batch number in the stream */
+    int n;              /* images in this batch */
+    uint8_t *pixels;    /* n x (c, h, w) uint8 at the stored size */
+    float *labels;      /* n */
+    int *oy, *ox;       /* crop offsets */
+    uint8_t *mirror;    /* n flags */
+} cd_batch;
+
+typedef struct cd_loader cd_loader_t;
+
+cd_loader_t *cd_loader_start(const cd_loader_opts *o, char *err, size_t errlen);
+/* The next batch in order, waiting for it if needed (the wait is added to *waited when
+ * not NULL). NULL at the end of a pass (wrap 0) or on a read error (cd_loader_error). */
+const cd_batch *cd_loader_next(cd_loader_t *l, double *waited);
+/* Give the batch's buffer back for refilling. */
+void cd_loader_release(cd_loader_t *l, const cd_batch *b);
+const char *cd_loader_error(const cd_loader_t *l);
+void cd_loader_stop(cd_loader_t *l);
+
+/* Record of stream position k (pass k / n, with a pseudo-random order per pass when
+ * shuffling); exposed for tests. */
+size_t cd_loader_record(uint64_t seed, int shuffle, size_t n, uint64_t k);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

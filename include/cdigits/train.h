@@ -1,0 +1,123 @@
+/*
+ * Training: learning-rate policies, the solver (one fused backend update per
+ * parameter tensor), snapshots with solver state, and the training task that ties a
+ * dataset, a network and a solver together and reports JSON lines.
+ */
+#ifndef CDIGITS_TRAIN_H
+#define CDIGITS_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cdigits/net.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- learning-rate policies (DIGITS's meaning: steps in percent of training) ---- */
+
+enum cd_lr_type { CD_LR_FIXED, CD_LR_STEP, CD_LR_MULTISTEP, CD_LR_EXP, CD_LR_INV, CD_LR_POLY,
+                  CD_LR_SIGMOID, CD_LR_COUNT };
+
+#define CD_LR_MAX_STEPS 32
+
+typedef struct cd_lr_policy {
+    int type;
+    double base_lr;
+    double gamma;                 /* step, multistep, exp, inv, sigmoid */
+    double power;                 /* inv, poly */
+    double step_pct;              /* step, sigmoid: percent of training */
+    double steps_pct[CD_LR_MAX_STEPS]; /* multistep: percents */
+    int nsteps;
+    long max_iter;
+} cd_lr_policy;
+
+/* Policy by name ("step"); -1 if unknown. */
+int cd_lr_type_parse(const char *name);
+const char *cd_lr_type_name(int type);
+const char *cd_lr_type_list(void);
+/* DIGITS's defaults for a policy (gamma, power, steps), keeping base_lr and max_iter. */
+void cd_lr_policy_defaults(cd_lr_policy *p, int type);
+/* Learning rate at solver iteration iter (0-based), exactly as Caffe computes it from
+ * the parameters DIGITS derives (see docs/training.md). */
+double cd_lr_at(const cd_lr_policy *p, long iter);
+
+/* ---- solver ------------------------------------------------------------------ */
+
+typedef struct cd_solver_opts {
+    int type;               /* enum cd_solver_type */
+    double momentum, momentum2, weight_decay, delta, rms_decay;
+    int reg;                /* enum cd_reg_type */
+    int iter_size;          /* batch accumulation */
+    cd_lr_policy lr;
+} cd_solver_opts;
+
+int cd_solver_type_parse(const char *name); /* "SGD", "ADAM", ...; -1 if unknown */
+const char *cd_solver_type_name(int type);
+const char *cd_solver_type_list(void);
+/* DIGITS's defaults for a solver type and base rate: momentum 0.9 (none for ADAGRAD
+ * and RMSPROP), weight decay base_lr/100, rms_decay 0.99, delta 1e-8, momentum2 0.999. */
+void cd_solver_opts_defaults(cd_solver_opts *o, int type, double base_lr);
+
+/* Apply one update to every learnable parameter of net from the gradients accumulated
+ * over iter_size passes, then zero the gradients. Returns the learning rate used. */
+double cd_solver_step(cd_net *net, const cd_solver_opts *o, long iter);
+
+/* ---- snapshots --------------------------------------------------------------- */
+
+/* Weights (every parameter, stored statistics included) to path, atomically. */
+int cd_snapshot_save_weights(const cd_net *net, const char *path, char *err, size_t errlen);
+/* Load weights by parameter name. Missing or differently shaped parameters are an
+ * error unless allow_partial, in which case they keep their values and *loaded says
+ * how many tensors were taken. */
+int cd_snapshot_load_weights(cd_net *net, const char *path, int allow_partial, int *loaded,
+                             char *err, size_t errlen);
+/* Solver state: the iteration and every history tensor. */
+int cd_snapshot_save_state(const cd_net *net, long iter, const char *path, char *err, size_t errlen);
+int cd_snapshot_load_state(cd_net *net, long *iter, const char *path, char *err, size_t errlen);
+
+/* ---- the training task ---------------------------------------------------------- */
+
+typedef struct cd_train_config {
+    char dataset_dir[4096];
+    char network[4096];      /* path of the prototxt */
+    char job_dir[4096];
+    double epochs;
+    double snapshot_interval; /* epochs; 0: only at the end */
+    double validation_interval; /* epochs; 0: only at the end */
+    int has_seed;
+    uint64_t seed;
+    int batch_size;          /* 0: the network's */
+    int iter_size;           /* batch accumulation */
+    cd_solver_opts solver;
+    int use_mean;            /* 0 none, 1 image, 2 pixel */
+    int crop_size;           /* 0: the network's transform_param or none */
+    int mirror;              /* -1: the network's transform_param */
+    int backend;             /* 0 auto, 1 cpu, 2 cuda */
+    int gpus[16];
+    int ngpus;
+    int resume;
+    char pretrained[4096];   /* weights to start from ("" for none) */
+    int loader_threads;      /* 0: automatic */
+    int threads;             /* CPU backend threads; 0: all cores */
+    long max_iter_override;  /* > 0: stop after this many iterations (tests, benchmarks) */
+} cd_train_config;
+
+enum { CD_MEAN_NONE = 0, CD_MEAN_IMAGE = 1, CD_MEAN_PIXEL = 2 };
+
+void cd_train_config_init(cd_train_config *c);
+/* Read JOBDIR/train.json (docs/worker-protocol.md) over the defaults. */
+int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, size_t errlen);
+
+/* Run the training task; returns the worker exit status (0 done, 1 failed, 3 stopped
+ * by a signal after saving a snapshot). Reports JSON lines on stdout. */
+int cd_train_run(const cd_train_config *c);
+
+/* Ask a running cd_train_run to snapshot and stop (async-signal-safe). */
+void cd_train_request_stop(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

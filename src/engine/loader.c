@@ -1,0 +1,235 @@
+/* Loader threads filling a ring of batches in stream order (see loader.h). */
+#include "cdigits/loader.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdigits/backend.h"
+#include "cdigits/util.h"
+
+/* A pseudo-random permutation of [0, n) without storage: a 4-round Feistel network on
+ * the smallest even number of bits that covers n, with cycle walking. */
+static uint64_t feistel(uint64_t x, int half, uint64_t key)
+{
+    uint64_t mask = (1ULL << half) - 1, l = x >> half, r = x & mask;
+    for (int round = 0; round < 4; round++) {
+        uint64_t f = cd_mix64(r ^ key ^ ((uint64_t)round << 56)) & mask;
+        uint64_t nl = r;
+        r = l ^ f;
+        l = nl;
+    }
+    return (l << half) | r;
+}
+
+size_t cd_loader_record(uint64_t seed, int shuffle, size_t n, uint64_t k)
+{
+    uint64_t pass = k / n, i = k % n;
+    if (!shuffle || n < 2)
+        return (size_t)i;
+    int bits = 2;
+    while ((1ULL << bits) < n)
+        bits += 2;
+    uint64_t key = cd_mix64(seed ^ cd_mix64(pass + 0x5851f42d4c957f2dULL));
+    do
+        i = feistel(i, bits / 2, key);
+    while (i >= n);
+    return (size_t)i;
+}
+
+typedef struct slot {
+    cd_batch b;
+    int state; /* 0 free, 1 filling, 2 ready */
+} slot;
+
+struct cd_loader {
+    cd_loader_opts o;
+    size_t n, image_bytes;
+    int c, h, w;
+    long total_batches; /* wrap 0: batches in one pass; else -1 */
+    slot *ring;
+    pthread_t *threads;
+    int nthreads;
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    long next_fill;     /* next batch number a thread will claim */
+    long next_out;      /* next batch number delivered */
+    int stop;
+    int failed;
+    char err[512];
+};
+
+static void fill(cd_loader_t *l, cd_batch *b, long index)
+{
+    const cd_loader_opts *o = &l->o;
+    uint64_t first = (uint64_t)index * (uint64_t)o->batch;
+    int n = o->batch;
+    if (!o->wrap && first + (uint64_t)n > l->n)
+        n = (int)(l->n - first);
+    b->index = index;
+    b->n = n;
+    for (int j = 0; j < n; j++) {
+        uint64_t k = first + (uint64_t)j;
+        size_t rec = cd_loader_record(o->seed, o->shuffle, l->n, k);
+        uint8_t *dst = b->pixels + (size_t)j * l->image_bytes;
+        const uint8_t *raw = cd_db_raw(o->db, rec);
+        if (raw) {
+            memcpy(dst, raw, l->image_bytes);
+        } else {
+            char e[256];
+            if (cd_db_read(o->db, rec, dst, e, sizeof e) != CD_OK) {
+                pthread_mutex_lock(&l->lock);
+                if (!l->failed)
+                    snprintf(l->err, sizeof l->err, "reading record %zu: %s", rec, e);
+                l->failed = 1;
+                pthread_mutex_unlock(&l->lock);
+                memset(dst, 0, l->image_bytes);
+            }
+        }
+        b->labels[j] = (float)cd_db_label(o->db, rec);
+        int range_y = o->crop > 0 ? l->h - o->crop : 0, range_x = o->crop > 0 ? l->w - o->crop : 0;
+        if (o->random_crop) {
+            b->oy[j] = (int)(cd_rand_uniform(o->seed ^ 0x0c0ffee1ULL, k, 0) * (float)(range_y + 1));
+            b->ox[j] = (int)(cd_rand_uniform(o->seed ^ 0x0c0ffee1ULL, k, 1) * (float)(range_x + 1));
+            if (b->oy[j] > range_y)
+                b->oy[j] = range_y;
+            if (b->ox[j] > range_x)
+                b->ox[j] = range_x;
+        } else {
+            b->oy[j] = range_y / 2;
+            b->ox[j] = range_x / 2;
+        }
+        b->mirror[j] = o->mirror && cd_rand_uniform(o->seed ^ 0x31415926ULL, k, 2) < 0.5f;
+    }
+}
+
+static void *worker(void *arg)
+{
+    cd_loader_t *l = arg;
+    int ring = l->o.ring;
+    pthread_mutex_lock(&l->lock);
+    for (;;) {
+        long index = l->next_fill;
+        /* wait until the slot of this batch is free (its previous user was delivered
+         * and released) or we are told to stop */
+        while (!l->stop && (l->ring[index % ring].state != 0 || index - l->next_out >= ring ||
+                            index != l->next_fill))
+        {
+            pthread_cond_wait(&l->changed, &l->lock);
+            index = l->next_fill;
+        }
+        if (l->stop || (l->total_batches >= 0 && index >= l->total_batches))
+            break;
+        l->next_fill++;
+        slot *s = &l->ring[index % ring];
+        s->state = 1;
+        pthread_mutex_unlock(&l->lock);
+        fill(l, &s->b, index);
+        pthread_mutex_lock(&l->lock);
+        s->state = 2;
+        pthread_cond_broadcast(&l->changed);
+    }
+    pthread_mutex_unlock(&l->lock);
+    return NULL;
+}
+
+cd_loader_t *cd_loader_start(const cd_loader_opts *o, char *err, size_t errlen)
+{
+    cd_loader_t *l = cd_xcalloc(1, sizeof *l);
+    l->o = *o;
+    if (l->o.threads < 1)
+        l->o.threads = 1;
+    if (l->o.ring < 2)
+        l->o.ring = 2;
+    l->n = cd_db_count(o->db);
+    l->c = cd_db_channels(o->db);
+    l->h = cd_db_height(o->db);
+    l->w = cd_db_width(o->db);
+    l->image_bytes = (size_t)l->c * l->h * l->w;
+    if (l->n == 0 || o->batch <= 0) {
+        snprintf(err, errlen, "the split has no images");
+        free(l);
+        return NULL;
+    }
+    if (o->crop > 0 && (o->crop > l->h || o->crop > l->w)) {
+        snprintf(err, errlen, "crop size %d is larger than the %dx%d images", o->crop, l->h, l->w);
+        free(l);
+        return NULL;
+    }
+    l->total_batches = o->wrap ? -1 : (long)((l->n + (size_t)o->batch - 1) / (size_t)o->batch);
+    l->next_fill = l->next_out = o->start_batch;
+    l->ring = cd_xcalloc((size_t)l->o.ring, sizeof *l->ring);
+    for (int i = 0; i < l->o.ring; i++) {
+        cd_batch *b = &l->ring[i].b;
+        b->pixels = cd_xmalloc((size_t)o->batch * l->image_bytes);
+        b->labels = cd_xcalloc((size_t)o->batch, sizeof(float));
+        b->oy = cd_xcalloc((size_t)o->batch, sizeof(int));
+        b->ox = cd_xcalloc((size_t)o->batch, sizeof(int));
+        b->mirror = cd_xcalloc((size_t)o->batch, 1);
+    }
+    pthread_mutex_init(&l->lock, NULL);
+    pthread_cond_init(&l->changed, NULL);
+    l->threads = cd_xcalloc((size_t)l->o.threads, sizeof *l->threads);
+    for (int i = 0; i < l->o.threads; i++) {
+        if (pthread_create(&l->threads[i], NULL, worker, l) != 0) {
+            snprintf(err, errlen, "cannot start loader threads");
+            l->nthreads = i;
+            cd_loader_stop(l);
+            return NULL;
+        }
+        l->nthreads++;
+    }
+    return l;
+}
+
+const cd_batch *cd_loader_next(cd_loader_t *l, double *waited)
+{
+    if (l->total_batches >= 0 && l->next_out >= l->total_batches)
+        return NULL;
+    double t0 = cd_now();
+    pthread_mutex_lock(&l->lock);
+    slot *s = &l->ring[l->next_out % l->o.ring];
+    while (s->state != 2 && !l->failed)
+        pthread_cond_wait(&l->changed, &l->lock);
+    int failed = l->failed;
+    pthread_mutex_unlock(&l->lock);
+    if (waited)
+        *waited += cd_now() - t0;
+    return failed ? NULL : &s->b;
+}
+
+void cd_loader_release(cd_loader_t *l, const cd_batch *b)
+{
+    pthread_mutex_lock(&l->lock);
+    l->ring[b->index % l->o.ring].state = 0;
+    l->next_out = b->index + 1;
+    pthread_cond_broadcast(&l->changed);
+    pthread_mutex_unlock(&l->lock);
+}
+
+const char *cd_loader_error(const cd_loader_t *l) { return l->failed ? l->err : NULL; }
+
+void cd_loader_stop(cd_loader_t *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->lock);
+    l->stop = 1;
+    pthread_cond_broadcast(&l->changed);
+    pthread_mutex_unlock(&l->lock);
+    for (int i = 0; i < l->nthreads; i++)
+        pthread_join(l->threads[i], NULL);
+    for (int i = 0; i < l->o.ring; i++) {
+        cd_batch *b = &l->ring[i].b;
+        free(b->pixels);
+        free(b->labels);
+        free(b->oy);
+        free(b->ox);
+        free(b->mirror);
+    }
+    free(l->ring);
+    free(l->threads);
+    pthread_mutex_destroy(&l->lock);
+    pthread_cond_destroy(&l->changed);
+    free(l);
+}

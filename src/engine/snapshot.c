@@ -1,0 +1,292 @@
+/*
+ * Snapshot files (docs/formats.md):
+ *   weights  "CDW1": u32 version, u32 count, then per tensor: u32 name length, name,
+ *            u32 ndim, u32 dims[4], u64 floats, float32 data; then u64 FNV-1a of all
+ *            bytes before it.
+ *   state    "CDS1": u32 version, i64 iteration, u32 count, then per learnable tensor:
+ *            u32 name length, name, u64 floats, float32 h1, float32 h2; then the FNV-1a.
+ * Both are written to a temporary file, synced and renamed, so a file that exists is
+ * complete; loading checks the checksum before touching the network.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdigits/train.h"
+#include "cdigits/util.h"
+
+typedef struct buf {
+    uint8_t *p;
+    size_t n, cap;
+} buf;
+
+static void put(buf *b, const void *data, size_t n)
+{
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + n)
+            cap *= 2;
+        b->p = cd_xrealloc(b->p, cap);
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, data, n);
+    b->n += n;
+}
+
+static void put_u32(buf *b, uint32_t v) { put(b, &v, 4); }
+static void put_u64(buf *b, uint64_t v) { put(b, &v, 8); }
+
+static uint64_t fnv1a(const uint8_t *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* Download a device tensor and append it. */
+static void put_tensor(buf *b, const cd_net *net, const float *dev, size_t count)
+{
+    size_t bytes = count * sizeof(float);
+    if (b->n + bytes > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + bytes)
+            cap *= 2;
+        b->p = cd_xrealloc(b->p, cap);
+        b->cap = cap;
+    }
+    net->be->iface->download(net->be, b->p + b->n, dev, bytes);
+    b->n += bytes;
+}
+
+static int finish(buf *b, const char *path, char *err, size_t errlen)
+{
+    put_u64(b, fnv1a(b->p, b->n));
+    int rc = cd_write_file_atomic(path, b->p, b->n);
+    if (rc != CD_OK)
+        snprintf(err, errlen, "cannot write snapshot %s: %s%s", path, strerror(errno),
+                 errno == ENOSPC ? "; free disk space or raise the snapshot interval" : "");
+    free(b->p);
+    return rc;
+}
+
+int cd_snapshot_save_weights(const cd_net *net, const char *path, char *err, size_t errlen)
+{
+    buf b = {0};
+    put(&b, "CDW1", 4);
+    put_u32(&b, 1);
+    put_u32(&b, (uint32_t)net->nparams);
+    for (int i = 0; i < net->nparams; i++) {
+        const cd_param *p = net->params[i];
+        uint32_t len = (uint32_t)strlen(p->name);
+        put_u32(&b, len);
+        put(&b, p->name, len);
+        put_u32(&b, (uint32_t)p->ndim);
+        for (int d = 0; d < CD_MAX_DIMS; d++)
+            put_u32(&b, (uint32_t)p->dims[d]);
+        put_u64(&b, p->count);
+        put_tensor(&b, net, p->data, p->count);
+    }
+    return finish(&b, path, err, errlen);
+}
+
+int cd_snapshot_save_state(const cd_net *net, long iter, const char *path, char *err, size_t errlen)
+{
+    buf b = {0};
+    put(&b, "CDS1", 4);
+    put_u32(&b, 1);
+    put_u64(&b, (uint64_t)iter);
+    uint32_t n = 0;
+    for (int i = 0; i < net->nparams; i++)
+        n += net->params[i]->learnable;
+    put_u32(&b, n);
+    for (int i = 0; i < net->nparams; i++) {
+        const cd_param *p = net->params[i];
+        if (!p->learnable)
+            continue;
+        uint32_t len = (uint32_t)strlen(p->name);
+        put_u32(&b, len);
+        put(&b, p->name, len);
+        put_u64(&b, p->count);
+        put_tensor(&b, net, p->h1, p->count);
+        put_tensor(&b, net, p->h2, p->count);
+    }
+    return finish(&b, path, err, errlen);
+}
+
+/* ---- reading ------------------------------------------------------------------- */
+
+typedef struct reader {
+    const uint8_t *p;
+    size_t n, off;
+    int bad;
+} reader;
+
+static const void *take(reader *r, size_t n)
+{
+    if (r->bad || r->n - r->off < n) {
+        r->bad = 1;
+        return NULL;
+    }
+    const void *q = r->p + r->off;
+    r->off += n;
+    return q;
+}
+
+static uint32_t get_u32(reader *r)
+{
+    const void *q = take(r, 4);
+    uint32_t v = 0;
+    if (q)
+        memcpy(&v, q, 4);
+    return v;
+}
+
+static uint64_t get_u64(reader *r)
+{
+    const void *q = take(r, 8);
+    uint64_t v = 0;
+    if (q)
+        memcpy(&v, q, 8);
+    return v;
+}
+
+/* Read the whole file, check magic and checksum; the reader excludes the trailer. */
+static char *open_checked(const char *path, const char *magic, reader *r, char *err, size_t errlen)
+{
+    size_t len = 0;
+    char *data = cd_read_file(path, &len);
+    if (!data) {
+        snprintf(err, errlen, "cannot read snapshot %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    uint64_t want = 0;
+    if (len < 16 || memcmp(data, magic, 4) != 0) {
+        snprintf(err, errlen, "%s is not a cdigits %s file", path,
+                 magic[2] == 'W' ? "weights" : "solver state");
+        free(data);
+        return NULL;
+    }
+    memcpy(&want, data + len - 8, 8);
+    if (fnv1a((const uint8_t *)data, len - 8) != want) {
+        snprintf(err, errlen, "%s is damaged (checksum mismatch); use another snapshot", path);
+        free(data);
+        return NULL;
+    }
+    r->p = (const uint8_t *)data;
+    r->n = len - 8;
+    r->off = 4;
+    r->bad = 0;
+    if (get_u32(r) != 1) {
+        snprintf(err, errlen, "%s has an unknown version; it was written by a newer cdigits", path);
+        free(data);
+        return NULL;
+    }
+    return data;
+}
+
+static cd_param *find_param(cd_net *net, const char *name, size_t len)
+{
+    for (int i = 0; i < net->nparams; i++)
+        if (strlen(net->params[i]->name) == len && !memcmp(net->params[i]->name, name, len))
+            return net->params[i];
+    return NULL;
+}
+
+int cd_snapshot_load_weights(cd_net *net, const char *path, int allow_partial, int *loaded,
+                             char *err, size_t errlen)
+{
+    reader r;
+    char *data = open_checked(path, "CDW1", &r, err, errlen);
+    if (!data)
+        return CD_ERR;
+    int rc = CD_ERR, taken = 0;
+    uint32_t n = get_u32(&r);
+    char *seen = cd_xcalloc((size_t)net->nparams + 1, 1);
+    for (uint32_t i = 0; i < n && !r.bad; i++) {
+        uint32_t len = get_u32(&r);
+        const char *name = take(&r, len);
+        uint32_t ndim = get_u32(&r), dims[4];
+        for (int d = 0; d < 4; d++)
+            dims[d] = get_u32(&r);
+        uint64_t count = get_u64(&r);
+        if (r.bad || count > r.n / 4)
+            break;
+        const float *values = take(&r, count * 4);
+        if (!values)
+            break;
+        cd_param *p = find_param(net, name, len);
+        if (!p || p->count != count || (uint32_t)p->ndim != ndim) {
+            if (!allow_partial && p) {
+                snprintf(err, errlen, "%s: parameter %.*s has %llu values in the snapshot but the "
+                         "network needs %zu; the snapshot belongs to another network", path, (int)len,
+                         name, (unsigned long long)count, p->count);
+                goto out;
+            }
+            continue;
+        }
+        (void)dims;
+        net->be->iface->upload(net->be, p->data, values, count * 4);
+        for (int j = 0; j < net->nparams; j++)
+            if (net->params[j] == p)
+                seen[j] = 1;
+        taken++;
+    }
+    if (r.bad) {
+        snprintf(err, errlen, "%s is truncated or malformed", path);
+        goto out;
+    }
+    if (!allow_partial) {
+        for (int j = 0; j < net->nparams; j++) {
+            if (!seen[j]) {
+                snprintf(err, errlen, "%s has no values for parameter %s; the snapshot belongs to "
+                         "another network", path, net->params[j]->name);
+                goto out;
+            }
+        }
+    }
+    if (loaded)
+        *loaded = taken;
+    rc = CD_OK;
+out:
+    free(seen);
+    free(data);
+    return rc;
+}
+
+int cd_snapshot_load_state(cd_net *net, long *iter, const char *path, char *err, size_t errlen)
+{
+    reader r;
+    char *data = open_checked(path, "CDS1", &r, err, errlen);
+    if (!data)
+        return CD_ERR;
+    int rc = CD_ERR;
+    *iter = (long)get_u64(&r);
+    uint32_t n = get_u32(&r);
+    for (uint32_t i = 0; i < n && !r.bad; i++) {
+        uint32_t len = get_u32(&r);
+        const char *name = take(&r, len);
+        uint64_t count = get_u64(&r);
+        if (r.bad || count > r.n / 8)
+            break;
+        const float *h1 = take(&r, count * 4), *h2 = take(&r, count * 4);
+        if (!h1 || !h2)
+            break;
+        cd_param *p = find_param(net, name, len);
+        if (!p || p->count != count) {
+            snprintf(err, errlen, "%s: solver state for %.*s does not fit the network", path,
+                     (int)len, name);
+            goto out;
+        }
+        net->be->iface->upload(net->be, p->h1, h1, count * 4);
+        net->be->iface->upload(net->be, p->h2, h2, count * 4);
+    }
+    if (r.bad) {
+        snprintf(err, errlen, "%s is truncated or malformed", path);
+        goto out;
+    }
+    rc = CD_OK;
+out:
+    free(data);
+    return rc;
+}

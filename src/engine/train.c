@@ -1,0 +1,543 @@
+/*
+ * The training task: a dataset job's splits, a network's train and val stages sharing
+ * parameters, the solver, snapshots and exact resume, reported as JSON lines.
+ *
+ * Iteration i (0-based) trains on batches i*iter_size .. i*iter_size + iter_size-1 of
+ * the training stream; the stream, the crops, the mirroring and dropout are pure
+ * functions of the seed and those numbers, so a run resumed from the snapshot taken
+ * after iteration k repeats exactly what the uninterrupted run did from k on.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cdigits/dataset.h"
+#include "cdigits/jsonl.h"
+#include "cdigits/loader.h"
+#include "cdigits/train.h"
+#include "cdigits/util.h"
+
+static volatile sig_atomic_t g_stop;
+
+void cd_train_request_stop(void) { g_stop = 1; }
+
+/* Device buffers for one batch: the uint8 pixels and the per-image crop/mirror. */
+typedef struct staging {
+    uint8_t *pixels;
+    int *oy, *ox;
+    uint8_t *mirror;
+    float *mean; /* (c, h, w) at the stored size, or NULL */
+} staging;
+
+typedef struct trainer {
+    const cd_train_config *c;
+    cd_backend_t *be;
+    cd_db_t *train_db, *val_db;
+    int classes;
+    int c_in, h_in, w_in;
+    cd_net *train, *val, *val_tail;
+    int train_batch, val_batch;
+    int crop, mirror;
+    float scale;
+    staging st;
+    float *acc_scalars; /* device: correct, count */
+    long max_iter, iters_per_epoch;
+    long snapshot_every, val_every;
+    uint64_t seed;
+} trainer;
+
+static double epoch_of(const trainer *t, long iter)
+{
+    return (double)iter * t->train_batch * t->c->iter_size / (double)cd_db_count(t->train_db);
+}
+
+static void metric(const char *phase, const char *name, double value, double epoch, long iter)
+{
+    cd_jsonl(json_pack("{s:s, s:s, s:s, s:f, s:f, s:I}", "type", "metric", "phase", phase, "name",
+                       name, "value", value, "epoch", epoch, "iteration", (json_int_t)iter));
+}
+
+/* The Data layer of a stage (for transform_param), or NULL. */
+static const cd_pt_node *data_layer_def(const cd_net *net)
+{
+    for (int i = 0; i < net->nlayers; i++)
+        if (net->layers[i]->def && (net->layers[i]->type->flags & CD_LAYER_DATA))
+            return net->layers[i]->def;
+    return NULL;
+}
+
+static cd_blob *data_top(const cd_net *net, int which)
+{
+    for (int i = 0; i < net->nlayers; i++) {
+        cd_layer *l = net->layers[i];
+        if (l->def && !strcmp(l->type->name, "Data"))
+            return which < l->ntop ? l->top[which] : NULL;
+    }
+    return NULL;
+}
+
+/* The first loss layer, whose bottoms are the class scores and the labels. */
+static cd_layer *loss_layer(const cd_net *net)
+{
+    for (int i = 0; i < net->nlayers; i++)
+        if (net->layers[i]->type->flags & CD_LAYER_LOSS)
+            return net->layers[i];
+    return NULL;
+}
+
+/* Copy one loaded batch into the net's data and label blobs (prepare on the device). */
+static void feed(trainer *t, cd_net *net, const cd_batch *b)
+{
+    cd_backend_t *be = t->be;
+    const cd_backend_iface *o = be->iface;
+    cd_blob *data = data_top(net, 0), *label = data_top(net, 1);
+    size_t image_bytes = (size_t)t->c_in * t->h_in * t->w_in;
+    o->upload(be, t->st.pixels, b->pixels, (size_t)b->n * image_bytes);
+    o->upload(be, t->st.oy, b->oy, (size_t)b->n * sizeof(int));
+    o->upload(be, t->st.ox, b->ox, (size_t)b->n * sizeof(int));
+    o->upload(be, t->st.mirror, b->mirror, (size_t)b->n);
+    o->prepare_batch(be, b->n, t->c_in, t->h_in, t->w_in, data->dims[2], data->dims[3], t->st.pixels,
+                     t->st.oy, t->st.ox, t->st.mirror, t->st.mean, t->scale, data->data);
+    if (label)
+        o->upload(be, label->data, b->labels, (size_t)b->n * sizeof(float));
+}
+
+static cd_net *build_stage(trainer *t, const char *stage, int batch, char *err, size_t errlen)
+{
+    cd_net_opts opts = {
+        .stage = stage, .batch = batch, .input_c = t->c_in, .input_h = t->h_in, .input_w = t->w_in,
+        .crop = t->c->crop_size, .num_classes = t->classes, .seed = t->seed,
+    };
+    return cd_net_load(t->c->network, &opts, err, errlen);
+}
+
+/* The newest snapshot in the job dir with both files present; 0 if none. */
+static long newest_snapshot(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    long best = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long it;
+        char tail[32];
+        if (sscanf(e->d_name, "snapshot_iter_%ld.%31s", &it, tail) == 2 && !strcmp(tail, "solverstate")) {
+            char w[4200];
+            snprintf(w, sizeof w, "%s/snapshot_iter_%ld.cdw", dir, it);
+            if (access(w, R_OK) == 0 && it > best)
+                best = it;
+        }
+    }
+    closedir(d);
+    return best;
+}
+
+static int save_snapshot(trainer *t, long iter, char *err, size_t errlen)
+{
+    char w[4200], s[4200];
+    snprintf(w, sizeof w, "%s/snapshot_iter_%ld.cdw", t->c->job_dir, iter);
+    snprintf(s, sizeof s, "%s/snapshot_iter_%ld.solverstate", t->c->job_dir, iter);
+    /* state first: a weights file without its state is never taken for a resume */
+    if (cd_snapshot_save_weights(t->train, w, err, errlen) != CD_OK ||
+        cd_snapshot_save_state(t->train, iter, s, err, errlen) != CD_OK)
+        return CD_ERR;
+    char file[64];
+    snprintf(file, sizeof file, "snapshot_iter_%ld.cdw", iter);
+    cd_jsonl(json_pack("{s:s, s:f, s:I, s:s}", "type", "snapshot", "epoch", epoch_of(t, iter),
+                       "iteration", (json_int_t)iter, "file", file));
+    return CD_OK;
+}
+
+/* Accuracy (top-k) of the scores against the labels, accumulated into *correct. */
+static void count_correct(trainer *t, cd_net *net, int top_k, double *correct)
+{
+    cd_layer *l = loss_layer(net);
+    if (!l || l->nbottom < 2)
+        return;
+    cd_blob *scores = l->bottom[0];
+    int outer = scores->dims[0], channels = scores->ndim > 1 ? scores->dims[1] : 1;
+    int inner = (int)(scores->count / ((size_t)outer * channels));
+    float host[2];
+    t->be->iface->accuracy(t->be, outer, channels, inner, scores->data, l->bottom[1]->data, top_k,
+                           0, 0, t->acc_scalars, t->acc_scalars + 1);
+    t->be->iface->download(t->be, host, t->acc_scalars, sizeof host);
+    *correct += host[0];
+}
+
+/* One pass over the val split; reports loss and accuracy. CD_ERR on a read error. */
+static int validate(trainer *t, long iter, char *err, size_t errlen)
+{
+    cd_loader_opts lo = {.db = t->val_db, .batch = t->val_batch, .crop = t->crop, .wrap = 0,
+                         .seed = t->seed, .threads = 1, .ring = 3};
+    cd_loader_t *ld = cd_loader_start(&lo, err, errlen);
+    if (!ld)
+        return CD_ERR;
+    double loss = 0, top1 = 0, top5 = 0;
+    size_t seen = 0;
+    const cd_batch *b;
+    while ((b = cd_loader_next(ld, NULL))) {
+        cd_net *net = b->n == t->val_batch ? t->val : t->val_tail;
+        feed(t, net, b);
+        float l = cd_net_forward(net);
+        loss += (double)l * b->n;
+        count_correct(t, net, 1, &top1);
+        if (t->classes > 5)
+            count_correct(t, net, 5, &top5);
+        seen += (size_t)b->n;
+        cd_loader_release(ld, b);
+    }
+    const char *lerr = cd_loader_error(ld);
+    if (lerr) {
+        snprintf(err, errlen, "validation data: %s", lerr);
+        cd_loader_stop(ld);
+        return CD_ERR;
+    }
+    cd_loader_stop(ld);
+    double e = epoch_of(t, iter);
+    metric("val", "loss", loss / (double)seen, e, iter);
+    metric("val", "accuracy", top1 / (double)seen, e, iter);
+    if (t->classes > 5)
+        metric("val", "accuracy_top5", top5 / (double)seen, e, iter);
+    return CD_OK;
+}
+
+static int open_dataset(trainer *t, char *err, size_t errlen)
+{
+    const cd_train_config *c = t->c;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/stats.json", c->dataset_dir);
+    if (access(path, R_OK) != 0) {
+        snprintf(err, errlen, "the dataset in %s is not complete (no stats.json); wait for the "
+                 "dataset job to finish or create it again", c->dataset_dir);
+        return CD_ERR;
+    }
+    snprintf(path, sizeof path, "%s/train.db", c->dataset_dir);
+    if (!(t->train_db = cd_db_open(path, err, errlen)))
+        return CD_ERR;
+    snprintf(path, sizeof path, "%s/val.db", c->dataset_dir);
+    if (access(path, R_OK) == 0 && !(t->val_db = cd_db_open(path, err, errlen)))
+        return CD_ERR;
+    t->c_in = cd_db_channels(t->train_db);
+    t->h_in = cd_db_height(t->train_db);
+    t->w_in = cd_db_width(t->train_db);
+    t->classes = cd_db_num_classes(t->train_db);
+    snprintf(path, sizeof path, "%s/labels.txt", c->dataset_dir);
+    char **names = NULL;
+    int n = 0;
+    if (cd_labels_load(path, &names, &n) == CD_OK) {
+        if (n > t->classes)
+            t->classes = n;
+        cd_labels_free(names, n);
+    }
+    if (t->classes < 2) {
+        snprintf(err, errlen, "the dataset has %d class; training needs at least 2", t->classes);
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
+static int choose_backend(trainer *t, char *err, size_t errlen)
+{
+    const cd_train_config *c = t->c;
+    if (c->backend != 1) {
+        char why[256] = "";
+        int dev = c->ngpus > 0 ? c->gpus[0] : 0;
+        if (cd_backend_cuda_device_count() > 0)
+            t->be = cd_backend_cuda_new(dev, why, sizeof why);
+        else
+            snprintf(why, sizeof why, "no usable GPU on this machine");
+        if (!t->be && c->backend == 2) {
+            snprintf(err, errlen, "a GPU was asked for but %s", why);
+            return CD_ERR;
+        }
+        if (!t->be)
+            cd_jsonl_log("info", "%s; training on the CPU", why);
+    }
+    if (!t->be)
+        t->be = cd_backend_cpu_new(c->threads);
+    if (!t->be) {
+        snprintf(err, errlen, "cannot start the CPU backend");
+        return CD_ERR;
+    }
+    cd_jsonl(json_pack("{s:s, s:s, s:i}", "type", "device", "backend", t->be->iface->name,
+                       "ranks", 1));
+    return CD_OK;
+}
+
+static int setup(trainer *t, char *err, size_t errlen)
+{
+    const cd_train_config *c = t->c;
+    t->seed = c->has_seed ? c->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    if (open_dataset(t, err, errlen) != CD_OK || choose_backend(t, err, errlen) != CD_OK)
+        return CD_ERR;
+    if (!(t->train = build_stage(t, "train", c->batch_size, err, errlen)))
+        return CD_ERR;
+    cd_blob *data = data_top(t->train, 0);
+    if (!data || !loss_layer(t->train)) {
+        snprintf(err, errlen, "%s: the train stage needs a Data layer (tops data and label) and a "
+                 "loss layer", c->network);
+        return CD_ERR;
+    }
+    t->train_batch = data->dims[0];
+    const cd_pt_node *tp = cd_pt_get(data_layer_def(t->train), "transform_param");
+    t->crop = data->dims[2] != t->h_in || data->dims[3] != t->w_in ? data->dims[2] : 0;
+    t->mirror = c->mirror >= 0 ? c->mirror : (tp && cd_pt_bool(tp, "mirror", 0));
+    t->scale = tp ? (float)cd_pt_float(tp, "scale", 1.0) : 1.0f;
+    if (cd_net_alloc(t->train, t->be, NULL, err, errlen) != CD_OK)
+        return CD_ERR;
+
+    if (t->val_db) {
+        if (!(t->val = build_stage(t, "val", c->batch_size, err, errlen)))
+            return CD_ERR;
+        cd_blob *vdata = data_top(t->val, 0);
+        if (!vdata || !loss_layer(t->val)) {
+            snprintf(err, errlen, "%s: the val stage needs a Data layer and a loss layer", c->network);
+            return CD_ERR;
+        }
+        t->val_batch = vdata->dims[0];
+        if (cd_net_alloc(t->val, t->be, t->train, err, errlen) != CD_OK)
+            return CD_ERR;
+        int tail = (int)(cd_db_count(t->val_db) % (size_t)t->val_batch);
+        if (tail) {
+            if (!(t->val_tail = build_stage(t, "val", tail, err, errlen)) ||
+                cd_net_alloc(t->val_tail, t->be, t->train, err, errlen) != CD_OK)
+                return CD_ERR;
+        }
+    }
+
+    /* staging buffers for the largest batch */
+    int batch = t->train_batch > t->val_batch ? t->train_batch : t->val_batch;
+    size_t image_bytes = (size_t)t->c_in * t->h_in * t->w_in;
+    const cd_backend_iface *o = t->be->iface;
+    t->st.pixels = o->alloc(t->be, (size_t)batch * image_bytes);
+    t->st.oy = o->alloc(t->be, (size_t)batch * sizeof(int));
+    t->st.ox = o->alloc(t->be, (size_t)batch * sizeof(int));
+    t->st.mirror = o->alloc(t->be, (size_t)batch);
+    t->acc_scalars = o->alloc(t->be, 2 * sizeof(float));
+    if (!t->st.pixels || !t->st.oy || !t->st.ox || !t->st.mirror || !t->acc_scalars) {
+        snprintf(err, errlen, "out of %s memory for the input batches; lower the batch size", o->name);
+        return CD_ERR;
+    }
+    if (c->use_mean != CD_MEAN_NONE) {
+        char path[4200];
+        int mc, mh, mw;
+        float *mean = NULL;
+        snprintf(path, sizeof path, "%s/mean.bin", c->dataset_dir);
+        if (cd_mean_load(path, &mc, &mh, &mw, &mean) != CD_OK) {
+            snprintf(err, errlen, "%s; choose use_mean none or recreate the dataset", cd_dataset_strerror());
+            return CD_ERR;
+        }
+        if (mc != t->c_in || mh != t->h_in || mw != t->w_in) {
+            free(mean);
+            snprintf(err, errlen, "%s is %dx%dx%d but the images are %dx%dx%d; recreate the dataset",
+                     path, mc, mh, mw, t->c_in, t->h_in, t->w_in);
+            return CD_ERR;
+        }
+        if (c->use_mean == CD_MEAN_PIXEL) {
+            size_t plane = (size_t)mh * mw;
+            for (int ch = 0; ch < mc; ch++) {
+                double s = 0;
+                for (size_t i = 0; i < plane; i++)
+                    s += mean[ch * plane + i];
+                for (size_t i = 0; i < plane; i++)
+                    mean[ch * plane + i] = (float)(s / (double)plane);
+            }
+        }
+        t->st.mean = o->alloc(t->be, image_bytes * sizeof(float));
+        if (!t->st.mean) {
+            free(mean);
+            snprintf(err, errlen, "out of memory for the mean image");
+            return CD_ERR;
+        }
+        o->upload(t->be, t->st.mean, mean, image_bytes * sizeof(float));
+        free(mean);
+    }
+
+    /* epochs to iterations, as DIGITS converts them */
+    size_t ntrain = cd_db_count(t->train_db);
+    t->iters_per_epoch = (long)((ntrain + (size_t)t->train_batch * c->iter_size - 1) /
+                                ((size_t)t->train_batch * c->iter_size));
+    t->max_iter = (long)ceil(t->iters_per_epoch * c->epochs);
+    if (t->max_iter < 1)
+        t->max_iter = 1;
+    if (c->max_iter_override > 0 && c->max_iter_override < t->max_iter)
+        t->max_iter = c->max_iter_override;
+    double s = c->snapshot_interval * t->iters_per_epoch, v = c->validation_interval * t->iters_per_epoch;
+    t->snapshot_every = s <= 0 ? 0 : (s <= 1 ? 1 : (long)s);
+    t->val_every = v <= 0 ? 0 : (v <= 1 ? 1 : (long)v);
+    return CD_OK;
+}
+
+static void teardown(trainer *t)
+{
+    if (t->be) {
+        const cd_backend_iface *o = t->be->iface;
+        o->free(t->be, t->st.pixels);
+        o->free(t->be, t->st.oy);
+        o->free(t->be, t->st.ox);
+        o->free(t->be, t->st.mirror);
+        o->free(t->be, t->st.mean);
+        o->free(t->be, t->acc_scalars);
+    }
+    cd_net_free(t->val_tail);
+    cd_net_free(t->val);
+    cd_net_free(t->train);
+    cd_db_close(t->train_db);
+    cd_db_close(t->val_db);
+    cd_backend_free(t->be);
+}
+
+static void on_term(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+/* Where to start: a resume, pretrained weights, or the fillers. */
+static int starting_point(trainer *t, long *start, char *err, size_t errlen)
+{
+    const cd_train_config *c = t->c;
+    *start = 0;
+    if (c->resume) {
+        long it = newest_snapshot(c->job_dir);
+        if (it > 0) {
+            char w[4200], s[4200];
+            snprintf(w, sizeof w, "%s/snapshot_iter_%ld.cdw", c->job_dir, it);
+            snprintf(s, sizeof s, "%s/snapshot_iter_%ld.solverstate", c->job_dir, it);
+            if (cd_snapshot_load_weights(t->train, w, 0, NULL, err, errlen) != CD_OK ||
+                cd_snapshot_load_state(t->train, start, s, err, errlen) != CD_OK)
+                return CD_ERR;
+            cd_jsonl_log("info", "resuming from iteration %ld (epoch %.3f)", *start, epoch_of(t, *start));
+            return CD_OK;
+        }
+        cd_jsonl_log("info", "no snapshot to resume from; starting from the beginning");
+    }
+    if (c->pretrained[0]) {
+        int loaded = 0;
+        if (cd_snapshot_load_weights(t->train, c->pretrained, 1, &loaded, err, errlen) != CD_OK)
+            return CD_ERR;
+        cd_jsonl_log("info", "took %d parameter tensors from %s", loaded, c->pretrained);
+    }
+    return CD_OK;
+}
+
+int cd_train_run(const cd_train_config *c)
+{
+    trainer t = {.c = c};
+    char err[1024] = "";
+    int rc = 1;
+    cd_loader_t *ld = NULL;
+    g_stop = 0;
+    struct sigaction sa = {.sa_handler = on_term};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+
+    if (setup(&t, err, sizeof err) != CD_OK)
+        goto fail;
+    long start;
+    if (starting_point(&t, &start, err, sizeof err) != CD_OK)
+        goto fail;
+    cd_jsonl_log("info", "training %s on %zu images (%d classes, %dx%dx%d), batch %d x %d, %ld "
+                 "iterations (%ld per epoch), backend %s", c->network, cd_db_count(t.train_db),
+                 t.classes, t.c_in, t.h_in, t.w_in, t.train_batch, c->iter_size, t.max_iter,
+                 t.iters_per_epoch, t.be->iface->name);
+
+    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    cd_loader_opts lo = {.db = t.train_db, .batch = t.train_batch, .crop = t.crop, .random_crop = 1,
+                         .mirror = t.mirror, .shuffle = 1, .wrap = 1, .seed = t.seed,
+                         .start_batch = start * c->iter_size,
+                         .threads = c->loader_threads > 0 ? c->loader_threads : (cores > 4 ? 4 : 1),
+                         .ring = 4};
+    if (!(ld = cd_loader_start(&lo, err, sizeof err)))
+        goto fail;
+
+    /* DIGITS: report 8 times per epoch or every 5000 images, whichever is more often */
+    long display = t.iters_per_epoch / 8;
+    long by_images = (long)ceil(5000.0 / ((double)t.train_batch * c->iter_size));
+    if (by_images < display)
+        display = by_images;
+    if (display < 1)
+        display = 1;
+
+    double window_start = cd_now(), waited = 0;
+    long window_images = 0;
+    cd_net_zero_grad(t.train);
+    for (long iter = start; iter < t.max_iter; iter++) {
+        float loss = 0;
+        for (int a = 0; a < c->iter_size; a++) {
+            const cd_batch *b = cd_loader_next(ld, &waited);
+            if (!b) {
+                snprintf(err, sizeof err, "training data: %s", cd_loader_error(ld));
+                goto fail;
+            }
+            feed(&t, t.train, b);
+            cd_loader_release(ld, b);
+            t.train->rng_counter = (uint64_t)(iter * c->iter_size + a);
+            loss += cd_net_forward(t.train) / (float)c->iter_size;
+            cd_net_backward(t.train);
+            window_images += t.train_batch;
+        }
+        if (!isfinite(loss)) {
+            snprintf(err, sizeof err, "the loss became %s at iteration %ld (epoch %.2f); lower the "
+                     "learning rate (now %g) and train again", isnan(loss) ? "NaN" : "infinite", iter,
+                     epoch_of(&t, iter), cd_lr_at(&c->solver.lr, iter));
+            goto fail;
+        }
+        cd_solver_opts so = c->solver;
+        so.lr.max_iter = t.max_iter;
+        so.iter_size = c->iter_size;
+        double rate = cd_solver_step(t.train, &so, iter);
+        long done = iter + 1;
+        double e = epoch_of(&t, done);
+        if (done % display == 0 || done == t.max_iter) {
+            t.be->iface->sync(t.be);
+            double dt = cd_now() - window_start;
+            metric("train", "loss", loss, e, done);
+            metric("train", "learning_rate", rate, e, done);
+            if (dt > 0) {
+                metric("train", "images_per_sec", (double)window_images / dt, e, done);
+                metric("train", "data_wait", waited / dt, e, done);
+            }
+            cd_jsonl(json_pack("{s:s, s:s, s:I, s:I, s:f}", "type", "progress", "stage", "train",
+                               "done", (json_int_t)done, "total", (json_int_t)t.max_iter, "epoch", e));
+            window_start = cd_now();
+            waited = 0;
+            window_images = 0;
+        }
+        int last = done == t.max_iter;
+        if (t.val && ((t.val_every && done % t.val_every == 0) || last)) {
+            if (validate(&t, done, err, sizeof err) != CD_OK)
+                goto fail;
+        }
+        if ((t.snapshot_every && done % t.snapshot_every == 0) || last) {
+            if (save_snapshot(&t, done, err, sizeof err) != CD_OK)
+                goto fail;
+        } else if (g_stop) {
+            if (save_snapshot(&t, done, err, sizeof err) != CD_OK)
+                goto fail;
+        }
+        if (g_stop && !last) {
+            cd_jsonl_log("info", "stopped at iteration %ld (epoch %.3f) with its snapshot saved; "
+                         "resume to continue", done, e);
+            rc = 3;
+            goto out;
+        }
+    }
+    cd_jsonl(json_pack("{s:s}", "type", "done"));
+    rc = 0;
+    goto out;
+fail:
+    cd_jsonl_error("%s", err[0] ? err : "training failed");
+    rc = 1;
+out:
+    cd_loader_stop(ld);
+    teardown(&t);
+    return rc;
+}
