@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install what cdigits needs to build, test and serve, with apt-get (Debian 12).
+# Only missing packages are installed; a machine that has them all is left alone.
+#   scripts/setup.sh            build and run
+#   scripts/setup.sh --test     also what the tests need (clang for fuzzing, curl, ...)
+set -euo pipefail
+
+packages=(build-essential cmake pkg-config
+          libopenblas-dev libjansson-dev libpng-dev libjpeg62-turbo-dev
+          libmicrohttpd-dev libsqlite3-dev libsodium-dev zlib1g-dev
+          dataset-fashion-mnist curl python3 ca-certificates)
+if [[ "${1:-}" == "--test" ]]; then
+  packages+=(clang libclang-rt-14-dev wrk)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: these packages are missing and installing them needs root: ${missing[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
