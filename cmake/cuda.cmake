@@ -55,6 +55,8 @@ if(CDIGITS_HAVE_CUDA)
   endif()
   enable_language(CUDA)
   set(CMAKE_CUDA_STANDARD 17)
+  # the project's -O2 reaches nvcc already (host code; device code is always -O3)
+  set(CMAKE_CUDA_FLAGS_RELEASE "-DNDEBUG")
   file(GLOB CD_CUDA_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.c
                                           ${CMAKE_SOURCE_DIR}/kernels/*.cu)
   if(CD_CUDA_SRC)

@@ -92,8 +92,9 @@ cudaError_t cdk_accuracy(cudaStream_t s, int outer, int channels, int inner, con
 cudaError_t cdk_dropout_forward(cudaStream_t s, size_t n, float ratio, float scale, uint64_t seed,
                                 uint64_t counter, const float *x, float *mask, float *y);
 
-/* update.cu: one fused kernel per parameter tensor; adam_corr is ADAM's bias correction */
-cudaError_t cdk_update(cudaStream_t s, cd_update_desc d, float adam_corr, size_t n, float *w,
+/* update.cu: one fused kernel per parameter tensor; adam_rate is ADAM's lr times its
+ * bias correction (computed in double on the host) */
+cudaError_t cdk_update(cudaStream_t s, cd_update_desc d, float adam_rate, size_t n, float *w,
                        float *g, float *h1, float *h2);
 
 /* prepare.cu: crop, mirror, mean subtraction and scaling of a uint8 batch */

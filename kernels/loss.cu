@@ -1,21 +1,22 @@
 /* Softmax cross entropy (forward and backward) and top-k accuracy. The sums are
  * reduced by one block in a fixed order, so the results are deterministic; they are
  * batch-sized (outer*inner positions), far from worth a grid-wide reduction.
- * A label outside [0, channels) is skipped like an ignored one (datasets are checked
- * when they are made; a kernel has no way to stop the run). */
+ * A label outside [0, channels) is used with probability 0, as on the CPU: the loss
+ * shows it (-log(FLT_MIN) ~ 87.3 per position), accuracy counts it as wrong, and
+ * nothing is read out of bounds. */
 #include <float.h>
 
 #include "cdk_common.cuh"
 
 #define CDK_REDUCE_THREADS 1024
 
-__device__ inline int label_at(const float *label, size_t pos, int channels, int has_ignore,
-                               int ignore_label)
+/* The label at a position; *used is 0 where it is the ignored label. */
+__device__ inline int label_at(const float *label, size_t pos, int has_ignore, int ignore_label,
+                               int *used)
 {
     int l = (int)label[pos];
-    if (has_ignore && l == ignore_label)
-        return -1;
-    return l >= 0 && l < channels ? l : -1;
+    *used = !(has_ignore && l == ignore_label);
+    return l;
 }
 
 __global__ void k_xent_forward(int outer, int channels, int inner, const float *prob,
@@ -26,12 +27,13 @@ __global__ void k_xent_forward(int outer, int channels, int inner, const float *
     double loss = 0.0;
     double count = 0.0;
     for (size_t pos = threadIdx.x; pos < positions; pos += blockDim.x) {
-        int l = label_at(label, pos, channels, has_ignore, ignore_label);
-        if (l < 0)
+        int used;
+        int l = label_at(label, pos, has_ignore, ignore_label, &used);
+        if (!used)
             continue;
         size_t o = pos / (size_t)inner, i = pos - o * (size_t)inner;
-        float p = prob[(o * channels + (size_t)l) * inner + i];
-        loss -= (double)logf(fmaxf(p, FLT_MIN));
+        float p = l >= 0 && l < channels ? prob[(o * channels + (size_t)l) * inner + i] : 0.0f;
+        loss -= log((double)(p > FLT_MIN ? p : FLT_MIN));
         count += 1.0;
     }
     loss = cdk_block_sum(loss);
@@ -53,8 +55,9 @@ __global__ void k_xent_backward(size_t total, int channels, int inner, const flo
         size_t oc = idx / (size_t)inner;
         int c = (int)(oc % (size_t)channels);
         size_t o = oc / (size_t)channels;
-        int l = label_at(label, o * inner + i, channels, has_ignore, ignore_label);
-        dx[idx] = l < 0 ? 0.0f : (prob[idx] - (c == l ? 1.0f : 0.0f)) * scale;
+        int used;
+        int l = label_at(label, o * inner + i, has_ignore, ignore_label, &used);
+        dx[idx] = used ? (prob[idx] - (c == l ? 1.0f : 0.0f)) * scale : 0.0f;
     }
 }
 
@@ -66,8 +69,12 @@ __global__ void k_accuracy(int outer, int channels, int inner, const float *x, c
     size_t positions = (size_t)outer * inner;
     double correct = 0.0, count = 0.0;
     for (size_t pos = threadIdx.x; pos < positions; pos += blockDim.x) {
-        int l = label_at(label, pos, channels, has_ignore, ignore_label);
-        if (l < 0)
+        int used;
+        int l = label_at(label, pos, has_ignore, ignore_label, &used);
+        if (!used)
+            continue;
+        count += 1.0;
+        if (l < 0 || l >= channels)
             continue;
         size_t o = pos / (size_t)inner, i = pos - o * (size_t)inner;
         const float *xp = x + o * (size_t)channels * inner + i;
@@ -78,7 +85,6 @@ __global__ void k_accuracy(int outer, int channels, int inner, const float *x, c
                 better++;
         if (better < top_k)
             correct += 1.0;
-        count += 1.0;
     }
     correct = cdk_block_sum(correct);
     __syncthreads();

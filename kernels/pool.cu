@@ -2,7 +2,8 @@
  * (d.oh, d.ow come from the engine), AVE divided by the window clipped to the padded
  * image, and MAX passing the gradient to the first maximum of a window (strict >,
  * row-major scan), so ties (zeros after a ReLU) go where the CPU sends them.
- * The backward gathers (one thread per input) so it needs no atomics and no mask. */
+ * A window with no cell inside the image (stride > kernel) outputs 0 and passes no
+ * gradient. The backward gathers (one thread per input): no atomics and no mask. */
 #include <float.h>
 
 #include "cdk_common.cuh"
@@ -20,13 +21,19 @@ __device__ inline void window(const cd_pool_desc &d, int ph, int pw, int *hs, in
     *we = min(wend, d.w);
 }
 
-/* Index (h*d.w + w) of the first maximum of window (ph, pw) of plane x (Caffe's scan). */
+/* Index (h*d.w + w) of the first maximum of window (ph, pw) of plane x in a row-major
+ * scan (later equal values do not replace it), its value in *maxval; -1 and 0 for a
+ * window with no cell inside the image (only when stride > kernel). */
 __device__ inline int argmax(const cd_pool_desc &d, const float *x, int ph, int pw, float *maxval)
 {
     int hs, he, ws, we, ps;
     window(d, ph, pw, &hs, &he, &ws, &we, &ps);
-    float best = -FLT_MAX;
-    int at = -1;
+    if (hs >= he || ws >= we) {
+        *maxval = 0.0f;
+        return -1;
+    }
+    int at = hs * d.w + ws;
+    float best = x[at];
     for (int h = hs; h < he; h++)
         for (int w = ws; w < we; w++) {
             float v = x[h * d.w + w];
@@ -58,7 +65,7 @@ __global__ void k_pool_forward(cd_pool_desc d, size_t total, const float *x, flo
             for (int h = hs; h < he; h++)
                 for (int w = ws; w < we; w++)
                     sum += xp[h * d.w + w];
-            y[i] = sum / ps;
+            y[i] = hs >= he || ws >= we ? 0.0f : sum / ps;
         }
     }
 }

@@ -1,7 +1,8 @@
 /* Data preparation on the device: crop, mirror, mean subtraction and scaling of a batch
  * of uint8 images, as Caffe's DataTransformer does it: the mean is taken at the source
  * pixel (the crop of the mean at the same offset), mirroring flips the output column.
- *   src (n, c, sh, sw) uint8; oy, ox, mirror (n); mean (c, sh, sw) or NULL;
+ *   src (n, c, sh, sw) uint8; oy, ox, mirror (n); mean (c, sh, sw); mirror and mean
+ *   may be NULL;
  *   dst (n, c, oh, ow) = (src[i, ch, oy+y, sx] - mean[ch, oy+y, sx]) * scale
  *   with sx = mirror[i] ? ox + ow-1-x : ox + x. */
 #include "cdk_common.cuh"
@@ -17,7 +18,7 @@ __global__ void k_prepare_batch(size_t total, int c, int sh, int sw, int oh, int
         int ch = (int)((idx / ((size_t)ow * oh)) % c);
         size_t img = idx / ((size_t)ow * oh * c);
         int sy = oy[img] + y;
-        int sx = mirror[img] ? ox[img] + ow - 1 - x : ox[img] + x;
+        int sx = mirror && mirror[img] ? ox[img] + ow - 1 - x : ox[img] + x;
         size_t mi = ((size_t)ch * sh + sy) * sw + sx;
         float v = (float)src[img * (size_t)c * sh * sw + mi];
         if (mean)

@@ -3,7 +3,7 @@
  * writing each of w, g, h1, h2 once. See cd_update_desc in backend.h for the formulas. */
 #include "cdk_common.cuh"
 
-__global__ void k_update(cd_update_desc d, float adam_corr, size_t n, float *w, float *g,
+__global__ void k_update(cd_update_desc d, float adam_rate, size_t n, float *w, float *g,
                          float *h1, float *h2)
 {
     CDK_LOOP(i, n)
@@ -47,7 +47,7 @@ __global__ void k_update(cd_update_desc d, float adam_corr, size_t n, float *w, 
         case CD_SOLVER_ADADELTA: {
             float a = d.momentum * h1[i] + (1.0f - d.momentum) * gi * gi;
             h1[i] = a;
-            float u = gi * sqrtf(h2[i] + d.delta) / sqrtf(a + d.delta);
+            float u = gi * sqrtf((h2[i] + d.delta) / (a + d.delta)); /* Caffe: one sqrt */
             h2[i] = d.momentum * h2[i] + (1.0f - d.momentum) * u * u;
             step = d.lr * u;
             break;
@@ -57,7 +57,7 @@ __global__ void k_update(cd_update_desc d, float adam_corr, size_t n, float *w, 
             float v = d.momentum2 * h2[i] + (1.0f - d.momentum2) * gi * gi;
             h1[i] = m;
             h2[i] = v;
-            step = d.lr * adam_corr * m / (sqrtf(v) + d.delta);
+            step = adam_rate * m / (sqrtf(v) + d.delta);
             break;
         }
         default:
@@ -68,13 +68,13 @@ __global__ void k_update(cd_update_desc d, float adam_corr, size_t n, float *w, 
     }
 }
 
-extern "C" cudaError_t cdk_update(cudaStream_t s, cd_update_desc d, float adam_corr, size_t n,
+extern "C" cudaError_t cdk_update(cudaStream_t s, cd_update_desc d, float adam_rate, size_t n,
                                   float *w, float *g, float *h1, float *h2)
 {
     if (n == 0)
         return cudaSuccess;
     if (d.type < 0 || d.type >= CD_SOLVER_COUNT)
         return cudaErrorInvalidValue;
-    k_update<<<cdk_blocks(n), CDK_THREADS, 0, s>>>(d, adam_corr, n, w, g, h1, h2);
+    k_update<<<cdk_blocks(n), CDK_THREADS, 0, s>>>(d, adam_rate, n, w, g, h1, h2);
     return cudaGetLastError();
 }

@@ -48,12 +48,15 @@ void cuda_act_backward(cd_backend_t *be, int act, float slope, size_t n, const f
     cuda_ctx *ctx = cuda_ctx_of(be);
     cuda_use_device(be);
     if (act == CD_ACT_RELU) {
-        CD_LAUNCH(be, cdk_relu_backward(ctx->stream, n, slope, y, dy, dx));
+        /* y > 0 equals x > 0 for slope >= 0; either may be the one passed */
+        CD_LAUNCH(be, cdk_relu_backward(ctx->stream, n, slope, y ? y : x, dy, dx));
         return;
     }
     CD_CUDNN_CHECK(be, cudnnSetActivationDescriptor(ctx->act, cudnn_mode(be, act),
                                                     CUDNN_PROPAGATE_NAN, 0.0));
     const float one = 1.0f, zero = 0.0f;
+    if (!x)
+        x = y;
     for (size_t at = 0; at < n; at += CUDA_CHUNK) {
         size_t len = n - at < CUDA_CHUNK ? n - at : CUDA_CHUNK;
         set_flat(be, ctx->t_a, len);

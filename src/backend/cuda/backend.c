@@ -6,6 +6,8 @@
  *   CDIGITS_TF32=0                   no TF32 tensor-core math in convolution and gemm
  *                                    (default on, as in PyTorch's convolutions)
  *   CDIGITS_CUDNN_WORKSPACE_MB=N     largest cuDNN workspace (default 1024)
+ *   CDIGITS_CUDNN_FIND=0             take cuDNN's heuristic convolution algorithms instead
+ *                                    of measuring them (default 1: measure once per shape)
  *   CDIGITS_CUDA_SYNC=1              wait after every kernel, so a fault names its launch
  */
 #include <stdio.h>
@@ -146,6 +148,7 @@ cd_backend_t *cd_backend_cuda_new(int device, char *why, size_t why_len)
     be->ctx = ctx;
     ctx->tf32 = env_long("CDIGITS_TF32", 1) != 0;
     ctx->debug_sync = env_long("CDIGITS_CUDA_SYNC", 0) != 0;
+    ctx->find = env_long("CDIGITS_CUDNN_FIND", 1) != 0;
     long ws_mb = env_long("CDIGITS_CUDNN_WORKSPACE_MB", 1024);
     ctx->ws_limit = (size_t)(ws_mb > 0 ? ws_mb : 0) << 20;
 

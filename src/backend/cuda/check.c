@@ -58,7 +58,7 @@ int cd_cuda_record(cd_backend_t *be, int lib, int status, const char *call, cons
     snprintf(last_error, sizeof last_error, "%s failed: %s in %s at %s:%d", call, what, func,
              base ? base : file, line);
     if (be)
-        snprintf(be->err, sizeof be->err, "%s", last_error);
+        snprintf(be->err, sizeof be->err, "%.*s", (int)sizeof be->err - 1, last_error);
     return status;
 }
 
@@ -78,7 +78,7 @@ void cd_cuda_fail_msg(cd_backend_t *be, const char *fmt, ...)
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
     if (be)
-        snprintf(be->err, sizeof be->err, "%s", last_error);
+        snprintf(be->err, sizeof be->err, "%.*s", (int)sizeof be->err - 1, last_error);
     die(be);
 }
 

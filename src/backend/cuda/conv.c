@@ -179,7 +179,7 @@ static void choose(cd_backend_t *be, conv_plan *p, int dir, const float *x, cons
                    const float *y)
 {
     cuda_ctx *ctx = cuda_ctx_of(be);
-    const int find = getenv("CDIGITS_CUDNN_FIND") ? atoi(getenv("CDIGITS_CUDNN_FIND")) != 0 : 1;
+    const int find = ctx->find;
     cudnnMathType_t base = ctx->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
     CD_CUDNN_CHECK(be, cudnnSetConvolutionMathType(p->conv, base));
 

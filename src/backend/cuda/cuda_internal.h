@@ -24,6 +24,7 @@ typedef struct cuda_ctx {
     cudnnHandle_t dnn;
     int tf32;       /* tensor-core TF32 allowed in convolution and gemm (CDIGITS_TF32) */
     int debug_sync; /* wait after every kernel so a fault names its launch (CDIGITS_CUDA_SYNC) */
+    int find;       /* measure convolution algorithms (1) or take cuDNN's heuristics (0) */
 
     /* cuDNN workspace, grown up to ws_limit (CDIGITS_CUDNN_WORKSPACE_MB) */
     void *ws;

@@ -1,0 +1,868 @@
+/*
+ * Every op of the backend interface on the CUDA backend against the CPU backend (the
+ * reference), on fresh random inputs, compared by normalized mean squared error
+ *   nmse = sum (gpu - cpu)^2 / sum cpu^2
+ * with a tolerance per kind of op (as ggml's test-backend-ops does). Prints one table
+ * last: op | shape | nmse | tolerance | ok, then "N passed, N failed".
+ *
+ * Exit status: 0 when every row passes, or when there is no GPU (a SKIP line says so);
+ * 1 when a row fails. A device error aborts with the failing call named.
+ *
+ * Built by tests/gpu/run.sh (standalone, with the CPU backend) and included by
+ * tests/unit/test_cuda_ops.c (with CD_GPU_OPS_NO_MAIN) so ctest runs it where a GPU is.
+ * CD_TEST_SEED replays a run.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cdigits/backend.h"
+#include "cdigits/cuda_check.h"
+
+/* Tolerances (nmse) by kind of op */
+#define TOL_EXACT 1e-12 /* the same float arithmetic (FMA contraction aside) */
+#define TOL_MATH 1e-10  /* powf, expf, tanhf, log: a few ulp */
+#define TOL_SUM 1e-9    /* reductions in another order */
+#define TOL_NORM 1e-8   /* batch norm backward, LRN: sums inside cancellations */
+#define TOL_CONV 1e-7   /* FP32 convolution and gemm: other algorithms (Winograd, FFT) */
+#define TOL_TF32 1e-4   /* TF32 tensor cores: 10-bit mantissa inputs */
+#define TOL_COUNT 0.0   /* integer counts, and masks */
+
+enum { REF = 0, DEV = 1 };
+static cd_backend_t *go_be[2];
+
+/* ---- random numbers (xorshift64*, seeded from CD_TEST_SEED or the clock) ---- */
+
+static uint64_t go_rng = 88172645463325252ULL;
+
+static uint64_t go_u64(void)
+{
+    go_rng ^= go_rng >> 12;
+    go_rng ^= go_rng << 25;
+    go_rng ^= go_rng >> 27;
+    return go_rng * 0x2545F4914F6CDD1DULL;
+}
+
+static float go_uniform(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((double)(go_u64() >> 11) / 9007199254740992.0);
+}
+
+static int go_int(int lo, int hi) /* [lo, hi] */
+{
+    return lo + (int)(go_u64() % (uint64_t)(hi - lo + 1));
+}
+
+/* ---- the result table ---- */
+
+typedef struct go_row {
+    char op[40];
+    char shape[64];
+    double nmse, tol;
+    int ok;
+} go_row;
+
+static go_row go_rows[1024];
+static int go_nrows, go_failed;
+
+static void go_record(const char *op, const char *shape, double nmse, double tol)
+{
+    int ok = !isnan(nmse) && nmse <= tol;
+    if (!ok)
+        go_failed++;
+    if (go_nrows < (int)(sizeof go_rows / sizeof go_rows[0])) {
+        go_row *r = &go_rows[go_nrows++];
+        snprintf(r->op, sizeof r->op, "%s", op);
+        snprintf(r->shape, sizeof r->shape, "%s", shape);
+        r->nmse = nmse;
+        r->tol = tol;
+        r->ok = ok;
+    }
+    if (!ok)
+        fprintf(stderr, "FAIL %s [%s]: nmse %.3g > %.3g\n", op, shape, nmse, tol);
+}
+
+static const char *go_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static const char *go_fmt(const char *fmt, ...)
+{
+    static char buf[8][128];
+    static int k;
+    char *b = buf[k++ & 7];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, 128, fmt, ap);
+    va_end(ap);
+    return b;
+}
+
+static double go_nmse(const float *ref, const float *got, size_t n)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)got[i] - (double)ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    if (num == 0.0)
+        return 0.0;
+    return num / (den > 1e-30 ? den : 1e-30);
+}
+
+/* ---- tensors on both backends ---- */
+
+typedef struct go_t {
+    size_t n;
+    float *d[2]; /* the tensor on the reference and on the device */
+} go_t;
+
+static void *go_alloc(int b, size_t bytes)
+{
+    void *p = go_be[b]->iface->alloc(go_be[b], bytes);
+    if (!p) {
+        fprintf(stderr, "FAIL: alloc of %zu bytes on %s: %s\n", bytes, go_be[b]->iface->name,
+                go_be[b]->err);
+        exit(1);
+    }
+    return p;
+}
+
+/* The same host data on both backends. */
+static go_t go_from(const float *host, size_t n)
+{
+    go_t t = {n, {NULL, NULL}};
+    for (int b = 0; b < 2; b++) {
+        t.d[b] = go_alloc(b, n * sizeof(float));
+        go_be[b]->iface->upload(go_be[b], t.d[b], host, n * sizeof(float));
+    }
+    return t;
+}
+
+static go_t go_rand(size_t n, float lo, float hi)
+{
+    float *h = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        h[i] = go_uniform(lo, hi);
+    go_t t = go_from(h, n);
+    free(h);
+    return t;
+}
+
+static void *go_bytes(int b, const void *host, size_t bytes)
+{
+    void *p = go_alloc(b, bytes);
+    go_be[b]->iface->upload(go_be[b], p, host, bytes);
+    return p;
+}
+
+static void go_free(go_t *t)
+{
+    for (int b = 0; b < 2; b++)
+        if (t->d[b])
+            go_be[b]->iface->free(go_be[b], t->d[b]);
+    t->d[0] = t->d[1] = NULL;
+}
+
+/* Downloads both copies of t; the caller frees *ref and *got. */
+static void go_fetch(const go_t *t, float **ref, float **got)
+{
+    *ref = malloc(t->n * sizeof(float) + 1);
+    *got = malloc(t->n * sizeof(float) + 1);
+    go_be[REF]->iface->download(go_be[REF], *ref, t->d[REF], t->n * sizeof(float));
+    go_be[DEV]->iface->download(go_be[DEV], *got, t->d[DEV], t->n * sizeof(float));
+}
+
+static void go_check(const char *op, const char *shape, const go_t *t, double tol)
+{
+    float *ref, *got;
+    go_fetch(t, &ref, &got);
+    go_record(op, shape, go_nmse(ref, got, t->n), tol);
+    free(ref);
+    free(got);
+}
+
+static void go_check_scalar(const char *op, const char *shape, double ref, double got, double tol)
+{
+    double d = got - ref;
+    double nmse = d == 0.0 ? 0.0 : d * d / (ref * ref > 1e-30 ? ref * ref : 1e-30);
+    go_record(op, shape, nmse, tol);
+}
+
+/* Runs slot on both backends; D(t) is t's pointer on the backend being called. */
+#define BOTH(slot, ...)                                                                   \
+    do {                                                                                  \
+        for (int b_ = 0; b_ < 2; b_++) {                                                  \
+            cd_backend_t *be_ = go_be[b_];                                                \
+            be_->iface->slot(be_, __VA_ARGS__);                                           \
+        }                                                                                 \
+    } while (0)
+#define D(t) ((t).d[b_])
+
+/* ---- elementwise ---- */
+
+static void go_test_elementwise(size_t n)
+{
+    const char *sh = go_fmt("n=%zu", n);
+    go_t x = go_rand(n, -2, 2), y = go_rand(n, -2, 2), z = go_rand(n, -2, 2);
+
+    BOTH(set, n, 0.37f, D(y));
+    go_check("set", sh, &y, TOL_EXACT);
+    BOTH(scale, n, -1.7f, D(x), D(y));
+    go_check("scale", sh, &y, TOL_EXACT);
+    BOTH(axpy, n, 0.3f, D(x), D(y));
+    go_check("axpy", sh, &y, TOL_EXACT);
+    BOTH(axpby, n, 0.6f, D(x), -1.1f, D(y));
+    go_check("axpby", sh, &y, TOL_EXACT);
+    BOTH(mul, n, D(x), D(z), D(y));
+    go_check("mul", sh, &y, TOL_EXACT);
+    BOTH(mul_add, n, D(x), D(z), D(y));
+    go_check("mul_add", sh, &y, TOL_EXACT);
+    BOTH(copy, D(z), D(x), n * sizeof(float));
+    go_check("copy", sh, &z, TOL_EXACT);
+
+    float dot[2], asum[2];
+    for (int b = 0; b < 2; b++) {
+        dot[b] = go_be[b]->iface->dot(go_be[b], n, x.d[b], y.d[b]);
+        asum[b] = go_be[b]->iface->asum(go_be[b], n, y.d[b]);
+    }
+    go_check_scalar("dot", sh, dot[REF], dot[DEV], TOL_SUM);
+    go_check_scalar("asum", sh, asum[REF], asum[DEV], TOL_SUM);
+    go_free(&x);
+    go_free(&y);
+    go_free(&z);
+}
+
+/* Eltwise MAX over three inputs, with ties between inputs 0 and 1 (strict > keeps 0) */
+static void go_test_max_index(size_t n)
+{
+    const char *sh = go_fmt("n=%zu k=3", n);
+    float *h0 = malloc(n * sizeof(float)), *h1 = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        h0[i] = go_uniform(-1, 1);
+        h1[i] = i % 5 == 0 ? h0[i] : go_uniform(-1, 1);
+    }
+    go_t x0 = go_from(h0, n), x1 = go_from(h1, n), x2 = go_rand(n, -1, 1);
+    go_t y = go_rand(n, -1, 1), mask = go_rand(n, -1, 1), dx = go_rand(n, -1, 1);
+    go_t dy = go_rand(n, -1, 1);
+    BOTH(max_index, n, D(x0), D(y), 0, D(mask));
+    BOTH(max_index, n, D(x1), D(y), 1, D(mask));
+    BOTH(max_index, n, D(x2), D(y), 2, D(mask));
+    go_check("max_index y", sh, &y, TOL_EXACT);
+    go_check("max_index mask", sh, &mask, TOL_COUNT);
+    BOTH(mask_select, n, D(dy), D(mask), 1, D(dx));
+    go_check("mask_select", sh, &dx, TOL_EXACT);
+    free(h0);
+    free(h1);
+    go_free(&x0);
+    go_free(&x1);
+    go_free(&x2);
+    go_free(&y);
+    go_free(&mask);
+    go_free(&dx);
+    go_free(&dy);
+}
+
+static void go_test_power(size_t n, float power, float scale, float shift, float lo, float hi)
+{
+    const char *sh = go_fmt("n=%zu p=%g s=%g t=%g", n, power, scale, shift);
+    go_t x = go_rand(n, lo, hi), y = go_rand(n, -1, 1), dy = go_rand(n, -1, 1);
+    go_t dx = go_rand(n, -1, 1);
+    BOTH(power_forward, n, power, scale, shift, D(x), D(y));
+    go_check("power_forward", sh, &y, TOL_MATH);
+    BOTH(power_backward, n, power, scale, shift, D(x), D(dy), D(dx));
+    go_check("power_backward", sh, &dx, TOL_MATH);
+    go_free(&x);
+    go_free(&y);
+    go_free(&dy);
+    go_free(&dx);
+}
+
+static void go_test_channel_affine(int outer, int channels, int inner, int with_gamma,
+                                   int with_beta)
+{
+    const char *sh = go_fmt("%dx%dx%d%s%s", outer, channels, inner, with_gamma ? " g" : "",
+                            with_beta ? " b" : "");
+    size_t n = (size_t)outer * channels * inner;
+    go_t x = go_rand(n, -1, 1), y = go_rand(n, -1, 1), dy = go_rand(n, -1, 1);
+    go_t g = go_rand(channels, 0.5f, 1.5f), bt = go_rand(channels, -1, 1);
+    go_t dg = go_rand(channels, -1, 1), db = go_rand(channels, -1, 1);
+    BOTH(channel_affine, outer, channels, inner, D(x), with_gamma ? D(g) : NULL,
+         with_beta ? D(bt) : NULL, D(y));
+    go_check("channel_affine", sh, &y, TOL_EXACT);
+    BOTH(channel_affine_grad, outer, channels, inner, D(x), D(dy), with_gamma ? D(dg) : NULL,
+         with_beta ? D(db) : NULL);
+    if (with_gamma)
+        go_check("channel_affine_grad dg", sh, &dg, TOL_SUM);
+    if (with_beta)
+        go_check("channel_affine_grad db", sh, &db, TOL_SUM);
+    go_free(&x);
+    go_free(&y);
+    go_free(&dy);
+    go_free(&g);
+    go_free(&bt);
+    go_free(&dg);
+    go_free(&db);
+}
+
+/* ---- activations, softmax, loss ---- */
+
+static void go_test_act(int act, float slope, size_t n, int in_place)
+{
+    static const char *names[] = {"relu", "sigmoid", "tanh"};
+    const char *sh = go_fmt("n=%zu slope=%g%s", n, slope, in_place ? " in-place" : "");
+    go_t x = go_rand(n, -3, 3), y = go_rand(n, -1, 1), dy = go_rand(n, -1, 1);
+    go_t dx = go_rand(n, -1, 1);
+    BOTH(act_forward, act, slope, n, D(x), D(y));
+    go_check(go_fmt("%s_forward", names[act]), sh, &y, TOL_MATH);
+    if (in_place)
+        BOTH(act_backward, act, slope, n, D(y), D(y), D(dy), D(dx));
+    else
+        BOTH(act_backward, act, slope, n, D(x), D(y), D(dy), D(dx));
+    go_check(go_fmt("%s_backward", names[act]), sh, &dx, TOL_MATH);
+    go_free(&x);
+    go_free(&y);
+    go_free(&dy);
+    go_free(&dx);
+}
+
+static void go_test_softmax(int outer, int channels, int inner)
+{
+    const char *sh = go_fmt("%dx%dx%d", outer, channels, inner);
+    size_t n = (size_t)outer * channels * inner;
+    go_t x = go_rand(n, -5, 5), y = go_rand(n, -1, 1), dy = go_rand(n, -1, 1);
+    go_t dx = go_rand(n, -1, 1);
+    BOTH(softmax_forward, outer, channels, inner, D(x), D(y));
+    go_check("softmax_forward", sh, &y, TOL_MATH);
+    BOTH(softmax_backward, outer, channels, inner, D(y), D(dy), D(dx));
+    go_check("softmax_backward", sh, &dx, TOL_SUM);
+    go_free(&x);
+    go_free(&y);
+    go_free(&dy);
+    go_free(&dx);
+}
+
+/* labels: mostly valid, some ignored (ignore_label), one out of range */
+static float *go_labels(size_t positions, int channels, int ignore_label)
+{
+    float *h = malloc(positions * sizeof(float));
+    for (size_t i = 0; i < positions; i++)
+        h[i] = (float)(i % 7 == 3 ? ignore_label : go_int(0, channels - 1));
+    if (positions > 2)
+        h[1] = (float)(channels + 2);
+    return h;
+}
+
+static void go_test_xent(int outer, int channels, int inner)
+{
+    const char *sh = go_fmt("%dx%dx%d", outer, channels, inner);
+    size_t n = (size_t)outer * channels * inner, positions = (size_t)outer * inner;
+    int ignore = channels > 3 ? 3 : 0;
+    go_t x = go_rand(n, -4, 4), prob = go_rand(n, -1, 1), dx = go_rand(n, -1, 1);
+    float *lh = go_labels(positions, channels, ignore);
+    go_t label = go_from(lh, positions);
+    go_t loss = go_rand(2, 0, 1);
+    /* the same probabilities on both sides: the reference's softmax, copied */
+    BOTH(softmax_forward, outer, channels, inner, D(x), D(prob));
+    float *ph = malloc(n * sizeof(float));
+    go_be[REF]->iface->download(go_be[REF], ph, prob.d[REF], n * sizeof(float));
+    go_be[DEV]->iface->upload(go_be[DEV], prob.d[DEV], ph, n * sizeof(float));
+    for (int has_ignore = 0; has_ignore < 2; has_ignore++) {
+        const char *s2 = go_fmt("%s%s", sh, has_ignore ? " ignore" : "");
+        BOTH(xent_forward, outer, channels, inner, D(prob), D(label), has_ignore, ignore,
+             D(loss), D(loss) + 1);
+        float *ref, *got;
+        go_fetch(&loss, &ref, &got);
+        go_check_scalar("xent_forward loss", s2, ref[0], got[0], TOL_SUM);
+        go_check_scalar("xent_forward count", s2, ref[1], got[1], TOL_COUNT);
+        free(ref);
+        free(got);
+        BOTH(xent_backward, outer, channels, inner, D(prob), D(label), has_ignore, ignore, 0.125f,
+             D(dx));
+        go_check("xent_backward", s2, &dx, TOL_EXACT);
+    }
+    free(lh);
+    free(ph);
+    go_free(&x);
+    go_free(&prob);
+    go_free(&dx);
+    go_free(&label);
+    go_free(&loss);
+}
+
+/* scores on a coarse grid, so ties with the label's score happen */
+static void go_test_accuracy(int outer, int channels, int inner, int top_k)
+{
+    const char *sh = go_fmt("%dx%dx%d top%d", outer, channels, inner, top_k);
+    size_t n = (size_t)outer * channels * inner, positions = (size_t)outer * inner;
+    float *xh = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        xh[i] = (float)go_int(0, 8) * 0.25f;
+    go_t x = go_from(xh, n);
+    float *lh = go_labels(positions, channels, 0);
+    go_t label = go_from(lh, positions), out = go_rand(2, 0, 1);
+    BOTH(accuracy, outer, channels, inner, D(x), D(label), top_k, 1, 0, D(out), D(out) + 1);
+    float *ref, *got;
+    go_fetch(&out, &ref, &got);
+    go_check_scalar("accuracy correct", sh, ref[0], got[0], TOL_COUNT);
+    go_check_scalar("accuracy count", sh, ref[1], got[1], TOL_COUNT);
+    free(ref);
+    free(got);
+    free(xh);
+    free(lh);
+    go_free(&x);
+    go_free(&label);
+    go_free(&out);
+}
+
+/* ---- batch norm ---- */
+
+static void go_test_bn(int outer, int channels, int inner)
+{
+    const char *sh = go_fmt("%dx%dx%d", outer, channels, inner);
+    size_t n = (size_t)outer * channels * inner;
+    go_t x = go_rand(n, 1, 3), y = go_rand(n, -1, 1), dy = go_rand(n, -1, 1);
+    go_t dx = go_rand(n, -1, 1);
+    go_t mean = go_rand(channels, -1, 1), var = go_rand(channels, 0, 1);
+    BOTH(bn_stats, outer, channels, inner, D(x), D(mean), D(var));
+    go_check("bn_stats mean", sh, &mean, TOL_SUM);
+    go_check("bn_stats var", sh, &var, TOL_SUM);
+    /* the same statistics on both sides from here on */
+    float *mh = malloc(channels * sizeof(float)), *vh = malloc(channels * sizeof(float));
+    go_be[REF]->iface->download(go_be[REF], mh, mean.d[REF], channels * sizeof(float));
+    go_be[REF]->iface->download(go_be[REF], vh, var.d[REF], channels * sizeof(float));
+    go_be[DEV]->iface->upload(go_be[DEV], mean.d[DEV], mh, channels * sizeof(float));
+    go_be[DEV]->iface->upload(go_be[DEV], var.d[DEV], vh, channels * sizeof(float));
+    BOTH(bn_normalize, outer, channels, inner, D(x), D(mean), D(var), 1e-5f, D(y));
+    go_check("bn_normalize", sh, &y, TOL_MATH);
+    for (int global = 0; global < 2; global++) {
+        BOTH(bn_backward, outer, channels, inner, D(y), D(var), 1e-5f, global, D(dy), D(dx));
+        go_check(global ? "bn_backward global" : "bn_backward", sh, &dx, TOL_NORM);
+    }
+    free(mh);
+    free(vh);
+    go_free(&x);
+    go_free(&y);
+    go_free(&dy);
+    go_free(&dx);
+    go_free(&mean);
+    go_free(&var);
+}
+
+/* ---- dropout, copies, solver, data ---- */
+
+static void go_test_dropout(size_t n, float ratio)
+{
+    const char *sh = go_fmt("n=%zu ratio=%g", n, ratio);
+    uint64_t seed = go_u64(), counter = go_u64() % 1000;
+    go_t x = go_rand(n, -1, 1), mask = go_rand(n, -1, 1), y = go_rand(n, -1, 1);
+    BOTH(dropout_forward, n, ratio, seed, counter, D(x), D(mask), D(y));
+    go_check("dropout_forward y", sh, &y, TOL_EXACT);
+    go_check("dropout_forward mask", sh, &mask, TOL_COUNT);
+    /* and the kept elements are exactly those the shared generator keeps */
+    float *got = malloc(n * sizeof(float));
+    go_be[DEV]->iface->download(go_be[DEV], got, mask.d[DEV], n * sizeof(float));
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; i++)
+        wrong += (got[i] != 0.0f) != (cd_rand_uniform(seed, counter, i) >= ratio);
+    go_record("dropout vs cd_rand_uniform", sh, (double)wrong, TOL_COUNT);
+    free(got);
+    go_free(&x);
+    go_free(&mask);
+    go_free(&y);
+}
+
+static void go_test_copy_strided(int outer, size_t count, size_t ss, size_t ds, int accumulate)
+{
+    const char *sh = go_fmt("%dx%zu s%zu d%zu%s", outer, count, ss, ds, accumulate ? " acc" : "");
+    go_t src = go_rand((size_t)outer * ss, -1, 1), dst = go_rand((size_t)outer * ds, -1, 1);
+    BOTH(copy_strided, outer, count, D(src), ss, D(dst), ds, accumulate);
+    go_check("copy_strided", sh, &dst, TOL_EXACT);
+    go_free(&src);
+    go_free(&dst);
+}
+
+static void go_test_update(int type, int reg, size_t n)
+{
+    static const char *names[] = {"sgd", "nesterov", "adagrad", "rmsprop", "adadelta", "adam"};
+    const char *sh = go_fmt("n=%zu %s", n, reg == CD_REG_L1 ? "L1" : "L2");
+    cd_update_desc d = {
+        .type = type,
+        .reg = reg,
+        .lr = 0.01f,
+        .momentum = type == CD_SOLVER_ADAM ? 0.9f : 0.9f,
+        .momentum2 = 0.999f,
+        .rms_decay = 0.98f,
+        .delta = type == CD_SOLVER_ADAM ? 1e-8f : 1e-6f,
+        .decay = 5e-4f,
+        .grad_scale = 0.5f,
+        .iteration = 3,
+    };
+    go_t w = go_rand(n, -1, 1), g = go_rand(n, -1, 1), h1 = go_rand(n, 0, 1), h2 = go_rand(n, 0, 1);
+    for (int step = 0; step < 3; step++, d.iteration++)
+        BOTH(update, &d, n, D(w), D(g), D(h1), D(h2));
+    const char *op = go_fmt("update %s", names[type]);
+    go_check(op, go_fmt("%s w", sh), &w, TOL_MATH);
+    go_check(op, go_fmt("%s g", sh), &g, TOL_MATH);
+    go_check(op, go_fmt("%s h1", sh), &h1, TOL_MATH);
+    go_check(op, go_fmt("%s h2", sh), &h2, TOL_MATH);
+    go_free(&w);
+    go_free(&g);
+    go_free(&h1);
+    go_free(&h2);
+}
+
+static void go_test_prepare(int n, int c, int sh_, int sw, int oh, int ow, int with_mean,
+                            int with_mirror)
+{
+    const char *sh = go_fmt("%dx%dx%dx%d->%dx%d%s%s", n, c, sh_, sw, oh, ow,
+                            with_mean ? " mean" : "", with_mirror ? " mirror" : "");
+    size_t in = (size_t)n * c * sh_ * sw;
+    uint8_t *img = malloc(in), *mir = malloc(n);
+    int *oy = malloc(n * sizeof(int)), *ox = malloc(n * sizeof(int));
+    for (size_t i = 0; i < in; i++)
+        img[i] = (uint8_t)go_int(0, 255);
+    for (int i = 0; i < n; i++) {
+        oy[i] = go_int(0, sh_ - oh);
+        ox[i] = go_int(0, sw - ow);
+        mir[i] = (uint8_t)(i % 2);
+    }
+    go_t mean = go_rand((size_t)c * sh_ * sw, 0, 255), dst = go_rand((size_t)n * c * oh * ow, -1, 1);
+    void *p_img[2], *p_oy[2], *p_ox[2], *p_mir[2];
+    for (int b = 0; b < 2; b++) {
+        p_img[b] = go_bytes(b, img, in);
+        p_oy[b] = go_bytes(b, oy, n * sizeof(int));
+        p_ox[b] = go_bytes(b, ox, n * sizeof(int));
+        p_mir[b] = go_bytes(b, mir, n);
+    }
+    for (int b = 0; b < 2; b++)
+        go_be[b]->iface->prepare_batch(go_be[b], n, c, sh_, sw, oh, ow, p_img[b], p_oy[b], p_ox[b],
+                                       with_mirror ? p_mir[b] : NULL,
+                                       with_mean ? mean.d[b] : NULL, 1.0f / 255, dst.d[b]);
+    go_check("prepare_batch", sh, &dst, TOL_EXACT);
+    for (int b = 0; b < 2; b++) {
+        go_be[b]->iface->free(go_be[b], p_img[b]);
+        go_be[b]->iface->free(go_be[b], p_oy[b]);
+        go_be[b]->iface->free(go_be[b], p_ox[b]);
+        go_be[b]->iface->free(go_be[b], p_mir[b]);
+    }
+    free(img);
+    free(mir);
+    free(oy);
+    free(ox);
+    go_free(&mean);
+    go_free(&dst);
+}
+
+/* ---- gemm, convolution, pooling, LRN ---- */
+
+static void go_test_gemm(const char *tag, double tol, int ta, int tb, int m, int n, int k)
+{
+    const char *sh = go_fmt("%s%s %dx%dx%d", ta ? "T" : "N", tb ? "T" : "N", m, n, k);
+    go_t a = go_rand((size_t)m * k, -1, 1), b = go_rand((size_t)k * n, -1, 1);
+    go_t c = go_rand((size_t)m * n, -1, 1);
+    BOTH(gemm, ta, tb, m, n, k, 0.7f, D(a), D(b), 0.3f, D(c));
+    go_check(go_fmt("gemm%s", tag), sh, &c, tol);
+    go_free(&a);
+    go_free(&b);
+    go_free(&c);
+}
+
+static cd_conv_desc go_conv(int n, int c, int h, int w, int k, int kh, int kw, int s, int p,
+                            int dil, int group)
+{
+    cd_conv_desc d = {.n = n, .c = c, .h = h, .w = w, .k = k, .kh = kh, .kw = kw, .sh = s,
+                      .sw = s, .ph = p, .pw = p, .dh = dil, .dw = dil, .group = group};
+    d.oh = (h + 2 * p - (dil * (kh - 1) + 1)) / s + 1;
+    d.ow = (w + 2 * p - (dil * (kw - 1) + 1)) / s + 1;
+    return d;
+}
+
+static void go_test_conv(const char *tag, double tol, cd_conv_desc d, int with_bias)
+{
+    const char *sh = go_fmt("%dx%dx%dx%d k%d %dx%d s%d p%d d%d g%d%s", d.n, d.c, d.h, d.w, d.k,
+                            d.kh, d.kw, d.sh, d.ph, d.dh, d.group, with_bias ? " bias" : "");
+    size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.k * d.oh * d.ow;
+    size_t nw = (size_t)d.k * (d.c / d.group) * d.kh * d.kw;
+    go_t x = go_rand(nx, -1, 1), w = go_rand(nw, -1, 1), bias = go_rand(d.k, -1, 1);
+    go_t y = go_rand(ny, -1, 1), dy = go_rand(ny, -1, 1), dx = go_rand(nx, -1, 1);
+    go_t dw = go_rand(nw, -1, 1), db = go_rand(d.k, -1, 1);
+    BOTH(conv_forward, &d, D(x), D(w), with_bias ? D(bias) : NULL, D(y));
+    go_check(go_fmt("conv_forward%s", tag), sh, &y, tol);
+    BOTH(conv_backward_data, &d, D(w), D(dy), D(dx));
+    go_check(go_fmt("conv_backward_data%s", tag), sh, &dx, tol);
+    BOTH(conv_backward_filter, &d, D(x), D(dy), D(dw), with_bias ? D(db) : NULL);
+    go_check(go_fmt("conv_backward_filter%s", tag), sh, &dw, tol);
+    if (with_bias)
+        go_check(go_fmt("conv_backward_bias%s", tag), sh, &db, TOL_SUM);
+    /* a second step on the same shape runs the cached algorithms */
+    BOTH(conv_forward, &d, D(x), D(w), with_bias ? D(bias) : NULL, D(y));
+    go_check(go_fmt("conv_forward%s again", tag), sh, &y, tol);
+    go_free(&x);
+    go_free(&w);
+    go_free(&bias);
+    go_free(&y);
+    go_free(&dy);
+    go_free(&dx);
+    go_free(&dw);
+    go_free(&db);
+}
+
+/* Caffe's pooled size: rounded up, and the last window must start inside the image */
+static cd_pool_desc go_pool(int mode, int n, int c, int h, int w, int k, int s, int p)
+{
+    cd_pool_desc d = {.mode = mode, .n = n, .c = c, .h = h, .w = w, .kh = k, .kw = k, .sh = s,
+                      .sw = s, .ph = p, .pw = p};
+    d.oh = (int)ceil((double)(h + 2 * p - k) / s) + 1;
+    d.ow = (int)ceil((double)(w + 2 * p - k) / s) + 1;
+    if (p) {
+        if ((d.oh - 1) * s >= h + p)
+            d.oh--;
+        if ((d.ow - 1) * s >= w + p)
+            d.ow--;
+    }
+    return d;
+}
+
+static void go_test_pool(cd_pool_desc d, int relu_input)
+{
+    const char *sh = go_fmt("%s %dx%dx%dx%d k%d s%d p%d -> %dx%d%s",
+                            d.mode == CD_POOL_MAX ? "max" : "ave", d.n, d.c, d.h, d.w, d.kh, d.sh,
+                            d.ph, d.oh, d.ow, relu_input ? " ties" : "");
+    size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.c * d.oh * d.ow;
+    float *xh = malloc(nx * sizeof(float));
+    for (size_t i = 0; i < nx; i++) {
+        float v = go_uniform(-1, 1);
+        xh[i] = relu_input && v < 0 ? 0.0f : v;
+    }
+    go_t x = go_from(xh, nx), y = go_rand(ny, -1, 1), dy = go_rand(ny, -1, 1);
+    go_t dx = go_rand(nx, -1, 1);
+    BOTH(pool_forward, &d, D(x), D(y));
+    go_check("pool_forward", sh, &y, TOL_EXACT);
+    BOTH(pool_backward, &d, D(x), D(y), D(dy), D(dx));
+    go_check("pool_backward", sh, &dx, TOL_EXACT);
+    free(xh);
+    go_free(&x);
+    go_free(&y);
+    go_free(&dy);
+    go_free(&dx);
+}
+
+static void go_test_lrn(int mode, int n, int c, int h, int w, int size, float alpha, float beta,
+                        float k)
+{
+    cd_lrn_desc d = {.mode = mode, .n = n, .c = c, .h = h, .w = w, .size = size, .alpha = alpha,
+                     .beta = beta, .k = k};
+    const char *sh = go_fmt("%s %dx%dx%dx%d size%d a%g b%g k%g",
+                            mode == CD_LRN_ACROSS ? "across" : "within", n, c, h, w, size, alpha,
+                            beta, k);
+    size_t nx = (size_t)n * c * h * w;
+    go_t x = go_rand(nx, -2, 2), y = go_rand(nx, -1, 1), dy = go_rand(nx, -1, 1);
+    go_t dx = go_rand(nx, -1, 1);
+    BOTH(lrn_forward, &d, D(x), D(y));
+    go_check("lrn_forward", sh, &y, TOL_NORM);
+    BOTH(lrn_backward, &d, D(x), D(y), D(dy), D(dx));
+    go_check("lrn_backward", sh, &dx, TOL_NORM);
+    go_free(&x);
+    go_free(&y);
+    go_free(&dy);
+    go_free(&dx);
+}
+
+static void go_test_allreduce(size_t n)
+{
+    const char *sh = go_fmt("n=%zu ranks=1", n);
+    char id[CD_CUDA_GROUP_ID_HEX], why[256];
+    if (cd_cuda_group_id(id, sizeof id, why, sizeof why) != 0 ||
+        cd_cuda_group_join(go_be[DEV], id, 1, 0, why, sizeof why) != 0) {
+        fprintf(stderr, "FAIL allreduce_mean: %s\n", why);
+        go_record("allreduce_mean (NCCL)", sh, NAN, TOL_EXACT);
+        return;
+    }
+    float *h = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        h[i] = go_uniform(-1, 1);
+    float *x = go_alloc(DEV, n * sizeof(float));
+    go_be[DEV]->iface->upload(go_be[DEV], x, h, n * sizeof(float));
+    int rc = go_be[DEV]->iface->allreduce_mean(go_be[DEV], x, n);
+    go_be[DEV]->iface->download(go_be[DEV], got, x, n * sizeof(float));
+    go_record("allreduce_mean (NCCL)", sh, rc ? NAN : go_nmse(h, got, n), TOL_EXACT);
+    go_be[DEV]->iface->free(go_be[DEV], x);
+    free(h);
+    free(got);
+}
+
+/* Convolution and gemm on a device backend made with other settings. */
+static void go_test_variant(const char *tag, const char *var, const char *val, double tol)
+{
+    char why[256];
+    setenv(var, val, 1);
+    cd_backend_t *keep = go_be[DEV];
+    cd_backend_t *be = cd_backend_cuda_new(0, why, sizeof why);
+    if (!be) {
+        fprintf(stderr, "FAIL: CUDA backend with %s=%s: %s\n", var, val, why);
+        go_record(go_fmt("backend%s", tag), "", NAN, tol);
+        return;
+    }
+    go_be[DEV] = be;
+    go_test_gemm(tag, tol, 0, 0, 64, 500, 800);
+    go_test_gemm(tag, tol, 1, 1, 37, 53, 71);
+    go_test_conv(tag, tol, go_conv(4, 1, 28, 28, 20, 5, 5, 1, 0, 1, 1), 1);
+    go_test_conv(tag, tol, go_conv(2, 16, 13, 13, 32, 3, 3, 1, 1, 1, 2), 1);
+    be->iface->destroy(be);
+    go_be[DEV] = keep;
+}
+
+static void go_print_table(void)
+{
+    printf("\n%-28s | %-44s | %-9s | %-9s | %s\n", "op", "shape", "nmse", "tolerance", "ok");
+    printf("-----------------------------+----------------------------------------------+"
+           "-----------+-----------+----\n");
+    for (int i = 0; i < go_nrows; i++) {
+        const go_row *r = &go_rows[i];
+        printf("%-28s | %-44s | %9.2e | %9.2e | %s\n", r->op, r->shape, r->nmse, r->tol,
+               r->ok ? "ok" : "FAIL");
+    }
+}
+
+/*
+ * Runs every comparison on GPU 0; returns the number of failed rows, or -1 (with a
+ * SKIP line printed) when there is no GPU.
+ */
+static int go_run_all(void)
+{
+    char why[256] = "";
+    int ngpu = cd_backend_cuda_device_count();
+    if (ngpu == 0) {
+        cd_backend_t *be = cd_backend_cuda_new(0, why, sizeof why);
+        if (be)
+            be->iface->destroy(be);
+        printf("SKIP: no GPU (%s)\n", why[0] ? why : "cd_backend_cuda_device_count() is 0");
+        return -1;
+    }
+    const char *s = getenv("CD_TEST_SEED");
+    uint64_t seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
+    go_rng = seed ? seed : 1;
+    printf("test_gpu_ops: seed %llu (set CD_TEST_SEED to replay), %d GPU(s)\n",
+           (unsigned long long)seed, ngpu);
+
+    setenv("CDIGITS_TF32", "0", 1); /* the strict rows compare plain FP32 */
+    go_be[REF] = cd_backend_cpu_new(0);
+    go_be[DEV] = cd_backend_cuda_new(0, why, sizeof why);
+    if (!go_be[REF] || !go_be[DEV]) {
+        printf("FAIL: cannot create the backends: %s\n", why);
+        return 1;
+    }
+
+    go_test_elementwise(1000003);
+    go_test_elementwise(17);
+    {
+        /* more items than the grid has threads: the grid-stride loops wrap */
+        size_t n = (size_t)17 << 20;
+        go_t x = go_rand(n, -1, 1), y = go_rand(n, -1, 1);
+        BOTH(axpy, n, 0.5f, D(x), D(y));
+        go_check("axpy", go_fmt("n=%zu", n), &y, TOL_EXACT);
+        go_free(&x);
+        go_free(&y);
+    }
+    go_test_max_index(100003);
+    go_test_power(100003, 2.0f, 0.5f, -0.2f, -2, 2); /* negative bases */
+    go_test_power(100003, 0.5f, 1.0f, 3.0f, -1, 1);
+    go_test_power(100003, 1.0f, -2.0f, 0.5f, -1, 1);
+    go_test_power(100003, -0.75f, 0.3f, 2.0f, -1, 1);
+    go_test_power(1000, 0.0f, 1.0f, 1.0f, -1, 1);
+    go_test_channel_affine(4, 16, 49, 1, 1);
+    go_test_channel_affine(2, 3, 50000, 1, 0);
+    go_test_channel_affine(8, 5, 1, 0, 1);
+
+    go_test_act(CD_ACT_RELU, 0.0f, 100003, 0);
+    go_test_act(CD_ACT_RELU, 0.0f, 100003, 1);
+    go_test_act(CD_ACT_RELU, 0.1f, 100003, 0);
+    go_test_act(CD_ACT_SIGMOID, 0.0f, 100003, 0);
+    go_test_act(CD_ACT_SIGMOID, 0.0f, 100003, 1);
+    go_test_act(CD_ACT_TANH, 0.0f, 100003, 0);
+    go_test_softmax(8, 10, 1);
+    go_test_softmax(2, 5, 49);
+    go_test_softmax(4, 1000, 1);
+    go_test_xent(64, 10, 1);
+    go_test_xent(2, 5, 49);
+    go_test_accuracy(64, 10, 1, 1);
+    go_test_accuracy(64, 10, 1, 5);
+    go_test_accuracy(2, 21, 30, 1);
+
+    go_test_bn(8, 16, 36);
+    go_test_bn(2, 3, 50000);
+    go_test_bn(64, 100, 1);
+
+    go_test_dropout(100003, 0.5f);
+    go_test_dropout(1000, 0.2f);
+    go_test_copy_strided(6, 50, 80, 120, 0);
+    go_test_copy_strided(6, 50, 80, 120, 1);
+    go_test_copy_strided(4, 100, 100, 100, 0);
+    go_test_copy_strided(1, 300, 300, 500, 0);
+    for (int type = 0; type < CD_SOLVER_COUNT; type++) {
+        go_test_update(type, CD_REG_L2, 10007);
+        go_test_update(type, CD_REG_L1, 10007);
+    }
+    if (go_be[REF]->iface->prepare_batch && go_be[DEV]->iface->prepare_batch) {
+        go_test_prepare(3, 3, 32, 30, 28, 24, 1, 1);
+        go_test_prepare(4, 1, 28, 28, 28, 28, 0, 0);
+        go_test_prepare(5, 3, 40, 40, 32, 32, 1, 0);
+    }
+
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            go_test_gemm("", TOL_CONV, ta, tb, 37, 53, 71);
+    go_test_gemm("", TOL_CONV, 0, 1, 64, 500, 800);
+    go_test_gemm("", TOL_CONV, 1, 0, 800, 500, 64);
+
+    go_test_conv("", TOL_CONV, go_conv(4, 1, 28, 28, 20, 5, 5, 1, 0, 1, 1), 1);  /* LeNet */
+    go_test_conv("", TOL_CONV, go_conv(4, 20, 12, 12, 50, 5, 5, 1, 0, 1, 1), 0);
+    go_test_conv("", TOL_CONV, go_conv(2, 3, 15, 15, 8, 3, 3, 2, 1, 1, 1), 1);
+    go_test_conv("", TOL_CONV, go_conv(2, 4, 9, 9, 6, 3, 3, 1, 1, 1, 2), 1);    /* groups */
+    go_test_conv("", TOL_CONV, go_conv(2, 3, 12, 12, 4, 3, 3, 1, 2, 2, 1), 1);   /* dilation */
+    go_test_conv("", TOL_CONV, go_conv(2, 16, 7, 7, 32, 1, 1, 1, 0, 1, 1), 1);   /* 1x1 */
+    go_test_conv("", TOL_CONV, go_conv(2, 3, 67, 67, 16, 11, 11, 4, 0, 1, 1), 1); /* AlexNet */
+    go_test_conv("", TOL_CONV, go_conv(2, 32, 13, 13, 64, 3, 3, 1, 1, 1, 1), 1);
+
+    go_test_pool(go_pool(CD_POOL_MAX, 4, 20, 24, 24, 2, 2, 0), 0);
+    go_test_pool(go_pool(CD_POOL_MAX, 2, 8, 13, 13, 3, 2, 0), 0);
+    go_test_pool(go_pool(CD_POOL_MAX, 2, 8, 14, 14, 3, 2, 1), 0);
+    go_test_pool(go_pool(CD_POOL_MAX, 2, 8, 14, 14, 3, 2, 1), 1);
+    go_test_pool(go_pool(CD_POOL_MAX, 2, 8, 10, 10, 2, 3, 0), 1);
+    go_test_pool(go_pool(CD_POOL_AVE, 2, 8, 14, 14, 3, 2, 1), 0);
+    go_test_pool(go_pool(CD_POOL_AVE, 2, 8, 7, 7, 2, 2, 0), 0);
+    go_test_pool(go_pool(CD_POOL_AVE, 2, 8, 7, 7, 7, 1, 0), 0);
+    go_test_pool(go_pool(CD_POOL_AVE, 2, 8, 15, 15, 3, 3, 1), 0);
+
+    go_test_lrn(CD_LRN_ACROSS, 2, 16, 7, 7, 5, 1e-4f, 0.75f, 1.0f); /* AlexNet, cuDNN */
+    go_test_lrn(CD_LRN_ACROSS, 2, 16, 7, 7, 3, 0.5f, 0.75f, 2.0f);  /* cuDNN */
+    go_test_lrn(CD_LRN_ACROSS, 2, 20, 5, 5, 17, 0.5f, 0.75f, 1.0f); /* kernel: size > 16 */
+    go_test_lrn(CD_LRN_ACROSS, 2, 8, 5, 5, 5, 0.5f, 0.005f, 1.0f);  /* kernel: beta < 0.01 */
+    go_test_lrn(CD_LRN_WITHIN, 2, 4, 9, 9, 3, 1.0f, 0.75f, 1.0f);
+    go_test_lrn(CD_LRN_WITHIN, 2, 4, 12, 10, 5, 0.5f, 0.75f, 1.0f);
+
+    if (go_be[DEV]->iface->allreduce_mean)
+        go_test_allreduce(100003);
+
+    /* the same convolutions through cuDNN's heuristics instead of measurement, and
+     * with TF32 tensor cores (the default in training) */
+    go_test_variant(" heuristic", "CDIGITS_CUDNN_FIND", "0", TOL_CONV);
+    setenv("CDIGITS_CUDNN_FIND", "1", 1);
+    go_test_variant(" tf32", "CDIGITS_TF32", "1", TOL_TF32);
+
+    go_be[DEV]->iface->destroy(go_be[DEV]);
+    cd_backend_free(go_be[REF]);
+    go_print_table();
+    printf("test_gpu_ops: %d passed, %d failed\n", go_nrows - go_failed, go_failed);
+    return go_failed;
+}
+
+#ifndef CD_GPU_OPS_NO_MAIN
+int main(void)
+{
+    int failed = go_run_all();
+    return failed > 0 ? 1 : 0;
+}
+#endif
