@@ -37,7 +37,7 @@ typedef struct staging {
 typedef struct trainer {
     const cd_train_config *c;
     cd_backend_t *be;
-    cd_db_t *train_db, *val_db;
+    cd_db_t *train_db, *val_db, *test_db;
     int classes;
     int c_in, h_in, w_in;
     cd_net *train, *val, *val_tail;
@@ -170,10 +170,20 @@ static void count_correct(trainer *t, cd_net *net, int top_k, double *correct)
     *correct += host[0];
 }
 
-/* One pass over the val split; reports loss and accuracy. CD_ERR on a read error. */
-static int validate(trainer *t, long iter, char *err, size_t errlen)
+/* One pass over a split with the val stage (the val split, or the test split after
+ * training); reports loss and accuracy under `phase`. CD_ERR on a read error. */
+static int evaluate(trainer *t, cd_db_t *db, const char *phase, long iter, char *err, size_t errlen)
 {
-    cd_loader_opts lo = {.db = t->val_db, .batch = t->val_batch, .crop = t->crop, .wrap = 0,
+    /* the last, partial batch runs through a net of its own size, so every image
+     * counts once */
+    int rem = (int)(cd_db_count(db) % (size_t)t->val_batch);
+    if (rem && (!t->val_tail || data_top(t->val_tail, 0)->dims[0] != rem)) {
+        cd_net_free(t->val_tail);
+        t->val_tail = build_stage(t, "val", rem, err, errlen);
+        if (!t->val_tail || cd_net_alloc(t->val_tail, t->be, t->train, err, errlen) != CD_OK)
+            return CD_ERR;
+    }
+    cd_loader_opts lo = {.db = db, .batch = t->val_batch, .crop = t->crop, .wrap = 0,
                          .seed = t->seed, .threads = 1, .ring = 3};
     cd_loader_t *ld = cd_loader_start(&lo, err, errlen);
     if (!ld)
@@ -194,16 +204,16 @@ static int validate(trainer *t, long iter, char *err, size_t errlen)
     }
     const char *lerr = cd_loader_error(ld);
     if (lerr) {
-        snprintf(err, errlen, "validation data: %s", lerr);
+        snprintf(err, errlen, "%s data: %s", phase, lerr);
         cd_loader_stop(ld);
         return CD_ERR;
     }
     cd_loader_stop(ld);
     double e = epoch_of(t, iter);
-    metric("val", "loss", loss / (double)seen, e, iter);
-    metric("val", "accuracy", top1 / (double)seen, e, iter);
+    metric(phase, "loss", loss / (double)seen, e, iter);
+    metric(phase, "accuracy", top1 / (double)seen, e, iter);
     if (t->classes > 5)
-        metric("val", "accuracy_top5", top5 / (double)seen, e, iter);
+        metric(phase, "accuracy_top5", top5 / (double)seen, e, iter);
     return CD_OK;
 }
 
@@ -222,6 +232,9 @@ static int open_dataset(trainer *t, char *err, size_t errlen)
         return CD_ERR;
     snprintf(path, sizeof path, "%s/val.db", c->dataset_dir);
     if (access(path, R_OK) == 0 && !(t->val_db = cd_db_open(path, err, errlen)))
+        return CD_ERR;
+    snprintf(path, sizeof path, "%s/test.db", c->dataset_dir);
+    if (access(path, R_OK) == 0 && !(t->test_db = cd_db_open(path, err, errlen)))
         return CD_ERR;
     t->c_in = cd_db_channels(t->train_db);
     t->h_in = cd_db_height(t->train_db);
@@ -303,12 +316,6 @@ static int setup(trainer *t, char *err, size_t errlen)
         t->val_batch = vdata->dims[0];
         if (cd_net_alloc(t->val, t->be, t->train, err, errlen) != CD_OK)
             return CD_ERR;
-        int tail = (int)(cd_db_count(t->val_db) % (size_t)t->val_batch);
-        if (tail) {
-            if (!(t->val_tail = build_stage(t, "val", tail, err, errlen)) ||
-                cd_net_alloc(t->val_tail, t->be, t->train, err, errlen) != CD_OK)
-                return CD_ERR;
-        }
     }
 
     /* staging buffers for the largest batch */
@@ -390,6 +397,7 @@ static void teardown(trainer *t)
     cd_net_free(t->train);
     cd_db_close(t->train_db);
     cd_db_close(t->val_db);
+    cd_db_close(t->test_db);
     cd_backend_free(t->be);
 }
 
@@ -513,7 +521,7 @@ int cd_train_run(const cd_train_config *c)
         }
         int last = done == t.max_iter;
         if (t.val && ((t.val_every && done % t.val_every == 0) || last)) {
-            if (validate(&t, done, err, sizeof err) != CD_OK)
+            if (evaluate(&t, t.val_db, "val", done, err, sizeof err) != CD_OK)
                 goto fail;
         }
         if ((t.snapshot_every && done % t.snapshot_every == 0) || last) {
@@ -529,6 +537,11 @@ int cd_train_run(const cd_train_config *c)
             rc = 3;
             goto out;
         }
+    }
+    if (t.test_db && t.val) {
+        /* the held-out test split, once, with the final weights */
+        if (evaluate(&t, t.test_db, "test", t.max_iter, err, sizeof err) != CD_OK)
+            goto fail;
     }
     cd_jsonl(json_pack("{s:s}", "type", "done"));
     rc = 0;
