@@ -249,28 +249,21 @@ fail:
     return CD_ERR;
 }
 
-static int write_png_file(const char *path, const cd_image_t *img, char *err, size_t errlen)
+/* Write one file in place (no temp name: a killed import leaves at worst one cut PNG,
+ * which dataset creation skips and names). */
+static int write_file(const char *path, const uint8_t *data, size_t len, char *err,
+                      size_t errlen)
 {
-    uint8_t *png = NULL;
-    size_t len = 0;
-    if (cd_image_encode_png(img, 6, &png, &len, err, errlen) != CD_OK)
-        return CD_ERR;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int rc = fd >= 0 && ds_write_all(fd, png, len) == CD_OK ? CD_OK : CD_ERR;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int rc = fd >= 0 && ds_write_all(fd, data, len) == CD_OK ? CD_OK : CD_ERR;
     int e = errno;
     if (fd >= 0 && close(fd) != 0 && rc == CD_OK) {
         rc = CD_ERR;
         e = errno;
     }
-    if (rc == CD_OK && rename(tmp, path) != 0) {
-        rc = CD_ERR;
-        e = errno;
-    }
-    free(png);
     if (rc != CD_OK) {
-        unlink(tmp);
+        if (fd >= 0)
+            unlink(path);
         ds_err(err, errlen, "cannot write %s: %s; %s", path, strerror(e), ds_errno_advice(e));
     }
     return rc;
@@ -328,42 +321,48 @@ int cd_idx_import(const cd_idx_import_opts *o, size_t *written, char *err, size_
         if (mk != CD_OK)
             goto out;
     }
+    /* names are as wide as the file's last index, whatever --limit says, so that a
+     * partial and a full import name the same image the same way */
     int digits = 1;
-    for (size_t k = n > 1 ? n - 1 : 0; k >= 10; k /= 10)
+    for (size_t k = im.dims[0] > 1 ? im.dims[0] - 1 : 0; k >= 10; k /= 10)
         digits++;
-    size_t plane = (size_t)rows * cols, done = 0;
-    const size_t chunk = 2048;
-    int failed = 0;
+    /* PNG encoding runs on all threads a chunk at a time; the files are then written by
+     * this thread alone: parallel creates in the same folders only contend for the
+     * folders' locks and run slower than one writer. */
+    size_t plane = (size_t)rows * cols;
+    const size_t chunk = 4096;
     int nthreads = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    char first_err[1024] = "";
+    uint8_t **bufs = cd_xcalloc(chunk, sizeof *bufs);
+    size_t *lens = cd_xcalloc(chunk, sizeof *lens);
+    int failed = 0;
     for (size_t start = 0; start < n && !failed; start += chunk) {
         size_t end = start + chunk < n ? start + chunk : n;
 #pragma omp parallel for schedule(dynamic, 64) num_threads(nthreads > 0 ? nthreads : 1)
         for (size_t i = start; i < end; i++) {
-            int stop;
-#pragma omp atomic read
-            stop = failed;
-            if (stop)
-                continue;
             cd_image_t img = {1, rows, cols, im.data + i * plane};
-            char path[4096], why[1024];
-            snprintf(path, sizeof path, "%s/%s/%0*zu.png", o->out_dir, names[lb.data[i]],
-                     digits, i);
-            if (write_png_file(path, &img, why, sizeof why) != CD_OK) {
-#pragma omp critical(cd_idx_err)
-                if (!first_err[0])
-                    snprintf(first_err, sizeof first_err, "%s", why);
-#pragma omp atomic write
-                failed = 1;
-            }
+            if (cd_image_encode_png(&img, 6, &bufs[i - start], &lens[i - start], NULL, 0) != CD_OK)
+                bufs[i - start] = NULL;
         }
-        done = end;
-        ds_emit_progress(o->progress, "import", NULL, done, n);
+        char path[4096];
+        for (size_t i = start; i < end && !failed; i++) {
+            if (snprintf(path, sizeof path, "%s/%s/%0*zu.png", o->out_dir, names[lb.data[i]],
+                         digits, i) >= (int)sizeof path)
+                failed = ds_err(err, errlen, "--out %s is too long a path", o->out_dir) == CD_ERR;
+            else if (!bufs[i - start])
+                failed = ds_err(err, errlen, "out of memory encoding %s", path) == CD_ERR;
+            else
+                failed = write_file(path, bufs[i - start], lens[i - start], err, errlen) != CD_OK;
+        }
+        for (size_t i = start; i < end; i++) {
+            free(bufs[i - start]);
+            bufs[i - start] = NULL;
+        }
+        ds_emit_progress(o->progress, "import", NULL, end, n);
     }
-    if (failed) {
-        ds_err(err, errlen, "%s", first_err);
+    free(bufs);
+    free(lens);
+    if (failed)
         goto out;
-    }
     ds_emit_log(o->progress, "info", "wrote %zu %dx%d images in %d classes to %s", n, cols, rows,
                 nnames, o->out_dir);
     *written = n;

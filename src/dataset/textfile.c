@@ -33,8 +33,11 @@ static int parse_list(const char *list, const char *root_cfg, int nlabels, ds_it
     char *dir = cd_xstrdup(list);
     const char *root = root_cfg[0] ? root_cfg : dirname(dir);
     int lineno = 0;
-    char *save = NULL, where[4200], why[256];
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    char where[4200], why[256];
+    for (char *line = text, *next; line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = 0;
         lineno++;
         char *end = line + strlen(line);
         while (end > line && isspace((unsigned char)end[-1]))

@@ -1,0 +1,363 @@
+/* The dataset task end to end in a temporary folder: class folders with PNGs, JPEGs,
+ * a junk file and a truncated PNG; minimum per class; separate val folder; text lists;
+ * dataset.json parsing; reproducibility across thread counts. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "cdigits/dataset.h"
+#include "cdigits/util.h"
+#include "testutil.h"
+
+static char g_root[4096];
+
+static const char *tmp_path(const char *rel)
+{
+    static char buf[8][4300];
+    static int k;
+    char *b = buf[k++ & 7];
+    snprintf(b, 4300, "%s/%s", g_root, rel);
+    return b;
+}
+
+static void write_text(const char *rel, const char *text)
+{
+    CHECK(cd_write_file_atomic(tmp_path(rel), text, strlen(text)) == CD_OK, "write %s", rel);
+}
+
+/* A random image of w x h, written as PNG or JPEG at root/rel. */
+static void write_image(const char *rel, int w, int h, int jpeg)
+{
+    cd_image_t img;
+    cd_image_alloc(&img, 3, h, w, NULL, 0);
+    for (size_t i = 0; i < (size_t)3 * h * w; i++)
+        img.data[i] = (uint8_t)(cd_test_rand_u64() >> 56);
+    uint8_t *buf;
+    size_t len;
+    int rc = jpeg ? cd_image_encode_jpeg(&img, 90, &buf, &len, NULL, 0)
+                  : cd_image_encode_png(&img, 6, &buf, &len, NULL, 0);
+    CHECK(rc == CD_OK, "encode");
+    const char *p = tmp_path(rel);
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s", p);
+    *strrchr(dir, '/') = 0;
+    cd_mkdirs(dir, 0755);
+    CHECK(cd_write_file_atomic(p, buf, len) == CD_OK, "write %s", rel);
+    free(buf);
+    cd_image_free(&img);
+}
+
+static void make_tree(void)
+{
+    char name[64];
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "src/cat/c%d.png", i);
+        write_image(name, 20 + i, 12, 0);
+    }
+    write_image("src/cat/deeper/c9.png", 9, 30, 0); /* found recursively */
+    write_text("src/cat/notes.txt", "not an image\n");
+    /* a PNG cut in half */
+    write_image("src/cat/broken.png", 40, 40, 0);
+    size_t len;
+    char *d = cd_read_file(tmp_path("src/cat/broken.png"), &len);
+    cd_write_file_atomic(tmp_path("src/cat/broken.png"), d, len / 2);
+    free(d);
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "src/dog/d%d.jpg", i);
+        write_image(name, 16, 10 + i, 1);
+    }
+    write_image("src/bird/b0.png", 8, 8, 0); /* one image: below the minimum */
+}
+
+static char *cfg_json(const char *extra)
+{
+    static char buf[8192];
+    snprintf(buf, sizeof buf,
+             "{\"folder_train\": \"%s\", \"width\": 8, \"height\": 6, \"channels\": 3, "
+             "\"resize_mode\": \"fill\", \"encoding\": \"png\", \"seed\": 42, \"threads\": 2, "
+             "\"some_future_key\": [1, 2] %s%s}",
+             tmp_path("src"), extra[0] ? ", " : "", extra);
+    return buf;
+}
+
+/* Lines of a progress stream as JSON objects. */
+static json_t *read_lines(FILE *f)
+{
+    json_t *arr = json_array();
+    rewind(f);
+    char line[8192];
+    while (fgets(line, sizeof line, f)) {
+        json_error_t je;
+        json_t *j = json_loads(line, 0, &je);
+        CHECK(j && json_is_string(json_object_get(j, "type")), "bad line: %s", line);
+        if (j)
+            json_array_append_new(arr, j);
+    }
+    return arr;
+}
+
+static int log_mentions(json_t *lines, const char *text)
+{
+    size_t i;
+    json_t *j;
+    json_array_foreach(lines, i, j)
+    {
+        const char *m = json_string_value(json_object_get(j, "message"));
+        if (m && strstr(m, text))
+            return 1;
+    }
+    return 0;
+}
+
+static int run(const char *json, const char *outdir, cd_dataset_result_t *res, json_t **lines,
+               char *err, size_t errlen)
+{
+    cd_dataset_config_t cfg;
+    cd_dataset_config_init(&cfg);
+    int rc = cd_dataset_config_parse(json, &cfg, err, errlen);
+    CHECK(rc == CD_OK, "config: %s", err);
+    FILE *f = tmpfile();
+    if (rc == CD_OK)
+        rc = cd_dataset_create(&cfg, tmp_path(outdir), f, res, err, errlen);
+    if (lines)
+        *lines = read_lines(f);
+    fclose(f);
+    cd_dataset_config_free(&cfg);
+    return rc;
+}
+
+static int exists(const char *rel)
+{
+    struct stat st;
+    return stat(tmp_path(rel), &st) == 0;
+}
+
+static void test_folders(void)
+{
+    char err[1024] = "";
+    cd_dataset_result_t res;
+    json_t *lines = NULL;
+    int rc = run(cfg_json(""), "job1", &res, &lines, err, sizeof err);
+    CHECK(rc == CD_OK, "create: %s", err);
+    /* cat: 6 good + 1 broken listed -> val round(7 * .25) = 2; dog: 5 -> val 1 */
+    CHECK(res.num_classes == 2, "classes %d (bird dropped)", res.num_classes);
+    CHECK(res.skipped == 2, "skipped %zu (notes.txt and broken.png)", res.skipped);
+    CHECK(res.count[0] + res.count[1] == 11 && res.count[2] == 0, "train %zu val %zu test %zu",
+          res.count[0], res.count[1], res.count[2]);
+    CHECK(res.count[1] == 3 || res.count[1] == 2, "val %zu", res.count[1]);
+    CHECK(log_mentions(lines, "bird") && log_mentions(lines, "notes.txt") &&
+              log_mentions(lines, "broken.png"),
+          "the log names the dropped class and the skipped files");
+    size_t n = json_array_size(lines);
+    json_t *ds = json_array_get(lines, n - 2), *done = json_array_get(lines, n - 1);
+    CHECK(n >= 2 && strcmp(json_string_value(json_object_get(ds, "type")), "dataset") == 0 &&
+              strcmp(json_string_value(json_object_get(done, "type")), "done") == 0,
+          "last lines are dataset and done");
+    CHECK(json_integer_value(json_object_get(ds, "skipped")) == 2, "dataset line skipped");
+    json_t *classes = json_object_get(ds, "classes");
+    CHECK(json_array_size(classes) == 2 &&
+              strcmp(json_string_value(json_object_get(json_array_get(classes, 0), "label")),
+                     "cat") == 0,
+          "classes in the dataset line");
+    int saw_create = 0;
+    size_t i;
+    json_t *j;
+    json_array_foreach(lines, i, j)
+    {
+        const char *stage = json_string_value(json_object_get(j, "stage"));
+        saw_create |= stage && strcmp(stage, "create") == 0;
+    }
+    CHECK(saw_create, "progress lines of the create stage");
+    json_decref(lines);
+
+    CHECK(exists("job1/stats.json") && exists("job1/train.db") && exists("job1/val.db") &&
+              !exists("job1/test.db") && exists("job1/mean.png"),
+          "files");
+    char **names;
+    int nn;
+    CHECK(cd_labels_load(tmp_path("job1/labels.txt"), &names, &nn) == CD_OK && nn == 2 &&
+              strcmp(names[0], "cat") == 0 && strcmp(names[1], "dog") == 0,
+          "labels.txt");
+    cd_labels_free(names, nn);
+
+    /* the mean is the average of the train records (PNG is lossless) */
+    cd_db_t *db = cd_db_open(tmp_path("job1/train.db"), err, sizeof err);
+    CHECK(db && cd_db_verify(db, err, sizeof err) == CD_OK, "train.db verifies: %s", err);
+    if (db) {
+        CHECK(cd_db_channels(db) == 3 && cd_db_height(db) == 6 && cd_db_width(db) == 8 &&
+                  cd_db_encoding(db) == CD_ENC_PNG,
+              "shape");
+        double acc[144] = {0};
+        uint8_t rec[144];
+        for (size_t r = 0; r < cd_db_count(db); r++) {
+            CHECK(cd_db_read(db, r, rec, err, sizeof err) == CD_OK, "read");
+            CHECK(cd_db_label(db, r) == 0 || cd_db_label(db, r) == 1, "label");
+            for (int k = 0; k < 144; k++)
+                acc[k] += rec[k];
+        }
+        int c, h, w;
+        float *mean;
+        CHECK(cd_mean_load(tmp_path("job1/mean.bin"), &c, &h, &w, &mean) == CD_OK &&
+                  c == 3 && h == 6 && w == 8,
+              "mean.bin");
+        double worst = 0;
+        for (int k = 0; k < 144; k++)
+            worst = fmax(worst, fabs(acc[k] / (double)cd_db_count(db) - mean[k]));
+        CHECK(worst < 1e-3, "mean matches the train records (%.g)", worst);
+        free(mean);
+        cd_db_close(db);
+    }
+
+    /* the same seed gives the same files whatever the thread count */
+    rc = run(cfg_json("\"threads\": 1"), "job2", &res, NULL, err, sizeof err);
+    CHECK(rc == CD_OK, "create job2: %s", err);
+    size_t l1, l2;
+    char *a = cd_read_file(tmp_path("job1/train.db"), &l1);
+    char *b = cd_read_file(tmp_path("job2/train.db"), &l2);
+    CHECK(a && b && l1 == l2 && memcmp(a, b, l1) == 0, "train.db is reproducible");
+    free(a);
+    free(b);
+}
+
+static void test_min_max(void)
+{
+    char err[1024] = "";
+    cd_dataset_result_t res;
+    /* a stale stats.json of an earlier run must disappear when a run fails */
+    cd_mkdirs(tmp_path("job3"), 0755);
+    write_text("job3/stats.json", "{}");
+    int rc = run(cfg_json("\"min_per_class\": 100, \"max_per_class\": 0"), "job3", &res, NULL,
+                 err, sizeof err);
+    CHECK(rc == CD_ERR, "min 100 fails");
+    CHECK(strstr(err, "no class has at least 100 images in") && strstr(err, "src") &&
+              strstr(err, "lower the minimum per class"),
+          "message: %s", err);
+    CHECK(!exists("job3/stats.json"), "no stats.json after a failure");
+
+    rc = run(cfg_json("\"min_per_class\": 1, \"max_per_class\": 3, \"pct_val\": 0, "
+                      "\"encoding\": \"none\", \"resize_mode\": \"crop\""),
+             "job4", &res, NULL, err, sizeof err);
+    CHECK(rc == CD_OK, "max 3: %s", err);
+    CHECK(res.num_classes == 3 && res.count[0] <= 7 && res.count[0] >= 6,
+          "3 classes (bird kept with min 1), at most 3 each: %d classes, %zu images",
+          res.num_classes, res.count[0]);
+}
+
+static void test_val_folder_and_text(void)
+{
+    char err[1024] = "", extra[8192];
+    cd_dataset_result_t res;
+    write_image("valsrc/dog/v0.png", 7, 7, 0);
+    write_image("valsrc/dog/v1.png", 7, 9, 0);
+    write_image("valsrc/fish/f0.png", 7, 7, 0);
+    snprintf(extra, sizeof extra, "\"folder_val\": \"%s\", \"pct_test\": 20",
+             tmp_path("valsrc"));
+    json_t *lines = NULL;
+    int rc = run(cfg_json(extra), "job5", &res, &lines, err, sizeof err);
+    CHECK(rc == CD_OK, "val folder: %s", err);
+    CHECK(res.count[1] == 2, "val from the folder: %zu", res.count[1]);
+    /* test 20%: round(7 * .2) + round(5 * .2) = 2 listed, one may be the broken PNG */
+    CHECK(res.count[0] + res.count[2] == 11 && res.count[2] >= 1 && res.count[2] <= 2,
+          "train %zu test %zu", res.count[0], res.count[2]);
+    CHECK(log_mentions(lines, "fish"), "unknown val class is reported");
+    json_decref(lines);
+
+    /* text lists: relative to textfile_root, absolute, bad lines */
+    char list[8192];
+    snprintf(list, sizeof list,
+             "cat/c0.png 0\ncat/c1.png 0\n  cat/c2.png   0  \n%s 1\ndog/d1.jpg 1\n"
+             "dog/d2.jpg 1\n# comment\n\nnolabel\ndog/d3.jpg 7\ncat/missing.png 0\n",
+             tmp_path("src/dog/d0.jpg"));
+    write_text("train.txt", list);
+    write_text("val.txt", "cat/c3.png 0\ndog/d4.jpg 1\n");
+    write_text("labels_in.txt", "cat\ndog\n");
+    snprintf(extra, sizeof extra,
+             "{\"textfile_train\": \"%s\", \"textfile_val\": \"%s\", \"textfile_labels\": "
+             "\"%s\", \"textfile_root\": \"%s\", \"width\": 5, \"height\": 5, \"channels\": 1, "
+             "\"resize_mode\": \"half_crop\", \"encoding\": \"jpg\"}",
+             tmp_path("train.txt"), tmp_path("val.txt"), tmp_path("labels_in.txt"),
+             tmp_path("src"));
+    cd_dataset_config_t cfg;
+    cd_dataset_config_init(&cfg);
+    CHECK(cd_dataset_config_parse(extra, &cfg, err, sizeof err) == CD_OK, "text cfg: %s", err);
+    FILE *f = tmpfile();
+    rc = cd_dataset_create(&cfg, tmp_path("job6"), f, &res, err, sizeof err);
+    lines = read_lines(f);
+    fclose(f);
+    cd_dataset_config_free(&cfg);
+    CHECK(rc == CD_OK, "text lists: %s", err);
+    CHECK(res.count[0] == 6 && res.count[1] == 2, "train %zu (6 good lines) val %zu",
+          res.count[0], res.count[1]);
+    CHECK(res.skipped == 3, "skipped %zu: the line without label, label 7, the missing file",
+          res.skipped);
+    CHECK(log_mentions(lines, "train.txt:9") && log_mentions(lines, "train.txt:10"),
+          "bad lines are named with their line numbers");
+    json_decref(lines);
+    cd_db_t *db = cd_db_open(tmp_path("job6/val.db"), err, sizeof err);
+    CHECK(db && cd_db_channels(db) == 1 && cd_db_encoding(db) == CD_ENC_JPG &&
+              cd_db_verify(db, err, sizeof err) == CD_OK,
+          "val.db: %s", err);
+    uint8_t rec[25];
+    CHECK(db && cd_db_read(db, 0, rec, err, sizeof err) == CD_OK, "decode a jpg record: %s",
+          err);
+    cd_db_close(db);
+}
+
+static void test_config(void)
+{
+    static const struct {
+        const char *json, *needle;
+    } bad[] = {
+        {"{\"folder_train\": \"/x\", \"resize_mode\": \"stretch\"}",
+         "resize_mode is \"stretch\"; it must be one of squash, crop, fill, half_crop"},
+        {"{\"folder_train\": \"/x\", \"encoding\": \"gif\"}", "one of none, png, jpg"},
+        {"{\"folder_train\": \"/x\", \"channels\": 2}", "1 (grayscale) or 3 (color)"},
+        {"{\"folder_train\": \"/x\", \"width\": 0}", "width is 0"},
+        {"{\"folder_train\": \"/x\", \"pct_val\": 60, \"pct_test\": 40}", "below 100"},
+        {"{\"folder_train\": \"/x\", \"pct_val\": -1}", "percentage"},
+        {"{\"folder_train\": \"/x\", \"min_per_class\": 5, \"max_per_class\": 3}",
+         "max_per_class (3) is below min_per_class (5)"},
+        {"{\"folder_train\": 7}", "folder_train is 7; it must be a folder"},
+        {"{}", "set either folder_train"},
+        {"{\"folder_train\": \"/x\", \"textfile_train\": \"/y\"}", "only one of"},
+        {"{\"textfile_train\": \"/y\"}", "textfile_labels"},
+        {"[1]", "JSON object"},
+        {"{\"folder_train\": ", "fix the JSON"},
+    };
+    for (size_t i = 0; i < CD_ARRAY_LEN(bad); i++) {
+        cd_dataset_config_t cfg;
+        char err[512] = "";
+        cd_dataset_config_init(&cfg);
+        CHECK(cd_dataset_config_parse(bad[i].json, &cfg, err, sizeof err) == CD_ERR &&
+                  strstr(err, bad[i].needle),
+              "%s -> %s", bad[i].json, err);
+        cd_dataset_config_free(&cfg);
+    }
+    cd_dataset_config_t cfg;
+    char err[512] = "";
+    cd_dataset_config_init(&cfg);
+    CHECK(cd_dataset_config_parse("{\"folder_train\": \"/x\", \"width\": \"28\", \"height\": "
+                                  "28.0, \"seed\": null, \"pct_val\": \"12.5\", \"new\": 1}",
+                                  &cfg, err, sizeof err) == CD_OK,
+          "lenient numbers: %s", err);
+    CHECK(cfg.width == 28 && cfg.height == 28 && cfg.pct_val == 12.5 && cfg.channels == 3 &&
+              cfg.resize_mode == CD_RESIZE_SQUASH && cfg.min_per_class == 2,
+          "values and defaults");
+    cd_dataset_config_free(&cfg);
+}
+
+int main(void)
+{
+    cd_test_init("test_dataset_create");
+    snprintf(g_root, sizeof g_root, "%s", cd_test_tmpdir());
+    make_tree();
+    test_folders();
+    test_min_max();
+    test_val_folder_and_text();
+    test_config();
+    return cd_test_finish();
+}

@@ -1,0 +1,308 @@
+/* The .db format: write/read/verify per encoding, damage detection, truncation, a
+ * failing disk, concurrent readers; labels.txt and mean.bin. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cdigits/dataset.h"
+#include "cdigits/util.h"
+#include "testutil.h"
+
+#define N 37
+#define C 3
+#define H 12
+#define W 10
+#define PLANE (C * H * W)
+
+static uint8_t g_pix[N][PLANE];
+static int g_lab[N];
+
+static void make_images(void)
+{
+    for (int i = 0; i < N; i++) {
+        g_lab[i] = (int)(cd_test_rand_u64() % 5);
+        /* smooth plus noise, so JPEG stays close */
+        for (int c = 0; c < C; c++)
+            for (int y = 0; y < H; y++)
+                for (int x = 0; x < W; x++)
+                    g_pix[i][(c * H + y) * W + x] =
+                        (uint8_t)(30 + 8 * x + 6 * y + 20 * c + i + (int)(cd_test_rand_u64() % 4));
+    }
+}
+
+static const char *path_in_tmp(const char *name)
+{
+    static char buf[4][4200];
+    static int k;
+    char *b = buf[k++ & 3];
+    snprintf(b, 4200, "%s/%s", cd_test_tmpdir(), name);
+    return b;
+}
+
+static int write_db(const char *path, int enc)
+{
+    char err[512];
+    cd_db_writer_t *w = cd_db_writer_open(path, C, H, W, enc, 5, err, sizeof err);
+    if (!w) {
+        fprintf(stderr, "%s\n", err);
+        return CD_ERR;
+    }
+    for (int i = 0; i < N; i++) {
+        cd_image_t img = {C, H, W, g_pix[i]};
+        uint8_t *rec;
+        size_t len;
+        if (cd_db_encode_record(&img, enc, &rec, &len, err, sizeof err) != CD_OK ||
+            cd_db_writer_add(w, rec, len, g_lab[i], err, sizeof err) != CD_OK) {
+            fprintf(stderr, "%s\n", err);
+            cd_db_writer_abort(w);
+            return CD_ERR;
+        }
+        free(rec);
+    }
+    CHECK(cd_db_writer_count(w) == N, "writer count");
+    int rc = cd_db_writer_finish(w, err, sizeof err);
+    if (rc != CD_OK)
+        fprintf(stderr, "%s\n", err);
+    return rc;
+}
+
+static int copy_file(const char *from, const char *to, long cut, long flip_at)
+{
+    size_t len;
+    char *d = cd_read_file(from, &len);
+    if (!d)
+        return CD_ERR;
+    if (cut >= 0 && (size_t)cut < len)
+        len = (size_t)cut;
+    if (flip_at >= 0)
+        d[flip_at] ^= 0x40;
+    int rc = cd_write_file_atomic(to, d, len);
+    free(d);
+    return rc;
+}
+
+static void test_roundtrip(int enc)
+{
+    char name[32], err[512] = "";
+    snprintf(name, sizeof name, "rt_%s.db", cd_encoding_name(enc));
+    const char *path = path_in_tmp(name);
+    CHECK(write_db(path, enc) == CD_OK, "write %s", name);
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    CHECK(access(tmp, F_OK) != 0, "no temp file left behind");
+    cd_db_t *db = cd_db_open(path, err, sizeof err);
+    CHECK(db != NULL, "open %s: %s", name, err);
+    if (!db)
+        return;
+    CHECK(cd_db_count(db) == N && cd_db_channels(db) == C && cd_db_height(db) == H &&
+              cd_db_width(db) == W && cd_db_encoding(db) == enc && cd_db_num_classes(db) == 5,
+          "header fields");
+    uint8_t out[PLANE];
+    double worst = 0;
+    int labels_ok = 1, raw_ok = 1;
+    for (int i = 0; i < N; i++) {
+        labels_ok &= cd_db_label(db, (size_t)i) == g_lab[i];
+        CHECK(cd_db_read(db, (size_t)i, out, err, sizeof err) == CD_OK, "read %d: %s", i, err);
+        for (int k = 0; k < PLANE; k++)
+            worst = fmax(worst, fabs((double)out[k] - g_pix[i][k]));
+        const uint8_t *raw = cd_db_raw(db, (size_t)i);
+        raw_ok &= enc == CD_ENC_NONE ? raw && memcmp(raw, g_pix[i], PLANE) == 0 : raw == NULL;
+    }
+    CHECK(labels_ok, "labels");
+    CHECK(raw_ok, "cd_db_raw");
+    CHECK(enc == CD_ENC_JPG ? worst <= 40 : worst == 0, "%s: worst pixel error %.0f", name, worst);
+    CHECK(cd_db_read(db, N, out, err, sizeof err) == CD_ERR && strstr(err, "out of range"),
+          "out of range read: %s", err);
+    CHECK(cd_db_label(db, N) == -1, "out of range label");
+    CHECK(cd_db_verify(db, err, sizeof err) == CD_OK, "verify %s: %s", name, err);
+    cd_db_close(db);
+
+    /* one flipped byte inside a record: open works, verify names the record */
+    size_t rec_size = 0;
+    db = cd_db_open(path, NULL, 0);
+    const uint8_t *r5 = cd_db_record(db, 5, &rec_size);
+    long at = (long)(r5 + rec_size / 2 - cd_db_record(db, 0, NULL)) + 128;
+    cd_db_close(db);
+    const char *bad = path_in_tmp("damaged.db");
+    CHECK(copy_file(path, bad, -1, at) == CD_OK, "copy");
+    db = cd_db_open(bad, err, sizeof err);
+    CHECK(db != NULL, "damaged record still opens: %s", err);
+    err[0] = 0;
+    CHECK(db && cd_db_verify(db, err, sizeof err) == CD_ERR, "verify finds the damage");
+    CHECK(strstr(err, "record 5 ") != NULL && strstr(err, "recreate") != NULL,
+          "message names record 5: %s", err);
+    cd_db_close(db);
+
+    /* a flipped label byte: the header/table checksum fails at open */
+    struct stat st;
+    stat(path, &st);
+    long label_at = (long)st.st_size - 8 * N + 4 * 3; /* labels then crcs, 4 bytes each */
+    CHECK(copy_file(path, bad, -1, label_at) == CD_OK, "copy");
+    err[0] = 0;
+    CHECK(cd_db_open(bad, err, sizeof err) == NULL && strstr(err, "checksum"),
+          "damaged label table: %s", err);
+
+    /* truncated files */
+    long cuts[] = {(long)st.st_size - 1, (long)st.st_size / 2, 100, 0};
+    for (size_t k = 0; k < CD_ARRAY_LEN(cuts); k++) {
+        CHECK(copy_file(path, bad, cuts[k], -1) == CD_OK, "copy");
+        err[0] = 0;
+        CHECK(cd_db_open(bad, err, sizeof err) == NULL, "truncated to %ld opens", cuts[k]);
+        CHECK(strstr(err, "truncated") != NULL && strstr(err, bad) != NULL,
+              "truncated to %ld: %s", cuts[k], err);
+    }
+}
+
+static void test_bad_files(void)
+{
+    char err[512] = "";
+    const char *junk = path_in_tmp("junk.db");
+    char text[300];
+    memset(text, 'x', sizeof text);
+    cd_write_file_atomic(junk, text, sizeof text);
+    CHECK(cd_db_open(junk, err, sizeof err) == NULL && strstr(err, "not a cdigits dataset"),
+          "junk: %s", err);
+    CHECK(cd_db_open(path_in_tmp("missing.db"), err, sizeof err) == NULL &&
+              strstr(err, "missing.db"),
+          "missing: %s", err);
+    /* a raw record of the wrong size and a label out of range are refused */
+    cd_db_writer_t *w = cd_db_writer_open(path_in_tmp("bad.db"), 1, 2, 2, CD_ENC_NONE, 3, err,
+                                          sizeof err);
+    uint8_t four[4] = {1, 2, 3, 4};
+    CHECK(cd_db_writer_add(w, four, 3, 0, err, sizeof err) == CD_ERR, "short raw record");
+    CHECK(cd_db_writer_add(w, four, 4, 3, err, sizeof err) == CD_ERR && strstr(err, "0..2"),
+          "label out of range: %s", err);
+    CHECK(cd_db_writer_add(w, four, 4, 2, err, sizeof err) == CD_OK, "good record");
+    cd_db_writer_abort(w);
+    CHECK(access(path_in_tmp("bad.db"), F_OK) != 0 && access(path_in_tmp("bad.db.tmp"), F_OK) != 0,
+          "abort leaves nothing");
+}
+
+/* A file size limit makes write() fail as a full disk would: the error must be
+ * reported, nothing may be left that looks complete. */
+static void test_write_failure(void)
+{
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, SIG_IGN);
+    lim = old;
+    lim.rlim_cur = 64 * 1024;
+    setrlimit(RLIMIT_FSIZE, &lim);
+    char err[512] = "";
+    const char *path = path_in_tmp("full.db");
+    cd_db_writer_t *w = cd_db_writer_open(path, 3, 64, 64, CD_ENC_NONE, 0, err, sizeof err);
+    static uint8_t rec[3 * 64 * 64];
+    int rc = CD_OK;
+    for (int i = 0; i < 2000 && rc == CD_OK; i++)
+        rc = cd_db_writer_add(w, rec, sizeof rec, 0, err, sizeof err);
+    if (rc == CD_OK)
+        rc = cd_db_writer_finish(w, err, sizeof err);
+    else
+        cd_db_writer_abort(w);
+    setrlimit(RLIMIT_FSIZE, &old);
+    CHECK(rc == CD_ERR, "writing past the limit fails");
+    CHECK(strstr(err, "full.db.tmp") != NULL && strstr(err, "File too large") != NULL,
+          "message: %s", err);
+    CHECK(access(path, F_OK) != 0, "no final file after a failed write");
+}
+
+typedef struct reader_arg {
+    cd_db_t *db;
+    int bad;
+} reader_arg;
+
+static void *reader(void *p)
+{
+    reader_arg *a = p;
+    uint8_t out[PLANE];
+    for (int rep = 0; rep < 20; rep++)
+        for (int i = 0; i < N; i++) {
+            if (cd_db_read(a->db, (size_t)i, out, NULL, 0) != CD_OK ||
+                memcmp(out, g_pix[i], PLANE) != 0 || cd_db_label(a->db, (size_t)i) != g_lab[i])
+                a->bad++;
+        }
+    return NULL;
+}
+
+static void test_concurrent_reads(void)
+{
+    cd_db_t *db = cd_db_open(path_in_tmp("rt_png.db"), NULL, 0);
+    CHECK(db != NULL, "open png db");
+    if (!db)
+        return;
+    pthread_t t[4];
+    reader_arg a[4];
+    for (int i = 0; i < 4; i++) {
+        a[i] = (reader_arg){db, 0};
+        pthread_create(&t[i], NULL, reader, &a[i]);
+    }
+    int bad = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        bad += a[i].bad;
+    }
+    CHECK(bad == 0, "%d bad reads from 4 threads", bad);
+    cd_db_close(db);
+}
+
+static void test_labels_mean(void)
+{
+    const char *lp = path_in_tmp("labels.txt");
+    char *names[] = {"cat", "dog", "two words"};
+    CHECK(cd_labels_save(lp, names, 3, NULL, 0) == CD_OK, "labels save");
+    char **got;
+    int n;
+    CHECK(cd_labels_load(lp, &got, &n) == CD_OK && n == 3, "labels load");
+    CHECK(n == 3 && strcmp(got[0], "cat") == 0 && strcmp(got[2], "two words") == 0, "names");
+    cd_labels_free(got, n);
+    CHECK(cd_labels_load(path_in_tmp("nolabels.txt"), &got, &n) == CD_ERR &&
+              strstr(cd_dataset_strerror(), "nolabels.txt"),
+          "missing labels: %s", cd_dataset_strerror());
+
+    const char *mp = path_in_tmp("mean.bin");
+    float mean[1 * 4 * 6];
+    for (int i = 0; i < 24; i++)
+        mean[i] = (float)cd_test_uniform(0, 255);
+    CHECK(cd_mean_save(mp, 1, 4, 6, 10, mean, NULL, 0) == CD_OK, "mean save");
+    int c, h, w;
+    float *m = NULL;
+    CHECK(cd_mean_load(mp, &c, &h, &w, &m) == CD_OK, "mean load: %s", cd_dataset_strerror());
+    CHECK(c == 1 && h == 4 && w == 6 && m && memcmp(m, mean, sizeof mean) == 0, "mean data");
+    free(m);
+    size_t len;
+    char *d = cd_read_file(mp, &len);
+    d[40] ^= 1;
+    cd_write_file_atomic(mp, d, len);
+    CHECK(cd_mean_load(mp, &c, &h, &w, &m) == CD_ERR && strstr(cd_dataset_strerror(), "checksum"),
+          "damaged mean: %s", cd_dataset_strerror());
+    cd_write_file_atomic(mp, d, len - 4);
+    CHECK(cd_mean_load(mp, &c, &h, &w, &m) == CD_ERR && strstr(cd_dataset_strerror(), "truncated"),
+          "short mean: %s", cd_dataset_strerror());
+    free(d);
+    CHECK(cd_mean_save_png(path_in_tmp("mean.png"), 1, 4, 6, mean, NULL, 0) == CD_OK, "mean png");
+    cd_image_t img;
+    CHECK(cd_image_load(path_in_tmp("mean.png"), 1, &img, NULL, 0) == CD_OK &&
+              img.data[5] == (uint8_t)floorf(mean[5] + 0.5f),
+          "mean.png pixel");
+    cd_image_free(&img);
+}
+
+int main(void)
+{
+    cd_test_init("test_dataset_db");
+    make_images();
+    for (int enc = 0; enc < CD_ENC_COUNT; enc++)
+        test_roundtrip(enc);
+    CHECK(cd_encoding_parse("jpg") == CD_ENC_JPG && cd_encoding_parse("gif") == -1, "names");
+    test_bad_files();
+    test_write_failure();
+    test_concurrent_reads();
+    test_labels_mean();
+    return cd_test_finish();
+}
