@@ -1,0 +1,151 @@
+/*
+ * The scheduler: a queue of jobs, resource pools, and one cdigits-worker process per
+ * running task.
+ *
+ * Pools: every GPU runs one training task at a time (a job asks for N GPUs or for
+ * specific ones and gets all of them or none), CPU training slots, dataset slots and
+ * inference slots. A model job also waits until its dataset is Done. A job that waits
+ * says why (jobs.wait_reason, and a "status" event).
+ *
+ * A worker is started with posix_spawn in its own process group with its stdout and
+ * stderr on pipes; a reader thread per worker stores each JSON line in the store as it
+ * arrives and publishes it as an event. Abort sends SIGTERM to the group, then SIGKILL
+ * after the grace period. The job's configuration (dataset.json or train.json in its
+ * directory) is written by the API before the job is queued; the scheduler only adds
+ * what it decides at start: the GPUs, the backend and whether to resume.
+ *
+ * Thread-safe; no function here exits or aborts the process.
+ */
+#ifndef CDIGITS_SCHED_H
+#define CDIGITS_SCHED_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "cdigits/server_events.h"
+#include "cdigits/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SCHED_MAX_GPUS 64
+
+typedef struct sched sched_t;
+
+typedef struct sched_config {
+    const char *worker;    /* path of the cdigits-worker executable */
+    int ngpus;             /* GPUs in the pool, by their NVML/CUDA PCI-order index */
+    int gpu_ids[SCHED_MAX_GPUS];
+    int cpu_slots;         /* training tasks at once on the CPU (>= 1) */
+    int dataset_slots;     /* dataset tasks at once (>= 1) */
+    int inference_slots;   /* inference tasks at once (>= 1) */
+    double abort_grace;    /* seconds from SIGTERM to SIGKILL */
+    double poll_interval;  /* seconds between scheduling passes when nothing happens */
+} sched_config_t;
+
+/* ---- resource pools (pure; the scheduler holds one under its lock) ---------------- */
+
+enum sched_res_kind { SCHED_RES_NONE = 0, SCHED_RES_GPU, SCHED_RES_CPU, SCHED_RES_DATASET, SCHED_RES_INFER };
+
+/* What a task needs: a dataset or inference slot, a CPU training slot, or GPUs (either
+ * `count` of any, or exactly the `nids` listed in ids). */
+typedef struct sched_req {
+    int kind;
+    int count;
+    int nids;
+    int ids[SCHED_MAX_GPUS];
+} sched_req_t;
+
+typedef struct sched_pool {
+    int ngpus;
+    int gpu_id[SCHED_MAX_GPUS];
+    char gpu_owner[SCHED_MAX_GPUS][40]; /* job id holding the GPU, "" when free */
+    int slots[SCHED_RES_INFER + 1];     /* per kind (CPU, DATASET, INFER) */
+    int used[SCHED_RES_INFER + 1];
+} sched_pool_t;
+
+void pool_init(sched_pool_t *p, const sched_config_t *cfg);
+/* Checks a request against the pool's size (not its current use): CD_ERR with a
+ * message when it can never be met (GPU 5 on a machine with 2, 3 GPUs of 2). */
+int pool_check(const sched_pool_t *p, const sched_req_t *req, char *why, size_t whylen);
+/* Takes everything the request needs for owner, or nothing: CD_OK with the GPU ids in
+ * got[0..*ngot) (none for slots), or CD_ERR with why it must wait. */
+int pool_acquire(sched_pool_t *p, const sched_req_t *req, const char *owner, int *got, int *ngot, char *why,
+                 size_t whylen);
+/* Gives back what owner holds of req's kind. */
+void pool_release(sched_pool_t *p, const sched_req_t *req, const char *owner);
+int pool_gpus_free(const sched_pool_t *p);
+
+/* ---- the scheduler ------------------------------------------------------------------ */
+
+int sched_new(const sched_config_t *cfg, store_t *store, cd_events_t *events, sched_t **out, cd_err_t *err);
+/* Starts the scheduling thread. */
+int sched_start(sched_t *s, cd_err_t *err);
+/* Stops the scheduling thread and every worker (SIGTERM, the grace period, SIGKILL).
+ * Stopped jobs are left Aborted and marked interrupted, so they can be resumed. */
+void sched_stop(sched_t *s);
+void sched_free(sched_t *s); /* accepts NULL; stops first if needed */
+
+/* Queues a job whose task is in the store (Initialized, or re-queued after a resume):
+ * the job becomes Waiting until its dataset and its resources are ready. */
+int sched_enqueue(sched_t *s, const char *job_id, cd_err_t *err);
+/* Aborts a job that waits (Aborted at once) or runs (SIGTERM now, SIGKILL after the
+ * grace period). CD_E_CONFLICT when the job does not run or wait. */
+int sched_abort(sched_t *s, const char *job_id, cd_err_t *err);
+/* Deletes a job: stops its worker at once if it runs, removes it from the store and
+ * removes its directory (after the worker has exited). */
+int sched_delete(sched_t *s, const char *job_id, cd_err_t *err);
+/* Queues a stopped training job again from its newest complete snapshot (with the
+ * solver state); metrics recorded after that snapshot are kept but marked superseded.
+ * CD_E_CONFLICT when the job runs or is Done. *epoch gets the snapshot epoch (0: from
+ * the start) when not NULL. */
+int sched_resume(sched_t *s, const char *job_id, int *epoch, cd_err_t *err);
+/* At start, before sched_start: tasks the store shows Running belong to a server that
+ * died. Leftover worker processes (recorded pid, same start time, still a worker) are
+ * stopped; the tasks become Aborted, their jobs are marked interrupted, snapshots found
+ * on disk are recorded. Waiting and Initialized jobs are queued again. With
+ * resume_interrupted, every interrupted training job is resumed and every interrupted
+ * dataset job started again. */
+int sched_recover(sched_t *s, int resume_interrupted, cd_err_t *err);
+
+/* {"gpus": {"total", "free", "busy": [{"index", "job_id"}]}, "cpu_slots": {"total",
+ *  "used"}, "dataset_slots": {...}, "inference_slots": {...}, "queued", "running"} */
+json_t *sched_resources(sched_t *s);
+/* Whether the job has a task queued or running here. */
+int sched_has_job(sched_t *s, const char *job_id);
+
+typedef struct sched_proc {
+    char job_id[40];
+    int64_t task_id;
+    pid_t pid;
+    int ngpus;
+    int gpus[SCHED_MAX_GPUS];
+} sched_proc_t;
+/* The running workers, at most max; returns how many were written. */
+int sched_running(sched_t *s, sched_proc_t *out, int max);
+
+/* rm -rf of a job directory, refused unless its last component is job_id. */
+int sched_remove_dir(const char *dir, const char *job_id);
+
+/* The newest epoch N with both snapshot_epoch_N.cdw and .solverstate in dir (0: none). */
+int sched_newest_snapshot(const char *dir);
+
+/* ---- /proc ------------------------------------------------------------------------- */
+
+/* Start time of a process in clock ticks after boot; -1 when it does not exist or is
+ * a zombie. */
+long long proc_start_ticks(pid_t pid);
+/* Whether argv[0] or argv[1] of pid ends in "/<name>" or is name (a script runs as
+ * "bash script ..."). */
+int proc_runs(pid_t pid, const char *name);
+/* CPU time (user + system, clock ticks) and resident bytes; CD_ERR when gone. */
+int proc_usage(pid_t pid, unsigned long long *cpu_ticks, unsigned long long *rss_bytes);
+long proc_ticks_per_sec(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,75 @@
+/* Inside the scheduler: the queued and running tasks and the lock that guards them. */
+#ifndef CDIGITS_SCHED_INTERNAL_H
+#define CDIGITS_SCHED_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <sys/types.h>
+
+#include "cdigits/sched.h"
+
+#define TAIL_LINES 8
+
+/* One task the scheduler holds: queued (pid 0) or running (pid > 0). Fields above
+ * `reader-only` are guarded by sched.lock; the reader thread alone uses the rest. */
+typedef struct stask {
+    struct stask *next;
+    struct sched *owner;
+    char job_id[40];
+    char type[16];        /* "dataset" or "model" */
+    char dataset_id[40];  /* model jobs */
+    char dir[PATH_MAX];
+    int64_t task_id;
+    sched_req_t req;
+    int attempt;          /* of the run in progress (or next run while queued) */
+    int gpus[SCHED_MAX_GPUS];
+    int ngpus;
+    pid_t pid;
+    long long pid_start;
+    int fd_out, fd_err;
+    pthread_t reader;
+    int abort_requested;
+    int delete_requested;
+    double kill_at;       /* cd_now() time to send SIGKILL; 0 when none is due */
+    char wait_reason[256];
+    /* reader-only */
+    char last_error[1024];
+    char tail[TAIL_LINES][512];
+    int ntail;
+    int saw_done;
+    double progress_published; /* cd_now() of the last stored progress */
+    json_t *dataset_result;
+} stask_t;
+
+struct sched {
+    sched_config_t cfg;
+    store_t *store;
+    cd_events_t *events;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;  /* work to do: a task queued or finished, stop */
+    sched_pool_t pool;
+    stask_t *tasks;       /* queue order */
+    stask_t *finished;    /* exited tasks whose reader thread waits to be joined */
+    pthread_t thread;
+    int thread_started;
+    int stopping;         /* sched_stop began: start nothing, mark stopped jobs interrupted */
+    int quit;             /* the scheduling thread should return */
+};
+
+/* worker.c: start a task's worker and its reader thread (lock held). */
+int worker_start(sched_t *s, stask_t *t, cd_err_t *err);
+/* lines.c: one line of a worker's stdout (or stderr when from_stderr). */
+void lines_handle(sched_t *s, stask_t *t, char *line, int from_stderr);
+/* lines.c: the job's message when its worker failed: the error line or the last lines. */
+void lines_failure_message(const stask_t *t, const char *how, char *out, size_t len);
+
+/* sched.c */
+/* Records a new state for a job and its task and tells the job's listeners. */
+void sched_set_state(sched_t *s, const char *job_id, int64_t task_id, int st, const char *message);
+/* Called by a reader thread once its worker has exited (status from waitpid). */
+void sched_task_exited(sched_t *s, stask_t *t, int wait_status);
+void sched_publish_gpus(sched_t *s); /* lock held */
+/* Builds the resource request for a job from its config (kind, GPU count or ids). */
+void sched_job_request(const sched_t *s, json_t *job, sched_req_t *req);
+
+#endif

@@ -1,0 +1,833 @@
+/* The scheduling thread, the queue, abort, delete and resume. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cdigits/util.h"
+
+/* ---- small helpers ------------------------------------------------------------------ */
+
+static const char *jstr(json_t *o, const char *key)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    return v ? v : "";
+}
+
+void sched_set_state(sched_t *s, const char *job_id, int64_t task_id, int st, const char *message)
+{
+    cd_err_t err;
+    if (task_id > 0 && store_task_set_state(s->store, task_id, st, message, &err) != CD_OK)
+        cd_warn("job %s: %s", job_id, err.msg);
+    if (store_job_set_state(s->store, job_id, st, message, &err) != CD_OK)
+        cd_warn("job %s: %s", job_id, err.msg);
+    json_t *ev = json_pack("{s:s, s:s, s:s, s:s, s:b, s:s}", "job_id", job_id, "update", "status", "status",
+                           cd_state_name(st), "css", cd_state_css(st), "running", cd_state_is_running(st),
+                           "message", message ? message : "");
+    events_publish_job(s->events, job_id, "status", ev, 1);
+    json_decref(ev);
+}
+
+void sched_publish_gpus(sched_t *s)
+{
+    json_t *ev = json_pack("{s:i, s:i}", "total", s->pool.ngpus, "free", pool_gpus_free(&s->pool));
+    events_publish(s->events, "home", "gpus", ev);
+    json_decref(ev);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)ftw;
+    int rc = flag == FTW_DP ? rmdir(path) : unlink(path);
+    if (rc != 0 && errno != ENOENT)
+        cd_warn("cannot remove %s: %s", path, strerror(errno));
+    return 0;
+}
+
+int sched_remove_dir(const char *dir, const char *job_id)
+{
+    const char *base = strrchr(dir, '/');
+    if (!base || strcmp(base + 1, job_id) != 0 || strlen(job_id) < 8) {
+        cd_warn("job %s: not removing %s: it is not that job's directory", job_id, dir);
+        return CD_ERR;
+    }
+    if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT) {
+        cd_warn("job %s: removing %s failed: %s", job_id, dir, strerror(errno));
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
+void sched_job_request(const sched_t *s, json_t *job, sched_req_t *req)
+{
+    memset(req, 0, sizeof *req);
+    if (strcmp(jstr(job, "type"), "dataset") == 0) {
+        req->kind = SCHED_RES_DATASET;
+        return;
+    }
+    json_t *res = json_object_get(json_object_get(job, "config"), "resources");
+    const char *kind = jstr(res, "kind");
+    if (strcmp(kind, "gpu") == 0 && s->pool.ngpus > 0) {
+        req->kind = SCHED_RES_GPU;
+        json_t *ids = json_object_get(res, "ids");
+        size_t i;
+        json_t *v;
+        json_array_foreach(ids, i, v)
+        {
+            if (req->nids < SCHED_MAX_GPUS)
+                req->ids[req->nids++] = (int)json_integer_value(v);
+        }
+        req->count = (int)json_integer_value(json_object_get(res, "count"));
+        if (req->nids == 0 && req->count < 1)
+            req->count = 1;
+        return;
+    }
+    req->kind = SCHED_RES_CPU;
+}
+
+static stask_t *find_task(sched_t *s, const char *job_id)
+{
+    for (stask_t *t = s->tasks; t; t = t->next)
+        if (strcmp(t->job_id, job_id) == 0)
+            return t;
+    return NULL;
+}
+
+static void unlink_task(sched_t *s, stask_t *t)
+{
+    for (stask_t **pp = &s->tasks; *pp; pp = &(*pp)->next)
+        if (*pp == t) {
+            *pp = t->next;
+            t->next = NULL;
+            return;
+        }
+}
+
+static void free_task(stask_t *t)
+{
+    if (!t)
+        return;
+    json_decref(t->dataset_result);
+    free(t);
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------- */
+
+int sched_new(const sched_config_t *cfg, store_t *store, cd_events_t *events, sched_t **out, cd_err_t *err)
+{
+    *out = NULL;
+    sched_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return cd_err_set(err, CD_E_INTERNAL, "out of memory creating the scheduler");
+    s->cfg = *cfg;
+    if (s->cfg.abort_grace <= 0)
+        s->cfg.abort_grace = 10;
+    if (s->cfg.poll_interval <= 0)
+        s->cfg.poll_interval = 0.5;
+    s->store = store;
+    s->events = events;
+    pool_init(&s->pool, &s->cfg);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (pthread_mutex_init(&s->lock, NULL) != 0 || pthread_cond_init(&s->cond, &ca) != 0) {
+        pthread_condattr_destroy(&ca);
+        free(s);
+        return cd_err_set(err, CD_E_INTERNAL, "cannot create the scheduler's lock");
+    }
+    pthread_condattr_destroy(&ca);
+    *out = s;
+    return CD_OK;
+}
+
+static void timed_wait(sched_t *s, double seconds)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long long ns = (long long)(seconds * 1e9) + ts.tv_nsec;
+    ts.tv_sec += ns / 1000000000LL;
+    ts.tv_nsec = ns % 1000000000LL;
+    pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+}
+
+/* Joins the reader threads of exited tasks (lock held; the join itself is quick since
+ * the reader has finished its work when it queues itself here). */
+static void reap_finished(sched_t *s)
+{
+    while (s->finished) {
+        stask_t *t = s->finished;
+        s->finished = t->next;
+        pthread_mutex_unlock(&s->lock);
+        pthread_join(t->reader, NULL);
+        free_task(t);
+        pthread_mutex_lock(&s->lock);
+    }
+}
+
+/* Fails a queued job for a reason that will not go away (lock held). */
+static void fail_queued(sched_t *s, stask_t *t, const char *message)
+{
+    cd_err_t err;
+    unlink_task(s, t);
+    if (store_job_set_error(s->store, t->job_id, message, &err) != CD_OK)
+        cd_warn("job %s: %s", t->job_id, err.msg);
+    store_task_set_error(s->store, t->task_id, message, NULL);
+    sched_set_state(s, t->job_id, t->task_id, CD_ST_ERROR, message);
+    free_task(t);
+}
+
+static void set_wait_reason(sched_t *s, stask_t *t, const char *why)
+{
+    if (strcmp(t->wait_reason, why) == 0)
+        return;
+    snprintf(t->wait_reason, sizeof t->wait_reason, "%s", why);
+    store_job_set_wait_reason(s->store, t->job_id, why, NULL);
+    json_t *ev = json_pack("{s:s, s:s, s:s, s:s, s:s, s:b}", "job_id", t->job_id, "update", "status", "status",
+                           cd_state_name(CD_ST_WAIT), "css", cd_state_css(CD_ST_WAIT), "wait_reason", why,
+                           "running", 1);
+    events_publish_job(s->events, t->job_id, "status", ev, 1);
+    json_decref(ev);
+}
+
+/* Whether a model's dataset is ready: 1 ready, 0 wait, -1 failed (t was failed). */
+static int dataset_ready(sched_t *s, stask_t *t)
+{
+    if (!t->dataset_id[0])
+        return 1;
+    json_t *ds = store_job_get(s->store, t->dataset_id);
+    char msg[512];
+    if (!ds) {
+        snprintf(msg, sizeof msg, "Dataset %s was deleted; create a new model on an existing dataset",
+                 t->dataset_id);
+        fail_queued(s, t, msg);
+        return -1;
+    }
+    int st = (int)json_integer_value(json_object_get(ds, "state"));
+    int rc = 1;
+    if (st == CD_ST_ERROR || st == CD_ST_ABORT) {
+        snprintf(msg, sizeof msg,
+                 "Dataset \"%s\" (%s) ended %s, so this model cannot train; create the dataset again and clone "
+                 "this model onto it",
+                 jstr(ds, "name"), t->dataset_id, cd_state_name(st));
+        fail_queued(s, t, msg);
+        rc = -1;
+    } else if (st != CD_ST_DONE) {
+        snprintf(msg, sizeof msg, "Waiting for dataset \"%s\" (%s) to finish (%s)", jstr(ds, "name"),
+                 t->dataset_id, cd_state_name(st));
+        set_wait_reason(s, t, msg);
+        rc = 0;
+    }
+    json_decref(ds);
+    return rc;
+}
+
+/* One pass over the queue: start what can start, time out aborts (lock held). */
+static void schedule_pass(sched_t *s)
+{
+    double now = cd_now();
+    for (stask_t *t = s->tasks, *next; t; t = next) {
+        next = t->next;
+        if (t->pid > 0) {
+            if (t->kill_at > 0 && now >= t->kill_at) {
+                cd_warn("job %s: worker %d did not stop within %.0f s of SIGTERM; sending SIGKILL", t->job_id,
+                        (int)t->pid, s->cfg.abort_grace);
+                kill(-t->pid, SIGKILL);
+                t->kill_at = 0;
+            }
+            continue;
+        }
+        if (s->stopping)
+            continue;
+        if (dataset_ready(s, t) <= 0)
+            continue;
+        char why[256];
+        if (pool_acquire(&s->pool, &t->req, t->job_id, t->gpus, &t->ngpus, why, sizeof why) != CD_OK) {
+            set_wait_reason(s, t, why);
+            continue;
+        }
+        cd_err_t err;
+        if (worker_start(s, t, &err) != CD_OK) {
+            pool_release(&s->pool, &t->req, t->job_id);
+            t->ngpus = 0;
+            cd_error("job %s: %s", t->job_id, err.msg);
+            fail_queued(s, t, err.msg);
+            continue;
+        }
+        t->wait_reason[0] = 0;
+        if (t->req.kind == SCHED_RES_GPU)
+            sched_publish_gpus(s);
+    }
+}
+
+static void *sched_thread(void *arg)
+{
+    sched_t *s = arg;
+    pthread_mutex_lock(&s->lock);
+    while (!s->quit) {
+        reap_finished(s);
+        schedule_pass(s);
+        timed_wait(s, s->cfg.poll_interval);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+int sched_start(sched_t *s, cd_err_t *err)
+{
+    int rc = pthread_create(&s->thread, NULL, sched_thread, s);
+    if (rc != 0)
+        return cd_err_set(err, CD_E_INTERNAL, "cannot start the scheduler thread: %s", strerror(rc));
+    s->thread_started = 1;
+    return CD_OK;
+}
+
+void sched_stop(sched_t *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    if (s->stopping && !s->thread_started) {
+        pthread_mutex_unlock(&s->lock);
+        return;
+    }
+    s->stopping = 1;
+    int running = 0;
+    for (stask_t *t = s->tasks; t; t = t->next)
+        if (t->pid > 0) {
+            cd_info("job %s: stopping worker %d (SIGTERM)", t->job_id, (int)t->pid);
+            kill(-t->pid, SIGTERM);
+            running++;
+        }
+    double deadline = cd_now() + s->cfg.abort_grace, killed = 0;
+    while (running) {
+        reap_finished(s);
+        running = 0;
+        for (stask_t *t = s->tasks; t; t = t->next)
+            running += t->pid > 0;
+        if (!running)
+            break;
+        double now = cd_now();
+        if (!killed && now >= deadline) {
+            for (stask_t *t = s->tasks; t; t = t->next)
+                if (t->pid > 0) {
+                    cd_warn("job %s: worker %d did not stop in time; sending SIGKILL", t->job_id, (int)t->pid);
+                    kill(-t->pid, SIGKILL);
+                }
+            killed = now;
+        } else if (killed && now - killed > 10) {
+            cd_error("scheduler: %d worker(s) did not exit after SIGKILL; leaving them", running);
+            break;
+        }
+        timed_wait(s, 0.05);
+    }
+    s->quit = 1;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    if (s->thread_started) {
+        pthread_join(s->thread, NULL);
+        s->thread_started = 0;
+    }
+    pthread_mutex_lock(&s->lock);
+    reap_finished(s);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void sched_free(sched_t *s)
+{
+    if (!s)
+        return;
+    sched_stop(s);
+    for (stask_t *t = s->tasks, *next; t; t = next) {
+        next = t->next;
+        free_task(t);
+    }
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+/* ---- queue operations ------------------------------------------------------------- */
+
+int sched_enqueue(sched_t *s, const char *job_id, cd_err_t *err)
+{
+    json_t *job = store_job_get(s->store, job_id);
+    if (!job)
+        return cd_err_set(err, CD_E_NOTFOUND, "Job not found: %s", job_id);
+    json_t *tasks = store_task_list(s->store, job_id);
+    json_t *task = json_array_get(tasks, 0);
+    stask_t *t = NULL;
+    if (!task) {
+        cd_err_set(err, CD_E_INTERNAL, "job %s has no task to run", job_id);
+        goto err;
+    }
+    t = calloc(1, sizeof *t);
+    if (!t) {
+        cd_err_set(err, CD_E_INTERNAL, "out of memory queueing job %s", job_id);
+        goto err;
+    }
+    snprintf(t->job_id, sizeof t->job_id, "%s", job_id);
+    snprintf(t->type, sizeof t->type, "%s", jstr(job, "type"));
+    snprintf(t->dataset_id, sizeof t->dataset_id, "%s", jstr(job, "dataset_id"));
+    snprintf(t->dir, sizeof t->dir, "%s", jstr(job, "dir"));
+    t->task_id = json_integer_value(json_object_get(task, "id"));
+    t->attempt = (int)json_integer_value(json_object_get(task, "attempt")) + 1;
+    t->fd_out = t->fd_err = -1;
+
+    pthread_mutex_lock(&s->lock);
+    sched_job_request(s, job, &t->req);
+    char why[256];
+    if (find_task(s, job_id)) {
+        pthread_mutex_unlock(&s->lock);
+        cd_err_set(err, CD_E_CONFLICT, "Job %s is already queued or running", job_id);
+        goto err;
+    }
+    if (s->stopping) {
+        pthread_mutex_unlock(&s->lock);
+        cd_err_set(err, CD_E_CONFLICT, "The server is stopping; try again after it restarts");
+        goto err;
+    }
+    if (pool_check(&s->pool, &t->req, why, sizeof why) != CD_OK) {
+        pthread_mutex_unlock(&s->lock);
+        cd_err_set(err, CD_E_INVALID, "%s", why);
+        goto err;
+    }
+    stask_t **pp = &s->tasks;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = t;
+    sched_set_state(s, job_id, t->task_id, CD_ST_WAIT, NULL);
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    json_decref(tasks);
+    json_decref(job);
+    return CD_OK;
+err:
+    free(t);
+    json_decref(tasks);
+    json_decref(job);
+    return CD_ERR;
+}
+
+int sched_abort(sched_t *s, const char *job_id, cd_err_t *err)
+{
+    pthread_mutex_lock(&s->lock);
+    stask_t *t = find_task(s, job_id);
+    if (!t) {
+        pthread_mutex_unlock(&s->lock);
+        json_t *job = store_job_get(s->store, job_id);
+        if (!job)
+            return cd_err_set(err, CD_E_NOTFOUND, "Job not found: %s", job_id);
+        int st = (int)json_integer_value(json_object_get(job, "state"));
+        json_decref(job);
+        return cd_err_set(err, CD_E_FORBIDDEN, "Job not aborted: it is %s, not running or waiting",
+                          cd_state_name(st));
+    }
+    if (t->pid > 0) {
+        if (!t->abort_requested) {
+            t->abort_requested = 1;
+            t->kill_at = cd_now() + s->cfg.abort_grace;
+            cd_info("job %s: aborting worker %d (SIGTERM, SIGKILL in %.0f s)", job_id, (int)t->pid,
+                    s->cfg.abort_grace);
+            if (kill(-t->pid, SIGTERM) != 0 && errno != ESRCH)
+                cd_warn("job %s: SIGTERM to worker %d failed: %s", job_id, (int)t->pid, strerror(errno));
+        }
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+        return CD_OK;
+    }
+    unlink_task(s, t);
+    sched_set_state(s, job_id, t->task_id, CD_ST_ABORT, "Aborted before it started");
+    pthread_mutex_unlock(&s->lock);
+    free_task(t);
+    return CD_OK;
+}
+
+int sched_delete(sched_t *s, const char *job_id, cd_err_t *err)
+{
+    json_t *job = store_job_get(s->store, job_id);
+    if (!job)
+        return cd_err_set(err, CD_E_NOTFOUND, "Job not found: %s", job_id);
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", jstr(job, "dir"));
+    json_decref(job);
+
+    pthread_mutex_lock(&s->lock);
+    /* refuse first (a dataset in use), before stopping anything */
+    json_t *users = store_job_models_using(s->store, job_id);
+    size_t nusers = json_array_size(users);
+    json_decref(users);
+    if (nusers) {
+        pthread_mutex_unlock(&s->lock);
+        return store_job_delete(s->store, job_id, err); /* fails with the message */
+    }
+    stask_t *t = find_task(s, job_id);
+    int running = t && t->pid > 0;
+    if (running) {
+        t->delete_requested = 1;
+        kill(-t->pid, SIGKILL);
+    } else if (t) {
+        unlink_task(s, t);
+        free_task(t);
+        t = NULL;
+    }
+    if (store_job_delete(s->store, job_id, err) != CD_OK) {
+        pthread_mutex_unlock(&s->lock);
+        return CD_ERR;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (!running)
+        sched_remove_dir(dir, job_id);
+    json_t *ev = json_pack("{s:s, s:s}", "job_id", job_id, "update", "deleted");
+    events_publish_job(s->events, job_id, "job_removed", ev, 1);
+    json_decref(ev);
+    return CD_OK;
+}
+
+int sched_has_job(sched_t *s, const char *job_id)
+{
+    pthread_mutex_lock(&s->lock);
+    int has = find_task(s, job_id) != NULL;
+    pthread_mutex_unlock(&s->lock);
+    return has;
+}
+
+/* ---- resume -------------------------------------------------------------------------- */
+
+int sched_newest_snapshot(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int best = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int epoch;
+        char tail[16];
+        if (sscanf(e->d_name, "snapshot_epoch_%d.%15s", &epoch, tail) != 2 || strcmp(tail, "cdw") != 0 ||
+            epoch <= best)
+            continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/snapshot_epoch_%d.solverstate", dir, epoch);
+        if (access(path, R_OK) == 0)
+            best = epoch;
+    }
+    closedir(d);
+    return best;
+}
+
+/* Sets "resume" in the job's train.json. */
+static int set_resume_flag(const char *dir, int resume, cd_err_t *err)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/train.json", dir);
+    json_error_t jerr;
+    json_t *cfg = json_load_file(path, 0, &jerr);
+    if (!cfg)
+        return cd_err_set(err, CD_E_INTERNAL, "cannot read %s: %s", path, jerr.text);
+    json_object_set_new(cfg, "resume", json_boolean(resume));
+    char *text = json_dumps(cfg, JSON_INDENT(2));
+    json_decref(cfg);
+    if (!text)
+        return cd_err_set(err, CD_E_INTERNAL, "out of memory writing %s", path);
+    int rc = cd_write_file_atomic(path, text, strlen(text));
+    free(text);
+    if (rc != CD_OK)
+        return cd_err_set(err, CD_E_INTERNAL, "cannot write %s: %s", path, strerror(errno));
+    return CD_OK;
+}
+
+/* Records the snapshots found on disk that the store does not know (a worker that was
+ * cut off after writing a snapshot but before its line was read). */
+static void reconcile_snapshots(sched_t *s, const char *job_id, const char *dir)
+{
+    int newest = sched_newest_snapshot(dir);
+    if (newest <= 0)
+        return;
+    json_t *known = store_snapshot_list(s->store, job_id);
+    for (int e = 1; e <= newest; e++) {
+        char file[64], path[PATH_MAX];
+        snprintf(file, sizeof file, "snapshot_epoch_%d.cdw", e);
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        if (access(path, R_OK) != 0)
+            continue;
+        int found = 0;
+        size_t i;
+        json_t *r;
+        json_array_foreach(known, i, r) found |= json_integer_value(json_object_get(r, "epoch")) == e;
+        if (!found)
+            store_snapshot_add(s->store, job_id, e, 0, file, NULL);
+    }
+    json_decref(known);
+}
+
+int sched_resume(sched_t *s, const char *job_id, int *epoch_out, cd_err_t *err)
+{
+    json_t *job = store_job_get(s->store, job_id);
+    if (!job)
+        return cd_err_set(err, CD_E_NOTFOUND, "Job not found: %s", job_id);
+    int rc = CD_ERR;
+    json_t *tasks = NULL;
+    int st = (int)json_integer_value(json_object_get(job, "state"));
+    if (strcmp(jstr(job, "type"), "model") != 0) {
+        cd_err_set(err, CD_E_INVALID, "Job %s is a dataset; only training jobs can be resumed", job_id);
+        goto out;
+    }
+    if (cd_state_is_running(st) || sched_has_job(s, job_id)) {
+        cd_err_set(err, CD_E_CONFLICT, "Job %s is %s; only a stopped job can be resumed", job_id,
+                   cd_state_name(st));
+        goto out;
+    }
+    if (st == CD_ST_DONE) {
+        cd_err_set(err, CD_E_CONFLICT, "Job %s is Done: there is nothing to resume; clone it to train again",
+                   job_id);
+        goto out;
+    }
+    const char *dir = jstr(job, "dir");
+    reconcile_snapshots(s, job_id, dir);
+    int epoch = sched_newest_snapshot(dir);
+    tasks = store_task_list(s->store, job_id);
+    int next_attempt = (int)json_integer_value(json_object_get(json_array_get(tasks, 0), "attempt")) + 1;
+    if (store_metric_supersede(s->store, job_id, (double)epoch, next_attempt, err) != CD_OK)
+        goto out;
+    if (set_resume_flag(dir, epoch > 0, err) != CD_OK)
+        goto out;
+    char msg[160];
+    if (epoch > 0)
+        snprintf(msg, sizeof msg, "Resuming from the snapshot of epoch %d", epoch);
+    else
+        snprintf(msg, sizeof msg, "Restarting from the beginning: no complete snapshot was found");
+    store_log_add(s->store, job_id, 0, "info", msg, NULL);
+    if (sched_enqueue(s, job_id, err) != CD_OK)
+        goto out;
+    json_t *ev = json_pack("{s:s, s:i}", "message", msg, "epoch", epoch);
+    events_publish_job(s->events, job_id, "resumed", ev, 0);
+    json_decref(ev);
+    if (epoch_out)
+        *epoch_out = epoch;
+    rc = CD_OK;
+out:
+    json_decref(tasks);
+    json_decref(job);
+    return rc;
+}
+
+/* ---- recovery ------------------------------------------------------------------------ */
+
+/* Stops a worker left by a server that died: only if the pid still runs a worker that
+ * started at the recorded time (a reused pid is someone else's process). */
+static void stop_orphan(sched_t *s, const char *job_id, pid_t pid, long long pid_start)
+{
+    if (pid <= 0)
+        return;
+    long long start = proc_start_ticks(pid);
+    if (start < 0 || start != pid_start || !proc_runs(pid, s->cfg.worker)) {
+        cd_info("job %s: its worker %d is gone", job_id, (int)pid);
+        return;
+    }
+    cd_warn("job %s: stopping leftover worker %d (SIGTERM)", job_id, (int)pid);
+    kill(-pid, SIGTERM);
+    kill(pid, SIGTERM);
+    double deadline = cd_now() + s->cfg.abort_grace;
+    while (cd_now() < deadline && proc_start_ticks(pid) == start)
+        usleep(50 * 1000);
+    if (proc_start_ticks(pid) == start) {
+        cd_warn("job %s: leftover worker %d ignored SIGTERM; sending SIGKILL", job_id, (int)pid);
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+        for (int i = 0; i < 100 && proc_start_ticks(pid) == start; i++)
+            usleep(20 * 1000);
+    }
+}
+
+int sched_recover(sched_t *s, int resume_interrupted, cd_err_t *err)
+{
+    (void)err;
+    json_t *running = store_task_list_by_state(s->store, 1u << CD_ST_RUN);
+    size_t i;
+    json_t *t;
+    json_array_foreach(running, i, t)
+    {
+        const char *job_id = jstr(t, "job_id");
+        int64_t task_id = json_integer_value(json_object_get(t, "id"));
+        stop_orphan(s, job_id, (pid_t)json_integer_value(json_object_get(t, "pid")),
+                    json_integer_value(json_object_get(t, "pid_start")));
+        store_task_clear_process(s->store, task_id, -1, NULL);
+        json_t *job = store_job_get(s->store, job_id);
+        if (job) {
+            reconcile_snapshots(s, job_id, jstr(job, "dir"));
+            json_decref(job);
+        }
+        const char *msg = strcmp(jstr(t, "kind"), "train") == 0
+                              ? "Interrupted: the server stopped while this job ran; every metric and snapshot "
+                                "is kept; resume it with POST /models/<id>/resume"
+                              : "Interrupted: the server stopped while this job ran; clone it to create the "
+                                "dataset again";
+        store_task_set_error(s->store, task_id, "Interrupted", NULL);
+        sched_set_state(s, job_id, task_id, CD_ST_ABORT, msg);
+        store_job_set_interrupted(s->store, job_id, 1, NULL);
+        store_log_add(s->store, job_id, task_id, "warning", msg, NULL);
+        cd_warn("job %s: interrupted by a server stop", job_id);
+    }
+    json_decref(running);
+
+    json_t *waiting = store_task_list_by_state(s->store, (1u << CD_ST_WAIT) | (1u << CD_ST_INIT));
+    json_array_foreach(waiting, i, t)
+    {
+        cd_err_t e;
+        if (sched_enqueue(s, jstr(t, "job_id"), &e) != CD_OK)
+            cd_warn("job %s: cannot queue it again: %s", jstr(t, "job_id"), e.msg);
+    }
+    json_decref(waiting);
+
+    if (!resume_interrupted)
+        return CD_OK;
+    json_t *jobs = store_job_list(s->store, NULL);
+    json_t *j;
+    /* oldest first, so they queue in the order they were submitted */
+    for (i = json_array_size(jobs); i-- > 0;) {
+        j = json_array_get(jobs, i);
+        if (!json_is_true(json_object_get(j, "interrupted")))
+            continue;
+        const char *id = jstr(j, "id");
+        cd_err_t e;
+        int epoch = 0;
+        if (strcmp(jstr(j, "type"), "model") == 0) {
+            if (sched_resume(s, id, &epoch, &e) != CD_OK)
+                cd_warn("job %s: cannot resume it: %s", id, e.msg);
+            else
+                cd_info("job %s: resuming from epoch %d", id, epoch);
+        } else if (sched_enqueue(s, id, &e) != CD_OK) {
+            cd_warn("job %s: cannot start it again: %s", id, e.msg);
+        }
+    }
+    json_decref(jobs);
+    return CD_OK;
+}
+
+/* ---- views of the pools --------------------------------------------------------------- */
+
+json_t *sched_resources(sched_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    json_t *busy = json_array();
+    for (int k = 0; k < s->pool.ngpus; k++)
+        if (s->pool.gpu_owner[k][0])
+            json_array_append_new(busy, json_pack("{s:i, s:s}", "index", s->pool.gpu_id[k], "job_id",
+                                                  s->pool.gpu_owner[k]));
+    int queued = 0, running = 0;
+    for (stask_t *t = s->tasks; t; t = t->next) {
+        if (t->pid > 0)
+            running++;
+        else
+            queued++;
+    }
+    json_t *out = json_pack(
+        "{s:{s:i, s:i, s:o}, s:{s:i, s:i}, s:{s:i, s:i}, s:{s:i, s:i}, s:i, s:i}", "gpus", "total",
+        s->pool.ngpus, "free", pool_gpus_free(&s->pool), "busy", busy, "cpu_slots", "total",
+        s->pool.slots[SCHED_RES_CPU], "used", s->pool.used[SCHED_RES_CPU], "dataset_slots", "total",
+        s->pool.slots[SCHED_RES_DATASET], "used", s->pool.used[SCHED_RES_DATASET], "inference_slots", "total",
+        s->pool.slots[SCHED_RES_INFER], "used", s->pool.used[SCHED_RES_INFER], "queued", queued, "running",
+        running);
+    pthread_mutex_unlock(&s->lock);
+    return out;
+}
+
+int sched_running(sched_t *s, sched_proc_t *out, int max)
+{
+    int n = 0;
+    pthread_mutex_lock(&s->lock);
+    for (stask_t *t = s->tasks; t && n < max; t = t->next) {
+        if (t->pid <= 0)
+            continue;
+        snprintf(out[n].job_id, sizeof out[n].job_id, "%s", t->job_id);
+        out[n].task_id = t->task_id;
+        out[n].pid = t->pid;
+        out[n].ngpus = t->ngpus;
+        memcpy(out[n].gpus, t->gpus, sizeof t->gpus);
+        n++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+/* ---- a worker has exited --------------------------------------------------------------- */
+
+static void describe_exit(int status, char *out, size_t len)
+{
+    if (WIFEXITED(status))
+        snprintf(out, len, "exited with status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(out, len, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else
+        snprintf(out, len, "stopped (wait status %d)", status);
+}
+
+void sched_task_exited(sched_t *s, stask_t *t, int status)
+{
+    pthread_mutex_lock(&s->lock);
+    int aborted = t->abort_requested, deleted = t->delete_requested, stopping = s->stopping;
+    pthread_mutex_unlock(&s->lock);
+
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    char how[128], msg[2048];
+    describe_exit(status, how, sizeof how);
+    cd_info("job %s: worker %d %s", t->job_id, (int)t->pid, how);
+
+    if (!deleted) {
+        cd_err_t err;
+        store_task_clear_process(s->store, t->task_id, WIFEXITED(status) ? code : -WTERMSIG(status), NULL);
+        if (code == 0) {
+            if (t->dataset_result) {
+                /* stats.json is written last by a dataset worker; keep it with the line */
+                char path[PATH_MAX];
+                snprintf(path, sizeof path, "%s/stats.json", t->dir);
+                json_t *stats = json_load_file(path, 0, NULL);
+                if (stats)
+                    json_object_set_new(t->dataset_result, "stats", stats);
+                store_job_set_result(s->store, t->job_id, t->dataset_result, NULL);
+            }
+            store_task_set_progress(s->store, t->task_id, 1.0, NULL, NULL);
+            store_job_set_progress(s->store, t->job_id, 1.0, NULL);
+            sched_set_state(s, t->job_id, t->task_id, CD_ST_DONE, NULL);
+        } else if (stopping && (code == 3 || WIFSIGNALED(status))) {
+            const char *m = "Interrupted: the server stopped; resume it with POST /models/<id>/resume";
+            sched_set_state(s, t->job_id, t->task_id, CD_ST_ABORT, m);
+            store_job_set_interrupted(s->store, t->job_id, 1, NULL);
+        } else if (aborted && (code == 3 || WIFSIGNALED(status) || code == 0)) {
+            sched_set_state(s, t->job_id, t->task_id, CD_ST_ABORT, "Aborted");
+        } else if (code == 3) {
+            sched_set_state(s, t->job_id, t->task_id, CD_ST_ABORT,
+                            "Stopped by SIGTERM after saving its state; resume it with POST /models/<id>/resume");
+        } else {
+            lines_failure_message(t, how, msg, sizeof msg);
+            if (store_job_set_error(s->store, t->job_id, msg, &err) != CD_OK)
+                cd_warn("job %s: %s", t->job_id, err.msg);
+            store_task_set_error(s->store, t->task_id, msg, NULL);
+            store_log_add(s->store, t->job_id, t->task_id, "error", msg, NULL);
+            sched_set_state(s, t->job_id, t->task_id, CD_ST_ERROR, msg);
+        }
+    } else {
+        sched_remove_dir(t->dir, t->job_id);
+    }
+
+    pthread_mutex_lock(&s->lock);
+    pool_release(&s->pool, &t->req, t->job_id);
+    int was_gpu = t->req.kind == SCHED_RES_GPU;
+    unlink_task(s, t);
+    t->pid = 0;
+    t->next = s->finished;
+    s->finished = t;
+    if (was_gpu)
+        sched_publish_gpus(s);
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}

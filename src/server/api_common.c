@@ -1,0 +1,94 @@
+/* Helpers the handlers share: the job of a route, ownership, new job directories. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef CDIGITS_HAVE_SODIUM
+#include <sodium.h>
+#endif
+
+#include "cdigits/util.h"
+
+json_t *api_job_param(req_t *r)
+{
+    json_t *job = r->nparams > 0 ? store_job_get(r->srv->store, r->params[0]) : NULL;
+    if (!job)
+        reply_error(r, 404, "Job not found: %s", r->nparams > 0 ? r->params[0] : "");
+    return job;
+}
+
+int api_may_edit(const req_t *r, json_t *job)
+{
+    if (!r->username[0])
+        return 0;
+    const char *owner = json_string_value(json_object_get(job, "username"));
+    return !owner || !owner[0] || strcmp(owner, r->username) == 0;
+}
+
+static void random_bytes(unsigned char *buf, size_t n)
+{
+#ifdef CDIGITS_HAVE_SODIUM
+    if (sodium_init() >= 0) {
+        randombytes_buf(buf, n);
+        return;
+    }
+#endif
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, buf, n) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (got != (ssize_t)n) { /* no /dev/urandom: the clock still varies */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        for (size_t i = 0; i < n; i++)
+            buf[i] = (unsigned char)(ts.tv_nsec >> (8 * (i % 4)));
+    }
+}
+
+int api_new_job_dir(server_t *srv, char *id, size_t idlen, char *dir, size_t dirlen, cd_err_t *err)
+{
+    for (int attempt = 0; attempt < 64; attempt++) {
+        time_t now = time(NULL);
+        struct tm tm;
+        localtime_r(&now, &tm);
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        unsigned char rb[2];
+        random_bytes(rb, sizeof rb);
+        snprintf(id, idlen, "%s-%02x%02x", stamp, rb[0], rb[1]);
+        snprintf(dir, dirlen, "%s/%s", srv->jobs_dir, id);
+        if (mkdir(dir, 0755) == 0)
+            return CD_OK;
+        if (errno != EEXIST)
+            return cd_err_set(err, CD_E_INTERNAL, "cannot create the job folder %s: %s", dir, strerror(errno));
+    }
+    return cd_err_set(err, CD_E_INTERNAL, "cannot find a free job id in %s", srv->jobs_dir);
+}
+
+int api_write_json(const char *dir, const char *name, json_t *obj, cd_err_t *err)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char *text = json_dumps(obj, JSON_INDENT(2));
+    if (!text)
+        return cd_err_set(err, CD_E_INTERNAL, "cannot encode %s", path);
+    size_t n = strlen(text);
+    char *nl = realloc(text, n + 2);
+    if (nl) {
+        text = nl;
+        text[n++] = '\n';
+        text[n] = 0;
+    }
+    int rc = cd_write_file_atomic(path, text, n);
+    free(text);
+    if (rc != CD_OK)
+        return cd_err_set(err, CD_E_INTERNAL, "cannot write %s: %s", path, strerror(errno));
+    return CD_OK;
+}

@@ -1,0 +1,215 @@
+/* POST /datasets/images/classification/json: DIGITS's form fields, validated by the
+ * table below, become dataset.json (docs/worker-protocol.md) in a new job folder. */
+#include "internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cdigits/util.h"
+
+#define ALWAYS NULL
+#define FOLDER "method=folder"
+#define TEXTFILE "method=textfile"
+
+static const form_field_t g_dataset_form[] = {
+    {"dataset_name", F_STRING, NULL, NAN, NAN, NULL, ALWAYS, 1, "Dataset name"},
+    {"group_name", F_STRING, NULL, NAN, NAN, NULL, ALWAYS, 0, "Group name"},
+    {"method", F_CHOICE, "folder", NAN, NAN, "folder|textfile", ALWAYS, 1, "Dataset type (method)"},
+    {"resize_channels", F_CHOICE, "3", NAN, NAN, "1|3", ALWAYS, 1, "Image type (resize_channels: 1 gray, 3 color)"},
+    {"resize_width", F_INT, "256", 1, 4096, NULL, ALWAYS, 1, "Resize width"},
+    {"resize_height", F_INT, "256", 1, 4096, NULL, ALWAYS, 1, "Resize height"},
+    {"resize_mode", F_CHOICE, "squash", NAN, NAN, "squash|crop|fill|half_crop", ALWAYS, 1, "Resize transformation"},
+    {"encoding", F_CHOICE, "png", NAN, NAN, "none|png|jpg", ALWAYS, 1, "Image encoding"},
+    {"backend", F_STRING, NULL, NAN, NAN, NULL, ALWAYS, 0, "DB backend"},
+    {"compression", F_CHOICE, "none", NAN, NAN, "none|gzip", ALWAYS, 0, "DB compression"},
+    /* method folder */
+    {"folder_train", F_DIR, NULL, NAN, NAN, NULL, FOLDER, 1, "Training images folder"},
+    {"folder_pct_val", F_INT, "25", 0, 100, NULL, FOLDER, 1, "% for validation"},
+    {"folder_pct_test", F_INT, "0", 0, 100, NULL, FOLDER, 1, "% for testing"},
+    {"folder_train_min_per_class", F_INT, "2", 1, NAN, NULL, FOLDER, 0, "Minimum samples per class"},
+    {"folder_train_max_per_class", F_INT, NULL, 1, NAN, NULL, FOLDER, 0, "Maximum samples per class"},
+    {"has_val_folder", F_BOOL, "false", NAN, NAN, NULL, FOLDER, 0, "Separate validation images folder"},
+    {"folder_val", F_DIR, NULL, NAN, NAN, NULL, FOLDER "&has_val_folder=1", 1, "Validation images folder"},
+    {"has_test_folder", F_BOOL, "false", NAN, NAN, NULL, FOLDER, 0, "Separate test images folder"},
+    {"folder_test", F_DIR, NULL, NAN, NAN, NULL, FOLDER "&has_test_folder=1", 1, "Test images folder"},
+    /* method textfile: lists uploaded with the request, or files on the server */
+    {"textfile_use_local_files", F_BOOL, "false", NAN, NAN, NULL, TEXTFILE, 0, "Use local files"},
+    {"textfile_train_images", F_UPLOAD, NULL, NAN, NAN, NULL, TEXTFILE "&textfile_use_local_files=0", 1,
+     "Training images list"},
+    {"textfile_local_train_images", F_FILE, NULL, NAN, NAN, NULL, TEXTFILE "&textfile_use_local_files=1", 1,
+     "Training images list"},
+    {"textfile_train_folder", F_DIR, NULL, NAN, NAN, NULL, TEXTFILE, 0, "Training images folder"},
+    {"textfile_use_val", F_BOOL, "false", NAN, NAN, NULL, TEXTFILE, 0, "Validation set"},
+    {"textfile_val_images", F_UPLOAD, NULL, NAN, NAN, NULL, TEXTFILE "&textfile_use_val=1&textfile_use_local_files=0",
+     1, "Validation images list"},
+    {"textfile_local_val_images", F_FILE, NULL, NAN, NAN, NULL,
+     TEXTFILE "&textfile_use_val=1&textfile_use_local_files=1", 1, "Validation images list"},
+    {"textfile_val_folder", F_DIR, NULL, NAN, NAN, NULL, TEXTFILE "&textfile_use_val=1", 0, "Validation images folder"},
+    {"textfile_use_test", F_BOOL, "false", NAN, NAN, NULL, TEXTFILE, 0, "Test set"},
+    {"textfile_test_images", F_UPLOAD, NULL, NAN, NAN, NULL,
+     TEXTFILE "&textfile_use_test=1&textfile_use_local_files=0", 1, "Test images list"},
+    {"textfile_local_test_images", F_FILE, NULL, NAN, NAN, NULL,
+     TEXTFILE "&textfile_use_test=1&textfile_use_local_files=1", 1, "Test images list"},
+    {"textfile_test_folder", F_DIR, NULL, NAN, NAN, NULL, TEXTFILE "&textfile_use_test=1", 0, "Test images folder"},
+    {"textfile_shuffle", F_CHOICE, "1", NAN, NAN, NULL, TEXTFILE, 0, "Shuffle lines"},
+    {"textfile_labels_file", F_UPLOAD, NULL, NAN, NAN, NULL, TEXTFILE "&textfile_use_local_files=0", 1, "Labels file"},
+    {"textfile_local_labels_file", F_FILE, NULL, NAN, NAN, NULL, TEXTFILE "&textfile_use_local_files=1", 1,
+     "Labels file"},
+};
+
+static json_int_t ival(json_t *v, const char *k) { return json_integer_value(json_object_get(v, k)); }
+static const char *sval(json_t *v, const char *k)
+{
+    const char *s = json_string_value(json_object_get(v, k));
+    return s ? s : "";
+}
+
+/* Saves an uploaded list into the job folder as `name`; its path goes to `key`. Also
+ * records the saved path in form so a clone can read it without the upload. */
+static int save_upload(req_t *r, const char *field, const char *dir, const char *name, json_t *cfg, const char *key,
+                       json_t *form, const char *local_field, cd_err_t *err)
+{
+    const field_t *f = fields_find(r->fields, field);
+    if (!f)
+        return CD_OK;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (cd_write_file_atomic(path, f->value, f->len) != CD_OK)
+        return cd_err_set(err, CD_E_INTERNAL, "cannot save the uploaded %s as %s: %s", field, path, strerror(errno));
+    json_object_set_new(cfg, key, json_string(path));
+    json_object_set_new(form, local_field, json_string(path));
+    json_object_set_new(form, "textfile_use_local_files", json_string("true"));
+    return CD_OK;
+}
+
+void api_dataset_create_fields(req_t *r, const fields_t *in)
+{
+    server_t *srv = r->srv;
+    json_t *v = NULL, *errors = NULL;
+    json_t *form = NULL, *cfg = NULL, *conf = NULL;
+    char id[64] = "", dir[PATH_MAX] = "";
+    cd_err_t err;
+    int ok = form_validate(srv, g_dataset_form, CD_ARRAY_LEN(g_dataset_form), in, &v, &errors);
+    const char *method = sval(v, "method");
+    int folder = strcmp(method, "folder") == 0;
+    if (folder && json_is_integer(json_object_get(v, "folder_pct_val")) &&
+        json_is_integer(json_object_get(v, "folder_pct_test")) &&
+        ival(v, "folder_pct_val") + ival(v, "folder_pct_test") > 100) {
+        form_add_error(errors, "folder_pct_test", "%% for validation plus %% for testing is %d; it must be at most 100",
+                       (int)(ival(v, "folder_pct_val") + ival(v, "folder_pct_test")));
+        ok = 0;
+    }
+    json_t *maxpc = json_object_get(v, "folder_train_max_per_class"), *minpc = json_object_get(v, "folder_train_min_per_class");
+    if (folder && json_is_integer(maxpc) && json_is_integer(minpc) && json_integer_value(maxpc) < json_integer_value(minpc)) {
+        form_add_error(errors, "folder_train_max_per_class", "Maximum samples per class (%d) must be at least the minimum (%d)",
+                       (int)json_integer_value(maxpc), (int)json_integer_value(minpc));
+        ok = 0;
+    }
+    if (!ok) {
+        reply_form_errors(r, errors);
+        errors = NULL;
+        goto out;
+    }
+    if (api_new_job_dir(srv, id, sizeof id, dir, sizeof dir, &err) != CD_OK) {
+        reply_err(r, &err);
+        goto out;
+    }
+    form = fields_to_json(in);
+    int has_val = folder ? json_is_true(json_object_get(v, "has_val_folder")) : json_is_true(json_object_get(v, "textfile_use_val"));
+    int has_test = folder ? json_is_true(json_object_get(v, "has_test_folder")) : json_is_true(json_object_get(v, "textfile_use_test"));
+    cfg = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:i, s:i}",
+                    "folder_train", "", "folder_val", "", "folder_test", "", "textfile_train", "", "textfile_val", "",
+                    "textfile_test", "", "textfile_labels", "", "textfile_root", "", "pct_val", 0, "pct_test", 0,
+                    "min_per_class", 2, "max_per_class", 0, "channels", atoi(sval(v, "resize_channels")), "width",
+                    (int)ival(v, "resize_width"), "height", (int)ival(v, "resize_height"), "resize_mode",
+                    sval(v, "resize_mode"), "encoding", sval(v, "encoding"), "seed", 0, "threads", 0);
+    if (folder) {
+        json_object_set(cfg, "folder_train", json_object_get(v, "folder_train"));
+        if (has_val)
+            json_object_set(cfg, "folder_val", json_object_get(v, "folder_val"));
+        if (has_test)
+            json_object_set(cfg, "folder_test", json_object_get(v, "folder_test"));
+        json_object_set_new(cfg, "pct_val", json_integer(has_val ? 0 : ival(v, "folder_pct_val")));
+        json_object_set_new(cfg, "pct_test", json_integer(has_test ? 0 : ival(v, "folder_pct_test")));
+        if (json_is_integer(minpc))
+            json_object_set(cfg, "min_per_class", minpc);
+        if (json_is_integer(maxpc))
+            json_object_set(cfg, "max_per_class", maxpc);
+        has_val = has_val || ival(v, "folder_pct_val") > 0;
+        has_test = has_test || ival(v, "folder_pct_test") > 0;
+    } else if (json_is_true(json_object_get(v, "textfile_use_local_files"))) {
+        json_object_set(cfg, "textfile_train", json_object_get(v, "textfile_local_train_images"));
+        if (has_val)
+            json_object_set(cfg, "textfile_val", json_object_get(v, "textfile_local_val_images"));
+        if (has_test)
+            json_object_set(cfg, "textfile_test", json_object_get(v, "textfile_local_test_images"));
+        json_object_set(cfg, "textfile_labels", json_object_get(v, "textfile_local_labels_file"));
+    } else if (save_upload(r, "textfile_train_images", dir, "upload_train.txt", cfg, "textfile_train", form,
+                           "textfile_local_train_images", &err) != CD_OK ||
+               (has_val && save_upload(r, "textfile_val_images", dir, "upload_val.txt", cfg, "textfile_val", form,
+                                       "textfile_local_val_images", &err) != CD_OK) ||
+               (has_test && save_upload(r, "textfile_test_images", dir, "upload_test.txt", cfg, "textfile_test", form,
+                                        "textfile_local_test_images", &err) != CD_OK) ||
+               save_upload(r, "textfile_labels_file", dir, "upload_labels.txt", cfg, "textfile_labels", form,
+                           "textfile_local_labels_file", &err) != CD_OK) {
+        reply_err(r, &err);
+        goto fail;
+    }
+    if (!folder && json_is_string(json_object_get(v, "textfile_train_folder")))
+        json_object_set(cfg, "textfile_root", json_object_get(v, "textfile_train_folder"));
+    if (api_write_json(dir, "dataset.json", cfg, &err) != CD_OK) {
+        reply_err(r, &err);
+        goto fail;
+    }
+    conf = json_pack("{s:s, s:[i,i,i], s:s, s:s, s:b, s:b, s:{s:s}}", "method", method, "image_dims",
+                     (int)ival(v, "resize_height"), (int)ival(v, "resize_width"), atoi(sval(v, "resize_channels")),
+                     "resize_mode", sval(v, "resize_mode"), "encoding", sval(v, "encoding"), "has_val", has_val,
+                     "has_test", has_test, "resources", "kind", "dataset");
+    store_job_new_t job = {
+        .id = id,
+        .type = "dataset",
+        .name = sval(v, "dataset_name"),
+        .group = sval(v, "group_name"),
+        .username = r->username[0] ? r->username : NULL,
+        .dir = dir,
+        .form = form,
+        .config = conf,
+    };
+    if (store_job_insert(srv->store, &job, &err) != CD_OK ||
+        store_task_insert(srv->store, id, "dataset", "Create Dataset", NULL, &err) != CD_OK) {
+        reply_err(r, &err);
+        store_job_delete(srv->store, id, NULL);
+        goto fail;
+    }
+    if (sched_enqueue(srv->sched, id, &err) != CD_OK) {
+        reply_err(r, &err);
+        store_job_delete(srv->store, id, NULL);
+        goto fail;
+    }
+    json_t *row = store_job_get(srv->store, id);
+    if (row) {
+        json_t *ev = json_pack("{s:s, s:s, s:o}", "job_id", id, "update", "added", "job", view_job_brief(row));
+        events_publish(srv->events, "home", "job_added", ev);
+        json_decref(ev);
+        reply_json(r, 200, view_job_brief(row));
+        json_decref(row);
+    } else {
+        reply_error(r, 500, "the new job %s vanished", id);
+    }
+    goto out;
+fail:
+    if (dir[0])
+        sched_remove_dir(dir, id);
+out:
+    json_decref(v);
+    json_decref(errors);
+    json_decref(form);
+    json_decref(cfg);
+    json_decref(conf);
+}
+
+void h_dataset_create(req_t *r) { api_dataset_create_fields(r, r->fields); }

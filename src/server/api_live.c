@@ -1,0 +1,144 @@
+/* Server-sent event streams, the hardware view, and files of the jobs directory.
+ *
+ * An SSE stream is a response whose content comes from a callback: each call returns
+ * what is pending, or blocks (on the event hub's condition variable, up to the
+ * keepalive interval) until the channel has something. The server runs a thread per
+ * connection, so a blocked stream holds only its own thread. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdigits/util.h"
+
+#define SSE_KEEPALIVE 15.0 /* seconds between comments on an idle stream */
+
+typedef struct sse {
+    server_t *srv;
+    char channel[64];
+    uint64_t cursor;
+    char *buf;
+    size_t len, off;
+} sse_t;
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+    (void)pos;
+    sse_t *s = cls;
+    if (s->off >= s->len) {
+        s->len = s->off = 0;
+        if (s->srv->stopping)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        int n = events_wait(s->srv->events, s->channel, &s->cursor, SSE_KEEPALIVE, &s->buf, &s->len);
+        if (n < 0)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        if (n == 0) {
+            static const char ka[] = ": keepalive\n\n";
+            char *nb = realloc(s->buf, sizeof ka);
+            if (!nb)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            memcpy(nb, ka, sizeof ka);
+            s->buf = nb;
+            s->len = sizeof ka - 1;
+        }
+    }
+    size_t n = s->len - s->off;
+    if (n > max)
+        n = max;
+    memcpy(out, s->buf + s->off, n);
+    s->off += n;
+    return (ssize_t)n;
+}
+
+static void sse_free(void *cls)
+{
+    sse_t *s = cls;
+    free(s->buf);
+    free(s);
+}
+
+/* Starts a stream on channel, first sending `first` (an event with no id, so that it
+ * does not move a client's Last-Event-ID). */
+static void sse_start(req_t *r, const char *channel, const char *first_name, json_t *first)
+{
+    sse_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        json_decref(first);
+        reply_error(r, 500, "out of memory");
+        return;
+    }
+    s->srv = r->srv;
+    snprintf(s->channel, sizeof s->channel, "%s", channel);
+    const char *last = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Last-Event-ID");
+    uint64_t newest = events_last_id(r->srv->events);
+    s->cursor = newest;
+    if (last) {
+        unsigned long long v = strtoull(last, NULL, 10);
+        if (v <= newest)
+            s->cursor = v;
+    }
+    char *data = first ? json_dumps(first, JSON_COMPACT) : NULL;
+    json_decref(first);
+    size_t need = (data ? strlen(data) : 0) + 128;
+    s->buf = malloc(need);
+    if (s->buf) {
+        int n = data ? snprintf(s->buf, need, "retry: 2000\nevent: %s\ndata: %s\n\n", first_name, data)
+                     : snprintf(s->buf, need, "retry: 2000\n\n");
+        s->len = n > 0 ? (size_t)n : 0;
+    }
+    free(data);
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, s, sse_free);
+    if (!resp) {
+        sse_free(s);
+        reply_error(r, 500, "cannot create the event stream");
+        return;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    reply_response(r, 200, resp);
+}
+
+void h_job_events(req_t *r)
+{
+    json_t *job = api_job_param(r);
+    if (!job)
+        return;
+    char channel[64];
+    snprintf(channel, sizeof channel, "job:%s", r->params[0]);
+    sse_start(r, channel, "job", view_job_detail(r->srv, job));
+    json_decref(job);
+}
+
+void h_home_events(req_t *r)
+{
+    json_t *res = sched_resources(r->srv->sched);
+    json_t *gpus = json_object_get(res, "gpus");
+    json_t *hello = json_pack("{s:O, s:O}", "total", json_object_get(gpus, "total"), "free", json_object_get(gpus, "free"));
+    json_decref(res);
+    sse_start(r, "home", "gpus", hello);
+}
+
+void h_hardware(req_t *r)
+{
+    server_t *srv = r->srv;
+    pthread_mutex_lock(&srv->hw_lock);
+    json_t *latest = srv->hw_latest ? json_deep_copy(srv->hw_latest) : NULL;
+    pthread_mutex_unlock(&srv->hw_lock);
+    if (!latest)
+        latest = json_pack("{s:o, s:[]}", "gpus", hw_gpus_json(srv->hw), "workers");
+    json_object_set_new(latest, "resources", sched_resources(srv->sched));
+    reply_json(r, 200, latest);
+}
+
+void h_files(req_t *r)
+{
+    char path[PATH_MAX];
+    if (r->nparams < 1 || paths_resolve_under(r->srv->jobs_dir, r->params[0], path, sizeof path) != CD_OK) {
+        reply_error(r, 404, "File not found: %s is not a file inside the jobs directory",
+                    r->nparams > 0 ? r->params[0] : "");
+        return;
+    }
+    reply_file(r, path);
+}

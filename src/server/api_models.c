@@ -1,0 +1,505 @@
+/* Model jobs: creation from DIGITS's form (with learning rate and batch size sweeps),
+ * resume, metrics, and the learning rate curve. */
+#include "internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cdigits/util.h"
+
+#define ALWAYS NULL
+
+static const form_field_t g_model_form[] = {
+    {"dataset", F_STRING, NULL, NAN, NAN, NULL, ALWAYS, 1, "Dataset"},
+    {"model_name", F_STRING, NULL, NAN, NAN, NULL, ALWAYS, 1, "Model name"},
+    {"group_name", F_STRING, NULL, NAN, NAN, NULL, ALWAYS, 0, "Group name"},
+    {"framework", F_STRING, NULL, NAN, NAN, NULL, ALWAYS, 0, "Framework"},
+    {"method", F_CHOICE, "standard", NAN, NAN, "standard|custom|previous", ALWAYS, 1, "Network type (method)"},
+    {"standard_networks", F_CHOICE, NULL, NAN, NAN, "lenet|alexnet|googlenet", "method=standard", 1,
+     "Standard network"},
+    {"custom_network", F_TEXT, NULL, NAN, NAN, NULL, "method=custom", 1, "Custom network"},
+    {"custom_network_snapshot", F_FILE, NULL, NAN, NAN, NULL, "method=custom", 0, "Pretrained model"},
+    {"previous_networks", F_STRING, NULL, NAN, NAN, NULL, "method=previous", 1, "Previous network"},
+    {"train_epochs", F_INT, "30", 1, 100000, NULL, ALWAYS, 1, "Training epochs"},
+    {"snapshot_interval", F_FLOAT, "1", 0, NAN, NULL, ALWAYS, 1, "Snapshot interval (in epochs)"},
+    {"val_interval", F_FLOAT, "1", 0, NAN, NULL, ALWAYS, 1, "Validation interval (in epochs)"},
+    {"random_seed", F_INT, NULL, 0, 4294967295.0, NULL, ALWAYS, 0, "Random seed"},
+    {"batch_size", F_INTS, NULL, 1, 1 << 20, NULL, ALWAYS, 0, "Batch size"},
+    {"batch_accumulation", F_INT, NULL, 1, 1 << 16, NULL, ALWAYS, 0, "Batch accumulation"},
+    {"solver_type", F_CHOICE, "SGD", NAN, NAN, "SGD|NESTEROV|ADAGRAD|RMSPROP|ADADELTA|ADAM", ALWAYS, 1, "Solver type"},
+    {"rms_decay", F_FLOAT, "0.99", 0, NAN, NULL, ALWAYS, 1, "RMS decay value"},
+    {"learning_rate", F_FLOATS, "0.01", 0, NAN, NULL, ALWAYS, 1, "Base learning rate"},
+    {"momentum", F_FLOAT, "0.9", 0, 1, NULL, ALWAYS, 1, "Momentum"},
+    {"weight_decay", F_FLOAT, NULL, 0, NAN, NULL, ALWAYS, 0, "Weight decay"},
+    {"lr_policy", F_CHOICE, "step", NAN, NAN, "fixed|step|multistep|exp|inv|poly|sigmoid", ALWAYS, 1, "Policy"},
+    {"lr_step_size", F_FLOAT, "33", 0, NAN, NULL, "lr_policy=step", 1, "Step size (% of training)"},
+    {"lr_step_gamma", F_FLOAT, "0.1", 0, NAN, NULL, "lr_policy=step", 1, "Gamma"},
+    {"lr_multistep_values", F_FLOATS, "50,85", 0, NAN, NULL, "lr_policy=multistep", 1, "Step values (% of training)"},
+    {"lr_multistep_gamma", F_FLOAT, "0.5", 0, NAN, NULL, "lr_policy=multistep", 1, "Gamma"},
+    {"lr_exp_gamma", F_FLOAT, "0.95", 0, NAN, NULL, "lr_policy=exp", 1, "Gamma"},
+    {"lr_inv_gamma", F_FLOAT, "0.1", 0, NAN, NULL, "lr_policy=inv", 1, "Gamma"},
+    {"lr_inv_power", F_FLOAT, "0.5", 0, NAN, NULL, "lr_policy=inv", 1, "Power"},
+    {"lr_poly_power", F_FLOAT, "3", 0, NAN, NULL, "lr_policy=poly", 1, "Power"},
+    {"lr_sigmoid_step", F_FLOAT, "50", 0, NAN, NULL, "lr_policy=sigmoid", 1, "Step (% of training)"},
+    {"lr_sigmoid_gamma", F_FLOAT, "0.1", 0, NAN, NULL, "lr_policy=sigmoid", 1, "Gamma"},
+    {"use_mean", F_CHOICE, "image", NAN, NAN, "none|image|pixel", ALWAYS, 1, "Subtract mean"},
+    {"crop_size", F_INT, NULL, 1, 8192, NULL, ALWAYS, 0, "Crop size"},
+    {"use_mirror", F_BOOL, "false", NAN, NAN, NULL, ALWAYS, 0, "Mirror images"},
+    {"aug_flip", F_CHOICE, "none", NAN, NAN, "none|fliplr|flipud|fliplrud", ALWAYS, 0, "Flipping"},
+    {"shuffle", F_BOOL, "true", NAN, NAN, NULL, ALWAYS, 0, "Shuffle train data"},
+    {"select_gpus", F_INTS, NULL, 0, SCHED_MAX_GPUS - 1, NULL, ALWAYS, 0, "GPUs"},
+    {"select_gpus_list", F_INTS, NULL, 0, SCHED_MAX_GPUS - 1, NULL, ALWAYS, 0, "GPUs"},
+    {"select_gpu_count", F_INT, NULL, 1, SCHED_MAX_GPUS, NULL, ALWAYS, 0, "Use this many GPUs"},
+    {"select_gpu", F_STRING, NULL, NAN, NAN, NULL, ALWAYS, 0, "GPU"},
+};
+
+static const char *sval(json_t *v, const char *k)
+{
+    const char *s = json_string_value(json_object_get(v, k));
+    return s ? s : "";
+}
+
+static double fval(json_t *v, const char *k, double def)
+{
+    json_t *x = json_object_get(v, k);
+    return json_is_number(x) ? json_number_value(x) : def;
+}
+
+/* Train.json's lr_policy: the protocol's keys, filled from the fields of the policy. */
+static json_t *lr_policy(json_t *v)
+{
+    const char *p = sval(v, "lr_policy");
+    double stepsize = 33, gamma = 0.1, power = 1;
+    char steps[512] = "50,85";
+    if (strcmp(p, "step") == 0) {
+        stepsize = fval(v, "lr_step_size", 33);
+        gamma = fval(v, "lr_step_gamma", 0.1);
+    } else if (strcmp(p, "multistep") == 0) {
+        gamma = fval(v, "lr_multistep_gamma", 0.5);
+        json_t *list = json_object_get(v, "lr_multistep_values");
+        size_t i, n = 0;
+        json_t *x;
+        steps[0] = 0;
+        json_array_foreach(list, i, x) n += (size_t)snprintf(steps + n, n < sizeof steps ? sizeof steps - n : 0,
+                                                             "%s%g", i ? "," : "", json_number_value(x));
+    } else if (strcmp(p, "exp") == 0) {
+        gamma = fval(v, "lr_exp_gamma", 0.95);
+    } else if (strcmp(p, "inv") == 0) {
+        gamma = fval(v, "lr_inv_gamma", 0.1);
+        power = fval(v, "lr_inv_power", 0.5);
+    } else if (strcmp(p, "poly") == 0) {
+        power = fval(v, "lr_poly_power", 3);
+    } else if (strcmp(p, "sigmoid") == 0) {
+        stepsize = fval(v, "lr_sigmoid_step", 50);
+        gamma = fval(v, "lr_sigmoid_gamma", 0.1);
+    }
+    return json_pack("{s:s, s:f, s:f, s:f, s:s}", "policy", p, "stepsize", stepsize, "gamma", gamma, "power", power,
+                     "steps", steps);
+}
+
+/* Where the network comes from, checked before any job is made. */
+typedef struct netsrc {
+    char *text;            /* the prototxt to copy into each job */
+    size_t len;
+    char pretrained[PATH_MAX];
+    json_t *desc;          /* {method, standard_network | previous_job, epoch} */
+} netsrc_t;
+
+static int load_network(req_t *r, const fields_t *in, json_t *v, netsrc_t *ns, json_t *errors)
+{
+    server_t *srv = r->srv;
+    const char *method = sval(v, "method");
+    ns->pretrained[0] = 0;
+    if (strcmp(method, "standard") == 0) {
+        const char *name = sval(v, "standard_networks");
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s.prototxt", srv->cfg.models_dir, name);
+        ns->text = cd_read_file(path, &ns->len);
+        if (!ns->text) {
+            form_add_error(errors, "standard_networks",
+                           "Standard network \"%s\" is not installed: cannot read %s (%s); start the server with "
+                           "--models DIR",
+                           name, path, strerror(errno));
+            return CD_ERR;
+        }
+        ns->desc = json_pack("{s:s, s:s}", "method", "standard", "standard_network", name);
+        return CD_OK;
+    }
+    if (strcmp(method, "custom") == 0) {
+        const char *text = sval(v, "custom_network");
+        ns->len = strlen(text);
+        ns->text = strdup(text);
+        if (json_is_string(json_object_get(v, "custom_network_snapshot")))
+            snprintf(ns->pretrained, sizeof ns->pretrained, "%s", sval(v, "custom_network_snapshot"));
+        ns->desc = json_pack("{s:s}", "method", "custom");
+        return ns->text ? CD_OK : CD_ERR;
+    }
+    /* previous: another model's network, optionally with the weights of one of its epochs */
+    const char *prev = sval(v, "previous_networks");
+    json_t *old = store_job_get(srv->store, prev);
+    if (!old || strcmp(sval(old, "type"), "model") != 0) {
+        form_add_error(errors, "previous_networks", "Selected job doesn't exist (%s); maybe it was deleted", prev);
+        json_decref(old);
+        return CD_ERR;
+    }
+    char path[PATH_MAX], key[600];
+    snprintf(path, sizeof path, "%s/network.prototxt", sval(old, "dir"));
+    ns->text = cd_read_file(path, &ns->len);
+    if (!ns->text) {
+        form_add_error(errors, "previous_networks", "cannot read the network of job %s (%s)", prev, strerror(errno));
+        json_decref(old);
+        return CD_ERR;
+    }
+    snprintf(key, sizeof key, "%s-snapshot", prev);
+    const char *es = fields_get(in, key);
+    double epoch = es && *es ? atof(es) : 0;
+    if (epoch == -1) {
+        char tpath[PATH_MAX];
+        snprintf(tpath, sizeof tpath, "%s/train.json", sval(old, "dir"));
+        json_t *tj = json_load_file(tpath, 0, NULL);
+        const char *pre = json_string_value(json_object_get(tj, "pretrained"));
+        if (pre)
+            snprintf(ns->pretrained, sizeof ns->pretrained, "%s", pre);
+        json_decref(tj);
+    } else if (epoch > 0) {
+        snprintf(ns->pretrained, sizeof ns->pretrained, "%s/snapshot_epoch_%d.cdw", sval(old, "dir"), (int)epoch);
+        if (access(ns->pretrained, R_OK) != 0) {
+            form_add_error(errors, "previous_networks",
+                           "For the job %s, the snapshot of epoch %g does not exist; pick one of its snapshots", prev,
+                           epoch);
+            json_decref(old);
+            return CD_ERR;
+        }
+    }
+    ns->desc = json_pack("{s:s, s:s, s:f}", "method", "previous", "previous_job", prev, "epoch", epoch);
+    json_decref(old);
+    return CD_OK;
+}
+
+/* What the job asks of the scheduler: GPUs (some count, or exactly these) or the CPU. */
+static json_t *gpu_request(server_t *srv, const fields_t *in, json_t *v, json_t *errors)
+{
+    int ngpus = 0;
+    json_t *res = sched_resources(srv->sched);
+    ngpus = (int)json_integer_value(json_object_get(json_object_get(res, "gpus"), "total"));
+    json_decref(res);
+    json_t *ids = json_array();
+    static const char *const lists[] = {"select_gpus", "select_gpus_list"};
+    for (int k = 0; k < 2; k++) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(json_object_get(v, lists[k]), i, x) json_array_append(ids, x);
+    }
+    const char *one = sval(v, "select_gpu");
+    if (one[0] && strcmp(one, "next") != 0) {
+        char *end;
+        long g = strtol(one, &end, 10);
+        if (*end || g < 0)
+            form_add_error(errors, "select_gpu", "GPU must be \"next\" or a GPU number; got \"%s\"", one);
+        else
+            json_array_append_new(ids, json_integer(g));
+    }
+    (void)in;
+    size_t i;
+    json_t *x;
+    json_array_foreach(ids, i, x)
+    {
+        if (json_integer_value(x) >= ngpus) {
+            form_add_error(errors, "select_gpus", "GPU %d does not exist here: this server has %d GPU%s",
+                           (int)json_integer_value(x), ngpus, ngpus == 1 ? "" : "s");
+            json_decref(ids);
+            return NULL;
+        }
+    }
+    if (json_array_size(ids))
+        return json_pack("{s:s, s:o}", "kind", "gpu", "ids", ids);
+    json_decref(ids);
+    json_t *count = json_object_get(v, "select_gpu_count");
+    if (ngpus == 0)
+        return json_pack("{s:s}", "kind", "cpu");
+    if (json_is_integer(count) && json_integer_value(count) > ngpus) {
+        form_add_error(errors, "select_gpu_count", "Use this many GPUs must be between 1 and %d (this server's GPUs)",
+                       ngpus);
+        return NULL;
+    }
+    return json_pack("{s:s, s:I}", "kind", "gpu", "count", json_is_integer(count) ? json_integer_value(count) : 1);
+}
+
+/* Makes one job of a sweep; returns its brief JSON or NULL after replying. */
+static json_t *make_job(req_t *r, json_t *v, json_t *form, json_t *dataset, const netsrc_t *ns, json_t *resources,
+                        const char *name, double lr, json_t *batch)
+{
+    server_t *srv = r->srv;
+    char id[64], dir[PATH_MAX];
+    cd_err_t err;
+    json_t *train = NULL, *conf = NULL, *out = NULL;
+    if (api_new_job_dir(srv, id, sizeof id, dir, sizeof dir, &err) != CD_OK) {
+        reply_err(r, &err);
+        return NULL;
+    }
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/network.prototxt", dir);
+    if (cd_write_file_atomic(path, ns->text, ns->len) != CD_OK) {
+        reply_error(r, 500, "cannot write %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    json_t *seed = json_object_get(v, "random_seed"), *crop = json_object_get(v, "crop_size");
+    json_t *accum = json_object_get(v, "batch_accumulation"), *wd = json_object_get(v, "weight_decay");
+    train = json_pack("{s:O, s:s, s:O, s:O, s:O, s:O, s:O, s:I, s:O, s:f, s:O, s:f, s:O, s:o, s:O, s:O, s:b, "
+                      "s:s, s:[], s:b, s:o}",
+                      "dataset_dir", json_object_get(dataset, "dir"), "network", "network.prototxt", "epochs",
+                      json_object_get(v, "train_epochs"), "snapshot_interval", json_object_get(v, "snapshot_interval"),
+                      "validation_interval", json_object_get(v, "val_interval"), "random_seed",
+                      seed ? seed : json_null(), "batch_size", batch ? batch : json_null(), "batch_accumulation",
+                      json_is_integer(accum) ? json_integer_value(accum) : 1, "solver_type",
+                      json_object_get(v, "solver_type"), "learning_rate", lr, "momentum",
+                      json_object_get(v, "momentum"), "weight_decay", json_is_number(wd) ? json_number_value(wd) : lr / 100.0,
+                      "rms_decay", json_object_get(v, "rms_decay"), "lr_policy", lr_policy(v), "use_mean",
+                      json_object_get(v, "use_mean"), "crop_size", crop ? crop : json_null(), "use_mirror",
+                      json_is_true(json_object_get(v, "use_mirror")) ||
+                          (sval(v, "aug_flip")[0] && strcmp(sval(v, "aug_flip"), "none") != 0),
+                      "backend", "auto", "gpus", "resume", 0, "pretrained",
+                      ns->pretrained[0] ? json_string(ns->pretrained) : json_null());
+    if (!train) {
+        reply_error(r, 500, "cannot build train.json");
+        goto fail;
+    }
+    if (api_write_json(dir, "train.json", train, &err) != CD_OK) {
+        reply_err(r, &err);
+        goto fail;
+    }
+    conf = json_pack("{s:O, s:O, s:O}", "network", ns->desc, "train", train, "resources", resources);
+    store_job_new_t job = {
+        .id = id,
+        .type = "model",
+        .name = name,
+        .group = sval(v, "group_name"),
+        .username = r->username[0] ? r->username : NULL,
+        .dataset_id = sval(dataset, "id"),
+        .dir = dir,
+        .form = form,
+        .config = conf,
+    };
+    if (store_job_insert(srv->store, &job, &err) != CD_OK ||
+        store_task_insert(srv->store, id, "train", "Train Model", NULL, &err) != CD_OK) {
+        reply_err(r, &err);
+        store_job_delete(srv->store, id, NULL);
+        goto fail;
+    }
+    if (sched_enqueue(srv->sched, id, &err) != CD_OK) {
+        reply_err(r, &err);
+        store_job_delete(srv->store, id, NULL);
+        goto fail;
+    }
+    json_t *row = store_job_get(srv->store, id);
+    out = row ? view_job_brief(row) : NULL;
+    if (out) {
+        json_t *ev = json_pack("{s:s, s:s, s:O}", "job_id", id, "update", "added", "job", out);
+        events_publish(srv->events, "home", "job_added", ev);
+        json_decref(ev);
+    }
+    json_decref(row);
+    json_decref(train);
+    json_decref(conf);
+    return out;
+fail:
+    json_decref(train);
+    json_decref(conf);
+    sched_remove_dir(dir, id);
+    return NULL;
+}
+
+void api_model_create_fields(req_t *r, const fields_t *in)
+{
+    server_t *srv = r->srv;
+    json_t *v = NULL, *errors = NULL, *dataset = NULL, *resources = NULL, *form = NULL, *jobs = NULL;
+    netsrc_t ns = {0};
+    form_validate(srv, g_model_form, CD_ARRAY_LEN(g_model_form), in, &v, &errors);
+    const char *ds = sval(v, "dataset");
+    if (ds[0]) {
+        dataset = store_job_get(srv->store, ds);
+        int st = dataset ? (int)json_integer_value(json_object_get(dataset, "state")) : -1;
+        if (!dataset || strcmp(sval(dataset, "type"), "dataset") != 0) {
+            form_add_error(errors, "dataset", "Dataset \"%s\" does not exist; give the id of a dataset job", ds);
+        } else if (st == CD_ST_ERROR || st == CD_ST_ABORT) {
+            form_add_error(errors, "dataset", "Dataset \"%s\" is %s; choose a dataset that is Done or still running",
+                           ds, cd_state_name(st));
+        }
+    }
+    if (json_object_size(errors) == 0)
+        load_network(r, in, v, &ns, errors);
+    if (json_object_size(errors) == 0)
+        resources = gpu_request(srv, in, v, errors);
+    if (json_object_size(errors) > 0) {
+        reply_form_errors(r, errors);
+        errors = NULL;
+        goto out;
+    }
+    form = fields_to_json(in);
+    json_t *lrs = json_object_get(v, "learning_rate"), *bss = json_object_get(v, "batch_size");
+    size_t nlr = json_array_size(lrs), nbs = json_array_size(bss) ? json_array_size(bss) : 1;
+    if (nlr * nbs > 64) {
+        reply_error(r, 400, "A sweep of %zu learning rates and %zu batch sizes makes %zu jobs; at most 64 at once",
+                    nlr, nbs, nlr * nbs);
+        goto out;
+    }
+    jobs = json_array();
+    for (size_t b = 0; b < nbs; b++) {
+        for (size_t l = 0; l < nlr; l++) {
+            double lr = json_number_value(json_array_get(lrs, l));
+            json_t *batch = json_array_get(bss, b);
+            char name[512];
+            int n = snprintf(name, sizeof name, "%s", sval(v, "model_name"));
+            if (nlr > 1 && n >= 0 && (size_t)n < sizeof name)
+                n += snprintf(name + n, sizeof name - (size_t)n, " learning_rate:%g", lr);
+            if (json_array_size(bss) > 1 && n >= 0 && (size_t)n < sizeof name)
+                snprintf(name + n, sizeof name - (size_t)n, " batch_size:%d", (int)json_integer_value(batch));
+            json_t *one = json_deep_copy(form);
+            if (nlr > 1)
+                json_object_set_new(one, "learning_rate", json_real(lr));
+            if (json_array_size(bss) > 1)
+                json_object_set(one, "batch_size", batch);
+            json_t *brief = make_job(r, v, one, dataset, &ns, resources, name, lr, batch);
+            json_decref(one);
+            if (!brief)
+                goto out; /* replied; the jobs made so far stay */
+            json_array_append_new(jobs, brief);
+        }
+    }
+    if (json_array_size(jobs) == 1)
+        reply_json(r, 200, json_incref(json_array_get(jobs, 0)));
+    else
+        reply_json(r, 200, json_pack("{s:O}", "jobs", jobs));
+out:
+    free(ns.text);
+    json_decref(ns.desc);
+    json_decref(v);
+    json_decref(errors);
+    json_decref(dataset);
+    json_decref(resources);
+    json_decref(form);
+    json_decref(jobs);
+}
+
+void h_model_create(req_t *r) { api_model_create_fields(r, r->fields); }
+
+void h_model_resume(req_t *r)
+{
+    json_t *job = api_job_param(r);
+    if (!job)
+        return;
+    cd_err_t err;
+    int epoch = 0;
+    if (!api_may_edit(r, job)) {
+        reply_error(r, 403, "Job %s belongs to %s; only its owner may resume it", sval(job, "id"),
+                    sval(job, "username"));
+    } else if (sched_resume(r->srv->sched, sval(job, "id"), &epoch, &err) != CD_OK) {
+        reply_err(r, &err);
+    } else {
+        json_t *row = store_job_get(r->srv->store, sval(job, "id"));
+        json_t *out = row ? view_job_brief(row) : json_object();
+        json_object_set_new(out, "resumed_from_epoch", json_integer(epoch));
+        reply_json(r, 200, out);
+        json_decref(row);
+    }
+    json_decref(job);
+}
+
+void h_model_metrics(req_t *r)
+{
+    json_t *job = api_job_param(r);
+    if (!job)
+        return;
+    const char *after = fields_get(r->fields, "after"), *all = fields_get(r->fields, "all");
+    const char *limit = fields_get(r->fields, "limit");
+    const char *id = sval(job, "id");
+    json_t *metrics = store_metric_list(r->srv->store, id, after ? strtoll(after, NULL, 10) : 0,
+                                        limit ? atoi(limit) : 0, field_truthy(all));
+    reply_json(r, 200, json_pack("{s:s, s:o, s:o, s:o}", "id", id, "metrics", metrics, "summary",
+                                 store_metric_summary(r->srv->store, id), "snapshots",
+                                 store_snapshot_list(r->srv->store, id)));
+    json_decref(job);
+}
+
+/* DIGITS's /models/visualize-lr: 101 points of each learning rate's curve. */
+void h_visualize_lr(req_t *r)
+{
+    const fields_t *f = r->fields;
+    const char *policy = fields_get(f, "lr_policy");
+    const char *lrs = fields_get(f, "learning_rate");
+    if (!policy || !lrs) {
+        json_t *errors = json_object();
+        if (!policy)
+            form_add_error(errors, "lr_policy", "Policy is required");
+        if (!lrs)
+            form_add_error(errors, "learning_rate", "Base learning rate is required");
+        reply_form_errors(r, errors);
+        return;
+    }
+#define NUM(name, def) (fields_get(f, name) ? atof(fields_get(f, name)) : (def))
+    double step = strcmp(policy, "sigmoid") == 0 ? NUM("lr_sigmoid_step", 50) : NUM("lr_step_size", 33);
+    double gamma = 0, power = 0;
+    double steps[64];
+    int nsteps = 0;
+    if (strcmp(policy, "step") == 0)
+        gamma = NUM("lr_step_gamma", 0.1);
+    else if (strcmp(policy, "multistep") == 0) {
+        gamma = NUM("lr_multistep_gamma", 0.5);
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s", fields_get(f, "lr_multistep_values") ? fields_get(f, "lr_multistep_values") : "50,85");
+        char *save = NULL;
+        for (char *t = strtok_r(buf, ",", &save); t && nsteps < 64; t = strtok_r(NULL, ",", &save))
+            steps[nsteps++] = atof(t);
+    } else if (strcmp(policy, "exp") == 0)
+        gamma = NUM("lr_exp_gamma", 0.95);
+    else if (strcmp(policy, "inv") == 0) {
+        gamma = NUM("lr_inv_gamma", 0.1);
+        power = NUM("lr_inv_power", 0.5);
+    } else if (strcmp(policy, "poly") == 0)
+        power = NUM("lr_poly_power", 3);
+    else if (strcmp(policy, "sigmoid") == 0)
+        gamma = NUM("lr_sigmoid_gamma", 0.1);
+    else if (strcmp(policy, "fixed") != 0) {
+        reply_error(r, 400, "Invalid policy \"%s\": use fixed, step, multistep, exp, inv, poly or sigmoid", policy);
+        return;
+    }
+#undef NUM
+    if (step <= 0)
+        step = 1;
+    json_t *columns = json_array();
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", lrs);
+    char *save = NULL;
+    int j = 0;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), j++) {
+        double lr = atof(t);
+        char label[64];
+        snprintf(label, sizeof label, "Learning Rate %d", j);
+        json_t *col = json_pack("[s]", label);
+        int cur = 0;
+        for (int i = 0; i <= 100; i++) {
+            double y = lr;
+            if (strcmp(policy, "step") == 0)
+                y = lr * pow(gamma, floor(i / step));
+            else if (strcmp(policy, "multistep") == 0) {
+                if (cur < nsteps && i >= steps[cur])
+                    cur++;
+                y = lr * pow(gamma, cur);
+            } else if (strcmp(policy, "exp") == 0)
+                y = lr * pow(gamma, i);
+            else if (strcmp(policy, "inv") == 0)
+                y = lr * pow(1.0 + gamma * i, -power);
+            else if (strcmp(policy, "poly") == 0)
+                y = lr * pow(1.0 - i / 100.0, power);
+            else if (strcmp(policy, "sigmoid") == 0)
+                y = lr / (1.0 + exp(gamma * (i - step)));
+            json_array_append_new(col, isfinite(y) ? json_real(y) : json_null());
+        }
+        json_array_append_new(columns, col);
+    }
+    reply_json(r, 200, json_pack("{s:{s:o}}", "data", "columns", columns));
+}

@@ -1,0 +1,287 @@
+/* Form validation from tables: each form is an array of form_field_t; this file turns
+ * the request's fields into typed values and DIGITS-shaped errors {field: [message]}. */
+#include "internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdigits/util.h"
+
+void form_add_error(json_t *errors, const char *field, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_t *list = json_object_get(errors, field);
+    if (!list) {
+        list = json_array();
+        json_object_set_new(errors, field, list);
+    }
+    json_t *s = json_string(msg);
+    json_array_append_new(list, s ? s : json_string("invalid value"));
+}
+
+static const char *spec_default(const form_field_t *spec, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(spec[i].name, name) == 0)
+            return spec[i].def;
+    return NULL;
+}
+
+/* The raw value of name with its default applied. */
+static const char *raw_value(const form_field_t *spec, size_t n, const fields_t *in, const char *name)
+{
+    const char *v = fields_get(in, name);
+    return v ? v : spec_default(spec, n, name);
+}
+
+/* "method=folder&has_val_folder=1": every term must hold; "x=1" on a checkbox means
+ * checked, "x=0" unchecked. */
+static int condition_holds(const form_field_t *spec, size_t n, const fields_t *in, const char *when)
+{
+    if (!when || !when[0])
+        return 1;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", when);
+    char *save = NULL;
+    for (char *term = strtok_r(buf, "&", &save); term; term = strtok_r(NULL, "&", &save)) {
+        char *eq = strchr(term, '=');
+        if (!eq)
+            continue;
+        *eq = 0;
+        const char *want = eq + 1, *have = raw_value(spec, n, in, term);
+        int ok;
+        if (strcmp(want, "1") == 0)
+            ok = field_truthy(have);
+        else if (strcmp(want, "0") == 0)
+            ok = !field_truthy(have);
+        else
+            ok = have && strcmp(have, want) == 0;
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1]))
+        s[--n] = 0;
+    return s;
+}
+
+static int parse_int(const char *text, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (end == text || errno)
+        return CD_ERR;
+    while (isspace((unsigned char)*end))
+        end++;
+    if (*end)
+        return CD_ERR;
+    *out = v;
+    return CD_OK;
+}
+
+static int parse_float(const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || errno || !isfinite(v))
+        return CD_ERR;
+    while (isspace((unsigned char)*end))
+        end++;
+    if (*end)
+        return CD_ERR;
+    *out = v;
+    return CD_OK;
+}
+
+/* Range message: "must be at least 1", "must be between 0 and 100". */
+static int check_range(const form_field_t *f, double v, json_t *errors, const char *text)
+{
+    int lo = !isnan(f->min), hi = !isnan(f->max);
+    if ((lo && v < f->min) || (hi && v > f->max)) {
+        if (lo && hi)
+            form_add_error(errors, f->name, "%s must be between %g and %g; got %s", f->label, f->min, f->max, text);
+        else if (lo)
+            form_add_error(errors, f->name, "%s must be at least %g; got %s", f->label, f->min, text);
+        else
+            form_add_error(errors, f->name, "%s must be at most %g; got %s", f->label, f->max, text);
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
+static int choice_ok(const char *choices, const char *v)
+{
+    size_t n = strlen(v);
+    for (const char *p = choices; p && *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, v, n) == 0)
+            return 1;
+        p = bar ? bar + 1 : NULL;
+    }
+    return 0;
+}
+
+/* A list field: repeated values, each of which may hold a comma list. */
+static json_t *parse_list(const form_field_t *f, const fields_t *in, json_t *errors)
+{
+    const char *vals[64];
+    int nv = fields_get_all(in, f->name, vals, 64);
+    if (nv == 0 && f->def) {
+        vals[0] = f->def;
+        nv = 1;
+    }
+    json_t *out = json_array();
+    for (int i = 0; i < nv; i++) {
+        char *copy = strdup(vals[i]), *save = NULL;
+        if (!copy)
+            break;
+        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            char *t = trim(tok);
+            if (!*t)
+                continue;
+            if (f->type == F_INTS) {
+                long long v;
+                if (parse_int(t, &v) != CD_OK) {
+                    form_add_error(errors, f->name, "%s must be whole numbers separated by commas; \"%s\" is not one",
+                                   f->label, t);
+                    continue;
+                }
+                if (check_range(f, (double)v, errors, t) == CD_OK)
+                    json_array_append_new(out, json_integer(v));
+            } else {
+                double v;
+                if (parse_float(t, &v) != CD_OK) {
+                    form_add_error(errors, f->name, "%s must be numbers separated by commas; \"%s\" is not a number",
+                                   f->label, t);
+                    continue;
+                }
+                if (check_range(f, v, errors, t) == CD_OK)
+                    json_array_append_new(out, json_real(v));
+            }
+        }
+        free(copy);
+    }
+    return out;
+}
+
+static void validate_one(const server_t *srv, const form_field_t *f, const form_field_t *spec, size_t n,
+                         const fields_t *in, json_t *values, json_t *errors)
+{
+    if (f->type == F_INTS || f->type == F_FLOATS) {
+        json_t *list = parse_list(f, in, errors);
+        if (f->required && json_array_size(list) == 0 && !json_object_get(errors, f->name))
+            form_add_error(errors, f->name, "%s is required", f->label);
+        json_object_set_new(values, f->name, list);
+        return;
+    }
+    if (f->type == F_UPLOAD) {
+        const field_t *x = fields_find(in, f->name);
+        if (!x || (x->len == 0 && !x->filename)) {
+            if (f->required)
+                form_add_error(errors, f->name, "%s is required: upload the file with the request", f->label);
+            json_object_set_new(values, f->name, json_null());
+            return;
+        }
+        json_object_set_new(values, f->name, json_string(f->name)); /* the handler reads the bytes */
+        return;
+    }
+    if (f->type == F_BOOL) {
+        const char *v = raw_value(spec, n, in, f->name);
+        json_object_set_new(values, f->name, json_boolean(field_truthy(v)));
+        return;
+    }
+    const char *raw = raw_value(spec, n, in, f->name);
+    char *copy = raw ? strdup(raw) : NULL;
+    char *v = copy ? (f->type == F_TEXT ? copy : trim(copy)) : NULL;
+    if (!v || !*v) {
+        if (f->required)
+            form_add_error(errors, f->name, "%s is required", f->label);
+        json_object_set_new(values, f->name, json_null());
+        free(copy);
+        return;
+    }
+    switch (f->type) {
+    case F_STRING:
+    case F_TEXT: {
+        json_t *s = json_string(v);
+        if (!s)
+            form_add_error(errors, f->name, "%s must be UTF-8 text", f->label);
+        json_object_set_new(values, f->name, s ? s : json_null());
+        break;
+    }
+    case F_INT: {
+        long long x;
+        if (parse_int(v, &x) != CD_OK)
+            form_add_error(errors, f->name, "%s must be a whole number; got \"%s\"", f->label, v);
+        else if (check_range(f, (double)x, errors, v) == CD_OK)
+            json_object_set_new(values, f->name, json_integer(x));
+        break;
+    }
+    case F_FLOAT: {
+        double x;
+        if (parse_float(v, &x) != CD_OK)
+            form_add_error(errors, f->name, "%s must be a number; got \"%s\"", f->label, v);
+        else if (check_range(f, x, errors, v) == CD_OK)
+            json_object_set_new(values, f->name, json_real(x));
+        break;
+    }
+    case F_CHOICE:
+        if (!choice_ok(f->choices, v)) {
+            char list[512];
+            snprintf(list, sizeof list, "%s", f->choices);
+            for (char *p = list; *p; p++)
+                if (*p == '|')
+                    *p = ',';
+            form_add_error(errors, f->name, "%s must be one of %s; got \"%s\"", f->label, list, v);
+        } else {
+            json_object_set_new(values, f->name, json_string(v));
+        }
+        break;
+    case F_DIR:
+    case F_FILE: {
+        char resolved[PATH_MAX], msg[1024];
+        if (paths_check_field(srv, v, f->type == F_DIR, f->type == F_FILE, resolved, sizeof resolved, msg,
+                              sizeof msg) != CD_OK)
+            form_add_error(errors, f->name, "%s", msg);
+        else
+            json_object_set_new(values, f->name, json_string(resolved));
+        break;
+    }
+    default:
+        break;
+    }
+    free(copy);
+}
+
+int form_validate(const server_t *srv, const form_field_t *spec, size_t n, const fields_t *in, json_t **values,
+                  json_t **errors)
+{
+    *values = json_object();
+    *errors = json_object();
+    for (size_t i = 0; i < n; i++) {
+        const form_field_t *f = &spec[i];
+        if (!condition_holds(spec, n, in, f->when))
+            continue;
+        validate_one(srv, f, spec, n, in, *values, *errors);
+    }
+    return json_object_size(*errors) == 0;
+}

@@ -1,0 +1,261 @@
+/* Inside the HTTP server: the server object, a request, the route table, the field map
+ * that every body decodes into, form validation tables and the JSON views. */
+#ifndef CDIGITS_SERVER_INTERNAL_H
+#define CDIGITS_SERVER_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "cdigits/sched.h"
+#include "cdigits/server.h"
+#include "cdigits/server_events.h"
+#include "cdigits/server_hw.h"
+#include "cdigits/store.h"
+
+#if MHD_VERSION < 0x00097002
+typedef int MHD_Result_t;
+#else
+typedef enum MHD_Result MHD_Result_t;
+#endif
+
+typedef struct server {
+    cd_server_config_t cfg;
+    char jobs_dir[PATH_MAX];                        /* realpath of <data>/jobs */
+    char roots[CD_SERVER_MAX_ROOTS][PATH_MAX];      /* realpaths of the data roots */
+    int nroots;
+    char roots_text[4096];                          /* "/a, /b" for messages */
+    store_t *store;
+    sched_t *sched;
+    cd_events_t *events;
+    cd_hw_t *hw;
+    struct MHD_Daemon *mhd;
+    volatile int stopping;
+    pthread_t monitor;
+    int monitor_started;
+    pthread_mutex_t hw_lock;
+    json_t *hw_latest;                              /* last monitor sample, for /hardware/json */
+    pthread_mutex_t monitor_lock;
+    pthread_cond_t monitor_cond;
+} server_t;
+
+/* ---- fields: every request body (urlencoded, multipart, JSON) and the query string
+ * become one list of name/value pairs; a name may repeat ("job_ids[]"). ---------- */
+
+typedef struct field {
+    char *name;
+    char *value;      /* NUL-terminated; len bytes (uploads may hold NULs) */
+    size_t len;
+    char *filename;   /* uploads only */
+} field_t;
+
+typedef struct fields {
+    field_t *v;
+    size_t n, cap;
+} fields_t;
+
+fields_t *fields_new(void);
+void fields_free(fields_t *f);
+int fields_add(fields_t *f, const char *name, const char *value, size_t len, const char *filename);
+int fields_append(fields_t *f, size_t index, const char *data, size_t len);
+/* The first field called name (or name + "[]", or name without "[]"). */
+const field_t *fields_find(const fields_t *f, const char *name);
+const char *fields_get(const fields_t *f, const char *name);
+/* Every value of name (and its [] twin) in order; returns the count (at most max). */
+int fields_get_all(const fields_t *f, const char *name, const char **out, int max);
+/* Top-level members of a JSON object: strings as is, numbers as text, booleans as
+ * "true"/"false", arrays of scalars as repeated fields; nested objects are refused. */
+int fields_from_json(fields_t *f, json_t *obj, char *err, size_t errlen);
+/* name=value&... with + and %XX decoded; CD_ERR on a bad escape. */
+int fields_parse_urlencoded(fields_t *f, const char *body, size_t len);
+/* The non-upload fields as an object (repeated names become arrays), for clone. */
+json_t *fields_to_json(const fields_t *f);
+/* Truthiness as wtforms reads a checkbox: absent, "", "false", "0", "off", "no" are false. */
+int field_truthy(const char *v);
+
+/* ---- a request ----------------------------------------------------------------------- */
+
+#define REQ_MAX_PARAMS 4
+
+enum body_kind { BODY_NONE = 0, BODY_FORM, BODY_JSON, BODY_RAW };
+
+typedef struct req {
+    server_t *srv;
+    struct MHD_Connection *conn;
+    const char *method;     /* "GET", ... (HEAD reads as GET) */
+    char path[2048];        /* without the URL prefix */
+    const struct route *route;
+    char params[REQ_MAX_PARAMS][512]; /* the <id>/<path> parts of the pattern */
+    int nparams;
+    fields_t *fields;
+    char username[64];      /* from the username cookie, "" when not logged in */
+    /* body decoding */
+    int body_kind;
+    struct MHD_PostProcessor *pp;
+    char *body;
+    size_t body_len, body_cap;
+    size_t received;
+    int too_large;
+    int bad_body;
+    char bad_msg[256];
+    size_t cur_field;       /* post processor: the field being filled */
+    int have_cur;
+    /* response */
+    struct MHD_Response *resp;
+    int status;
+    int done;
+} req_t;
+
+/* ---- routes ----------------------------------------------------------------------------- */
+
+enum route_flags {
+    R_LOGIN = 1 << 0, /* needs the username cookie (401 otherwise) */
+    R_BODY = 1 << 1,  /* decodes a request body into fields */
+    R_RAW = 1 << 2,   /* the last <path> captures the rest of the URL, slashes included */
+};
+
+typedef void (*handler_fn)(req_t *r);
+
+typedef struct route {
+    const char *method;
+    const char *pattern; /* "/datasets/<id>/json": a pattern ending in /json also matches .json */
+    handler_fn handler;
+    unsigned flags;
+    const char *summary; /* one line, as in docs/api.md */
+} route_t;
+
+extern const route_t cd_routes[];
+extern const size_t cd_nroutes;
+
+/* Matches path against pattern; fills params. 1 on a match. */
+int route_match(const char *pattern, unsigned flags, const char *path, char params[][512], int *nparams);
+
+/* ---- responses (http.c) --------------------------------------------------------------- */
+
+void reply_json(req_t *r, int status, json_t *body);             /* steals body */
+void reply_text(req_t *r, int status, const char *text);
+/* DIGITS's error shape: {"error": {"message": "404 Not Found: ...", "type": "NotFound",
+ * "description": "..."}} */
+void reply_error(req_t *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void reply_err(req_t *r, const cd_err_t *err);                   /* status from err->kind */
+void reply_form_errors(req_t *r, json_t *errors);                /* 400 {"errors": ...}; steals */
+void reply_redirect(req_t *r, const char *location, json_t *body); /* 302; steals body */
+void reply_response(req_t *r, int status, struct MHD_Response *resp); /* takes resp */
+/* Serves a regular file (already resolved and checked). */
+void reply_file(req_t *r, const char *path);
+void reply_add_header(req_t *r, const char *name, const char *value);
+int err_http_status(int kind);
+
+/* ---- paths (paths.c) ------------------------------------------------------------------- */
+
+/* A path from a form field: absolute, existing, a folder (want_dir) or a regular file,
+ * and inside a data root after every symlink and ".." is resolved (allow_jobs also
+ * accepts the jobs directory). CD_OK with the resolved path in out, or CD_ERR with a
+ * message for the field in msg. */
+int paths_check_field(const server_t *srv, const char *path, int want_dir, int allow_jobs, char *out, size_t outlen,
+                      char *msg, size_t msglen);
+/* A relative URL path under base (a realpath): CD_OK with the resolved file in out
+ * when it exists inside base; CD_ERR otherwise (missing, outside, not a file). */
+int paths_resolve_under(const char *base, const char *rel, char *out, size_t outlen);
+/* Whether real (a realpath) is base or inside it. */
+int paths_inside(const char *real, const char *base);
+
+/* ---- forms (forms.c) ------------------------------------------------------------------- */
+
+enum form_type {
+    F_STRING,  /* one line, trimmed */
+    F_TEXT,    /* free text (network definitions) */
+    F_INT,
+    F_FLOAT,
+    F_BOOL,
+    F_CHOICE,  /* one of choices ("a|b|c") */
+    F_INTS,    /* comma list or repeated field of ints */
+    F_FLOATS,
+    F_DIR,     /* path of a folder inside a data root */
+    F_FILE,    /* path of a file inside a data root (or a job's upload) */
+    F_UPLOAD,  /* a file uploaded with the request */
+};
+
+typedef struct form_field {
+    const char *name;
+    int type;
+    const char *def;      /* value when absent, or NULL */
+    double min, max;      /* bounds for numbers; NAN for none */
+    const char *choices;  /* F_CHOICE */
+    const char *when;     /* validate only when this holds: "method=folder&has_val_folder=1" */
+    int required;         /* when validated, must be present and not empty */
+    const char *label;    /* what the user calls it */
+} form_field_t;
+
+/* Validates in against spec: *values gets {name: typed value} for every validated
+ * field (null when absent and optional), *errors {name: [message]} (empty when valid).
+ * Returns 1 when there is no error. */
+int form_validate(const server_t *srv, const form_field_t *spec, size_t n, const fields_t *in, json_t **values,
+                  json_t **errors);
+void form_add_error(json_t *errors, const char *field, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- views (views.c): the JSON shapes of DIGITS ------------------------------------- */
+
+const char *view_job_type(json_t *job); /* "Image Classification Dataset" / "... Model" */
+json_t *view_job_brief(json_t *job);     /* {id, name, status} (+ dataset_id for models) */
+/* completed_jobs' per-job dict; adds the output field names to fields (a set object). */
+json_t *view_job_table(server_t *srv, json_t *job, json_t *fields);
+json_t *view_job_detail(server_t *srv, json_t *job); /* /datasets/<id>/json, /models/<id>/json */
+double view_job_elapsed(server_t *srv, json_t *job);
+
+/* ---- helpers shared by the handlers ------------------------------------------------------ */
+
+/* The job named by the route's <id>, or NULL after a 404 reply. Caller decrefs. */
+json_t *api_job_param(req_t *r);
+/* DIGITS's ownership rule: a logged-in user may change a job with no owner or their own. */
+int api_may_edit(const req_t *r, json_t *job);
+/* A new job id (DIGITS's "YYYYMMDD-HHMMSS-xxxx") whose directory was just created. */
+int api_new_job_dir(server_t *srv, char *id, size_t idlen, char *dir, size_t dirlen, cd_err_t *err);
+int api_write_json(const char *dir, const char *name, json_t *obj, cd_err_t *err);
+/* Creates a dataset / model job from fields (the handlers and clone share these). */
+void api_dataset_create_fields(req_t *r, const fields_t *f);
+void api_model_create_fields(req_t *r, const fields_t *f);
+
+/* handlers */
+void h_home(req_t *r);
+void h_index(req_t *r);
+void h_completed_jobs(req_t *r);
+void h_job_table_data(req_t *r);
+void h_login_get(req_t *r);
+void h_login(req_t *r);
+void h_logout(req_t *r);
+void h_dataset_create(req_t *r);
+void h_model_create(req_t *r);
+void h_job_show(req_t *r);
+void h_job_json(req_t *r);
+void h_job_redirect(req_t *r);
+void h_job_status(req_t *r);
+void h_job_abort(req_t *r);
+void h_job_delete(req_t *r);
+void h_job_edit(req_t *r);
+void h_jobs_delete(req_t *r);
+void h_jobs_abort(req_t *r);
+void h_group(req_t *r);
+void h_clone_get(req_t *r);
+void h_clone(req_t *r);
+void h_model_resume(req_t *r);
+void h_model_metrics(req_t *r);
+void h_job_log(req_t *r);
+void h_visualize_lr(req_t *r);
+void h_job_events(req_t *r);
+void h_home_events(req_t *r);
+void h_hardware(req_t *r);
+void h_files(req_t *r);
+
+/* http.c */
+int http_start(server_t *srv, cd_err_t *err);
+void http_stop(server_t *srv);
+/* monitor.c */
+int monitor_start(server_t *srv, cd_err_t *err);
+void monitor_stop(server_t *srv);
+
+#endif

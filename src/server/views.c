@@ -1,0 +1,250 @@
+/* The JSON shapes DIGITS 6.1 answers with, built from store rows:
+ *   brief   - Job.json_dict():               {id, name, status} (+ dataset_id for models)
+ *   table   - views.json_dict(job, fields):   the home tables of /completed_jobs/json
+ *   detail  - Job.json_dict(verbose=True):    /datasets/<id>/json and /models/<id>/json
+ * Fields DIGITS does not have are added, never renamed. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cdigits/util.h"
+
+static const char *jstr(json_t *o, const char *key)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    return v ? v : "";
+}
+
+static int job_state(json_t *job) { return (int)json_integer_value(json_object_get(job, "state")); }
+
+static int is_model(json_t *job) { return strcmp(jstr(job, "type"), "model") == 0; }
+
+const char *view_job_type(json_t *job)
+{
+    return is_model(job) ? "Image Classification Model" : "Image Classification Dataset";
+}
+
+json_t *view_job_brief(json_t *job)
+{
+    json_t *d = json_pack("{s:O, s:O, s:s}", "id", json_object_get(job, "id"), "name", json_object_get(job, "name"),
+                          "status", cd_state_name(job_state(job)));
+    if (is_model(job))
+        json_object_set(d, "dataset_id", json_object_get(job, "dataset_id"));
+    return d;
+}
+
+double view_job_elapsed(server_t *srv, json_t *job)
+{
+    (void)srv;
+    json_t *started = json_object_get(job, "started"), *finished = json_object_get(job, "finished");
+    if (!json_is_number(started))
+        return 0;
+    double end = json_is_number(finished) && !cd_state_is_running(job_state(job)) ? json_number_value(finished)
+                                                                                    : cd_wall_time();
+    double e = end - json_number_value(started);
+    return e > 0 ? e : 0;
+}
+
+static int progress_percent(json_t *job)
+{
+    double p = json_number_value(json_object_get(job, "progress"));
+    if (job_state(job) == CD_ST_DONE)
+        p = 1;
+    return (int)lround(100 * (p < 0 ? 0 : p > 1 ? 1 : p));
+}
+
+/* "loss (train) last" etc. from the metric summary */
+static void add_outputs(server_t *srv, json_t *job, json_t *d, json_t *fields)
+{
+    json_t *summary = store_metric_summary(srv->store, jstr(job, "id"));
+    size_t i;
+    json_t *m;
+    json_array_foreach(summary, i, m)
+    {
+        char key[160];
+        static const char *const which[] = {"last", "min", "max"};
+        for (int k = 0; k < 3; k++) {
+            snprintf(key, sizeof key, "%s (%s) %s", jstr(m, "name"), jstr(m, "phase"), which[k]);
+            json_object_set(d, key, json_object_get(m, which[k]));
+            if (fields)
+                json_object_set_new(fields, key, json_true());
+        }
+    }
+    json_decref(summary);
+}
+
+json_t *view_job_table(server_t *srv, json_t *job, json_t *fields)
+{
+    int st = job_state(job);
+    json_t *d = json_pack("{s:O, s:O, s:O, s:s, s:s, s:O, s:f, s:i, s:s, s:O}", "id", json_object_get(job, "id"),
+                          "name", json_object_get(job, "name"), "group", json_object_get(job, "group"), "status",
+                          cd_state_name(st), "status_css", cd_state_css(st), "submitted",
+                          json_object_get(job, "created"), "elapsed", view_job_elapsed(srv, job), "progress",
+                          progress_percent(job), "type", is_model(job) ? "model" : "dataset", "username",
+                          json_object_get(job, "username"));
+    if (is_model(job)) {
+        json_object_set_new(d, "framework", json_string("cdigits"));
+        json_object_set(d, "dataset_id", json_object_get(job, "dataset_id"));
+        add_outputs(srv, job, d, fields);
+    } else {
+        json_object_set_new(d, "backend", json_string("cdigits"));
+    }
+    const char *why = jstr(job, "wait_reason");
+    if (st == CD_ST_WAIT && why[0])
+        json_object_set_new(d, "wait_reason", json_string(why));
+    if (json_is_true(json_object_get(job, "interrupted")))
+        json_object_set_new(d, "interrupted", json_true());
+    return d;
+}
+
+/* [[status name, time, message], ...] */
+static json_t *history_view(json_t *hist)
+{
+    json_t *out = json_array();
+    size_t i;
+    json_t *h;
+    json_array_foreach(hist, i, h)
+    {
+        int st = cd_state_from_code(json_string_value(json_array_get(h, 0)));
+        json_array_append_new(out, json_pack("[sOO]", cd_state_name(st), json_array_get(h, 1), json_array_get(h, 2)));
+    }
+    return out;
+}
+
+static json_t *tasks_view(server_t *srv, json_t *job)
+{
+    json_t *tasks = store_task_list(srv->store, jstr(job, "id")), *out = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(tasks, i, t)
+    {
+        int st = (int)json_integer_value(json_object_get(t, "state"));
+        double p = json_number_value(json_object_get(t, "progress"));
+        json_t *v = json_pack("{s:O, s:O, s:s, s:i, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "id",
+                              json_object_get(t, "id"), "name", json_object_get(t, "name"), "status",
+                              cd_state_name(st), "progress", (int)lround(100 * p), "stage",
+                              json_object_get(t, "stage"), "attempt", json_object_get(t, "attempt"), "pid",
+                              json_object_get(t, "pid"), "gpus", json_object_get(t, "gpus"), "device",
+                              json_object_get(t, "device"), "started", json_object_get(t, "started"), "finished",
+                              json_object_get(t, "finished"), "exit_status", json_object_get(t, "exit_status"));
+        json_object_set(v, "error", json_object_get(t, "error"));
+        json_t *hist = store_task_history(srv->store, json_integer_value(json_object_get(t, "id")));
+        json_object_set_new(v, "status_history", history_view(hist));
+        json_decref(hist);
+        json_array_append_new(out, v);
+    }
+    json_decref(tasks);
+    return out;
+}
+
+/* ParseFolderTasks and CreateDbTasks as DIGITS shapes them, from the dataset line. */
+static void dataset_tasks(json_t *job, json_t *d)
+{
+    json_t *cfg = json_object_get(job, "config"), *res = json_object_get(job, "result");
+    json_t *splits = json_object_get(res, "splits"), *classes = json_object_get(res, "classes");
+    json_int_t train = json_integer_value(json_object_get(splits, "train"));
+    json_int_t val = json_integer_value(json_object_get(splits, "val"));
+    json_int_t test = json_integer_value(json_object_get(splits, "test"));
+    json_t *pf = json_array(), *cd = json_array();
+    if (strcmp(jstr(cfg, "method"), "folder") == 0 || !json_object_get(cfg, "method"))
+        json_array_append_new(pf, json_pack("{s:s, s:o, s:o, s:o, s:o}", "name", "Parse Folder (train/val)",
+                                            "label_count", res ? json_integer((json_int_t)json_array_size(classes)) : json_null(),
+                                            "train_count", res ? json_integer(train) : json_null(), "val_count",
+                                            res ? json_integer(val) : json_null(), "test_count",
+                                            res ? json_integer(test) : json_null()));
+    json_t *dims = json_object_get(cfg, "image_dims"); /* [height, width, channels] */
+    static const char *const names[] = {"train", "val", "test"};
+    json_int_t counts[] = {train, val, test};
+    int planned[] = {1, json_is_true(json_object_get(cfg, "has_val")), json_is_true(json_object_get(cfg, "has_test"))};
+    for (int i = 0; i < 3; i++) {
+        if (res ? counts[i] <= 0 : !planned[i])
+            continue;
+        char name[32];
+        snprintf(name, sizeof name, "Create DB (%s)", names[i]);
+        json_array_append_new(cd, json_pack("{s:s, s:o, s:O, s:O, s:O, s:s, s:O, s:s}", "name", name, "entries",
+                                            res ? json_integer(counts[i]) : json_null(), "image_width",
+                                            json_array_get(dims, 1), "image_height", json_array_get(dims, 0),
+                                            "image_channels", json_array_get(dims, 2), "backend", "cdigits",
+                                            "encoding", json_object_get(cfg, "encoding"), "compression", "none"));
+    }
+    json_object_set_new(d, "ParseFolderTasks", pf);
+    json_object_set_new(d, "CreateDbTasks", cd);
+    json_object_set(d, "image_dims", dims);
+    json_object_set(d, "resize_mode", json_object_get(cfg, "resize_mode"));
+    json_object_set(d, "encoding", json_object_get(cfg, "encoding"));
+    if (res) {
+        json_t *labels = json_array();
+        size_t i;
+        json_t *c;
+        json_array_foreach(classes, i, c) json_array_append(labels, json_object_get(c, "label"));
+        json_object_set_new(d, "labels", labels);
+        json_object_set(d, "classes", classes);
+        json_object_set(d, "splits", splits);
+        json_object_set(d, "skipped", json_object_get(res, "skipped"));
+        json_object_set(d, "mean_file", json_object_get(res, "mean_file"));
+        json_object_set(d, "labels_file", json_object_get(res, "labels_file"));
+    }
+}
+
+static void model_details(server_t *srv, json_t *job, json_t *d)
+{
+    const char *id = jstr(job, "id");
+    json_t *snaps = store_snapshot_list(srv->store, id), *epochs = json_array();
+    size_t i;
+    json_t *s;
+    json_array_foreach(snaps, i, s) json_array_append(epochs, json_object_get(s, "epoch"));
+    json_object_set_new(d, "snapshots", epochs);
+    json_object_set_new(d, "snapshot_files", snaps);
+    json_object_set(d, "dataset_id", json_object_get(job, "dataset_id"));
+    json_object_set_new(d, "framework", json_string("cdigits"));
+    json_t *cfg = json_object_get(job, "config");
+    json_object_set(d, "network", json_object_get(cfg, "network"));
+    json_object_set(d, "train", json_object_get(cfg, "train"));
+    json_object_set(d, "resources", json_object_get(cfg, "resources"));
+    json_t *outputs = json_object();
+    json_t *summary = store_metric_summary(srv->store, id);
+    json_array_foreach(summary, i, s)
+    {
+        char key[160];
+        snprintf(key, sizeof key, "%s (%s)", jstr(s, "name"), jstr(s, "phase"));
+        json_object_set_new(outputs, key,
+                            json_pack("{s:O, s:O, s:O, s:O}", "last", json_object_get(s, "last"), "min",
+                                      json_object_get(s, "min"), "max", json_object_get(s, "max"), "count",
+                                      json_object_get(s, "count")));
+    }
+    json_decref(summary);
+    json_object_set_new(d, "outputs", outputs);
+    add_outputs(srv, job, d, NULL);
+    json_object_set_new(d, "metrics_count", json_integer(store_metric_count(srv->store, id, 0)));
+}
+
+json_t *view_job_detail(server_t *srv, json_t *job)
+{
+    int st = job_state(job);
+    json_t *d = view_job_brief(job);
+    json_object_set(d, "directory", json_object_get(job, "dir"));
+    json_object_set_new(d, "job_type", json_string(view_job_type(job)));
+    json_object_set_new(d, "type", json_string(is_model(job) ? "model" : "dataset"));
+    json_object_set_new(d, "status_css", json_string(cd_state_css(st)));
+    json_object_set_new(d, "running", json_boolean(cd_state_is_running(st)));
+    json_object_set(d, "username", json_object_get(job, "username"));
+    json_object_set(d, "group", json_object_get(job, "group"));
+    json_object_set(d, "notes", json_object_get(job, "notes"));
+    json_object_set(d, "submitted", json_object_get(job, "created"));
+    json_object_set_new(d, "elapsed", json_real(view_job_elapsed(srv, job)));
+    json_object_set_new(d, "progress", json_integer(progress_percent(job)));
+    json_object_set(d, "error", json_object_get(job, "error"));
+    json_object_set(d, "wait_reason", json_object_get(job, "wait_reason"));
+    json_object_set(d, "interrupted", json_object_get(job, "interrupted"));
+    json_t *hist = store_job_history(srv->store, jstr(job, "id"));
+    json_object_set_new(d, "status_history", history_view(hist));
+    json_decref(hist);
+    json_object_set_new(d, "tasks", tasks_view(srv, job));
+    if (is_model(job))
+        model_details(srv, job, d);
+    else
+        dataset_tasks(job, d);
+    return d;
+}

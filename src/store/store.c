@@ -1,0 +1,502 @@
+/* Opening the store: pragmas, numbered migrations, the prepared statement table and
+ * the small helpers every store file uses (binding, stepping rows into JSON). */
+#include "internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cd_err_set(cd_err_t *err, int kind, const char *fmt, ...)
+{
+    if (err) {
+        err->kind = kind;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return CD_ERR;
+}
+
+/* ---- states ------------------------------------------------------------------- */
+
+static const struct {
+    const char *code, *name, *css;
+} g_states[CD_ST_COUNT] = {
+    [CD_ST_INIT] = {"I", "Initialized", "warning"},
+    [CD_ST_WAIT] = {"W", "Waiting", "warning"},
+    [CD_ST_RUN] = {"R", "Running", "info"},
+    [CD_ST_DONE] = {"D", "Done", "success"},
+    [CD_ST_ABORT] = {"A", "Aborted", "warning"},
+    [CD_ST_ERROR] = {"E", "Error", "danger"},
+};
+
+const char *cd_state_name(int st) { return st >= 0 && st < CD_ST_COUNT ? g_states[st].name : "Unknown"; }
+const char *cd_state_css(int st) { return st >= 0 && st < CD_ST_COUNT ? g_states[st].css : "default"; }
+const char *cd_state_code(int st) { return st >= 0 && st < CD_ST_COUNT ? g_states[st].code : "E"; }
+int cd_state_is_running(int st) { return st == CD_ST_INIT || st == CD_ST_WAIT || st == CD_ST_RUN; }
+
+int cd_state_from_code(const char *code)
+{
+    if (!code)
+        return -1;
+    for (int i = 0; i < CD_ST_COUNT; i++)
+        if (strcmp(code, g_states[i].code) == 0)
+            return i;
+    return -1;
+}
+
+/* ---- schema --------------------------------------------------------------------- */
+
+/* Migration i takes the schema from version i to i+1. Append, never edit. */
+static const char *const g_migrations[] = {
+    /* 1: the first schema */
+    "CREATE TABLE users ("
+    "  name TEXT PRIMARY KEY,"
+    "  created REAL NOT NULL,"
+    "  last_login REAL NOT NULL);"
+    "CREATE TABLE jobs ("
+    "  id TEXT PRIMARY KEY,"
+    "  type TEXT NOT NULL CHECK (type IN ('dataset', 'model')),"
+    "  name TEXT NOT NULL,"
+    "  grp TEXT NOT NULL DEFAULT '',"
+    "  username TEXT,"
+    "  notes TEXT,"
+    "  status TEXT NOT NULL DEFAULT 'I',"
+    "  wait_reason TEXT NOT NULL DEFAULT '',"
+    "  error TEXT,"
+    "  interrupted INTEGER NOT NULL DEFAULT 0,"
+    "  created REAL NOT NULL,"
+    "  dataset_id TEXT REFERENCES jobs(id),"
+    "  dir TEXT NOT NULL,"
+    "  form TEXT NOT NULL DEFAULT '{}',"
+    "  config TEXT NOT NULL DEFAULT '{}',"
+    "  result TEXT,"
+    "  progress REAL NOT NULL DEFAULT 0);"
+    "CREATE INDEX jobs_type ON jobs(type, created);"
+    "CREATE INDEX jobs_dataset ON jobs(dataset_id);"
+    "CREATE TABLE job_status ("
+    "  id INTEGER PRIMARY KEY,"
+    "  job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+    "  status TEXT NOT NULL,"
+    "  ts REAL NOT NULL,"
+    "  message TEXT);"
+    "CREATE INDEX job_status_job ON job_status(job_id, id);"
+    "CREATE TABLE tasks ("
+    "  id INTEGER PRIMARY KEY,"
+    "  job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+    "  kind TEXT NOT NULL,"
+    "  name TEXT NOT NULL,"
+    "  status TEXT NOT NULL DEFAULT 'I',"
+    "  progress REAL NOT NULL DEFAULT 0,"
+    "  stage TEXT,"
+    "  attempt INTEGER NOT NULL DEFAULT 0,"
+    "  pid INTEGER,"
+    "  pid_start INTEGER,"
+    "  gpus TEXT,"
+    "  started REAL,"
+    "  finished REAL,"
+    "  exit_status INTEGER,"
+    "  error TEXT,"
+    "  device TEXT);"
+    "CREATE INDEX tasks_job ON tasks(job_id);"
+    "CREATE TABLE task_status ("
+    "  id INTEGER PRIMARY KEY,"
+    "  task_id INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,"
+    "  status TEXT NOT NULL,"
+    "  ts REAL NOT NULL,"
+    "  message TEXT);"
+    "CREATE INDEX task_status_task ON task_status(task_id, id);"
+    "CREATE TABLE metrics ("
+    "  id INTEGER PRIMARY KEY,"
+    "  job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+    "  task_id INTEGER,"
+    "  attempt INTEGER NOT NULL DEFAULT 1,"
+    "  phase TEXT NOT NULL,"
+    "  name TEXT NOT NULL,"
+    "  value REAL,"
+    "  epoch REAL,"
+    "  iteration INTEGER,"
+    "  ts REAL NOT NULL,"
+    "  superseded INTEGER NOT NULL DEFAULT 0);"
+    "CREATE INDEX metrics_job ON metrics(job_id, id);"
+    "CREATE TABLE metric_summary ("
+    "  job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+    "  phase TEXT NOT NULL,"
+    "  name TEXT NOT NULL,"
+    "  last REAL,"
+    "  min REAL,"
+    "  max REAL,"
+    "  count INTEGER NOT NULL DEFAULT 0,"
+    "  PRIMARY KEY (job_id, phase, name));"
+    "CREATE TABLE logs ("
+    "  id INTEGER PRIMARY KEY,"
+    "  job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+    "  task_id INTEGER,"
+    "  ts REAL NOT NULL,"
+    "  level TEXT NOT NULL,"
+    "  message TEXT NOT NULL);"
+    "CREATE INDEX logs_job ON logs(job_id, id);"
+    "CREATE TABLE snapshots ("
+    "  job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+    "  epoch INTEGER NOT NULL,"
+    "  iteration INTEGER,"
+    "  file TEXT NOT NULL,"
+    "  ts REAL NOT NULL,"
+    "  PRIMARY KEY (job_id, epoch));",
+};
+
+/* The statement table. Columns named *_json hold JSON text (see store_rows). */
+#define JOB_COLS                                                                            \
+    "id, type, name, grp AS \"group\", username, notes, status AS state, wait_reason, error, " \
+    "interrupted, created, dataset_id, dir, result AS result_json, progress, "                  \
+    "(SELECT MIN(t.started) FROM tasks t WHERE t.job_id = jobs.id) AS started, "               \
+    "(SELECT MAX(t.finished) FROM tasks t WHERE t.job_id = jobs.id) AS finished"
+#define TASK_COLS                                                                           \
+    "id, job_id, kind, name, status AS state, progress, stage, attempt, pid, pid_start, "   \
+    "gpus AS gpus_json, started, finished, exit_status, error, device AS device_json"
+
+static const char *const g_sql[Q_COUNT] = {
+    [Q_BEGIN] = "BEGIN IMMEDIATE",
+    [Q_COMMIT] = "COMMIT",
+    [Q_ROLLBACK] = "ROLLBACK",
+    [Q_JOB_INSERT] = "INSERT INTO jobs (id, type, name, grp, username, dataset_id, dir, form, "
+                     "config, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    [Q_JOB_GET] = "SELECT " JOB_COLS ", form AS form_json, config AS config_json "
+                  "FROM jobs WHERE id = ?1",
+    [Q_JOB_LIST] = "SELECT " JOB_COLS ", config AS config_json FROM jobs ORDER BY created DESC, id DESC",
+    [Q_JOB_LIST_TYPE] = "SELECT " JOB_COLS ", config AS config_json FROM jobs WHERE type = ?1 "
+                        "ORDER BY created DESC, id DESC",
+    [Q_JOB_SET_STATE] = "UPDATE jobs SET status = ?2, "
+                        "error = CASE WHEN ?2 IN ('W', 'R') THEN NULL ELSE error END, "
+                        "interrupted = CASE WHEN ?2 IN ('W', 'R') THEN 0 ELSE interrupted END, "
+                        "wait_reason = CASE WHEN ?2 = 'W' THEN wait_reason ELSE '' END "
+                        "WHERE id = ?1",
+    [Q_JOB_SET_WAIT] = "UPDATE jobs SET wait_reason = ?2 WHERE id = ?1",
+    [Q_JOB_SET_ERROR] = "UPDATE jobs SET error = ?2 WHERE id = ?1",
+    [Q_JOB_SET_INTERRUPTED] = "UPDATE jobs SET interrupted = ?2 WHERE id = ?1",
+    [Q_JOB_SET_PROGRESS] = "UPDATE jobs SET progress = ?2 WHERE id = ?1",
+    [Q_JOB_SET_NAME] = "UPDATE jobs SET name = ?2 WHERE id = ?1",
+    [Q_JOB_SET_NOTES] = "UPDATE jobs SET notes = ?2 WHERE id = ?1",
+    [Q_JOB_SET_GROUP] = "UPDATE jobs SET grp = ?2 WHERE id = ?1",
+    [Q_JOB_SET_RESULT] = "UPDATE jobs SET result = ?2 WHERE id = ?1",
+    [Q_JOB_SET_CONFIG] = "UPDATE jobs SET config = ?2 WHERE id = ?1",
+    [Q_JOB_DELETE] = "DELETE FROM jobs WHERE id = ?1",
+    [Q_JOB_HISTORY_ADD] = "INSERT INTO job_status (job_id, status, ts, message) VALUES (?1, ?2, ?3, ?4)",
+    [Q_JOB_HISTORY] = "SELECT status, ts, message FROM job_status WHERE job_id = ?1 ORDER BY id",
+    [Q_JOB_MODELS_USING] = "SELECT id, name FROM jobs WHERE dataset_id = ?1 ORDER BY created",
+    [Q_TASK_INSERT] = "INSERT INTO tasks (job_id, kind, name) VALUES (?1, ?2, ?3)",
+    [Q_TASK_SET_STATE] = "UPDATE tasks SET status = ?2, "
+                         "started = CASE WHEN ?2 = 'R' AND started IS NULL THEN ?3 ELSE started END, "
+                         "finished = CASE WHEN ?2 IN ('D', 'A', 'E') THEN ?3 "
+                         "                WHEN ?2 IN ('W', 'R') THEN NULL ELSE finished END, "
+                         "error = CASE WHEN ?2 IN ('W', 'R') THEN NULL ELSE error END "
+                         "WHERE id = ?1",
+    [Q_TASK_HISTORY_ADD] = "INSERT INTO task_status (task_id, status, ts, message) VALUES (?1, ?2, ?3, ?4)",
+    [Q_TASK_HISTORY] = "SELECT status, ts, message FROM task_status WHERE task_id = ?1 ORDER BY id",
+    [Q_TASK_SET_PROCESS] = "UPDATE tasks SET pid = ?2, pid_start = ?3, gpus = ?4, attempt = ?5, "
+                           "exit_status = NULL WHERE id = ?1",
+    [Q_TASK_CLEAR_PROCESS] = "UPDATE tasks SET pid = NULL, pid_start = NULL, exit_status = ?2 WHERE id = ?1",
+    [Q_TASK_SET_PROGRESS] = "UPDATE tasks SET progress = ?2, stage = ?3 WHERE id = ?1",
+    [Q_TASK_SET_ERROR] = "UPDATE tasks SET error = ?2 WHERE id = ?1",
+    [Q_TASK_SET_DEVICE] = "UPDATE tasks SET device = ?2 WHERE id = ?1",
+    [Q_TASK_LIST] = "SELECT " TASK_COLS " FROM tasks WHERE job_id = ?1 ORDER BY id",
+    [Q_TASK_LIST_ALL] = "SELECT " TASK_COLS " FROM tasks ORDER BY id",
+    [Q_METRIC_INSERT] = "INSERT INTO metrics (job_id, task_id, attempt, phase, name, value, epoch, "
+                        "iteration, ts) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    [Q_METRIC_SUMMARY_UPSERT] =
+        "INSERT INTO metric_summary (job_id, phase, name, last, min, max, count) "
+        "VALUES (?1, ?2, ?3, ?4, ?4, ?4, 1) "
+        "ON CONFLICT (job_id, phase, name) DO UPDATE SET last = ?4, "
+        "min = CASE WHEN ?4 IS NULL THEN min WHEN min IS NULL OR ?4 < min THEN ?4 ELSE min END, "
+        "max = CASE WHEN ?4 IS NULL THEN max WHEN max IS NULL OR ?4 > max THEN ?4 ELSE max END, "
+        "count = count + 1",
+    [Q_METRIC_LIST] = "SELECT id, phase, name, value, epoch, iteration, ts AS time, attempt, superseded "
+                      "FROM metrics WHERE job_id = ?1 AND id > ?2 AND superseded = 0 ORDER BY id LIMIT ?3",
+    [Q_METRIC_LIST_ALL] = "SELECT id, phase, name, value, epoch, iteration, ts AS time, attempt, superseded "
+                          "FROM metrics WHERE job_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
+    [Q_METRIC_SUMMARY] = "SELECT phase, name, last, min, max, count FROM metric_summary "
+                         "WHERE job_id = ?1 ORDER BY phase DESC, name",
+    [Q_METRIC_SUPERSEDE] = "UPDATE metrics SET superseded = 1 "
+                           "WHERE job_id = ?1 AND attempt < ?3 AND epoch > ?2",
+    [Q_METRIC_SUMMARY_CLEAR] = "DELETE FROM metric_summary WHERE job_id = ?1",
+    [Q_METRIC_SUMMARY_REBUILD] =
+        "INSERT INTO metric_summary (job_id, phase, name, last, min, max, count) "
+        "SELECT m.job_id, m.phase, m.name, "
+        "  (SELECT l.value FROM metrics l WHERE l.job_id = m.job_id AND l.phase = m.phase "
+        "     AND l.name = m.name AND l.superseded = 0 ORDER BY l.id DESC LIMIT 1), "
+        "  MIN(m.value), MAX(m.value), COUNT(*) "
+        "FROM metrics m WHERE m.job_id = ?1 AND m.superseded = 0 GROUP BY m.phase, m.name",
+    [Q_METRIC_COUNT] = "SELECT COUNT(*) FROM metrics WHERE job_id = ?1 AND superseded = 0",
+    [Q_METRIC_COUNT_ALL] = "SELECT COUNT(*) FROM metrics WHERE job_id = ?1",
+    [Q_LOG_INSERT] = "INSERT INTO logs (job_id, task_id, ts, level, message) VALUES (?1, ?2, ?3, ?4, ?5)",
+    [Q_LOG_TAIL] = "SELECT * FROM (SELECT id, ts AS time, level, message FROM logs WHERE job_id = ?1 "
+                   "ORDER BY id DESC LIMIT ?2) ORDER BY id",
+    [Q_SNAPSHOT_UPSERT] = "INSERT INTO snapshots (job_id, epoch, iteration, file, ts) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (job_id, epoch) DO UPDATE SET "
+                          "iteration = ?3, file = ?4, ts = ?5",
+    [Q_SNAPSHOT_LIST] = "SELECT epoch, iteration, file, ts AS time FROM snapshots WHERE job_id = ?1 "
+                        "ORDER BY epoch",
+    [Q_USER_LOGIN] = "INSERT INTO users (name, created, last_login) VALUES (?1, ?2, ?2) "
+                     "ON CONFLICT (name) DO UPDATE SET last_login = ?2",
+    [Q_USER_GET] = "SELECT name, created, last_login FROM users WHERE name = ?1",
+};
+
+/* ---- helpers ----------------------------------------------------------------------- */
+
+sqlite3_stmt *store_stmt(store_t *s, int id)
+{
+    sqlite3_stmt *st = s->stmt[id];
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return st;
+}
+
+int store_exec(store_t *s, sqlite3_stmt *st, const char *what, cd_err_t *err)
+{
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        ;
+    if (rc != SQLITE_DONE) {
+        cd_err_set(err, rc == SQLITE_CONSTRAINT ? CD_E_CONFLICT : CD_E_INTERNAL, "%s: %s", what,
+                   sqlite3_errmsg(s->db));
+        sqlite3_reset(st);
+        return CD_ERR;
+    }
+    sqlite3_reset(st);
+    return CD_OK;
+}
+
+int store_bind_text(sqlite3_stmt *st, int i, const char *v)
+{
+    return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
+}
+
+int store_bind_json(sqlite3_stmt *st, int i, json_t *v)
+{
+    if (!v)
+        return sqlite3_bind_null(st, i);
+    char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!text)
+        return SQLITE_NOMEM;
+    int rc = sqlite3_bind_text(st, i, text, -1, SQLITE_TRANSIENT);
+    free(text);
+    return rc;
+}
+
+int store_bind_real(sqlite3_stmt *st, int i, double v)
+{
+    return isfinite(v) ? sqlite3_bind_double(st, i, v) : sqlite3_bind_null(st, i);
+}
+
+static json_t *column_json(sqlite3_stmt *st, int c, const char *name)
+{
+    switch (sqlite3_column_type(st, c)) {
+    case SQLITE_INTEGER:
+        return json_integer(sqlite3_column_int64(st, c));
+    case SQLITE_FLOAT:
+        return json_real(sqlite3_column_double(st, c));
+    case SQLITE_TEXT: {
+        const char *text = (const char *)sqlite3_column_text(st, c);
+        size_t n = strlen(name);
+        if (n > 5 && strcmp(name + n - 5, "_json") == 0) {
+            json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
+            return v ? v : json_null();
+        }
+        return json_string(text);
+    }
+    default:
+        return json_null();
+    }
+}
+
+json_t *store_rows(store_t *s, sqlite3_stmt *st)
+{
+    json_t *rows = json_array();
+    int rc, ncol = sqlite3_column_count(st);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        json_t *row = json_object();
+        for (int c = 0; c < ncol; c++) {
+            const char *name = sqlite3_column_name(st, c);
+            json_t *v = column_json(st, c, name);
+            char key[64];
+            size_t n = strlen(name);
+            if (n > 5 && n < sizeof key && strcmp(name + n - 5, "_json") == 0) {
+                memcpy(key, name, n - 5);
+                key[n - 5] = 0;
+                name = key;
+            }
+            if (strcmp(name, "state") == 0 && json_is_string(v)) {
+                json_object_set(row, "status", v);
+                json_object_set_new(row, "state", json_integer(cd_state_from_code(json_string_value(v))));
+                json_decref(v);
+                continue;
+            }
+            if (strcmp(name, "interrupted") == 0 || strcmp(name, "superseded") == 0) {
+                json_object_set_new(row, name, json_boolean(json_integer_value(v)));
+                json_decref(v);
+                continue;
+            }
+            json_object_set_new(row, name, v ? v : json_null());
+        }
+        json_array_append_new(rows, row);
+    }
+    if (rc != SQLITE_DONE) {
+        cd_error("store: query failed: %s", sqlite3_errmsg(s->db));
+        json_decref(rows);
+        rows = NULL;
+    }
+    sqlite3_reset(st);
+    return rows;
+}
+
+json_t *store_row(store_t *s, sqlite3_stmt *st)
+{
+    json_t *rows = store_rows(s, st);
+    if (!rows)
+        return NULL;
+    json_t *row = json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
+    json_decref(rows);
+    return row;
+}
+
+int store_tx_begin(store_t *s, cd_err_t *err)
+{
+    return store_exec(s, store_stmt(s, Q_BEGIN), "begin transaction", err);
+}
+
+int store_tx_commit(store_t *s, cd_err_t *err)
+{
+    if (store_exec(s, store_stmt(s, Q_COMMIT), "commit", err) != CD_OK) {
+        store_tx_rollback(s);
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
+void store_tx_rollback(store_t *s)
+{
+    if (!sqlite3_get_autocommit(s->db))
+        store_exec(s, store_stmt(s, Q_ROLLBACK), "rollback", NULL);
+}
+
+/* ---- open / migrate ---------------------------------------------------------------- */
+
+static int exec_sql(sqlite3 *db, const char *sql, const char *what, cd_err_t *err)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        cd_err_set(err, CD_E_INTERNAL, "database: %s failed: %s", what, msg ? msg : sqlite3_errmsg(db));
+        sqlite3_free(msg);
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
+static int pragma_int(sqlite3 *db, const char *sql, int *out)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return CD_ERR;
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? CD_OK : CD_ERR;
+}
+
+static int migrate(sqlite3 *db, const char *path, cd_err_t *err)
+{
+    int version = 0, n = (int)CD_ARRAY_LEN(g_migrations);
+    if (pragma_int(db, "PRAGMA user_version", &version) != CD_OK)
+        return cd_err_set(err, CD_E_INTERNAL, "database %s: cannot read its schema version: %s", path,
+                          sqlite3_errmsg(db));
+    if (version > n)
+        return cd_err_set(err, CD_E_INTERNAL,
+                          "database %s has schema version %d but this cdigits knows only up to %d; "
+                          "run a newer cdigits or use another --data folder",
+                          path, version, n);
+    for (int v = version; v < n; v++) {
+        char what[64], bump[64];
+        snprintf(what, sizeof what, "migration to schema version %d", v + 1);
+        snprintf(bump, sizeof bump, "PRAGMA user_version = %d", v + 1);
+        if (exec_sql(db, "BEGIN IMMEDIATE", what, err) != CD_OK)
+            return CD_ERR;
+        if (exec_sql(db, g_migrations[v], what, err) != CD_OK || exec_sql(db, bump, what, err) != CD_OK) {
+            sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+            return CD_ERR;
+        }
+        if (exec_sql(db, "COMMIT", what, err) != CD_OK)
+            return CD_ERR;
+        cd_info("database %s: migrated to schema version %d", path, v + 1);
+    }
+    return CD_OK;
+}
+
+int store_open(const char *path, store_t **out, cd_err_t *err)
+{
+    *out = NULL;
+    store_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return cd_err_set(err, CD_E_INTERNAL, "out of memory opening the database");
+    snprintf(s->path, sizeof s->path, "%s", path);
+    if (pthread_mutex_init(&s->lock, NULL) != 0) {
+        free(s);
+        return cd_err_set(err, CD_E_INTERNAL, "cannot create the database lock");
+    }
+    int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                             NULL);
+    if (rc != SQLITE_OK) {
+        cd_err_set(err, CD_E_INTERNAL, "cannot open database %s: %s; check that its folder exists and is writable",
+                   path, s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+        goto err;
+    }
+    sqlite3_busy_timeout(s->db, 5000);
+    sqlite3_extended_result_codes(s->db, 0);
+    if (exec_sql(s->db, "PRAGMA journal_mode = WAL", "switching to WAL mode", err) != CD_OK ||
+        exec_sql(s->db, "PRAGMA synchronous = NORMAL", "setting synchronous", err) != CD_OK ||
+        exec_sql(s->db, "PRAGMA foreign_keys = ON", "enabling foreign keys", err) != CD_OK)
+        goto err;
+    int fk = 0;
+    if (pragma_int(s->db, "PRAGMA foreign_keys", &fk) != CD_OK || fk != 1) {
+        cd_err_set(err, CD_E_INTERNAL, "database %s: this SQLite cannot enforce foreign keys", path);
+        goto err;
+    }
+    if (migrate(s->db, path, err) != CD_OK)
+        goto err;
+    for (int i = 0; i < Q_COUNT; i++) {
+        if (sqlite3_prepare_v3(s->db, g_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->stmt[i], NULL) != SQLITE_OK) {
+            cd_err_set(err, CD_E_INTERNAL, "database: preparing statement %d failed: %s", i,
+                       sqlite3_errmsg(s->db));
+            goto err;
+        }
+    }
+    *out = s;
+    return CD_OK;
+err:
+    store_close(s);
+    return CD_ERR;
+}
+
+void store_close(store_t *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < Q_COUNT; i++)
+        sqlite3_finalize(s->stmt[i]);
+    if (s->db && sqlite3_close(s->db) != SQLITE_OK)
+        cd_warn("database %s: close failed: %s", s->path, sqlite3_errmsg(s->db));
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+int store_schema_version(store_t *s)
+{
+    int v = -1;
+    STORE_LOCK(s);
+    pragma_int(s->db, "PRAGMA user_version", &v);
+    STORE_UNLOCK(s);
+    return v;
+}

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""A stand-in for cdigits-worker that speaks docs/worker-protocol.md without training
+anything, so the server's tests run in seconds and can provoke failures on demand.
+
+    fake_worker.py dataset JOBDIR     reads dataset.json, counts the class folders
+    fake_worker.py train JOBDIR       reads train.json, prints metrics and snapshots
+
+Behaviour switches, read from a comment in JOBDIR/network.prototxt (per job) or from
+the environment variable FAKE_WORKER (for every job):
+    fake:slow         0.2 s per iteration instead of FAKE_STEP (default 0.01 s)
+    fake:crash        after the first epoch, print a few lines and die of SIGSEGV
+    fake:error        print an error line and exit 1
+    fake:ignore_term  ignore SIGTERM (the server must SIGKILL after its grace period)
+    fake:nodone       exit 0 without finishing (never used by the real worker)
+Every metric line is also appended with its send time to JOBDIR/fake_sent.log
+("<iteration> <phase> <name> <unix time>") so that a test can measure delivery delays.
+"""
+import json
+import os
+import signal
+import sys
+import time
+
+STOP = False
+
+
+def emit(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def modes(jobdir):
+    text = os.environ.get("FAKE_WORKER", "")
+    try:
+        with open(os.path.join(jobdir, "network.prototxt")) as f:
+            text += f.read()
+    except OSError:
+        pass
+    return {m for m in ("slow", "crash", "error", "ignore_term", "nodone") if "fake:" + m in text}
+
+
+def on_term(signum, frame):
+    global STOP
+    STOP = True
+
+
+def dataset(jobdir):
+    with open(os.path.join(jobdir, "dataset.json")) as f:
+        cfg = json.load(f)
+    root = cfg.get("folder_train") or ""
+    classes = []
+    if root and os.path.isdir(root):
+        for name in sorted(os.listdir(root)):
+            p = os.path.join(root, name)
+            if os.path.isdir(p):
+                classes.append((name, len([x for x in os.listdir(p) if not x.startswith(".")])))
+    emit({"type": "log", "level": "info", "message": "found %d classes in %s" % (len(classes), root)})
+    total = sum(n for _, n in classes)
+    for i in range(total + 1):
+        if i % 5 == 0 or i == total:
+            emit({"type": "progress", "stage": "parse", "done": i, "total": max(total, 1)})
+    pct_val = int(cfg.get("pct_val", 0))
+    out = []
+    for label, n in classes:
+        val = n * pct_val // 100
+        out.append({"label": label, "train": n - val, "val": val, "test": 0})
+    splits = {"train": sum(c["train"] for c in out), "val": sum(c["val"] for c in out)}
+    for i in range(total + 1):
+        if i % 5 == 0 or i == total:
+            emit({"type": "progress", "stage": "create", "done": i, "total": max(total, 1)})
+        time.sleep(0.002)
+    with open(os.path.join(jobdir, "labels.txt"), "w") as f:
+        f.write("".join(c["label"] + "\n" for c in out))
+    for split, n in splits.items():
+        if n:
+            with open(os.path.join(jobdir, split + ".db"), "wb") as f:
+                f.write(b"FAKE" * n)
+    with open(os.path.join(jobdir, "mean.bin"), "wb") as f:
+        f.write(b"\0" * 16)
+    with open(os.path.join(jobdir, "stats.json"), "w") as f:
+        json.dump({"splits": splits, "classes": len(out)}, f)
+    emit({"type": "dataset", "splits": splits, "classes": out, "skipped": 0,
+          "mean_file": "mean.bin", "labels_file": "labels.txt"})
+    emit({"type": "done"})
+    return 0
+
+
+def newest_snapshot(jobdir):
+    best = 0
+    for name in os.listdir(jobdir):
+        if name.startswith("snapshot_epoch_") and name.endswith(".cdw"):
+            try:
+                e = int(name[len("snapshot_epoch_"):-len(".cdw")])
+            except ValueError:
+                continue
+            if os.path.exists(os.path.join(jobdir, "snapshot_epoch_%d.solverstate" % e)):
+                best = max(best, e)
+    return best
+
+
+def train(jobdir, m):
+    with open(os.path.join(jobdir, "train.json")) as f:
+        cfg = json.load(f)
+    epochs = int(cfg.get("epochs", 1))
+    iters = 10
+    step = 0.2 if "slow" in m else float(os.environ.get("FAKE_STEP", "0.01"))
+    lr = float(cfg.get("learning_rate", 0.01))
+    start = newest_snapshot(jobdir) if cfg.get("resume") else 0
+    sent = open(os.path.join(jobdir, "fake_sent.log"), "a")
+    emit({"type": "device", "backend": cfg.get("backend", "cpu"), "name": "fake device",
+          "ranks": max(1, len(cfg.get("gpus") or []))})
+    if start:
+        emit({"type": "log", "level": "info", "message": "resuming from epoch %d" % start})
+    if "error" in m:
+        emit({"type": "error", "message": "fake: the network is broken on purpose"})
+        return 1
+    total = epochs * iters
+    for epoch in range(start, epochs):
+        for i in range(iters):
+            if STOP:
+                emit({"type": "log", "level": "info", "message": "stopping: state saved"})
+                return 3
+            it = epoch * iters + i + 1
+            ep = epoch + (i + 1) / iters
+            loss = 2.0 / (1.0 + it * 0.1)
+            t = time.time()
+            emit({"type": "metric", "phase": "train", "name": "loss", "value": loss, "epoch": ep, "iteration": it})
+            sent.write("%d train loss %.6f\n" % (it, t))
+            sent.flush()
+            if i % 5 == 4:
+                emit({"type": "metric", "phase": "train", "name": "learning_rate", "value": lr, "epoch": ep,
+                      "iteration": it})
+            emit({"type": "progress", "stage": "train", "done": it, "total": total, "epoch": ep})
+            time.sleep(step)
+        it = (epoch + 1) * iters
+        acc = min(0.99, 0.5 + 0.1 * (epoch + 1))
+        t = time.time()
+        emit({"type": "metric", "phase": "val", "name": "accuracy", "value": acc, "epoch": epoch + 1, "iteration": it})
+        emit({"type": "metric", "phase": "val", "name": "loss", "value": 1.0 - acc, "epoch": epoch + 1,
+              "iteration": it})
+        sent.write("%d val accuracy %.6f\n" % (it, t))
+        sent.flush()
+        for ext in ("cdw", "solverstate"):
+            with open(os.path.join(jobdir, "snapshot_epoch_%d.%s" % (epoch + 1, ext)), "w") as f:
+                f.write("fake %d\n" % (epoch + 1))
+        emit({"type": "snapshot", "epoch": epoch + 1, "iteration": it, "file": "snapshot_epoch_%d.cdw" % (epoch + 1)})
+        if "crash" in m and epoch == start:
+            emit({"type": "log", "level": "info", "message": "fake: about to crash"})
+            sys.stderr.write("fake: segmentation fault coming\n")
+            sys.stderr.flush()
+            os.kill(os.getpid(), signal.SIGSEGV)
+    if "nodone" in m:
+        return 0
+    emit({"type": "done"})
+    return 0
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in ("dataset", "train"):
+        sys.stderr.write("usage: fake_worker.py dataset|train JOBDIR\n")
+        return 2
+    jobdir = sys.argv[2]
+    m = modes(jobdir)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN if "ignore_term" in m else on_term)
+    if sys.argv[1] == "dataset":
+        return dataset(jobdir)
+    return train(jobdir, m)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
