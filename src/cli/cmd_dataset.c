@@ -36,6 +36,9 @@ static void install_stop_handler(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    /* past a file size limit, write() then fails with EFBIG and the error is reported
+     * like a full disk, instead of the process dying without a word */
+    signal(SIGXFSZ, SIG_IGN);
 }
 
 /* The protocol's error line on stdout, and the same text on stderr for people. */

@@ -129,6 +129,9 @@ const char *ds_errno_advice(int e)
     case EPERM:
     case EROFS:
         return "check that the job folder is writable";
+    case EFBIG:
+        return "a file size limit was reached (ulimit -f or the file system's maximum); raise "
+               "it, or choose encoding png or jpg for smaller files";
     case EIO:
         return "the disk reported an I/O error; check the disk";
     default:

@@ -114,6 +114,8 @@ static int walk(const char *dir, int depth, int label, ds_items *out, ds_skips *
     if (list_dir(dir, &names, &n, err, errlen) != CD_OK)
         return CD_ERR;
     int rc = CD_OK;
+    if (ds_stop_requested())
+        rc = ds_err(err, errlen, "stopped on request before the dataset was complete");
     for (size_t i = 0; i < n && rc == CD_OK; i++) {
         char *path = join(dir, names[i]);
         struct stat st;

@@ -73,6 +73,14 @@ echo "{\"folder_train\": \"$T/src\", \"min_per_class\": 50}" > "$T/bad/dataset.j
 "$W" dataset "$T/bad" > "$T/bad.jsonl" 2>/dev/null
 check "[ $? -eq 1 ] && grep -q 'no class has at least 50 images in' \"$T/bad.jsonl\"" "min_per_class error"
 
+# a write that fails (a file size limit acts like a full disk): error line, exit 1,
+# no stats.json and no temp file left
+echo "{\"folder_train\": \"$T/src\", \"channels\": 1, \"width\": 64, \"height\": 64}" > "$T/bad/dataset.json"
+(ulimit -f 16; exec "$W" dataset "$T/bad") > "$T/full.jsonl" 2>/dev/null
+rc=$?
+check "[ $rc -eq 1 ] && grep -q '\"type\":\"error\".*File too large' \"$T/full.jsonl\"" "a failed write is reported (exit $rc)"
+check "[ ! -e \"$T/bad/stats.json\" ] && [ -z \"\$(ls \"$T/bad\" | grep tmp)\" ]" "nothing complete-looking or temporary is left"
+
 "$W" dataset >/dev/null 2>&1
 check "[ $? -eq 2 ]" "dataset without JOBDIR is a usage error"
 
