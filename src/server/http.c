@@ -302,12 +302,10 @@ static int body_begin(req_t *r)
 static void body_feed(req_t *r, const char *data, size_t size)
 {
     r->received += size;
+    if (r->received > r->srv->cfg.max_upload)
+        r->too_large = 1; /* too large wins over malformed: keep reading, answer 413 */
     if (r->too_large || r->bad_body)
         return;
-    if (r->received > r->srv->cfg.max_upload) {
-        r->too_large = 1;
-        return;
-    }
     if (r->body_kind == BODY_FORM) {
         if (MHD_post_process(r->pp, data, size) != MHD_YES) {
             r->bad_body = 1;

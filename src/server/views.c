@@ -89,7 +89,7 @@ json_t *view_job_table(server_t *srv, json_t *job, json_t *fields)
         json_object_set(d, "dataset_id", json_object_get(job, "dataset_id"));
         add_outputs(srv, job, d, fields);
     } else {
-        json_object_set_new(d, "backend", json_string("cdigits"));
+        json_object_set_new(d, "backend", json_string("cddb"));
     }
     const char *why = jstr(job, "wait_reason");
     if (st == CD_ST_WAIT && why[0])
@@ -166,7 +166,7 @@ static void dataset_tasks(json_t *job, json_t *d)
         json_array_append_new(cd, json_pack("{s:s, s:o, s:O, s:O, s:O, s:s, s:O, s:s}", "name", name, "entries",
                                             res ? json_integer(counts[i]) : json_null(), "image_width",
                                             json_array_get(dims, 1), "image_height", json_array_get(dims, 0),
-                                            "image_channels", json_array_get(dims, 2), "backend", "cdigits",
+                                            "image_channels", json_array_get(dims, 2), "backend", "cddb",
                                             "encoding", json_object_get(cfg, "encoding"), "compression", "none"));
     }
     json_object_set_new(d, "ParseFolderTasks", pf);

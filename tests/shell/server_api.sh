@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# Black-box test of the server's API with tests/shell/fake_worker.py as the worker, so it
+# runs in seconds and can make workers fail on purpose: DIGITS's curl workflow (login,
+# dataset, status, JSON, model, metrics, delete), sweeps, abort, clone, resume, ownership,
+# worker crashes, path roots, malformed input and server-sent events.
+. "$(dirname "$0")/server_lib.bash"
+need_server
+
+FAKE=$SRC/tests/shell/fake_worker.py
+IMG=$T/images
+mkdir -p "$IMG/train/cat" "$IMG/train/dog" "$T/outside/x"
+for i in $(seq 1 8); do touch "$IMG/train/cat/$i.png" "$IMG/train/dog/$i.png"; done
+ln -s "$T/outside" "$IMG/escape"
+FAKE_STEP=0.005 srv_start --worker "$FAKE" --data-root "$IMG" --abort-grace 1 --max-upload 200K
+
+net() { printf '# fake network %s\nlayer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip" }\n' "$1"; }
+
+# ---- home, login ------------------------------------------------------------------------
+http GET /index/json
+check '[ "$CODE" = 200 ] && [ "$(jv "d[\"datasets\"]")" = "[]" ] && [ -n "$(jv "d[\"version\"]")" ]' "index/json answers an empty list"
+http GET /index.json
+check '[ "$CODE" = 200 ]' "the older .json suffix works"
+JAR=$T/none.txt
+http POST /datasets/images/classification/json -F dataset_name=x -F folder_train="$IMG"
+check '[ "$CODE" = 401 ] && [ "$(jv "d[\"error\"][\"type\"]")" = Unauthorized ]' "creating without login is 401 in the error shape"
+login_as "Fred"
+check '[ "$CODE" = 400 ] && [ -n "$(jv "d[\"errors\"][\"username\"][0]")" ]' "an upper-case username is refused"
+login_as fred
+check '[ "$CODE" = 302 ] && grep -q "username.*fred" "$JAR"' "login sets the username cookie"
+http GET /login
+check '[ "$(jv "d[\"username\"]")" = fred ]' "GET /login tells who is logged in"
+
+# ---- dataset ------------------------------------------------------------------------------
+http POST /datasets/images/classification/json -F folder_train=/etc -F resize_width=abc -F folder_pct_val=150
+check '[ "$CODE" = 400 ] && [ "$(jv "sorted(d[\"errors\"])")" = "[\"dataset_name\", \"folder_pct_val\", \"folder_train\", \"resize_width\"]" ]' \
+    "form errors name every bad field"
+check 'jv "d[\"errors\"][\"folder_train\"][0]" | grep -q "outside the folders"' "a folder outside the roots is refused with the roots named"
+http POST /datasets/images/classification/json -F dataset_name=x -F folder_train="$IMG/escape"
+check '[ "$CODE" = 400 ] && jv "d[\"errors\"][\"folder_train\"][0]" | grep -q outside' "a symlink out of the roots is refused"
+http POST /datasets/images/classification/json -F dataset_name=x -F folder_train="$IMG/../outside"
+check '[ "$CODE" = 400 ]' "a .. out of the roots is refused"
+http POST /datasets/images/classification/json -F dataset_name=ds1 -F folder_train="$IMG/train" -F resize_channels=1 \
+    -F resize_width=28 -F resize_height=28 -F folder_pct_val=25 -F group_name=g1
+check '[ "$CODE" = 200 ] && [ -n "$(jv "d[\"id\"]")" ]' "dataset created (multipart form)"
+DS=$(jv 'd["id"]')
+check 'wait_status "$DS" Done 20' "dataset reaches Done"
+http GET "/datasets/$DS/status"
+check '[ "$(jv "d[\"type\"]")" = "Image Classification Dataset" ] && [ "$(jv "d[\"error\"]")" = null ]' "dataset status has DIGITS's fields"
+http GET "/datasets/$DS/json"
+check '[ "$(jv "d[\"ParseFolderTasks\"][0][\"label_count\"]")" = 2 ] && [ "$(jv "d[\"CreateDbTasks\"][0][\"image_width\"]")" = 28 ]' \
+    "dataset JSON has ParseFolderTasks and CreateDbTasks"
+check '[ "$(jv "[h[0] for h in d[\"status_history\"]]")" = "[\"Initialized\", \"Waiting\", \"Running\", \"Done\"]" ]' \
+    "status history goes Initialized, Waiting, Running, Done"
+http GET "/datasets/$DS.json"
+check '[ "$CODE" = 200 ]' "/datasets/<id>.json works"
+http POST /datasets/images/classification/json -H 'Content-Type: application/json' \
+    -d "{\"dataset_name\": \"ds2\", \"folder_train\": \"$IMG/train\", \"resize_width\": 16, \"resize_height\": 16}"
+check '[ "$CODE" = 200 ]' "dataset created from a JSON body"
+DS2=$(jv 'd["id"]')
+http POST /datasets/images/classification/json --data-urlencode "dataset_name=ds3" --data-urlencode "folder_train=$IMG/train"
+check '[ "$CODE" = 200 ]' "dataset created from an urlencoded body"
+DS3=$(jv 'd["id"]')
+
+# ---- model ----------------------------------------------------------------------------------
+net plain > "$T/net.prototxt"
+http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" \
+    -F train_epochs=3 -F model_name=m1 -F learning_rate=0.02 -F lr_policy=multistep -F lr_multistep_values=30,60 \
+    -F batch_size=8 -F random_seed=7
+check '[ "$CODE" = 200 ] && [ "$(jv "d[\"dataset_id\"]")" = "$DS" ]' "model created"
+M1=$(jv 'd["id"]')
+check 'wait_status "$M1" Done 30' "model reaches Done"
+http GET "/models/$M1/json"
+check '[ "$(jv "d[\"snapshots\"]")" = "[1, 2, 3]" ]' "model JSON lists snapshots 1, 2, 3"
+check '[ "$(jv "d[\"train\"][\"lr_policy\"][\"steps\"]")" = "30,60" ] && [ "$(jv "d[\"train\"][\"batch_size\"]")" = 8 ]' "solver fields reach train.json"
+TRAIN_JSON=$(jv 'd["directory"]')/train.json
+check 'python3 -c "import json,sys; c=json.load(open(sys.argv[1])); sys.exit(not (c[\"random_seed\"]==7 and c[\"learning_rate\"]==0.02 and c[\"backend\"]==\"cpu\" and c[\"lr_policy\"][\"policy\"]==\"multistep\"))" "$TRAIN_JSON"' \
+    "train.json holds the mapped fields and the CPU backend"
+http GET "/models/$M1/metrics/json"
+check '[ "$(jv "len([m for m in d[\"metrics\"] if m[\"name\"]==\"loss\" and m[\"phase\"]==\"train\"])")" = 30 ]' "every train loss line is stored (30)"
+http GET /completed_jobs/json
+check '[ "$(jv "[m for m in d[\"models\"] if m[\"id\"]==\"$M1\"][0][\"accuracy (val) last\"]")" = 0.8 ]' "completed_jobs has accuracy (val) last"
+check 'jv "d[\"model_output_fields\"]" | grep -q "loss (train) min"' "model_output_fields lists loss (train) min"
+check '[ "$(jv "[m for m in d[\"models\"] if m[\"id\"]==\"$M1\"][0][\"progress\"]")" = 100 ]' "completed_jobs has progress"
+http GET "/files/$M1/train.json"
+check '[ "$CODE" = 200 ] && [ "$(jv "d[\"epochs\"]")" = 3 ]' "/files/ serves a job file"
+
+# sweep: two learning rates make two jobs
+http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" \
+    -F train_epochs=1 -F model_name=sweep -F learning_rate=0.01,0.02
+check '[ "$CODE" = 200 ] && [ "$(jv "len(d[\"jobs\"])")" = 2 ] && [ "$(jv "d[\"jobs\"][1][\"name\"]")" = "sweep learning_rate:0.02" ]' \
+    "a learning rate sweep answers {jobs: [2]}"
+
+# model errors
+http POST /models/images/classification/json -F dataset=nope -F method=standard -F standard_networks=vgg -F train_epochs=0
+check '[ "$CODE" = 400 ] && [ "$(jv "sorted(d[\"errors\"])")" = "[\"dataset\", \"model_name\", \"standard_networks\", \"train_epochs\"]" ]' \
+    "model form errors name every bad field"
+http POST /models/images/classification/json -F dataset="$DS" -F model_name=x -F method=custom -F custom_network="x" -F select_gpus=3
+check '[ "$CODE" = 400 ] && jv "d[\"errors\"][\"select_gpus\"][0]" | grep -q "does not exist"' "asking for a GPU this server lacks is refused"
+
+# ---- abort, resume, clone --------------------------------------------------------------------
+net fake:slow > "$T/slow.prototxt"
+http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/slow.prototxt" \
+    -F train_epochs=3 -F model_name=slow
+MS=$(jv 'd["id"]')
+check 'wait_status "$MS" Running 20' "slow model runs"
+sleep 2.5 # past the first snapshot (10 iterations of 0.2 s)
+http POST "/models/$MS/abort"
+check '[ "$CODE" = 200 ]' "abort answers 200"
+check 'wait_status "$MS" Aborted 10' "aborted model shows Aborted"
+http POST "/models/$MS/abort"
+check '[ "$CODE" = 403 ]' "aborting a stopped job is refused"
+http GET "/models/$MS/json"
+SNAPS_BEFORE=$(jv 'd["snapshots"]')
+METRICS_BEFORE=$(jv 'd["metrics_count"]')
+check '[ "$SNAPS_BEFORE" != "[]" ]' "the aborted job has a snapshot ($SNAPS_BEFORE)"
+login_as bob
+http POST "/models/$MS/resume"
+check '[ "$CODE" = 403 ]' "only the owner may resume"
+http DELETE "/models/$MS"
+check '[ "$CODE" = 403 ]' "only the owner may delete"
+http PUT "/jobs/$MS" -F job_name=mine
+check '[ "$CODE" = 403 ]' "only the owner may rename"
+http POST /abort_jobs -F "job_ids[]=$MS" -F "job_ids[]=nope"
+check '[ "$CODE" = 400 ] && jv "d[\"error\"][\"description\"]" | grep -q "1 job not found. 1 job not permitted to be aborted."' \
+    "bulk abort reports DIGITS's counts"
+login_as fred
+http POST "/models/$MS/resume"
+check '[ "$CODE" = 200 ] && [ "$(jv "d[\"resumed_from_epoch\"]")" -ge 1 ]' "resume answers the snapshot epoch"
+check 'wait_status "$MS" Done 40' "the resumed job finishes"
+http GET "/models/$MS/json"
+check '[ "$(jv "d[\"snapshots\"]")" = "[1, 2, 3]" ]' "every snapshot epoch is there after resume"
+http GET "/models/$MS/metrics/json?all=1"
+check '[ "$(jv "len(d[\"metrics\"])")" -ge "$METRICS_BEFORE" ]' "no metric was lost by the resume"
+check '[ "$(jv "len([m for m in d[\"metrics\"] if m[\"phase\"]==\"train\" and m[\"name\"]==\"loss\" and not m[\"superseded\"]])")" = 30 ]' \
+    "the current train loss curve has one point per iteration"
+http PUT "/jobs/$MS" -F job_name="slow renamed" -F job_notes="some notes"
+check '[ "$CODE" = 200 ]' "the owner renames a job"
+http GET "/models/$MS/json"
+check '[ "$(jv "d[\"name\"]")" = "slow renamed" ] && [ "$(jv "d[\"notes\"]")" = "some notes" ]' "the new name and notes show"
+http POST "/clone/$M1/json" -F model_name=m1clone
+check '[ "$CODE" = 200 ] && [ "$(jv "d[\"name\"]")" = m1clone ]' "clone makes a new model with a posted field replaced"
+MC=$(jv 'd["id"]')
+check 'wait_status "$MC" Done 30' "the clone trains"
+http GET "/clone/$DS/json"
+check '[ "$(jv "d[\"fields\"][\"dataset_name\"]")" = ds1 ]' "GET clone answers the saved fields"
+http POST /group -F group_name=G -F "job_ids[]=$M1" -F "job_ids[]=$MC"
+check '[ "$CODE" = 200 ]' "group assigns a group"
+http GET /completed_jobs/json
+check '[ "$(jv "[m[\"group\"] for m in d[\"models\"] if m[\"id\"]==\"$MC\"][0]")" = G ]' "the group shows"
+
+# ---- failures --------------------------------------------------------------------------------
+net fake:crash > "$T/crash.prototxt"
+http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/crash.prototxt" \
+    -F train_epochs=3 -F model_name=crash
+MX=$(jv 'd["id"]')
+check 'wait_status "$MX" Error 20' "a worker killed by a signal leaves its job in Error"
+http GET "/models/$MX/json"
+check 'jv "d[\"error\"]" | grep -q "signal 11" && jv "d[\"error\"]" | grep -q "segmentation fault coming"' \
+    "the error names the signal and the worker's last lines"
+net fake:error > "$T/err.prototxt"
+http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/err.prototxt" \
+    -F train_epochs=1 -F model_name=err
+ME=$(jv 'd["id"]')
+check 'wait_status "$ME" Error 20' "an error line leaves the job in Error"
+http GET "/models/$ME/status"
+check 'jv "d[\"message\"]" | grep -q "broken on purpose"' "its error line is the message"
+net fake:ignore_term > "$T/stubborn.prototxt"
+http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/stubborn.prototxt" \
+    -F train_epochs=50 -F model_name=stubborn
+MT=$(jv 'd["id"]')
+wait_status "$MT" Running 20
+http POST "/models/$MT/abort"
+check 'wait_status "$MT" Aborted 10' "a worker that ignores SIGTERM is killed after the grace period"
+
+# ---- delete ----------------------------------------------------------------------------------
+http DELETE "/datasets/$DS"
+check '[ "$CODE" = 403 ] && jv "d[\"error\"][\"description\"]" | grep -q "trains on it"' "a dataset in use cannot be deleted"
+DIR_M1=$T/data/jobs/$M1
+http DELETE "/models/$M1"
+check '[ "$CODE" = 200 ] && [ "$BODY" = "Job deleted." ] && [ ! -d "$DIR_M1" ]' "delete removes the job and its folder"
+http GET "/models/$M1/json"
+check '[ "$CODE" = 404 ] && [ "$(jv "d[\"error\"][\"type\"]")" = NotFound ]' "a deleted job is 404"
+http DELETE /jobs -F "job_ids[]=$DS2" -F "job_ids[]=$DS3"
+check '[ "$CODE" = 200 ] && [ "$BODY" = "Jobs deleted." ]' "DELETE /jobs deletes many"
+
+# ---- bad input ----------------------------------------------------------------------------------
+http GET /no/such/route
+check '[ "$CODE" = 404 ] && [ "$(jv "d[\"error\"][\"type\"]")" = NotFound ]' "unknown route: 404 in the JSON error shape"
+http DELETE /index/json
+check '[ "$CODE" = 405 ]' "wrong method: 405"
+http GET "/files/../cdigits.db"
+check '[ "$CODE" = 404 ]' "/files/.. is refused"
+http GET "/files/%2e%2e/cdigits.db"
+check '[ "$CODE" = 404 ]' "/files/%2e%2e is refused"
+ln -s /etc/passwd "$T/data/jobs/$MS/passwd"
+http GET "/files/$MS/passwd"
+check '[ "$CODE" = 404 ]' "/files/ refuses a symlink out of the jobs folder"
+http POST /models/images/classification/json -H 'Content-Type: application/json' -d '{"model_name": '
+check '[ "$CODE" = 400 ] && jv "d[\"error\"][\"description\"]" | grep -q "Invalid JSON"' "broken JSON: 400"
+http POST /models/images/classification/json -H 'Content-Type: application/json' -d '{"model_name": {"a": 1}}'
+check '[ "$CODE" = 400 ]' "a nested JSON value: 400"
+http POST /models/images/classification/json -H 'Content-Type: multipart/form-data' --data-binary 'garbage'
+check '[ "$CODE" = 400 ]' "multipart without a boundary: 400"
+http POST /models/images/classification/json -H 'Content-Type: multipart/form-data; boundary=XX' \
+    --data-binary $'--XX\r\nContent-Disposition: form-data; name="model_name"\r\n\r\nabc'
+check '[ "$CODE" = 400 ] || [ "$CODE" = 200 ]' "a truncated multipart body gets an answer ($CODE)"
+head -c 300000 /dev/zero | tr '\0' a > "$T/big.txt"
+http POST /models/images/classification/json -F "custom_network=<$T/big.txt"
+check '[ "$CODE" = 413 ]' "a body over --max-upload: 413"
+http POST /models/images/classification/json -H 'Transfer-Encoding: chunked' -H 'Content-Type: application/json' \
+    --data-binary "@$T/big.txt"
+check '[ "$CODE" = 413 ]' "a chunked body over --max-upload: 413"
+python3 - "$PORT" <<'PY' >"$T/burst.txt" 2>&1
+import socket, sys
+port = int(sys.argv[1])
+bad = [
+    b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200000 + b"\r\n\r\n",
+    b"POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=q\r\nContent-Length: 20\r\n\r\n--q\r\nbroken",
+    b"POST /models/images/classification/json HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\n{{{{{",
+    b"GARBAGE\r\n\r\n",
+    b"GET /index/json HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+    b"\x00\x01\x02\x03" * 100,
+]
+for i in range(60):
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        s.sendall(bad[i % len(bad)])
+        s.shutdown(socket.SHUT_WR)
+        s.recv(1024)
+    except OSError:
+        pass
+    s.close()
+print("sent")
+PY
+http GET /index/json
+check '[ "$CODE" = 200 ]' "after a burst of malformed requests the server still answers"
+
+# ---- server-sent events ------------------------------------------------------------------------
+http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/slow.prototxt" \
+    -F train_epochs=1 -F model_name=sse
+MV=$(jv 'd["id"]')
+python3 - "$B" "$MV" "$T/data/jobs/$MV/fake_sent.log" >"$T/sse.txt" 2>&1 <<'PY'
+import socket, sys, time, json, urllib.parse
+base, job, sent_log = sys.argv[1], sys.argv[2], sys.argv[3]
+u = urllib.parse.urlparse(base)
+s = socket.create_connection((u.hostname, u.port), timeout=20)
+s.sendall(("GET /jobs/%s/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n" % job).encode())
+buf, arrivals, kinds, done = b"", {}, set(), False
+end = time.time() + 30
+while time.time() < end and not done:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    now = time.time()
+    buf += chunk
+    while b"\n\n" in buf:
+        ev, buf = buf.split(b"\n\n", 1)
+        name, data = None, None
+        for line in ev.decode(errors="replace").splitlines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                data = line[6:]
+        if not name or data is None:
+            continue
+        kinds.add(name)
+        d = json.loads(data)
+        if name == "metric" and d["phase"] == "train" and d["name"] == "loss":
+            arrivals[d["iteration"]] = now
+        if name == "status" and d.get("status") in ("Done", "Error", "Aborted"):
+            done = True
+sent = {}
+for line in open(sent_log):
+    it, phase, name, t = line.split()
+    if phase == "train":
+        sent[int(it)] = float(t)
+delays = sorted(arrivals[i] - sent[i] for i in arrivals if i in sent)
+print("kinds", " ".join(sorted(kinds)))
+print("metrics", len(delays))
+print("max_delay %.4f" % (delays[-1] if delays else 99))
+PY
+check 'grep -q "kinds.*metric.*progress.*status" "$T/sse.txt"' "the job stream carries status, progress and metric events"
+check '[ "$(awk "/^metrics/ {print \$2}" "$T/sse.txt")" -ge 5 ]' "metric events arrived ($(grep ^metrics "$T/sse.txt"))"
+check 'awk "/^max_delay/ {exit !(\$2 < 0.25)}" "$T/sse.txt"' "a metric line reaches an SSE client within 0.25 s ($(grep max_delay "$T/sse.txt"))"
+curl -s -N --max-time 2 "$B/events" >"$T/home.txt" 2>/dev/null
+check 'grep -q "event: gpus" "$T/home.txt"' "the home stream starts with the GPU counts"
+
+http GET /hardware/json
+check '[ "$CODE" = 200 ] && [ "$(jv "d[\"gpus\"]")" = "[]" ] && [ "$(jv "d[\"resources\"][\"cpu_slots\"][\"total\"]")" = 1 ]' \
+    "hardware/json: no GPU here is an empty list, not an error"
+
+http POST /models/visualize-lr -F lr_policy=step -F learning_rate=0.1 -F lr_step_size=50 -F lr_step_gamma=0.5
+check '[ "$(jv "len(d[\"data\"][\"columns\"][0])")" = 102 ] && [ "$(jv "d[\"data\"][\"columns\"][0][100]")" = 0.05 ]' "visualize-lr draws the step policy"
+
+http POST /logout
+check '[ "$CODE" = 302 ]' "logout redirects"
+srv_stop
+check '[ "$SRV_RC" = 0 ]' "SIGTERM stops the server cleanly (exit $SRV_RC)"
+finish

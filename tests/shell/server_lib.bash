@@ -1,0 +1,153 @@
+# Helpers for the server's black-box tests (sourced by tests/shell/server_*.sh; not a
+# test itself). Each test gets a fresh temporary folder $T, a server on a free loopback
+# port (--port 0 and --port-file), curl for HTTP and python3 for JSON.
+#
+#   srv_start [flags]      start build/cdigits serve with --data $T/data; sets $B (base URL)
+#   srv_stop / srv_kill9   SIGTERM and wait / SIGKILL
+#   http METHOD PATH [curl args]   sets $CODE and $BODY; cookies from $JAR (login_as)
+#   jv 'python expr on d'  evaluates an expression on the JSON in $BODY and prints it
+#   check 'shell test' 'what'      counts a pass or prints FAIL and counts a failure
+#   wait_status ID STATUS [seconds]  polls /jobs/ID/status until STATUS (or a final one)
+#   finish                 prints the summary and exits non-zero on any failure
+
+set -u
+SRC=${CDIGITS_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+BUILD=${CDIGITS_BUILD_DIR:-$SRC/build}
+CDIGITS=$BUILD/cdigits
+T=$(mktemp -d "${TMPDIR:-/tmp}/cdigits-server-XXXXXX")
+SRV_PID=""
+PASSES=0
+FAILS=0
+JAR=$T/cookies.txt
+CODE=""
+BODY=""
+
+srv_cleanup() {
+    if [ -n "$SRV_PID" ]; then
+        kill -TERM "$SRV_PID" 2>/dev/null
+        wait "$SRV_PID" 2>/dev/null
+    fi
+    # workers the tests may have left (a SIGKILLed server's orphans)
+    pkill_workers
+    if [ -z "${KEEP_TMP:-}" ]; then rm -rf "$T"; else echo "kept $T"; fi
+}
+trap srv_cleanup EXIT
+
+# Stops only the worker processes that run in this test's folder.
+pkill_workers() {
+    local pid
+    for pid in $(ps -eo pid= 2>/dev/null); do
+        if tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q -- "$T/"; then
+            kill -KILL "$pid" 2>/dev/null
+        fi
+    done
+}
+
+need_server() {
+    if [ ! -x "$CDIGITS" ]; then
+        echo "SKIP: $CDIGITS is not built (cmake --build <build> --target cdigits)"
+        exit 0
+    fi
+}
+
+srv_start() {
+    rm -f "$T/port"
+    "$CDIGITS" serve --port 0 --port-file "$T/port" --data "$T/data" "$@" >>"$T/server.log" 2>&1 &
+    SRV_PID=$!
+    local i
+    for i in $(seq 1 400); do
+        [ -s "$T/port" ] && break
+        if ! kill -0 "$SRV_PID" 2>/dev/null; then
+            echo "FAIL the server did not start:"
+            tail -20 "$T/server.log"
+            SRV_PID=""
+            exit 1
+        fi
+        sleep 0.05
+    done
+    PORT=$(cat "$T/port")
+    B=http://127.0.0.1:$PORT
+}
+
+srv_stop() {
+    if [ -n "$SRV_PID" ]; then
+        kill -TERM "$SRV_PID" 2>/dev/null
+        wait "$SRV_PID" 2>/dev/null
+        SRV_RC=$?
+        SRV_PID=""
+    fi
+}
+
+srv_kill9() {
+    if [ -n "$SRV_PID" ]; then
+        kill -KILL "$SRV_PID" 2>/dev/null
+        wait "$SRV_PID" 2>/dev/null
+        SRV_PID=""
+    fi
+}
+
+http() {
+    local method=$1 path=$2
+    shift 2
+    CODE=$(curl -s -o "$T/body" -w '%{http_code}' -X "$method" -b "$JAR" -c "$JAR" --max-time 30 "$@" "$B$path")
+    BODY=$(cat "$T/body" 2>/dev/null)
+}
+
+login_as() {
+    JAR=$T/cookies-$1.txt
+    http POST /login -d "username=$1"
+}
+
+jv() {
+    python3 -c 'import json, signal, sys
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+try:
+    d = json.loads(sys.argv[1])
+except Exception:
+    d = None
+try:
+    v = eval(sys.argv[2])
+except Exception as e:
+    v = "<%s>" % type(e).__name__
+print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)' "$BODY" "$1"
+}
+
+check() {
+    if eval "$1"; then
+        PASSES=$((PASSES + 1))
+        echo "ok   $2"
+    else
+        FAILS=$((FAILS + 1))
+        echo "FAIL $2"
+        echo "     (code $CODE, body $(printf %s "$BODY" | head -c 600))"
+    fi
+}
+
+wait_status() {
+    local id=$1 want=$2 secs=${3:-60} st=""
+    local end=$((SECONDS + secs))
+    while [ $SECONDS -lt $end ]; do
+        http GET "/jobs/$id/status"
+        st=$(jv 'd["status"]')
+        [ "$st" = "$want" ] && return 0
+        case "$st" in Done | Error | Aborted) [ "$st" != "$want" ] && return 1 ;; esac
+        sleep 0.1
+    done
+    return 1
+}
+
+finish() {
+    echo "$PASSES passed, $FAILS failed"
+    if [ "$FAILS" -ne 0 ]; then
+        echo "server log (last 40 lines):"
+        tail -40 "$T/server.log"
+        exit 1
+    fi
+    [ "$PASSES" -gt 0 ]
+}
+
+# Writes N tiny PNGs per class into DIR/<class>/ (python3 and zlib only): each class
+# has its own pattern, so a network can learn it. Sizes WxH, gray.
+make_pngs() {
+    python3 "$SRC/tests/shell/make_pngs.py" "$@"
+}
