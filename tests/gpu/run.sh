@@ -1,0 +1,351 @@
+#!/usr/bin/env bash
+# Builds and checks everything GPU-side on a machine with a GPU, CUDA (nvcc), cuDNN,
+# NCCL and python3, and none of the project's other libraries (no jansson, OpenBLAS,
+# libpng): it builds only what it needs, from the sources.
+#
+#   stage 1  the op test: src/backend/cuda, kernels, the CPU backend (the reference,
+#            with a plain C sgemm instead of OpenBLAS) and tests/gpu/test_gpu_ops.c,
+#            compiled for this GPU only; every backend op compared with the CPU.
+#   stage 2  LeNet trained on both backends with the same seed on a small synthetic
+#            digit set, loss curves and accuracy compared. Needs cdigits-worker: a
+#            build carried here (CDIGITS_CARRY_DIR, made by tests/gpu/make_carry.sh),
+#            or one built with CMake when jansson, libpng, libjpeg and OpenBLAS are
+#            installed; skipped (and said so) otherwise.
+#
+# Without a GPU it still builds stage 1 and prints "no GPU: skipped" (exit 0).
+# Environment:
+#   CDIGITS_GPU_BUILD   build folder (default build-gpu)
+#   CDIGITS_CARRY_DIR   folder with cdigits-worker, lib/ (its .so files) and optionally
+#                       test_gpu_ops, built elsewhere
+#   CUDNN_ROOT, NCCL_ROOT   where cuDNN and NCCL are, when python3 and the usual
+#                       places don't know
+#   CDIGITS_GPU_STAGES  "1 2" (default), or "1" for the op test only
+# Exit status: 0 when every stage that ran passed (or no GPU), 1 otherwise.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root" || exit 1
+build=${CDIGITS_GPU_BUILD:-$root/build-gpu}
+case $build in /*) ;; *) build=$root/$build ;; esac
+stages=${CDIGITS_GPU_STAGES:-1 2}
+jobs=$(nproc 2>/dev/null || echo 4)
+t_start=$(date +%s)
+summary=()
+failed=0
+
+say() { echo "run.sh: $*"; }
+add() {
+    summary+=("$(printf "%-8s | %-6s | %s" "$1" "$2" "$3")")
+    [[ $2 == FAIL ]] && failed=1
+    return 0
+}
+finish() {
+    echo
+    echo "== summary ($(($(date +%s) - t_start)) s)"
+    printf '%-8s | %-6s | %s\n' "stage" "result" "detail"
+    printf '%s\n' "${summary[@]}"
+    if ((failed)); then echo "run.sh: FAIL"; exit 1; fi
+    echo "run.sh: PASS"
+    exit 0
+}
+
+# ---- find CUDA, cuDNN, NCCL ------------------------------------------------------
+
+# the folder of a python package (namespace packages have no __file__)
+pydir() {
+    python3 - "$1" 2>/dev/null <<'EOF'
+import importlib, sys
+try:
+    m = importlib.import_module(sys.argv[1])
+    print(list(m.__path__)[0])
+except Exception:
+    pass
+EOF
+}
+
+# first_with FILE DIR...: the first DIR holding FILE
+first_with() {
+    local f=$1 d
+    shift
+    for d in "$@"; do
+        [[ -n $d && -e $d/$f ]] && { echo "$d"; return 0; }
+    done
+    return 1
+}
+
+# find_lib NAME DIR...: the first DIR/NAME, or DIR/NAME.<version> (pip wheels ship
+# only versioned names)
+find_lib() {
+    local name=$1 d f
+    shift
+    for d in "$@"; do
+        [[ -n $d && -d $d ]] || continue
+        [[ -e $d/$name ]] && { echo "$d/$name"; return 0; }
+        for f in "$d/$name".[0-9]*; do
+            [[ -e $f ]] && { echo "$f"; return 0; }
+        done
+    done
+    return 1
+}
+
+nvcc=""
+for c in "${CUDA_HOME:-}/bin/nvcc" "${CUDA_PATH:-}/bin/nvcc" "$(command -v nvcc 2>/dev/null)" \
+    /usr/local/cuda/bin/nvcc; do
+    [[ -n $c && -x $c ]] && { nvcc=$c; break; }
+done
+cuda_home=${nvcc:+$(cd "$(dirname "$nvcc")/.." && pwd)}
+
+py_cudnn=$(pydir nvidia.cudnn)
+py_nccl=$(pydir nvidia.nccl)
+py_cublas=$(pydir nvidia.cublas)
+py_cu=""
+for v in cu13 cu12; do
+    d=$(pydir "nvidia.$v")
+    [[ -n $d ]] && { py_cu=$d; break; }
+done
+sys_inc=(/usr/include /usr/include/x86_64-linux-gnu /usr/local/include)
+sys_lib=(/usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /usr/local/lib)
+
+cudnn_inc=$(first_with cudnn.h "${CUDNN_ROOT:-/nonexistent}/include" "$py_cudnn/include" \
+    "$cuda_home/include" "${sys_inc[@]}")
+cudnn_lib=$(find_lib libcudnn.so "${CUDNN_ROOT:-/nonexistent}/lib" "${CUDNN_ROOT:-/nonexistent}/lib64" \
+    "$py_cudnn/lib" "$cuda_home/lib64" "$cuda_home/lib" "${sys_lib[@]}")
+nccl_inc=$(first_with nccl.h "${NCCL_ROOT:-/nonexistent}/include" "$py_nccl/include" \
+    "$cuda_home/include" "${sys_inc[@]}")
+nccl_lib=$(find_lib libnccl.so "${NCCL_ROOT:-/nonexistent}/lib" "${NCCL_ROOT:-/nonexistent}/lib64" \
+    "$py_nccl/lib" "$cuda_home/lib64" "$cuda_home/lib" "${sys_lib[@]}")
+cublas_lib=$(find_lib libcublas.so "$cuda_home/lib64" "$cuda_home/lib" \
+    "$cuda_home/targets/x86_64-linux/lib" "$py_cublas/lib" "$py_cu/lib" "${sys_lib[@]}")
+cublaslt_lib=$(find_lib libcublasLt.so "$(dirname "${cublas_lib:-/x/y}")")
+cudart_static=$(find_lib libcudart_static.a "$cuda_home/lib64" "$cuda_home/lib" \
+    "$cuda_home/targets/x86_64-linux/lib")
+cudart_lib=${cudart_static:-$(find_lib libcudart.so "$cuda_home/lib64" "$cuda_home/lib" "$py_cu/lib")}
+
+echo "== GPU"
+gpu_cap=""
+if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader 2>&1 | head -4
+    gpu_cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+else
+    echo "nvidia-smi: not found"
+fi
+[[ $gpu_cap =~ ^[0-9]+$ ]] || gpu_cap=""
+arch=${gpu_cap:-90} # no GPU: build for Hopper, as the GPU machines are
+say "nvcc ${nvcc:-not found}; compute capability ${gpu_cap:-unknown} (building sm_$arch)"
+say "cuDNN ${cudnn_inc:-?} ${cudnn_lib:-not found}"
+say "NCCL ${nccl_inc:-?} ${nccl_lib:-not found}"
+say "cuBLAS ${cublas_lib:-not found}; cudart ${cudart_lib:-not found}"
+
+lib_dirs=()
+for f in "$cudnn_lib" "$nccl_lib" "$cublas_lib" "$cudart_lib"; do
+    [[ -n $f ]] && lib_dirs+=("$(dirname "$f")")
+done
+ld_path=$(printf '%s:' "${lib_dirs[@]}")
+export LD_LIBRARY_PATH="${ld_path}${LD_LIBRARY_PATH:-}"
+
+# ---- stage 1: build and run the op test -----------------------------------------------
+
+stage1() {
+    echo
+    echo "== stage 1: build the op test ($build)"
+    local test_bin=""
+    if [[ -n $nvcc && -n $cudnn_inc && -n $cudnn_lib && -n $nccl_inc && -n $nccl_lib &&
+        -n $cublas_lib && -n $cublaslt_lib && -n $cudart_lib ]]; then
+        build_ops_test && test_bin=$build/test_gpu_ops
+    elif [[ -n ${CDIGITS_CARRY_DIR:-} && -x ${CDIGITS_CARRY_DIR}/test_gpu_ops ]]; then
+        say "no complete CUDA toolchain here; running the carried $CDIGITS_CARRY_DIR/test_gpu_ops"
+        test_bin=$CDIGITS_CARRY_DIR/test_gpu_ops
+        export LD_LIBRARY_PATH="$CDIGITS_CARRY_DIR/lib:$LD_LIBRARY_PATH"
+        add build ok "carried binary"
+    else
+        say "missing: ${nvcc:-nvcc} ${cudnn_lib:-cuDNN} ${nccl_lib:-NCCL} ${cublas_lib:-cuBLAS}"
+        add build FAIL "CUDA, cuDNN or NCCL not found (set CUDNN_ROOT / NCCL_ROOT)"
+        return 1
+    fi
+    [[ -n $test_bin ]] || return 1
+
+    echo
+    echo "== stage 1: every backend op against the CPU reference"
+    local log=$build/test_gpu_ops.log rc
+    mkdir -p "$build"
+    OMP_NUM_THREADS=${OMP_NUM_THREADS:-$jobs} timeout 300 "$test_bin" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    if grep -q '^SKIP' "$log"; then
+        say "no GPU: skipped"
+        add ops skip "no GPU: skipped ($(grep -m1 '^SKIP' "$log"))"
+        return 2
+    fi
+    local line
+    line=$(grep -E '^test_gpu_ops: [0-9]+ passed' "$log" | tail -1)
+    if [[ $rc -eq 0 ]]; then
+        add ops ok "${line#test_gpu_ops: }"
+    elif [[ $rc -eq 124 ]]; then
+        add ops FAIL "timed out after 300 s"
+    else
+        add ops FAIL "${line:-exit status $rc (crashed or aborted; the device error is above)}"
+    fi
+}
+
+build_ops_test() {
+    local obj=$build/obj t0 f o
+    t0=$(date +%s)
+    mkdir -p "$obj"
+    rm -f "$obj"/*.o "$obj"/*.log "$build/test_gpu_ops"
+    local inc=(-I"$root/include" -I"$root/kernels" -I"$root/src/backend/cuda" -I"$root/src/backend/cpu"
+        -I"$cuda_home/include" -I"$cudnn_inc" -I"$nccl_inc")
+    local defs=(-DCDIGITS_HAVE_CUDA=1 -DCDIGITS_VERSION=\"gpu-test\" -DCDIGITS_SOURCE_DIR=\"$root\")
+
+    # the C sources the op test needs; src/common's files are optional: one that does
+    # not compile here or needs jansson is left out (log.c then gives way to log_stub.c)
+    local csrc=("$root"/src/backend/cuda/*.c "$root"/src/backend/cpu/*.c
+        "$root/tests/gpu/cblas_fallback.c" "$root/tests/gpu/test_gpu_ops.c")
+    local optional=("$root"/src/common/*.c "$root/tests/gpu/log_stub.c")
+
+    local gencode="-gencode=arch=compute_$arch,code=[sm_$arch,compute_$arch]"
+    say "compiling $((${#csrc[@]} + ${#optional[@]})) C files and $(ls "$root"/kernels/*.cu | wc -l) CUDA files on $jobs cores"
+    local pids=() names=() i=0
+    for f in "$root"/kernels/*.cu; do
+        o=$obj/cu_$(basename "$f" .cu)
+        "$nvcc" -std=c++17 -O3 "$gencode" "${inc[@]}" "${defs[@]}" -Xcompiler=-Wall \
+            -c "$f" -o "$o.o" >"$o.log" 2>&1 &
+        pids+=($!)
+        names+=("$f")
+    done
+    for f in "${csrc[@]}" "${optional[@]}"; do
+        # the fallback cblas.h comes first, so <cblas.h> is ours even where OpenBLAS is installed
+        o=$obj/c_$(basename "$(dirname "$f")")_$(basename "$f" .c)
+        gcc -std=gnu11 -O2 -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-deprecated-declarations \
+            -I"$root/tests/gpu/fallback" "${inc[@]}" "${defs[@]}" -c "$f" -o "$o.o" >"$o.log" 2>&1 &
+        pids+=($!)
+        names+=("$f")
+        # keep at most $jobs compilers running
+        while (($(jobs -rp | wc -l) >= jobs)); do sleep 0.1; done
+    done
+    local bad=0
+    for i in "${!pids[@]}"; do
+        if ! wait "${pids[$i]}"; then
+            case " ${optional[*]} " in
+            *" ${names[$i]} "*) continue ;;
+            esac
+            echo "---- compile failed: ${names[$i]}"
+            bad=1
+        fi
+    done
+    if ((bad)); then
+        cat "$obj"/*.log | grep -B2 -A6 -E 'error' | head -80
+        add build FAIL "compile errors (above)"
+        return 1
+    fi
+    local keep_stub=1 left_out=()
+    for f in "${optional[@]}"; do
+        o=$obj/c_$(basename "$(dirname "$f")")_$(basename "$f" .c)
+        [[ $f == */log_stub.c ]] && continue
+        if [[ ! -s $o.o ]] || nm -u "$o.o" | grep -q ' json_'; then
+            rm -f "$o.o" "$o.log"
+            left_out+=("$(basename "$f")")
+        elif [[ $(basename "$f") == log.c ]]; then
+            keep_stub=0
+        fi
+    done
+    ((keep_stub)) || rm -f "$obj/c_gpu_log_stub.o"
+    ((${#left_out[@]})) && say "left out (need jansson or do not compile here): ${left_out[*]}"
+    cat "$obj"/*.log | grep -E 'warning|error' | sort -u | head -40
+
+    local rpath=()
+    for f in "${lib_dirs[@]}"; do rpath+=("-Wl,-rpath,$f"); done
+    if ! g++ -fopenmp -o "$build/test_gpu_ops" "$obj"/*.o "$cudart_lib" "$cublas_lib" "$cublaslt_lib" \
+        "$cudnn_lib" "$nccl_lib" -lm -ldl -lrt -lpthread "${rpath[@]}" >"$obj/link.log" 2>&1; then
+        cat "$obj/link.log" | head -60
+        add build FAIL "link errors (above)"
+        return 1
+    fi
+    say "built $build/test_gpu_ops in $(($(date +%s) - t0)) s"
+    add build ok "test_gpu_ops for sm_$arch in $(($(date +%s) - t0)) s"
+}
+
+# ---- stage 2: LeNet on both backends ---------------------------------------------------
+# A worker carried here (CDIGITS_CARRY_DIR) or built with CMake; then a synthetic
+# MNIST-like set (tests/gpu/lenet_compare.py makes the IDX files and compares the runs).
+
+find_worker() {
+    if [[ -n ${CDIGITS_CARRY_DIR:-} && -x ${CDIGITS_CARRY_DIR}/cdigits-worker ]]; then
+        export LD_LIBRARY_PATH="$CDIGITS_CARRY_DIR/lib:$LD_LIBRARY_PATH"
+        worker=$CDIGITS_CARRY_DIR/cdigits-worker
+        say "worker: carried $worker"
+        return 0
+    fi
+    if ! command -v cmake >/dev/null || ! command -v pkg-config >/dev/null; then
+        say "worker: no cmake or pkg-config here, and no CDIGITS_CARRY_DIR"
+        return 1
+    fi
+    local m
+    for m in jansson libpng libjpeg openblas; do
+        if ! pkg-config --exists "$m"; then
+            say "worker: $m is not installed here, and no CDIGITS_CARRY_DIR"
+            return 1
+        fi
+    done
+    local wb=$build/cmake t0
+    t0=$(date +%s)
+    say "worker: building with CMake in $wb"
+    if ! cmake -S "$root" -B "$wb" -DCMAKE_BUILD_TYPE=Release -DCDIGITS_CUDA=ON -DCDIGITS_TESTS=OFF \
+        -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_CUDA_COMPILER="$nvcc" \
+        -DCUDNN_INCLUDE_DIR="$cudnn_inc" -DCUDNN_LIBRARY="$cudnn_lib" \
+        -DNCCL_INCLUDE_DIR="$nccl_inc" -DNCCL_LIBRARY="$nccl_lib" >"$build/cmake.log" 2>&1 ||
+        ! cmake --build "$wb" --target cdigits-worker -j"$jobs" >>"$build/cmake.log" 2>&1; then
+        tail -40 "$build/cmake.log"
+        return 3
+    fi
+    say "worker: built in $(($(date +%s) - t0)) s"
+    worker=$wb/cdigits-worker
+}
+
+stage2() {
+    echo
+    echo "== stage 2: LeNet on the CPU and the GPU, same seed"
+    local worker="" rc
+    find_worker
+    rc=$?
+    if ((rc == 3)); then
+        add lenet FAIL "the worker did not build (cmake log above)"
+        return 1
+    elif ((rc != 0)); then
+        add lenet skip "no worker: carry one (tests/gpu/make_carry.sh) or install jansson, libpng, libjpeg, OpenBLAS"
+        return 0
+    fi
+    if ! "$worker" --version; then
+        add lenet FAIL "$worker --version failed (missing libraries? ldd below)"
+        ldd "$worker" | grep 'not found'
+        return 1
+    fi
+    if ! command -v python3 >/dev/null; then
+        add lenet skip "no python3 for the synthetic data set"
+        return 0
+    fi
+    local work=$build/lenet out
+    rm -rf "$work"
+    mkdir -p "$work"
+    out=$(timeout 420 python3 "$root/tests/gpu/lenet_compare.py" --worker "$worker" \
+        --network "$root/models/lenet.prototxt" --work "$work" 2>&1 | tee /dev/stderr | tail -1)
+    rc=${PIPESTATUS[0]}
+    if ((rc == 0)); then
+        add lenet ok "${out#lenet_compare: }"
+    else
+        add lenet FAIL "${out#lenet_compare: } (exit $rc; log above)"
+    fi
+}
+
+gpu_present=1
+if [[ " $stages " == *" 1 "* ]]; then
+    stage1
+    rc=$?
+    ((rc == 2)) && gpu_present=0
+fi
+if [[ " $stages " == *" 2 "* ]]; then
+    if ((gpu_present)); then
+        stage2
+    else
+        add lenet skip "no GPU: skipped"
+    fi
+fi
+finish
