@@ -82,6 +82,15 @@ void ds_hwc_to_chw(const uint8_t *hwc, uint8_t *chw, int c, int h, int w)
         memcpy(chw, hwc, plane);
         return;
     }
+    if (c == 3) {
+        uint8_t *r = chw, *g = chw + plane, *b = chw + 2 * plane;
+        for (size_t i = 0; i < plane; i++) {
+            r[i] = hwc[3 * i];
+            g[i] = hwc[3 * i + 1];
+            b[i] = hwc[3 * i + 2];
+        }
+        return;
+    }
     for (size_t i = 0; i < plane; i++)
         for (int k = 0; k < c; k++)
             chw[k * plane + i] = hwc[i * c + k];

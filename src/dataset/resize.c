@@ -201,9 +201,16 @@ int cd_image_scale(const cd_image_t *src, int width, int height, cd_image_t *out
     }
     int c = src->c, sh = src->h, sw = src->w;
     taps tx = {0}, ty = {0};
+    /* tmp is (sh, width): the horizontal pass; row is one source row as floats; acc
+     * one output row of the vertical pass */
+    int ok = taps_make(sw, width, &tx) == CD_OK && taps_make(sh, height, &ty) == CD_OK;
     float *tmp = malloc(sizeof(float) * (size_t)sh * width);
-    if (!tmp || taps_make(sw, width, &tx) != CD_OK || taps_make(sh, height, &ty) != CD_OK) {
+    float *row = ok ? calloc((size_t)sw + (size_t)tx.ksize, sizeof(float)) : NULL;
+    float *acc = malloc(sizeof(float) * (size_t)width);
+    if (!ok || !tmp || !row || !acc) {
         free(tmp);
+        free(row);
+        free(acc);
         taps_free(&tx);
         taps_free(&ty);
         cd_image_free(out);
@@ -212,30 +219,41 @@ int cd_image_scale(const cd_image_t *src, int width, int height, cd_image_t *out
     }
     for (int ch = 0; ch < c; ch++) {
         const uint8_t *plane = src->data + (size_t)ch * sh * sw;
-        /* tmp is (sh, width) */
         for (int y = 0; y < sh; y++) {
-            const uint8_t *row = plane + (size_t)y * sw;
+            const uint8_t *in = plane + (size_t)y * sw;
+#pragma omp simd
+            for (int x = 0; x < sw; x++)
+                row[x] = in[x];
+            /* every output reads ksize taps: the weights past n[x] are zero and row
+             * has ksize zeros past its end, so the loop has a fixed length */
+            float *t = tmp + (size_t)y * width;
+            const int ks = tx.ksize;
             for (int x = 0; x < width; x++) {
-                const float *k = tx.k + (size_t)x * tx.ksize;
-                const uint8_t *p = row + tx.lo[x];
-                float s = 0;
-                for (int j = 0; j < tx.n[x]; j++)
-                    s += k[j] * p[j];
-                tmp[(size_t)y * width + x] = s;
+                const float *k = tx.k + (size_t)x * ks, *p = row + tx.lo[x];
+                float sum = 0;
+                for (int j = 0; j < ks; j++)
+                    sum += k[j] * p[j];
+                t[x] = sum;
             }
         }
+        /* vertical: rows of tmp weighted and summed, contiguous in x so it vectorises */
         uint8_t *dst = out->data + (size_t)ch * height * width;
         for (int y = 0; y < height; y++) {
             const float *k = ty.k + (size_t)y * ty.ksize;
-            const float *base = tmp + (size_t)ty.lo[y] * width;
-            for (int x = 0; x < width; x++) {
-                float s = 0;
-                for (int j = 0; j < ty.n[y]; j++)
-                    s += k[j] * base[(size_t)j * width + x];
-                dst[(size_t)y * width + x] = to_u8(s);
+            memset(acc, 0, sizeof(float) * (size_t)width);
+            for (int j = 0; j < ty.n[y]; j++) {
+                const float *t = tmp + (size_t)(ty.lo[y] + j) * width;
+                float kj = k[j];
+#pragma omp simd
+                for (int x = 0; x < width; x++)
+                    acc[x] += kj * t[x];
             }
+            for (int x = 0; x < width; x++)
+                dst[(size_t)y * width + x] = to_u8(acc[x]);
         }
     }
+    free(row);
+    free(acc);
     free(tmp);
     taps_free(&tx);
     taps_free(&ty);
