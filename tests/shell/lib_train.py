@@ -1,0 +1,427 @@
+#!/usr/bin/env python3
+"""Helpers for tests/shell/train_cpu.sh: synthetic IDX data, running the worker (with a
+SIGTERM on cue), reading its JSON lines and CDW1 weight files, and the checks.
+
+Every check subcommand prints what it found, "FAIL: ..." for each problem, and exits
+1 if there was any (0 otherwise). Standard library only.
+"""
+import json
+import math
+import os
+import random
+import re
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+# ---- data --------------------------------------------------------------------------
+
+
+def make_idx(images_path, labels_path, per_class=150, size=16, seed=20240611):
+    """4 classes of 16x16 gray images: horizontal stripes, vertical stripes, a bright
+    square, diagonal stripes, each at a random phase and with Gaussian noise (sigma 30
+    on a 40..200 pattern), shuffled. Learnable in an epoch, but not trivially."""
+    rnd = random.Random(seed)
+    items = []
+    for c in range(4):
+        for _ in range(per_class):
+            ph = rnd.randrange(4)
+            img = bytearray(size * size)
+            for y in range(size):
+                for x in range(size):
+                    if c == 0:
+                        on = (y + ph) % 4 < 2
+                    elif c == 1:
+                        on = (x + ph) % 4 < 2
+                    elif c == 2:
+                        on = 2 + ph <= y < 10 + ph and 2 + ph <= x < 10 + ph
+                    else:
+                        on = (x + y + ph) % 6 < 3
+                    v = (200 if on else 40) + rnd.gauss(0, 30)
+                    img[y * size + x] = max(0, min(255, int(v)))
+            items.append((bytes(img), c))
+    rnd.shuffle(items)
+    with open(images_path, "wb") as f:  # IDX: magic 0x00000803, then N, rows, cols
+        f.write(struct.pack(">IIII", 0x803, len(items), size, size))
+        for img, _ in items:
+            f.write(img)
+    with open(labels_path, "wb") as f:  # magic 0x00000801, then N
+        f.write(struct.pack(">II", 0x801, len(items)))
+        f.write(bytes(c for _, c in items))
+
+
+# ---- running the worker ------------------------------------------------------------
+
+
+def run_worker(worker, jobdir, log, term_on=None, timeout=600):
+    """Run `worker train jobdir`, stdout to log, stderr to log + ".err". With term_on
+    ("snapshot" or "progress"), send SIGTERM as soon as the first line of that type
+    appears. Writes log + ".status" (JSON: rc, term_sent, term_to_exit_s, wall_s)."""
+    start = time.monotonic()
+    term_at = None
+    with open(log, "w") as out, open(log + ".err", "w") as err:
+        p = subprocess.Popen([worker, "train", jobdir], stdout=subprocess.PIPE, stderr=err,
+                             text=True, bufsize=1)
+        try:
+            for line in p.stdout:
+                out.write(line)
+                out.flush()
+                if term_on and term_at is None:
+                    try:
+                        t = json.loads(line).get("type")
+                    except ValueError:
+                        t = None
+                    if t == term_on:
+                        p.send_signal(signal.SIGTERM)
+                        term_at = time.monotonic()
+                if time.monotonic() - start > timeout:
+                    raise subprocess.TimeoutExpired(p.args, timeout)
+            rc = p.wait(timeout=max(1, timeout - (time.monotonic() - start)))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            rc = "timeout"
+    end = time.monotonic()
+    status = {"rc": rc, "term_sent": term_at is not None,
+              "term_to_exit_s": None if term_at is None else round(end - term_at, 3),
+              "wall_s": round(end - start, 2)}
+    with open(log + ".status", "w") as f:
+        json.dump(status, f)
+    return status
+
+
+def read_log(path):
+    lines = []
+    with open(path) as f:
+        for i, raw in enumerate(f):
+            raw = raw.strip()
+            if not raw:
+                continue
+            try:
+                lines.append(json.loads(raw))
+            except ValueError:
+                raise SystemExit("%s line %d is not JSON: %r" % (path, i + 1, raw[:200]))
+    return lines
+
+
+def read_status(log):
+    with open(log + ".status") as f:
+        return json.load(f)
+
+
+# Measured speed and waiting time differ from run to run by nature.
+UNSTABLE = {"images_per_sec", "data_wait"}
+
+
+def metrics(lines):
+    """{(phase, name, iteration): (value, epoch)} without the timing metrics."""
+    out = {}
+    for l in lines:
+        if l.get("type") == "metric" and l["name"] not in UNSTABLE:
+            key = (l["phase"], l["name"], l["iteration"])
+            if key in out:
+                raise SystemExit("metric %s reported twice" % (key,))
+            out[key] = (l["value"], l["epoch"])
+    return out
+
+
+def snapshots(lines):
+    return [l for l in lines if l.get("type") == "snapshot"]
+
+
+def train_losses(lines):
+    return [(l["iteration"], l["value"]) for l in lines
+            if l.get("type") == "metric" and l["phase"] == "train" and l["name"] == "loss"]
+
+
+def read_cdw(path):
+    """CDW1 weights (src/engine/snapshot.c): "CDW1", u32 version, u32 count, then per
+    tensor u32 name length, name, u32 ndim, u32 dims[4], u64 floats, float32 data;
+    then a u64 FNV-1a of every byte before it. Returns {name: (dims, values)}."""
+    with open(path, "rb") as f:
+        b = f.read()
+    if len(b) < 20 or b[:4] != b"CDW1":
+        raise ValueError("%s is not a CDW1 file" % path)
+    h = 1469598103934665603
+    for byte in b[:-8]:
+        h = ((h ^ byte) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    if struct.unpack_from("<Q", b, len(b) - 8)[0] != h:
+        raise ValueError("%s: checksum mismatch" % path)
+    version, count = struct.unpack_from("<II", b, 4)
+    off, out = 12, {}
+    for _ in range(count):
+        (n,) = struct.unpack_from("<I", b, off)
+        off += 4
+        name = b[off:off + n].decode()
+        off += n
+        (ndim,) = struct.unpack_from("<I", b, off)
+        dims = struct.unpack_from("<4I", b, off + 4)[:ndim]
+        (floats,) = struct.unpack_from("<Q", b, off + 20)
+        off += 28
+        out[name] = (dims, struct.unpack_from("<%df" % floats, b, off))
+        off += 4 * floats
+    if off != len(b) - 8:
+        raise ValueError("%s: %d bytes left over" % (path, len(b) - 8 - off))
+    return out
+
+
+# ---- checks ------------------------------------------------------------------------
+
+
+class Checker:
+    def __init__(self, name):
+        self.name, self.bad = name, 0
+
+    def fail(self, msg):
+        self.bad += 1
+        print("FAIL: %s: %s" % (self.name, msg))
+
+    def expect(self, cond, msg):
+        if not cond:
+            self.fail(msg)
+        return cond
+
+    def done(self):
+        print("%s: %s" % (self.name, "ok" if not self.bad else "%d problem(s)" % self.bad))
+        sys.exit(1 if self.bad else 0)
+
+
+def check_plain(jobdir, log, chance=0.25):
+    """(a) a run that finishes: done, exit 0, loss falls, val accuracy well above
+    chance, a complete snapshot pair for every snapshot line, the last at the end."""
+    ck = Checker("plain run")
+    st, lines = read_status(log), read_log(log)
+    ck.expect(st["rc"] == 0, "exit status %s, want 0" % st["rc"])
+    ck.expect(lines and lines[-1].get("type") == "done", "the last line is %s, want a done line"
+              % (lines[-1] if lines else None))
+    ck.expect(not [l for l in lines if l.get("type") == "error"], "error lines: %s"
+              % [l for l in lines if l.get("type") == "error"])
+    losses = [v for _, v in train_losses(lines)]
+    if ck.expect(len(losses) >= 8, "only %d train losses reported" % len(losses)):
+        first, last = sum(losses[:3]) / 3, sum(losses[-3:]) / 3
+        print("train loss: first three %.4f, last three %.4f" % (first, last))
+        ck.expect(last < 0.6 * first, "the train loss did not fall clearly: %.4f -> %.4f"
+                  % (first, last))
+        ck.expect(all(math.isfinite(v) for v in losses), "non-finite losses")
+    acc = [(l["iteration"], l["value"]) for l in lines if l.get("type") == "metric"
+           and l["phase"] == "val" and l["name"] == "accuracy"]
+    if ck.expect(acc, "no val accuracy reported"):
+        print("val accuracy at the end: %.3f (chance %.2f)" % (acc[-1][1], chance))
+        ck.expect(acc[-1][1] >= chance + 0.35, "val accuracy %.3f is not clearly above chance %.2f"
+                  % (acc[-1][1], chance))
+    total = [l["total"] for l in lines if l.get("type") == "progress" and l.get("stage") == "train"]
+    snaps = snapshots(lines)
+    ck.expect(snaps, "no snapshot lines")
+    for s in snaps:
+        path = os.path.join(jobdir, s["file"])
+        if ck.expect(os.path.isfile(path), "snapshot line %s: %s is missing" % (s, path)):
+            try:
+                read_cdw(path)
+            except ValueError as e:
+                ck.fail(str(e))
+            state = re.sub(r"\.cdw$", ".solverstate", path)
+            ck.expect(os.path.isfile(state), "%s has no %s" % (path, state))
+    if snaps and total:
+        ck.expect(snaps[-1]["iteration"] == total[-1], "the last snapshot is at %d, the run has %d "
+                  "iterations" % (snaps[-1]["iteration"], total[-1]))
+    ck.done()
+
+
+def check_stopped(log, max_seconds):
+    """(b) the SIGTERM half: exit 3 within max_seconds, a snapshot at the stop point,
+    no done line. Prints the stop iteration."""
+    ck = Checker("SIGTERM")
+    st, lines = read_status(log), read_log(log)
+    ck.expect(st["term_sent"], "no SIGTERM was sent (the cue line never came)")
+    ck.expect(st["rc"] == 3, "exit status %s after SIGTERM, want 3" % st["rc"])
+    if st["term_to_exit_s"] is not None:
+        print("exited %.2f s after SIGTERM" % st["term_to_exit_s"])
+        ck.expect(st["term_to_exit_s"] <= max_seconds, "took %.2f s to exit after SIGTERM (limit "
+                  "%g s)" % (st["term_to_exit_s"], max_seconds))
+    ck.expect(not [l for l in lines if l.get("type") == "done"], "a stopped run printed done")
+    snaps, losses = snapshots(lines), train_losses(lines)
+    if ck.expect(snaps and losses, "no snapshot or no loss before the stop"):
+        stop = snaps[-1]["iteration"]
+        last = max(i for i, _ in losses)
+        print("stopped at iteration %d" % stop)
+        ck.expect(stop == last, "the last snapshot is at %d but training reached %d" % (stop, last))
+        msg = [l for l in lines if l.get("type") == "log" and "stopped at iteration %d" % stop
+               in l.get("message", "")]
+        ck.expect(msg, "no log line saying it stopped at iteration %d" % stop)
+    ck.done()
+
+
+def check_resume(log_a, log_b1, log_b2, dir_a, dir_b):
+    """(b) the resume half: B1 (stopped) + B2 (resumed) equal A (never stopped) exactly,
+    metric by metric, and their snapshot files are byte-identical."""
+    ck = Checker("resume equality")
+    a, b1, b2 = read_log(log_a), read_log(log_b1), read_log(log_b2)
+    st2 = read_status(log_b2)
+    ck.expect(st2["rc"] == 0, "the resumed run exited %s, want 0" % st2["rc"])
+    ck.expect(b2 and b2[-1].get("type") == "done", "the resumed run did not end with done")
+    stop = snapshots(b1)[-1]["iteration"]
+    ck.expect([l for l in b2 if l.get("type") == "log" and "resuming from iteration %d" % stop
+               in l.get("message", "")], "the resumed run does not say it resumes from %d" % stop)
+    ma, mb1, mb2 = metrics(a), metrics(b1), metrics(b2)
+    after = {k: v for k, v in ma.items() if k[2] > stop}
+    before = {k: v for k, v in ma.items() if k[2] <= stop}
+    ck.expect(all(k[2] > stop for k in mb2), "the resumed run reports iterations <= %d" % stop)
+    for part, want, got in (("after the stop", after, mb2), ("up to the stop", before, mb1)):
+        missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
+        ck.expect(not missing, "%s: metrics of the uninterrupted run missing: %s" % (part, missing[:5]))
+        ck.expect(not extra, "%s: metrics the uninterrupted run lacks: %s" % (part, extra[:5]))
+        diff = [(k, want[k], got[k]) for k in sorted(set(want) & set(got)) if want[k] != got[k]]
+        for k, w, g in diff[:5]:
+            ck.fail("%s: %s at iteration %d: uninterrupted %r (epoch %r), resumed %r (epoch %r)"
+                    % (part, "/".join(k[:2]), k[2], w[0], w[1], g[0], g[1]))
+        if len(diff) > 5:
+            ck.fail("%s: %d more differences" % (part, len(diff) - 5))
+        print("%s: %d metrics compared, %d differ" % (part, len(set(want) & set(got)), len(diff)))
+    sa = {s["iteration"]: s["file"] for s in snapshots(a)}
+    sb = {s["iteration"]: s["file"] for s in snapshots(b1) + snapshots(b2)}
+    ck.expect(set(k for k in sa if k > stop) == set(k for k in sb if k > stop),
+              "snapshot iterations after the stop differ: %s vs %s"
+              % (sorted(k for k in sa if k > stop), sorted(k for k in sb if k > stop)))
+    final = max(sa) if sa else None
+    ck.expect(final is not None and final in sb, "no final snapshot in both runs")
+    compared = 0
+    for it in sorted(set(sa) & set(sb)):
+        for ext in (".cdw", ".solverstate"):
+            fa = os.path.join(dir_a, re.sub(r"\.cdw$", ext, sa[it]))
+            fb = os.path.join(dir_b, re.sub(r"\.cdw$", ext, sb[it]))
+            with open(fa, "rb") as x, open(fb, "rb") as y:
+                same = x.read() == y.read()
+            compared += 1
+            ck.expect(same, "%s and %s differ%s" % (fa, fb, " (the final snapshot)" if it == final
+                                                    else ""))
+    print("%d snapshot files compared byte for byte (final at iteration %s)" % (compared, final))
+    ck.done()
+
+
+def check_accumulation(log_a, cdw_a, cdw_a_mid, log_b, cdw_b):
+    """(c) batch 64 x 1 against batch 16 x 4: the same images per iteration and the same
+    mathematics, so the weights and losses differ only by float rounding.
+
+    Tolerance: each gradient is a sum over 64 images either in one pass or as four
+    partial sums of 16 scaled by 1/16 and then 1/4 (1/64 exactly in binary), so the
+    gradients differ only by float32 rounding in the summation order, about
+    sqrt(64) * 6e-8 ~ 5e-7 relative per step. Fourteen momentum steps carry these
+    along (a max-pool or ReLU decision that flips on a near tie would add a little
+    more); on the reference machine the weights end within about 2e-7 of the largest
+    weight of their tensor. We allow 1e-4 of it, room for other summation orders
+    (threads, BLAS) on other machines, yet over a thousand times below what one epoch
+    of training moves the weights (printed, and required to be at least 30 times the
+    tolerance), so a missing 1/iter_size (4x the step) or accumulation over the wrong
+    images fails by orders of magnitude."""
+    ck = Checker("batch accumulation")
+    for log in (log_a, log_b):
+        st = read_status(log)
+        ck.expect(st["rc"] == 0, "%s: exit status %s" % (log, st["rc"]))
+    wa, wb, wm = read_cdw(cdw_a), read_cdw(cdw_b), read_cdw(cdw_a_mid)
+    ck.expect(set(wa) == set(wb), "tensors differ: %s vs %s" % (sorted(wa), sorted(wb)))
+    rtol, worst, worst_change = 1e-4, 0.0, float("inf")
+    for name in sorted(set(wa) & set(wb)):
+        da, va = wa[name]
+        db, vb = wb[name]
+        if not ck.expect(da == db, "%s: shape %s vs %s" % (name, da, db)):
+            continue
+        scale = max(max(abs(x) for x in va), 1e-12)
+        diff = max(abs(x - y) for x, y in zip(va, vb)) / scale
+        change = max(abs(x - y) for x, y in zip(va, wm[name][1])) / scale
+        worst = max(worst, diff)
+        worst_change = min(worst_change, change)
+        print("%-8s max |64x1 - 16x4| = %.2e, the last epoch moved it by %.2e (of max |w|)"
+              % (name, diff, change))
+        ck.expect(all(math.isfinite(x) for x in va + vb), "%s: non-finite weights" % name)
+        ck.expect(diff <= rtol, "%s: the weights differ by %.3g of the tensor's largest, above "
+                  "%g" % (name, diff, rtol))
+    ck.expect(worst_change > 30 * rtol, "an epoch moved some tensor only %.3g, too little for "
+              "the comparison to mean anything" % worst_change)
+    la, lb = dict(train_losses(read_log(log_a))), dict(train_losses(read_log(log_b)))
+    common = sorted(set(la) & set(lb))
+    ck.expect(len(common) >= 10, "only %d common loss iterations" % len(common))
+    # the loss of an iteration is a mean of 64 float losses summed in another order:
+    # ~1e-6 relative; later iterations also carry the weight differences above
+    bad = [(i, la[i], lb[i]) for i in common if abs(la[i] - lb[i]) > 1e-4 * abs(la[i]) + 1e-6]
+    for i, x, y in bad[:5]:
+        ck.fail("train loss at iteration %d: %.9g (64 x 1) vs %.9g (16 x 4)" % (i, x, y))
+    if common:
+        print("train losses at %d iterations: largest difference %.2e" % (
+            len(common), max(abs(la[i] - lb[i]) for i in common)))
+    ck.done()
+
+
+def check_error(name, log, *patterns):
+    """A run that must fail: exit 1, an error line (the last one) matching every
+    pattern, no done line."""
+    ck = Checker(name)
+    st, lines = read_status(log), read_log(log)
+    ck.expect(st["rc"] == 1, "exit status %s, want 1" % st["rc"])
+    errs = [l["message"] for l in lines if l.get("type") == "error"]
+    if ck.expect(errs, "no error line"):
+        print("error: %s" % errs[-1])
+        for p in patterns:
+            ck.expect(re.search(p, errs[-1], re.I), "the error does not match /%s/: %s" % (p, errs[-1]))
+    ck.expect(not [l for l in lines if l.get("type") == "done"], "printed done")
+    return ck, lines
+
+
+def check_nan(jobdir, log):
+    """(d) a diverging run stops with an error that suggests a lower learning rate."""
+    ck, lines = check_error("NaN stop", log, r"lower(ing)? the learning rate")
+    errs = [l["message"] for l in lines if l.get("type") == "error"]
+    ck.expect(errs and re.search(r"nan|infinite|inf\b", errs[-1], re.I),
+              "the error does not say the loss became NaN or infinite")
+    if ck.bad:
+        # say what actually happened, to point at the cause
+        losses = train_losses(lines)
+        if losses:
+            print("train losses reported: %s ... %s" % (losses[:4], losses[-2:]))
+        for s in snapshots(lines)[-1:]:
+            w = read_cdw(os.path.join(jobdir, s["file"]))
+            nonfinite = sum(1 for _, v in w.values() for x in v if not math.isfinite(x))
+            print("the run's last snapshot (%s) holds %d non-finite weights of %d" % (
+                s["file"], nonfinite, sum(len(v) for _, v in w.values())))
+    ck.done()
+
+
+def check_bad_value(jobdir, log, key):
+    """(e) a bad train.json value fails before training and names the key."""
+    ck, lines = check_error("bad " + key, log, re.escape(key))
+    ck.expect(not snapshots(lines), "a snapshot was written")
+    ck.expect(not [l for l in lines if l.get("type") == "metric"], "training started")
+    ck.done()
+
+
+def main(argv):
+    cmd, args = argv[1], argv[2:]
+    if cmd == "make-idx":
+        make_idx(*args)
+    elif cmd == "run":
+        worker, jobdir, log = args[:3]
+        term_on = args[3] if len(args) > 3 else None
+        st = run_worker(worker, jobdir, log, term_on)
+        print("%s: exit %s in %.1f s%s" % (os.path.basename(jobdir), st["rc"], st["wall_s"],
+              "" if not st["term_sent"] else ", SIGTERM sent"))
+    elif cmd == "rc":
+        print(read_status(args[0])["rc"])
+    elif cmd == "plain":
+        check_plain(*args)
+    elif cmd == "stopped":
+        check_stopped(args[0], float(args[1]))
+    elif cmd == "resume":
+        check_resume(*args)
+    elif cmd == "accumulation":
+        check_accumulation(*args)
+    elif cmd == "nan":
+        check_nan(*args)
+    elif cmd == "bad-value":
+        check_bad_value(*args)
+    else:
+        raise SystemExit("unknown command %s" % cmd)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

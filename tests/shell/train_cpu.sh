@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# Black-box tests of training on the CPU with the real worker:
+#  (a) a plain run: done, exit 0, the loss falls, val accuracy well above chance, a
+#      snapshot file for every snapshot line;
+#  (b) SIGTERM and resume: a run stopped by SIGTERM snapshots and exits 3 within a few
+#      seconds, and resumed it reports exactly the metrics of a run never stopped, with
+#      byte-identical snapshots (SGD; and ADAM with dropout, random crops and mirroring,
+#      so that every source of randomness must continue where it stopped);
+#  (c) batch accumulation: batch 16 x 4 equals batch 64 x 1 to float tolerance;
+#  (d) a diverging run (learning rate 1000) stops with an error suggesting a lower
+#      learning rate;
+#  (e) a bad train.json value fails before training with an error naming the key.
+#
+# The data is made here: 600 synthetic 16x16 gray images in 4 classes written as IDX
+# files, imported and turned into a dataset job by the worker itself. The network is a
+# small LeNet-like one so that all of it runs in well under a minute even with
+# AddressSanitizer. Needs CDIGITS_BUILD_DIR (ctest sets it) and python3.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+build=${CDIGITS_BUILD_DIR:?set CDIGITS_BUILD_DIR to the build folder}
+worker=$build/cdigits-worker
+lib="$here/lib_train.py"
+passed=0
+failed=0
+t0=$(date +%s)
+
+if [ ! -x "$worker" ]; then
+    echo "FAIL: $worker is missing; build the cdigits-worker target"
+    echo "train_cpu: 0 passed, 1 failed"
+    exit 1
+fi
+if ! command -v python3 >/dev/null; then
+    echo "FAIL: python3 is needed for these tests"
+    echo "train_cpu: 0 passed, 1 failed"
+    exit 1
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/cdigits-train-XXXXXX")
+cleanup() {
+    if [ -n "${CDIGITS_KEEP_TMP:-}" ]; then
+        echo "(the runs are kept in $tmp)"
+    else
+        rm -rf "$tmp"
+        [ "$failed" -eq 0 ] || echo "(set CDIGITS_KEEP_TMP=1 to keep the runs for a look)"
+    fi
+}
+trap cleanup EXIT
+
+# check NAME COMMAND...: run a check, count it, say which failed
+check() {
+    local name=$1
+    shift
+    if "$@"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "FAILED: $name"
+    fi
+}
+
+# run JOBDIR [CUE]: train JOBDIR (SIGTERM at the first line of type CUE); log in JOBDIR.log
+run() {
+    python3 "$lib" run "$worker" "$1" "$1.log" ${2:+"$2"}
+}
+
+rc_of() { python3 "$lib" rc "$1.log"; }
+
+# ---- data -----------------------------------------------------------------------------
+
+python3 "$lib" make-idx "$tmp/images.idx" "$tmp/labels.idx"
+if ! "$worker" import-idx --images "$tmp/images.idx" --labels "$tmp/labels.idx" \
+        --out "$tmp/png" >"$tmp/import.log" 2>&1; then
+    cat "$tmp/import.log"
+    echo "FAIL: import-idx"
+    failed=1
+    echo "train_cpu: 0 passed, 1 failed"
+    exit 1
+fi
+mkdir -p "$tmp/dataset"
+cat >"$tmp/dataset/dataset.json" <<EOF
+{"folder_train": "$tmp/png", "pct_val": 25, "channels": 1, "width": 16, "height": 16,
+ "resize_mode": "squash", "encoding": "none", "seed": 1}
+EOF
+if ! "$worker" dataset "$tmp/dataset" >"$tmp/dataset.log" 2>&1 || [ ! -f "$tmp/dataset/stats.json" ]; then
+    cat "$tmp/dataset.log"
+    echo "FAIL: the dataset job"
+    failed=1
+    echo "train_cpu: 0 passed, 1 failed"
+    exit 1
+fi
+echo "data: $(grep -o '"splits":{[^}]*}' "$tmp/dataset.log")"
+
+# ---- jobs ---------------------------------------------------------------------------
+
+# write_net FILE [dropout]: LeNet's shape at a smaller size, in DIGITS's one-file form
+write_net() {
+    local drop=""
+    if [ "${2:-}" = dropout ]; then
+        drop='layer { name: "drop1" type: "Dropout" bottom: "ip1" top: "ip1" dropout_param { dropout_ratio: 0.3 } }'
+    fi
+    cat >"$1" <<EOF
+name: "tiny"
+layer { name: "train-data" type: "Data" top: "data" top: "label"
+  include { stage: "train" } data_param { batch_size: 32 } }
+layer { name: "val-data" type: "Data" top: "data" top: "label"
+  include { stage: "val" } data_param { batch_size: 50 } }
+layer { name: "scale" type: "Power" bottom: "data" top: "scaled" power_param { scale: 0.0125 } }
+layer { name: "conv1" type: "Convolution" bottom: "scaled" top: "conv1"
+  param { lr_mult: 1 } param { lr_mult: 2 }
+  convolution_param { num_output: 4 kernel_size: 3
+    weight_filler { type: "xavier" } bias_filler { type: "constant" } } }
+layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1"
+  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "ip1" type: "InnerProduct" bottom: "pool1" top: "ip1"
+  param { lr_mult: 1 } param { lr_mult: 2 }
+  inner_product_param { num_output: 16
+    weight_filler { type: "xavier" } bias_filler { type: "constant" } } }
+layer { name: "relu1" type: "ReLU" bottom: "ip1" top: "ip1" }
+$drop
+layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
+  param { lr_mult: 1 } param { lr_mult: 2 }
+  inner_product_param { weight_filler { type: "xavier" } bias_filler { type: "constant" } } }
+layer { name: "accuracy" type: "Accuracy" bottom: "ip2" bottom: "label" top: "accuracy"
+  include { stage: "val" } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss"
+  exclude { stage: "deploy" } }
+layer { name: "softmax" type: "Softmax" bottom: "ip2" top: "softmax" include { stage: "deploy" } }
+EOF
+}
+
+# job DIR NETKIND JSON-FIELDS: a fresh job folder with network.prototxt and train.json
+job() {
+    rm -rf "$1" "$1.log"*
+    mkdir -p "$1"
+    write_net "$1/network.prototxt" "$2"
+    printf '{"dataset_dir": "%s", %s}\n' "$tmp/dataset" "$3" >"$1/train.json"
+}
+
+# set_resume DIR: the same train.json with "resume": true
+set_resume() {
+    python3 - "$1/train.json" <<'EOF'
+import json, sys
+p = sys.argv[1]
+c = json.load(open(p))
+c["resume"] = True
+json.dump(c, open(p, "w"))
+EOF
+}
+
+# ---- (a) and (b): plain run, SIGTERM, resume equality -------------------------------
+
+# resume_case NAME NETKIND FIELDS: B is stopped at its first snapshot line, A runs the
+# same config through; both compared after B is resumed. If B finished before the
+# signal landed, the runs are made longer and tried again.
+resume_case() {
+    local name=$1 kind=$2 fields=$3 epochs=4
+    local a=$tmp/$name-a b=$tmp/$name-b
+    while :; do
+        local f="\"epochs\": $epochs, \"snapshot_interval\": 0.5, \"validation_interval\": 1, $fields"
+        job "$b" "$kind" "$f"
+        run "$b" snapshot
+        if [ "$(rc_of "$b")" = 0 ] && [ "$epochs" -lt 64 ]; then
+            echo "$name: the run finished before SIGTERM landed; trying a longer run"
+            epochs=$((epochs * 2))
+            continue
+        fi
+        break
+    done
+    check "$name: SIGTERM" python3 "$lib" stopped "$b.log" 5
+    job "$a" "$kind" "\"epochs\": $epochs, \"snapshot_interval\": 0.5, \"validation_interval\": 1, $fields"
+    run "$a"
+    if [ "$name" = sgd ]; then
+        check "$name: plain run" python3 "$lib" plain "$a" "$a.log"
+    fi
+    mv "$b.log" "$b.stop.log"
+    mv "$b.log.status" "$b.stop.log.status"
+    mv "$b.log.err" "$b.stop.log.err"
+    set_resume "$b"
+    run "$b"
+    check "$name: resume equality" python3 "$lib" resume "$a.log" "$b.stop.log" "$b.log" "$a" "$b"
+}
+
+resume_case sgd plain '"random_seed": 5, "solver_type": "SGD", "learning_rate": 0.01'
+resume_case adam dropout '"random_seed": 6, "solver_type": "ADAM", "learning_rate": 0.002,
+    "crop_size": 14, "use_mirror": true, "lr_policy": {"policy": "exp", "gamma": 0.5}'
+
+# ---- (c) batch accumulation ---------------------------------------------------------
+
+acc="\"epochs\": 2, \"snapshot_interval\": 1, \"validation_interval\": 2, \"random_seed\": 11,
+    \"learning_rate\": 0.05, \"lr_policy\": {\"policy\": \"fixed\"}"
+job "$tmp/acc64" plain "$acc, \"batch_size\": 64, \"batch_accumulation\": 1"
+job "$tmp/acc16" plain "$acc, \"batch_size\": 16, \"batch_accumulation\": 4"
+run "$tmp/acc64"
+run "$tmp/acc16"
+last=$(ls "$tmp/acc64" | sed -n 's/^snapshot_iter_\([0-9]*\)\.cdw$/\1/p' | sort -n | tail -1)
+mid=$(ls "$tmp/acc64" | sed -n 's/^snapshot_iter_\([0-9]*\)\.cdw$/\1/p' | sort -n | head -1)
+check "batch accumulation" python3 "$lib" accumulation \
+    "$tmp/acc64.log" "$tmp/acc64/snapshot_iter_${last:-0}.cdw" "$tmp/acc64/snapshot_iter_${mid:-0}.cdw" \
+    "$tmp/acc16.log" "$tmp/acc16/snapshot_iter_${last:-0}.cdw"
+
+# ---- (d) a diverging run --------------------------------------------------------------
+
+# 1000 is the largest learning rate train.json accepts; with momentum 0.9 the weights
+# overflow within the first epoch
+job "$tmp/nan" plain '"epochs": 2, "random_seed": 3, "learning_rate": 1000, "lr_policy": {"policy": "fixed"}'
+run "$tmp/nan"
+check "NaN stop" python3 "$lib" nan "$tmp/nan" "$tmp/nan.log"
+
+# ---- (e) bad train.json values --------------------------------------------------------
+
+bad_value() {
+    local key=$1 fields=$2 d=$tmp/bad-$3
+    job "$d" plain "\"epochs\": 1, $fields"
+    run "$d"
+    check "bad $key" python3 "$lib" bad-value "$d" "$d.log" "$key"
+}
+bad_value solver_type '"solver_type": "FOO"' solver
+bad_value lr_policy.policy '"lr_policy": {"policy": "cosine"}' policy
+bad_value batch_size '"batch_size": 0' batch
+bad_value epochs '"epochs": "ten"' epochs
+bad_value use_mean '"use_mean": "median"' mean
+bad_value learning_rate '"learning_rate": -0.1' lr
+
+echo "time: $(($(date +%s) - t0)) s"
+echo "train_cpu: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
