@@ -33,7 +33,7 @@ __global__ void k_xent_forward(int outer, int channels, int inner, const float *
             continue;
         size_t o = pos / (size_t)inner, i = pos - o * (size_t)inner;
         float p = l >= 0 && l < channels ? prob[(o * channels + (size_t)l) * inner + i] : 0.0f;
-        loss -= log((double)(p > FLT_MIN ? p : FLT_MIN));
+        loss -= log((double)(!(p < FLT_MIN) ? p : FLT_MIN)); /* a NaN stays NaN */
         count += 1.0;
     }
     loss = cdk_block_sum(loss);

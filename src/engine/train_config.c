@@ -174,7 +174,7 @@ int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, siz
         snprintf(c->network, sizeof c->network, "%s/%s", job_dir, network);
 
     double lr = 0.01, v;
-    if (get_num(root, "learning_rate", &lr, NULL, 0, 1e3, err, errlen))
+    if (get_num(root, "learning_rate", &lr, NULL, 0, 1e9, err, errlen))
         goto out;
     int stype = CD_SOLVER_SGD;
     if (solver_name[0] && (stype = cd_solver_type_parse(solver_name)) < 0) {
