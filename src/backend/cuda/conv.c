@@ -185,7 +185,15 @@ static void choose(cd_backend_t *be, conv_plan *p, int dir, const float *x, cons
 
     enum { MAX_ALGOS = 16 };
     perf res[MAX_ALGOS];
-    int got = 0;
+    int got = 0, want = 0;
+    if (dir == DIR_FWD)
+        CD_CUDNN_CHECK(be, cudnnGetConvolutionForwardAlgorithmMaxCount(ctx->dnn, &want));
+    else if (dir == DIR_BWD_DATA)
+        CD_CUDNN_CHECK(be, cudnnGetConvolutionBackwardDataAlgorithmMaxCount(ctx->dnn, &want));
+    else
+        CD_CUDNN_CHECK(be, cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(ctx->dnn, &want));
+    if (want < 1 || want > MAX_ALGOS)
+        want = MAX_ALGOS;
     size_t limit = ctx->ws_limit;
     void *ws = NULL;
     void *tmp = NULL;
@@ -198,22 +206,22 @@ static void choose(cd_backend_t *be, conv_plan *p, int dir, const float *x, cons
         cudnnConvolutionFwdAlgoPerf_t r[MAX_ALGOS];
         if (find)
             CD_CUDNN_CHECK(be, cudnnFindConvolutionForwardAlgorithmEx(
-                                   ctx->dnn, p->x, x, p->w, w, p->conv, p->y, (void *)y, MAX_ALGOS,
+                                   ctx->dnn, p->x, x, p->w, w, p->conv, p->y, (void *)y, want,
                                    &got, r, ws, limit));
         else
             CD_CUDNN_CHECK(be, cudnnGetConvolutionForwardAlgorithm_v7(ctx->dnn, p->x, p->w, p->conv,
-                                                                      p->y, MAX_ALGOS, &got, r));
+                                                                      p->y, want, &got, r));
         for (int i = 0; i < got; i++)
             res[i] = (perf){(int)r[i].algo, r[i].status, r[i].memory, r[i].mathType, r[i].time};
     } else if (dir == DIR_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t r[MAX_ALGOS];
         if (find)
             CD_CUDNN_CHECK(be, cudnnFindConvolutionBackwardDataAlgorithmEx(
-                                   ctx->dnn, p->w, w, p->y, y, p->conv, p->x, (void *)x, MAX_ALGOS,
+                                   ctx->dnn, p->w, w, p->y, y, p->conv, p->x, (void *)x, want,
                                    &got, r, ws, limit));
         else
             CD_CUDNN_CHECK(be, cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                                   ctx->dnn, p->w, p->y, p->conv, p->x, MAX_ALGOS, &got, r));
+                                   ctx->dnn, p->w, p->y, p->conv, p->x, want, &got, r));
         for (int i = 0; i < got; i++)
             res[i] = (perf){(int)r[i].algo, r[i].status, r[i].memory, r[i].mathType, r[i].time};
     } else {
@@ -224,11 +232,11 @@ static void choose(cd_backend_t *be, conv_plan *p, int dir, const float *x, cons
                             sizeof(float);
             CD_CUDA_CHECK(be, cudaMalloc(&tmp, wbytes));
             CD_CUDNN_CHECK(be, cudnnFindConvolutionBackwardFilterAlgorithmEx(
-                                   ctx->dnn, p->x, x, p->y, y, p->conv, p->w, tmp, MAX_ALGOS, &got,
+                                   ctx->dnn, p->x, x, p->y, y, p->conv, p->w, tmp, want, &got,
                                    r, ws, limit));
         } else {
             CD_CUDNN_CHECK(be, cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                                   ctx->dnn, p->x, p->y, p->conv, p->w, MAX_ALGOS, &got, r));
+                                   ctx->dnn, p->x, p->y, p->conv, p->w, want, &got, r));
         }
         for (int i = 0; i < got; i++)
             res[i] = (perf){(int)r[i].algo, r[i].status, r[i].memory, r[i].mathType, r[i].time};
