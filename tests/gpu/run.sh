@@ -117,6 +117,8 @@ nccl_lib=$(find_lib libnccl.so "${NCCL_ROOT:-/nonexistent}/lib" "${NCCL_ROOT:-/n
 cublas_lib=$(find_lib libcublas.so "$cuda_home/lib64" "$cuda_home/lib" \
     "$cuda_home/targets/x86_64-linux/lib" "$py_cublas/lib" "$py_cu/lib" "${sys_lib[@]}")
 cublaslt_lib=$(find_lib libcublasLt.so "$(dirname "${cublas_lib:-/x/y}")")
+cublas_inc=$(first_with cublas_v2.h "$cuda_home/include" "$py_cublas/include" "$py_cu/include" \
+    "${sys_inc[@]}")
 cudart_static=$(find_lib libcudart_static.a "$cuda_home/lib64" "$cuda_home/lib" \
     "$cuda_home/targets/x86_64-linux/lib")
 cudart_lib=${cudart_static:-$(find_lib libcudart.so "$cuda_home/lib64" "$cuda_home/lib" "$py_cu/lib")}
@@ -134,7 +136,7 @@ arch=${gpu_cap:-90} # no GPU: build for Hopper, as the GPU machines are
 say "nvcc ${nvcc:-not found}; compute capability ${gpu_cap:-unknown} (building sm_$arch)"
 say "cuDNN ${cudnn_inc:-?} ${cudnn_lib:-not found}"
 say "NCCL ${nccl_inc:-?} ${nccl_lib:-not found}"
-say "cuBLAS ${cublas_lib:-not found}; cudart ${cudart_lib:-not found}"
+say "cuBLAS ${cublas_inc:-?} ${cublas_lib:-not found}; cudart ${cudart_lib:-not found}"
 
 lib_dirs=()
 for f in "$cudnn_lib" "$nccl_lib" "$cublas_lib" "$cudart_lib"; do
@@ -150,7 +152,7 @@ stage1() {
     echo "== stage 1: build the op test ($build)"
     local test_bin=""
     if [[ -n $nvcc && -n $cudnn_inc && -n $cudnn_lib && -n $nccl_inc && -n $nccl_lib &&
-        -n $cublas_lib && -n $cublaslt_lib && -n $cudart_lib ]]; then
+        -n $cublas_inc && -n $cublas_lib && -n $cublaslt_lib && -n $cudart_lib ]]; then
         build_ops_test && test_bin=$build/test_gpu_ops
     elif [[ -n ${CDIGITS_CARRY_DIR:-} && -x ${CDIGITS_CARRY_DIR}/test_gpu_ops ]]; then
         say "no complete CUDA toolchain here; running the carried $CDIGITS_CARRY_DIR/test_gpu_ops"
@@ -191,8 +193,11 @@ build_ops_test() {
     t0=$(date +%s)
     mkdir -p "$obj"
     rm -f "$obj"/*.o "$obj"/*.log "$build/test_gpu_ops"
-    local inc=(-I"$root/include" -I"$root/kernels" -I"$root/src/backend/cuda" -I"$root/src/backend/cpu"
-        -I"$cuda_home/include" -I"$cudnn_inc" -I"$nccl_inc")
+    local inc=(-I"$root/include" -I"$root/kernels" -I"$root/src/backend/cuda" -I"$root/src/backend/cpu")
+    # the compilers' own folders stay out of -I (it would reorder the C++ headers)
+    for f in "$cuda_home/include" "$cublas_inc" "$cudnn_inc" "$nccl_inc"; do
+        case $f in /usr/include | /usr/local/include) ;; *) inc+=(-I"$f") ;; esac
+    done
     local defs=(-DCDIGITS_HAVE_CUDA=1 -DCDIGITS_VERSION=\"gpu-test\" -DCDIGITS_SOURCE_DIR=\"$root\")
 
     # the C sources the op test needs; src/common's files are optional: one that does

@@ -205,17 +205,17 @@ static void cuda_destroy(cd_backend_t *be)
         cuda_group_release(be);
         cuda_memory_release(be);
         if (ctx->lrn)
-            cudnnDestroyLRNDescriptor(ctx->lrn);
+            CD_CUDNN_TRY(be, cudnnDestroyLRNDescriptor(ctx->lrn));
         if (ctx->act)
-            cudnnDestroyActivationDescriptor(ctx->act);
+            CD_CUDNN_TRY(be, cudnnDestroyActivationDescriptor(ctx->act));
         if (ctx->t_b)
-            cudnnDestroyTensorDescriptor(ctx->t_b);
+            CD_CUDNN_TRY(be, cudnnDestroyTensorDescriptor(ctx->t_b));
         if (ctx->t_a)
-            cudnnDestroyTensorDescriptor(ctx->t_a);
+            CD_CUDNN_TRY(be, cudnnDestroyTensorDescriptor(ctx->t_a));
         if (ctx->dnn)
-            cudnnDestroy(ctx->dnn);
+            CD_CUDNN_TRY(be, cudnnDestroy(ctx->dnn));
         if (ctx->blas)
-            cublasDestroy(ctx->blas);
+            CD_CUBLAS_TRY(be, cublasDestroy(ctx->blas));
         if (ctx->stream)
             CD_CUDA_TRY(be, cudaStreamDestroy(ctx->stream));
         free(ctx);

@@ -95,15 +95,16 @@ static conv_plan *plan_new(cd_backend_t *be, const cd_conv_desc *d)
     return p;
 }
 
-static void plan_free(conv_plan *p)
+/* errors are recorded, not fatal: this runs while a backend is being destroyed */
+static void plan_free(cd_backend_t *be, conv_plan *p)
 {
     if (!p)
         return;
-    cudnnDestroyConvolutionDescriptor(p->conv);
-    cudnnDestroyFilterDescriptor(p->w);
-    cudnnDestroyTensorDescriptor(p->bias);
-    cudnnDestroyTensorDescriptor(p->y);
-    cudnnDestroyTensorDescriptor(p->x);
+    CD_CUDNN_TRY(be, cudnnDestroyConvolutionDescriptor(p->conv));
+    CD_CUDNN_TRY(be, cudnnDestroyFilterDescriptor(p->w));
+    CD_CUDNN_TRY(be, cudnnDestroyTensorDescriptor(p->bias));
+    CD_CUDNN_TRY(be, cudnnDestroyTensorDescriptor(p->y));
+    CD_CUDNN_TRY(be, cudnnDestroyTensorDescriptor(p->x));
     free(p);
 }
 
@@ -138,7 +139,7 @@ void cuda_conv_release(cd_backend_t *be)
     if (!ctx->conv)
         return;
     for (int i = 0; i < ctx->conv->n; i++)
-        plan_free(ctx->conv->plans[i]);
+        plan_free(be, ctx->conv->plans[i]);
     free(ctx->conv->plans);
     free(ctx->conv);
     ctx->conv = NULL;
@@ -153,7 +154,8 @@ typedef struct perf {
     float time;
 } perf;
 
-/* Allocates up to `limit` bytes for measuring, halving on failure; *got = what it got. */
+/* Allocates up to `limit` bytes for measuring, halving on failure; *got = what it got.
+ * A failed cudaMalloc here is an answer, not an error, so it is not recorded. */
 static void *find_workspace(cd_backend_t *be, size_t limit, size_t *got)
 {
     void *p = NULL;

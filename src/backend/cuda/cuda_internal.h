@@ -3,6 +3,9 @@
  * to the function table in backend.c. One cuda_ctx per backend (per device): its own
  * stream, and cuBLAS and cuDNN handles bound to that stream, so every op of a backend
  * is ordered on one queue and the host waits only in download, dot, asum and sync.
+ * Memory ops and prepare_batch only enqueue work and are safe beside other threads;
+ * ops that use the handles, the scratch or the convolution plans take one caller at
+ * a time.
  */
 #ifndef CDIGITS_CUDA_INTERNAL_H
 #define CDIGITS_CUDA_INTERNAL_H
