@@ -102,7 +102,7 @@ int sched_delete(sched_t *s, const char *job_id, cd_err_t *err);
  * solver state); metrics recorded after that snapshot are kept but marked superseded.
  * CD_E_CONFLICT when the job runs or is Done. *epoch gets the snapshot epoch (0: from
  * the start) when not NULL. */
-int sched_resume(sched_t *s, const char *job_id, int *epoch, cd_err_t *err);
+int sched_resume(sched_t *s, const char *job_id, double *epoch, cd_err_t *err);
 /* At start, before sched_start: tasks the store shows Running belong to a server that
  * died. Leftover worker processes (recorded pid, same start time, still a worker) are
  * stopped; the tasks become Aborted, their jobs are marked interrupted, snapshots found
@@ -130,8 +130,18 @@ int sched_running(sched_t *s, sched_proc_t *out, int max);
 /* rm -rf of a job directory, refused unless its last component is job_id. */
 int sched_remove_dir(const char *dir, const char *job_id);
 
-/* The newest epoch N with both snapshot_epoch_N.cdw and .solverstate in dir (0: none). */
-int sched_newest_snapshot(const char *dir);
+/* A complete snapshot in a job folder: X.cdw with its X.solverstate, named
+ * snapshot_iter_N (by iteration, as the worker writes them) or snapshot_epoch_N (by
+ * epoch). */
+typedef struct sched_snapshot {
+    char file[128];     /* "snapshot_iter_N.cdw", relative to the job folder */
+    long long number;   /* N */
+    int by_iteration;   /* N counts iterations (else epochs) */
+} sched_snapshot_t;
+/* Every complete snapshot in dir, up to max, in no order; returns how many. */
+int sched_snapshot_scan(const char *dir, sched_snapshot_t *out, int max);
+/* The newest complete snapshot: 1 and *out, or 0 when there is none. */
+int sched_snapshot_newest(const char *dir, sched_snapshot_t *out);
 
 /* ---- /proc ------------------------------------------------------------------------- */
 

@@ -121,8 +121,12 @@ int store_task_set_progress(store_t *s, int64_t task_id, double progress, const 
                             cd_err_t *err);
 int store_task_set_error(store_t *s, int64_t task_id, const char *error, cd_err_t *err);
 int store_task_set_device(store_t *s, int64_t task_id, json_t *device, cd_err_t *err);
+/* How far the worker's output file (worker.out.jsonl) has been read and stored: a
+ * restarted server replays it from there. */
+int store_task_set_out_offset(store_t *s, int64_t task_id, long long offset, cd_err_t *err);
 /* [{id, job_id, kind, name, state, status, progress, stage, attempt, pid, pid_start,
- *   gpus, started, finished, exit_status, error, device}] of a job, in creation order */
+ *   gpus, started, finished, exit_status, error, device, out_offset}] of a job, in
+ *   creation order */
 json_t *store_task_list(store_t *s, const char *job_id);
 /* The same for every task whose state is in the bit mask (1 << CD_ST_*), all jobs. */
 json_t *store_task_list_by_state(store_t *s, unsigned state_mask);
@@ -143,7 +147,8 @@ typedef struct store_metric {
     double time;
 } store_metric_t;
 /* Appends a metric and folds it into the job's summary (last, min, max) in one
- * transaction; *id gets its row id (may be NULL). */
+ * transaction; *id gets its row id (may be NULL), 0 when the same point (job, attempt,
+ * phase, name, iteration) was already stored: a replayed line is stored once. */
 int store_metric_add(store_t *s, const store_metric_t *m, int64_t *id, cd_err_t *err);
 /* [{id, phase, name, value, epoch, iteration, time, attempt, superseded}] with id >
  * after_id, oldest first, at most limit (0: no limit); superseded rows only when asked. */
@@ -151,9 +156,13 @@ json_t *store_metric_list(store_t *s, const char *job_id, int64_t after_id, int 
                           int with_superseded);
 /* [{phase, name, last, min, max, count}] over the rows that are not superseded. */
 json_t *store_metric_summary(store_t *s, const char *job_id);
-/* Marks the metrics of attempts before `attempt` with epoch > epoch as superseded
- * (a resumed run recomputes them) and rebuilds the job's summary. They stay stored. */
-int store_metric_supersede(store_t *s, const char *job_id, double epoch, int attempt, cd_err_t *err);
+/* Marks the metrics of attempts before `attempt` that lie after a resume point as
+ * superseded (the resumed run recomputes them): iteration > `iteration` when it is >= 0,
+ * else epoch > `epoch`. Rebuilds the job's summary. The rows stay stored. */
+int store_metric_supersede(store_t *s, const char *job_id, double epoch, long long iteration, int attempt,
+                           cd_err_t *err);
+/* Iterations per epoch as the newest metric with both shows it; 0 when unknown. */
+double store_metric_iters_per_epoch(store_t *s, const char *job_id);
 int64_t store_metric_count(store_t *s, const char *job_id, int with_superseded);
 
 int store_log_add(store_t *s, const char *job_id, int64_t task_id, const char *level,
@@ -161,8 +170,8 @@ int store_log_add(store_t *s, const char *job_id, int64_t task_id, const char *l
 /* the last n log rows [{id, time, level, message}], oldest first */
 json_t *store_log_tail(store_t *s, const char *job_id, int n);
 
-/* Records (or replaces) the snapshot of an epoch. */
-int store_snapshot_add(store_t *s, const char *job_id, int epoch, long long iteration,
+/* Records (or updates) a snapshot file (relative to the job folder) with its epoch. */
+int store_snapshot_add(store_t *s, const char *job_id, double epoch, long long iteration,
                        const char *file, cd_err_t *err);
 /* [{epoch, iteration, file, time}] by epoch */
 json_t *store_snapshot_list(store_t *s, const char *job_id);

@@ -26,7 +26,8 @@ typedef struct stask {
     int ngpus;
     pid_t pid;
     long long pid_start;
-    int fd_out, fd_err;
+    long long out_offset;  /* bytes of worker.out.jsonl read and stored */
+    long long err_offset;  /* bytes of worker.err.log read */
     pthread_t reader;
     int abort_requested;
     int delete_requested;
@@ -56,8 +57,16 @@ struct sched {
     int quit;             /* the scheduling thread should return */
 };
 
+/* The worker's stdout and stderr go to these files in its job folder (appended across
+ * attempts), so that nothing it prints is lost while the server is down. */
+#define WORKER_OUT "worker.out.jsonl"
+#define WORKER_ERR "worker.err.log"
+
 /* worker.c: start a task's worker and its reader thread (lock held). */
 int worker_start(sched_t *s, stask_t *t, cd_err_t *err);
+/* worker.c: stores what a worker printed after t->out_offset and that was never read
+ * (the server was down); for recovery. */
+void worker_replay(sched_t *s, stask_t *t);
 /* lines.c: one line of a worker's stdout (or stderr when from_stderr). */
 void lines_handle(sched_t *s, stask_t *t, char *line, int from_stderr);
 /* lines.c: the job's message when its worker failed: the error line or the last lines. */

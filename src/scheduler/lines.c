@@ -122,7 +122,7 @@ static void on_metric(sched_t *s, stask_t *t, json_t *j)
 
 static void on_snapshot(sched_t *s, stask_t *t, json_t *j)
 {
-    int epoch = (int)jnum(j, "epoch", 0);
+    double epoch = jnum(j, "epoch", 0);
     const char *file = jstr(j, "file", "");
     cd_err_t err;
     if (store_snapshot_add(s->store, t->job_id, epoch, (long long)jnum(j, "iteration", 0), file, &err) != CD_OK) {
@@ -130,7 +130,8 @@ static void on_snapshot(sched_t *s, stask_t *t, json_t *j)
             cd_warn("job %s: %s", t->job_id, err.msg);
         return;
     }
-    json_t *ev = json_pack("{s:i, s:s}", "epoch", epoch, "file", file);
+    json_t *ev = json_pack("{s:f, s:I, s:s}", "epoch", epoch, "iteration", (json_int_t)jnum(j, "iteration", 0),
+                           "file", file);
     events_publish_job(s->events, t->job_id, "snapshot", ev, 0);
     json_decref(ev);
 }

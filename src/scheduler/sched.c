@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -380,7 +381,6 @@ int sched_enqueue(sched_t *s, const char *job_id, cd_err_t *err)
     snprintf(t->dir, sizeof t->dir, "%s", jstr(job, "dir"));
     t->task_id = json_integer_value(json_object_get(task, "id"));
     t->attempt = (int)json_integer_value(json_object_get(task, "attempt")) + 1;
-    t->fd_out = t->fd_err = -1;
 
     pthread_mutex_lock(&s->lock);
     sched_job_request(s, job, &t->req);
@@ -502,26 +502,46 @@ int sched_has_job(sched_t *s, const char *job_id)
 
 /* ---- resume -------------------------------------------------------------------------- */
 
-int sched_newest_snapshot(const char *dir)
+int sched_snapshot_scan(const char *dir, sched_snapshot_t *out, int max)
 {
     DIR *d = opendir(dir);
     if (!d)
         return 0;
-    int best = 0;
+    int n = 0;
     struct dirent *e;
-    while ((e = readdir(d))) {
-        int epoch;
-        char tail[16];
-        if (sscanf(e->d_name, "snapshot_epoch_%d.%15s", &epoch, tail) != 2 || strcmp(tail, "cdw") != 0 ||
-            epoch <= best)
+    while ((e = readdir(d)) && n < max) {
+        long long num;
+        int used = 0, by_iter;
+        if (sscanf(e->d_name, "snapshot_iter_%lld.cdw%n", &num, &used) == 1 && used && !e->d_name[used])
+            by_iter = 1;
+        else if (sscanf(e->d_name, "snapshot_epoch_%lld.cdw%n", &num, &used) == 1 && used && !e->d_name[used])
+            by_iter = 0;
+        else
             continue;
-        char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s/snapshot_epoch_%d.solverstate", dir, epoch);
-        if (access(path, R_OK) == 0)
-            best = epoch;
+        char state[PATH_MAX];
+        snprintf(state, sizeof state, "%s/snapshot_%s_%lld.solverstate", dir, by_iter ? "iter" : "epoch", num);
+        if (access(state, R_OK) != 0)
+            continue;
+        snprintf(out[n].file, sizeof out[n].file, "%s", e->d_name);
+        out[n].number = num;
+        out[n].by_iteration = by_iter;
+        n++;
     }
     closedir(d);
-    return best;
+    return n;
+}
+
+int sched_snapshot_newest(const char *dir, sched_snapshot_t *out)
+{
+    sched_snapshot_t all[1024];
+    int n = sched_snapshot_scan(dir, all, 1024), best = -1;
+    for (int i = 0; i < n; i++)
+        if (best < 0 || all[i].number > all[best].number)
+            best = i;
+    if (best < 0)
+        return 0;
+    *out = all[best];
+    return 1;
 }
 
 /* Sets "resume" in the job's train.json. */
@@ -549,27 +569,28 @@ static int set_resume_flag(const char *dir, int resume, cd_err_t *err)
  * cut off after writing a snapshot but before its line was read). */
 static void reconcile_snapshots(sched_t *s, const char *job_id, const char *dir)
 {
-    int newest = sched_newest_snapshot(dir);
-    if (newest <= 0)
+    sched_snapshot_t found[1024];
+    int n = sched_snapshot_scan(dir, found, 1024);
+    if (n == 0)
         return;
     json_t *known = store_snapshot_list(s->store, job_id);
-    for (int e = 1; e <= newest; e++) {
-        char file[64], path[PATH_MAX];
-        snprintf(file, sizeof file, "snapshot_epoch_%d.cdw", e);
-        snprintf(path, sizeof path, "%s/%s", dir, file);
-        if (access(path, R_OK) != 0)
-            continue;
-        int found = 0;
+    double ipe = store_metric_iters_per_epoch(s->store, job_id);
+    for (int k = 0; k < n; k++) {
+        int have = 0;
         size_t i;
         json_t *r;
-        json_array_foreach(known, i, r) found |= json_integer_value(json_object_get(r, "epoch")) == e;
-        if (!found)
-            store_snapshot_add(s->store, job_id, e, 0, file, NULL);
+        json_array_foreach(known, i, r) have |= strcmp(jstr(r, "file"), found[k].file) == 0;
+        if (have)
+            continue;
+        double epoch = found[k].by_iteration ? (ipe > 0 ? (double)found[k].number / ipe : 0) : (double)found[k].number;
+        epoch = round(epoch * 1e6) / 1e6; /* ipe comes from printed epochs: keep its noise out */
+        store_snapshot_add(s->store, job_id, epoch, found[k].by_iteration ? found[k].number : 0, found[k].file, NULL);
+        cd_info("job %s: recorded %s found on disk", job_id, found[k].file);
     }
     json_decref(known);
 }
 
-int sched_resume(sched_t *s, const char *job_id, int *epoch_out, cd_err_t *err)
+int sched_resume(sched_t *s, const char *job_id, double *epoch_out, cd_err_t *err)
 {
     json_t *job = store_job_get(s->store, job_id);
     if (!job)
@@ -593,22 +614,41 @@ int sched_resume(sched_t *s, const char *job_id, int *epoch_out, cd_err_t *err)
     }
     const char *dir = jstr(job, "dir");
     reconcile_snapshots(s, job_id, dir);
-    int epoch = sched_newest_snapshot(dir);
+    sched_snapshot_t snap;
+    int have = sched_snapshot_newest(dir, &snap);
+    double epoch = 0;
+    long long iteration = 0;
+    if (have) {
+        json_t *known = store_snapshot_list(s->store, job_id);
+        size_t i;
+        json_t *r;
+        json_array_foreach(known, i, r) if (strcmp(jstr(r, "file"), snap.file) == 0)
+        {
+            epoch = json_number_value(json_object_get(r, "epoch"));
+            iteration = json_integer_value(json_object_get(r, "iteration"));
+        }
+        json_decref(known);
+        if (snap.by_iteration)
+            iteration = snap.number;
+        else
+            epoch = (double)snap.number;
+    }
     tasks = store_task_list(s->store, job_id);
     int next_attempt = (int)json_integer_value(json_object_get(json_array_get(tasks, 0), "attempt")) + 1;
-    if (store_metric_supersede(s->store, job_id, (double)epoch, next_attempt, err) != CD_OK)
+    if (store_metric_supersede(s->store, job_id, epoch, have && iteration > 0 ? iteration : (have ? -1 : 0),
+                               next_attempt, err) != CD_OK)
         goto out;
-    if (set_resume_flag(dir, epoch > 0, err) != CD_OK)
+    if (set_resume_flag(dir, have, err) != CD_OK)
         goto out;
-    char msg[160];
-    if (epoch > 0)
-        snprintf(msg, sizeof msg, "Resuming from the snapshot of epoch %d", epoch);
+    char msg[200];
+    if (have)
+        snprintf(msg, sizeof msg, "Resuming from %s (epoch %g)", snap.file, epoch);
     else
         snprintf(msg, sizeof msg, "Restarting from the beginning: no complete snapshot was found");
     store_log_add(s->store, job_id, 0, "info", msg, NULL);
     if (sched_enqueue(s, job_id, err) != CD_OK)
         goto out;
-    json_t *ev = json_pack("{s:s, s:i}", "message", msg, "epoch", epoch);
+    json_t *ev = json_pack("{s:s, s:f}", "message", msg, "epoch", epoch);
     events_publish_job(s->events, job_id, "resumed", ev, 0);
     json_decref(ev);
     if (epoch_out)
@@ -621,6 +661,8 @@ out:
 }
 
 /* ---- recovery ------------------------------------------------------------------------ */
+
+static void finish_done(sched_t *s, stask_t *t);
 
 /* Stops a worker left by a server that died: only if the pid still runs a worker that
  * started at the recorded time (a reused pid is someone else's process). */
@@ -658,24 +700,47 @@ int sched_recover(sched_t *s, int resume_interrupted, cd_err_t *err)
     {
         const char *job_id = jstr(t, "job_id");
         int64_t task_id = json_integer_value(json_object_get(t, "id"));
+        json_t *job = store_job_get(s->store, job_id);
+        stask_t *st = calloc(1, sizeof *st);
+        if (!job || !st) {
+            json_decref(job);
+            free(st);
+            continue;
+        }
+        /* stop the orphan first: it writes its last lines (and a snapshot) on SIGTERM */
         stop_orphan(s, job_id, (pid_t)json_integer_value(json_object_get(t, "pid")),
                     json_integer_value(json_object_get(t, "pid_start")));
+        st->owner = s;
+        snprintf(st->job_id, sizeof st->job_id, "%s", job_id);
+        snprintf(st->type, sizeof st->type, "%s", jstr(job, "type"));
+        snprintf(st->dir, sizeof st->dir, "%s", jstr(job, "dir"));
+        st->task_id = task_id;
+        st->attempt = (int)json_integer_value(json_object_get(t, "attempt"));
+        st->out_offset = json_integer_value(json_object_get(t, "out_offset"));
+        worker_replay(s, st);
         store_task_clear_process(s->store, task_id, -1, NULL);
-        json_t *job = store_job_get(s->store, job_id);
-        if (job) {
-            reconcile_snapshots(s, job_id, jstr(job, "dir"));
-            json_decref(job);
+        reconcile_snapshots(s, job_id, st->dir);
+        if (st->saw_done) {
+            cd_info("job %s: its worker finished while the server was down", job_id);
+            finish_done(s, st);
+        } else if (st->last_error[0]) {
+            store_job_set_error(s->store, job_id, st->last_error, NULL);
+            store_task_set_error(s->store, task_id, st->last_error, NULL);
+            sched_set_state(s, job_id, task_id, CD_ST_ERROR, st->last_error);
+        } else {
+            const char *msg = strcmp(st->type, "model") == 0
+                                  ? "Interrupted: the server stopped while this job ran; every metric and snapshot "
+                                    "is kept; resume it with POST /models/<id>/resume"
+                                  : "Interrupted: the server stopped while this job ran; clone it to create the "
+                                    "dataset again";
+            store_task_set_error(s->store, task_id, "Interrupted", NULL);
+            sched_set_state(s, job_id, task_id, CD_ST_ABORT, msg);
+            store_job_set_interrupted(s->store, job_id, 1, NULL);
+            store_log_add(s->store, job_id, task_id, "warning", msg, NULL);
+            cd_warn("job %s: interrupted by a server stop", job_id);
         }
-        const char *msg = strcmp(jstr(t, "kind"), "train") == 0
-                              ? "Interrupted: the server stopped while this job ran; every metric and snapshot "
-                                "is kept; resume it with POST /models/<id>/resume"
-                              : "Interrupted: the server stopped while this job ran; clone it to create the "
-                                "dataset again";
-        store_task_set_error(s->store, task_id, "Interrupted", NULL);
-        sched_set_state(s, job_id, task_id, CD_ST_ABORT, msg);
-        store_job_set_interrupted(s->store, job_id, 1, NULL);
-        store_log_add(s->store, job_id, task_id, "warning", msg, NULL);
-        cd_warn("job %s: interrupted by a server stop", job_id);
+        free_task(st);
+        json_decref(job);
     }
     json_decref(running);
 
@@ -699,12 +764,12 @@ int sched_recover(sched_t *s, int resume_interrupted, cd_err_t *err)
             continue;
         const char *id = jstr(j, "id");
         cd_err_t e;
-        int epoch = 0;
+        double epoch = 0;
         if (strcmp(jstr(j, "type"), "model") == 0) {
             if (sched_resume(s, id, &epoch, &e) != CD_OK)
                 cd_warn("job %s: cannot resume it: %s", id, e.msg);
             else
-                cd_info("job %s: resuming from epoch %d", id, epoch);
+                cd_info("job %s: resuming from epoch %g", id, epoch);
         } else if (sched_enqueue(s, id, &e) != CD_OK) {
             cd_warn("job %s: cannot start it again: %s", id, e.msg);
         }
@@ -771,6 +836,23 @@ static void describe_exit(int status, char *out, size_t len)
         snprintf(out, len, "stopped (wait status %d)", status);
 }
 
+/* A task that finished its work (lock not held). */
+static void finish_done(sched_t *s, stask_t *t)
+{
+    if (t->dataset_result) {
+        /* stats.json is written last by a dataset worker; keep it with the line */
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/stats.json", t->dir);
+        json_t *stats = json_load_file(path, 0, NULL);
+        if (stats)
+            json_object_set_new(t->dataset_result, "stats", stats);
+        store_job_set_result(s->store, t->job_id, t->dataset_result, NULL);
+    }
+    store_task_set_progress(s->store, t->task_id, 1.0, NULL, NULL);
+    store_job_set_progress(s->store, t->job_id, 1.0, NULL);
+    sched_set_state(s, t->job_id, t->task_id, CD_ST_DONE, NULL);
+}
+
 void sched_task_exited(sched_t *s, stask_t *t, int status)
 {
     pthread_mutex_lock(&s->lock);
@@ -786,18 +868,7 @@ void sched_task_exited(sched_t *s, stask_t *t, int status)
         cd_err_t err;
         store_task_clear_process(s->store, t->task_id, WIFEXITED(status) ? code : -WTERMSIG(status), NULL);
         if (code == 0) {
-            if (t->dataset_result) {
-                /* stats.json is written last by a dataset worker; keep it with the line */
-                char path[PATH_MAX];
-                snprintf(path, sizeof path, "%s/stats.json", t->dir);
-                json_t *stats = json_load_file(path, 0, NULL);
-                if (stats)
-                    json_object_set_new(t->dataset_result, "stats", stats);
-                store_job_set_result(s->store, t->job_id, t->dataset_result, NULL);
-            }
-            store_task_set_progress(s->store, t->task_id, 1.0, NULL, NULL);
-            store_job_set_progress(s->store, t->job_id, 1.0, NULL);
-            sched_set_state(s, t->job_id, t->task_id, CD_ST_DONE, NULL);
+            finish_done(s, t);
         } else if (stopping && (code == 3 || WIFSIGNALED(status))) {
             const char *m = "Interrupted: the server stopped; resume it with POST /models/<id>/resume";
             sched_set_state(s, t->job_id, t->task_id, CD_ST_ABORT, m);

@@ -1,11 +1,16 @@
-/* Starting a worker process (posix_spawn, its own process group, stdout and stderr on
- * pipes) and the thread that reads its lines until it exits. */
+/* Starting a worker process (posix_spawn, its own process group, stdout and stderr
+ * appended to files in its job folder) and the thread that follows those files and
+ * stores each line until the worker exits. Files rather than pipes: a worker never dies
+ * of SIGPIPE because the server did, and a restarted server reads what it missed. */
 #define _GNU_SOURCE
 #include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -64,29 +69,35 @@ static char **worker_env(void)
     return env;
 }
 
-static int spawn(const char *worker, const char *cmd, const char *dir, pid_t *pid, int *fd_out, int *fd_err,
-                 cd_err_t *err)
+/* Size of a file, 0 when it does not exist yet. */
+static long long file_size(const char *path)
 {
-    int out[2] = {-1, -1}, errp[2] = {-1, -1};
+    struct stat st;
+    return stat(path, &st) == 0 ? (long long)st.st_size : 0;
+}
+
+/* Starts `worker cmd dir` in dir, in a process group of its own, with stdin from
+ * /dev/null and stdout and stderr appended to the job's output files. */
+static int spawn(const char *worker, const char *cmd, const char *dir, pid_t *pid, cd_err_t *err)
+{
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     int fa_ok = 0, attr_ok = 0, rc;
     char **env = NULL;
+    char out[PATH_MAX], errf[PATH_MAX];
+    snprintf(out, sizeof out, "%s/" WORKER_OUT, dir);
+    snprintf(errf, sizeof errf, "%s/" WORKER_ERR, dir);
     if (access(worker, X_OK) != 0)
         return cd_err_set(err, CD_E_INTERNAL,
                           "cannot run the worker %s: %s; build it (cmake --build build) or start the server "
                           "with --worker PATH",
                           worker, strerror(errno));
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(errp, O_CLOEXEC) != 0) {
-        cd_err_set(err, CD_E_INTERNAL, "cannot create a pipe for the worker: %s", strerror(errno));
-        goto fail;
-    }
     if ((rc = posix_spawn_file_actions_init(&fa)) != 0)
         goto spawn_err;
     fa_ok = 1;
     if ((rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0)) != 0 ||
-        (rc = posix_spawn_file_actions_adddup2(&fa, out[1], 1)) != 0 ||
-        (rc = posix_spawn_file_actions_adddup2(&fa, errp[1], 2)) != 0 ||
+        (rc = posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_APPEND, 0644)) != 0 ||
+        (rc = posix_spawn_file_actions_addopen(&fa, 2, errf, O_WRONLY | O_CREAT | O_APPEND, 0644)) != 0 ||
         (rc = posix_spawn_file_actions_addchdir_np(&fa, dir)) != 0)
         goto spawn_err;
     if ((rc = posix_spawnattr_init(&attr)) != 0)
@@ -116,120 +127,168 @@ static int spawn(const char *worker, const char *cmd, const char *dir, pid_t *pi
     free(env);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
-    close(out[1]);
-    close(errp[1]);
-    *fd_out = out[0];
-    *fd_err = errp[0];
     return CD_OK;
 spawn_err:
     cd_err_set(err, CD_E_INTERNAL, "cannot start the worker %s %s %s: %s", worker, cmd, dir, strerror(rc));
-fail:
     free(env);
     if (fa_ok)
         posix_spawn_file_actions_destroy(&fa);
     if (attr_ok)
         posix_spawnattr_destroy(&attr);
-    for (int i = 0; i < 2; i++) {
-        if (out[i] >= 0)
-            close(out[i]);
-        if (errp[i] >= 0)
-            close(errp[i]);
-    }
     return CD_ERR;
 }
 
-/* A growing buffer that yields complete lines. */
+/* A growing buffer that yields complete lines of a file that is still being written. */
 typedef struct linebuf {
+    int fd;
     char *buf;
     size_t len, cap;
-    int skipping; /* inside a line longer than MAX_LINE: drop until its newline */
+    int skipping;        /* inside a line longer than MAX_LINE: drop until its newline */
+    long long *offset;   /* file offset of the first byte not yet handled */
 } linebuf_t;
 
-/* Reads what fd has; calls lines_handle per complete line. Returns 0 at EOF or error. */
-static int read_lines(sched_t *s, stask_t *t, int fd, linebuf_t *lb, int from_stderr)
+/* Handles the complete lines the file has now; with final, also a last line that has
+ * no newline. Returns how many bytes were read. */
+static size_t drain(sched_t *s, stask_t *t, linebuf_t *lb, int from_stderr, int final)
 {
-    if (lb->cap - lb->len < 65536) {
-        size_t ncap = lb->cap ? lb->cap * 2 : 131072;
-        char *nb = realloc(lb->buf, ncap);
-        if (!nb)
-            return 0;
-        lb->buf = nb;
-        lb->cap = ncap;
-    }
-    ssize_t n;
-    do {
-        n = read(fd, lb->buf + lb->len, lb->cap - lb->len - 1);
-    } while (n < 0 && errno == EINTR);
-    if (n <= 0) {
-        if (lb->len && !lb->skipping) { /* last line without a newline */
-            lb->buf[lb->len] = 0;
-            lines_handle(s, t, lb->buf, from_stderr);
+    size_t total = 0;
+    for (;;) {
+        if (lb->cap - lb->len < 65536) {
+            size_t ncap = lb->cap ? lb->cap * 2 : 131072;
+            char *nb = realloc(lb->buf, ncap);
+            if (!nb)
+                break;
+            lb->buf = nb;
+            lb->cap = ncap;
         }
-        lb->len = 0;
-        return 0;
+        ssize_t n;
+        do {
+            n = read(lb->fd, lb->buf + lb->len, lb->cap - lb->len - 1);
+        } while (n < 0 && errno == EINTR);
+        if (n <= 0)
+            break;
+        total += (size_t)n;
+        size_t old = lb->len, start = 0;
+        lb->len += (size_t)n;
+        for (size_t i = old; i < lb->len; i++) {
+            if (lb->buf[i] != '\n')
+                continue;
+            lb->buf[i] = 0;
+            if (!lb->skipping)
+                lines_handle(s, t, lb->buf + start, from_stderr);
+            lb->skipping = 0;
+            *lb->offset += (long long)(i + 1 - start);
+            start = i + 1;
+            if (!from_stderr)
+                store_task_set_out_offset(s->store, t->task_id, *lb->offset, NULL);
+        }
+        memmove(lb->buf, lb->buf + start, lb->len - start);
+        lb->len -= start;
+        if (lb->len > MAX_LINE) {
+            lb->buf[lb->len] = 0;
+            if (!lb->skipping)
+                lines_handle(s, t, lb->buf, from_stderr);
+            *lb->offset += (long long)lb->len;
+            lb->skipping = 1;
+            lb->len = 0;
+        }
     }
-    lb->len += (size_t)n;
-    size_t start = 0;
-    for (size_t i = lb->len - (size_t)n; i < lb->len; i++) {
-        if (lb->buf[i] != '\n')
-            continue;
-        lb->buf[i] = 0;
-        if (!lb->skipping)
-            lines_handle(s, t, lb->buf + start, from_stderr);
-        lb->skipping = 0;
-        start = i + 1;
-    }
-    memmove(lb->buf, lb->buf + start, lb->len - start);
-    lb->len -= start;
-    if (lb->len > MAX_LINE) {
+    if (final && lb->len) {
         lb->buf[lb->len] = 0;
         if (!lb->skipping)
             lines_handle(s, t, lb->buf, from_stderr);
-        lb->skipping = 1;
+        *lb->offset += (long long)lb->len;
         lb->len = 0;
+        if (!from_stderr)
+            store_task_set_out_offset(s->store, t->task_id, *lb->offset, NULL);
     }
-    return 1;
+    return total;
 }
 
+static int open_at(const char *dir, const char *name, long long offset)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && lseek(fd, (off_t)offset, SEEK_SET) < 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+void worker_replay(sched_t *s, stask_t *t)
+{
+    linebuf_t lo = {.fd = open_at(t->dir, WORKER_OUT, t->out_offset), .offset = &t->out_offset};
+    if (lo.fd < 0)
+        return;
+    size_t n = drain(s, t, &lo, 0, 1);
+    if (n)
+        cd_info("job %s: stored %zu bytes the worker printed while the server was down", t->job_id, n);
+    close(lo.fd);
+    free(lo.buf);
+}
+
+/* Follows the worker's output files until it exits: inotify wakes the thread when they
+ * grow (a line reaches the store and the event stream within a millisecond or so), a
+ * pidfd when the worker exits; a timeout covers kernels without either. */
 static void *reader_thread(void *arg)
 {
     stask_t *t = arg;
     sched_t *s = t->owner;
-    linebuf_t lo = {0}, le = {0};
-    struct pollfd pf[2] = {{.fd = t->fd_out, .events = POLLIN}, {.fd = t->fd_err, .events = POLLIN}};
-    int open_fds = 2;
-    while (open_fds > 0) {
-        int rc = poll(pf, 2, -1);
-        if (rc < 0) {
-            if (errno == EINTR)
-                continue;
-            cd_error("job %s: poll on the worker's pipes failed: %s", t->job_id, strerror(errno));
+    linebuf_t lo = {.fd = open_at(t->dir, WORKER_OUT, t->out_offset), .offset = &t->out_offset};
+    linebuf_t le = {.fd = open_at(t->dir, WORKER_ERR, t->err_offset), .offset = &t->err_offset};
+    int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    char path[PATH_MAX];
+    if (ino >= 0) {
+        snprintf(path, sizeof path, "%s/" WORKER_OUT, t->dir);
+        inotify_add_watch(ino, path, IN_MODIFY);
+        snprintf(path, sizeof path, "%s/" WORKER_ERR, t->dir);
+        inotify_add_watch(ino, path, IN_MODIFY);
+    }
+    int pidfd = (int)syscall(SYS_pidfd_open, t->pid, 0);
+    if (lo.fd < 0)
+        cd_error("job %s: cannot read the worker's output %s/" WORKER_OUT ": %s", t->job_id, t->dir, strerror(errno));
+    int status = 0;
+    for (;;) {
+        if (lo.fd >= 0)
+            drain(s, t, &lo, 0, 0);
+        if (le.fd >= 0)
+            drain(s, t, &le, 1, 0);
+        pid_t r;
+        do {
+            r = waitpid(t->pid, &status, WNOHANG);
+        } while (r < 0 && errno == EINTR);
+        if (r == t->pid || (r < 0 && errno == ECHILD)) {
+            if (r < 0) {
+                cd_error("job %s: worker %d vanished (waitpid: %s)", t->job_id, (int)t->pid, strerror(errno));
+                status = 0x7f00; /* reads as exited with 127 */
+            }
             break;
         }
-        for (int i = 0; i < 2; i++) {
-            if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            if (!read_lines(s, t, pf[i].fd, i == 0 ? &lo : &le, i == 1)) {
-                close(pf[i].fd);
-                pf[i].fd = -1;
-                open_fds--;
-            }
+        struct pollfd pf[2] = {{.fd = ino, .events = POLLIN}, {.fd = pidfd, .events = POLLIN}};
+        int rc = poll(pf, 2, ino >= 0 && pidfd >= 0 ? 1000 : 50);
+        if (rc > 0 && (pf[0].revents & POLLIN)) {
+            char ev[4096];
+            while (read(ino, ev, sizeof ev) > 0)
+                ;
         }
     }
-    for (int i = 0; i < 2; i++)
-        if (pf[i].fd >= 0)
-            close(pf[i].fd);
+    /* everything the worker wrote is in the files now */
+    if (lo.fd >= 0)
+        drain(s, t, &lo, 0, 1);
+    if (le.fd >= 0)
+        drain(s, t, &le, 1, 1);
+    if (lo.fd >= 0)
+        close(lo.fd);
+    if (le.fd >= 0)
+        close(le.fd);
+    if (ino >= 0)
+        close(ino);
+    if (pidfd >= 0)
+        close(pidfd);
     free(lo.buf);
     free(le.buf);
-    int status = 0;
-    pid_t r;
-    do {
-        r = waitpid(t->pid, &status, 0);
-    } while (r < 0 && errno == EINTR);
-    if (r < 0) {
-        cd_error("job %s: waitpid(%d) failed: %s", t->job_id, (int)t->pid, strerror(errno));
-        status = 0x7f00; /* reads as exited with 127 */
-    }
     sched_task_exited(s, t, status);
     return NULL;
 }
@@ -239,8 +298,15 @@ int worker_start(sched_t *s, stask_t *t, cd_err_t *err)
     int is_train = strcmp(t->type, "model") == 0;
     if (is_train && write_train_devices(t, err) != CD_OK)
         return CD_ERR;
+    /* read from where the files end now: earlier attempts' lines are stored already */
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/" WORKER_OUT, t->dir);
+    t->out_offset = file_size(path);
+    snprintf(path, sizeof path, "%s/" WORKER_ERR, t->dir);
+    t->err_offset = file_size(path);
+    store_task_set_out_offset(s->store, t->task_id, t->out_offset, NULL);
     pid_t pid;
-    if (spawn(s->cfg.worker, is_train ? "train" : "dataset", t->dir, &pid, &t->fd_out, &t->fd_err, err) != CD_OK)
+    if (spawn(s->cfg.worker, is_train ? "train" : "dataset", t->dir, &pid, err) != CD_OK)
         return CD_ERR;
     t->pid = pid;
     t->pid_start = proc_start_ticks(pid);
@@ -273,8 +339,6 @@ int worker_start(sched_t *s, stask_t *t, cd_err_t *err)
     if (rc != 0) {
         kill(-pid, SIGKILL);
         waitpid(pid, NULL, 0);
-        close(t->fd_out);
-        close(t->fd_err);
         t->pid = 0;
         return cd_err_set(err, CD_E_INTERNAL, "cannot start a thread to read the worker: %s", strerror(rc));
     }

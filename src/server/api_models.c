@@ -33,7 +33,7 @@ static const form_field_t g_model_form[] = {
     {"solver_type", F_CHOICE, "SGD", NAN, NAN, "SGD|NESTEROV|ADAGRAD|RMSPROP|ADADELTA|ADAM", ALWAYS, 1, "Solver type"},
     {"rms_decay", F_FLOAT, "0.99", 0, NAN, NULL, ALWAYS, 1, "RMS decay value"},
     {"learning_rate", F_FLOATS, "0.01", 0, NAN, NULL, ALWAYS, 1, "Base learning rate"},
-    {"momentum", F_FLOAT, "0.9", 0, 1, NULL, ALWAYS, 1, "Momentum"},
+    {"momentum", F_FLOAT, NULL, 0, 1, NULL, ALWAYS, 0, "Momentum"},
     {"weight_decay", F_FLOAT, NULL, 0, NAN, NULL, ALWAYS, 0, "Weight decay"},
     {"lr_policy", F_CHOICE, "step", NAN, NAN, "fixed|step|multistep|exp|inv|poly|sigmoid", ALWAYS, 1, "Policy"},
     {"lr_step_size", F_FLOAT, "33", 0, NAN, NULL, "lr_policy=step", 1, "Step size (% of training)"},
@@ -166,8 +166,16 @@ static int load_network(req_t *r, const fields_t *in, json_t *v, netsrc_t *ns, j
             snprintf(ns->pretrained, sizeof ns->pretrained, "%s", pre);
         json_decref(tj);
     } else if (epoch > 0) {
-        snprintf(ns->pretrained, sizeof ns->pretrained, "%s/snapshot_epoch_%d.cdw", sval(old, "dir"), (int)epoch);
-        if (access(ns->pretrained, R_OK) != 0) {
+        json_t *snaps = store_snapshot_list(srv->store, prev);
+        size_t i;
+        json_t *sn;
+        json_array_foreach(snaps, i, sn)
+        {
+            if (fabs(json_number_value(json_object_get(sn, "epoch")) - epoch) < 1e-6)
+                snprintf(ns->pretrained, sizeof ns->pretrained, "%s/%s", sval(old, "dir"), sval(sn, "file"));
+        }
+        json_decref(snaps);
+        if (!ns->pretrained[0] || access(ns->pretrained, R_OK) != 0) {
             form_add_error(errors, "previous_networks",
                            "For the job %s, the snapshot of epoch %g does not exist; pick one of its snapshots", prev,
                            epoch);
@@ -393,7 +401,7 @@ void h_model_resume(req_t *r)
     if (!job)
         return;
     cd_err_t err;
-    int epoch = 0;
+    double epoch = 0;
     if (!api_may_edit(r, job)) {
         reply_error(r, 403, "Job %s belongs to %s; only its owner may resume it", sval(job, "id"),
                     sval(job, "username"));
@@ -402,7 +410,8 @@ void h_model_resume(req_t *r)
     } else {
         json_t *row = store_job_get(r->srv->store, sval(job, "id"));
         json_t *out = row ? view_job_brief(row) : json_object();
-        json_object_set_new(out, "resumed_from_epoch", json_integer(epoch));
+        json_object_set_new(out, "resumed_from_epoch", epoch == floor(epoch) ? json_integer((json_int_t)epoch)
+                                                                               : json_real(epoch));
         reply_json(r, 200, out);
         json_decref(row);
     }

@@ -194,7 +194,13 @@ static void model_details(server_t *srv, json_t *job, json_t *d)
     json_t *snaps = store_snapshot_list(srv->store, id), *epochs = json_array();
     size_t i;
     json_t *s;
-    json_array_foreach(snaps, i, s) json_array_append(epochs, json_object_get(s, "epoch"));
+    json_array_foreach(snaps, i, s)
+    {
+        /* DIGITS lists epochs as numbers: 2 for a whole epoch, 2.5 for a snapshot taken mid-epoch */
+        double e = json_number_value(json_object_get(s, "epoch"));
+        double r = round(e * 1000) / 1000;
+        json_array_append_new(epochs, fabs(r - round(r)) < 1e-9 ? json_integer((json_int_t)round(r)) : json_real(r));
+    }
     json_object_set_new(d, "snapshots", epochs);
     json_object_set_new(d, "snapshot_files", snaps);
     json_object_set(d, "dataset_id", json_object_get(job, "dataset_id"));

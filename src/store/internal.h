@@ -39,6 +39,7 @@ enum store_stmt_id {
     Q_TASK_SET_PROGRESS,
     Q_TASK_SET_ERROR,
     Q_TASK_SET_DEVICE,
+    Q_TASK_SET_OFFSET,
     Q_TASK_LIST,
     Q_TASK_LIST_ALL,
     Q_METRIC_INSERT,
@@ -55,6 +56,7 @@ enum store_stmt_id {
     Q_LOG_TAIL,
     Q_SNAPSHOT_UPSERT,
     Q_SNAPSHOT_LIST,
+    Q_METRIC_LAST_POINT,
     Q_USER_LOGIN,
     Q_USER_GET,
     Q_COUNT

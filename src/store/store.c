@@ -100,7 +100,8 @@ static const char *const g_migrations[] = {
     "  finished REAL,"
     "  exit_status INTEGER,"
     "  error TEXT,"
-    "  device TEXT);"
+    "  device TEXT,"
+    "  out_offset INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX tasks_job ON tasks(job_id);"
     "CREATE TABLE task_status ("
     "  id INTEGER PRIMARY KEY,"
@@ -122,6 +123,7 @@ static const char *const g_migrations[] = {
     "  ts REAL NOT NULL,"
     "  superseded INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX metrics_job ON metrics(job_id, id);"
+    "CREATE UNIQUE INDEX metrics_point ON metrics(job_id, attempt, phase, name, iteration);"
     "CREATE TABLE metric_summary ("
     "  job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
     "  phase TEXT NOT NULL,"
@@ -141,11 +143,11 @@ static const char *const g_migrations[] = {
     "CREATE INDEX logs_job ON logs(job_id, id);"
     "CREATE TABLE snapshots ("
     "  job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
-    "  epoch INTEGER NOT NULL,"
-    "  iteration INTEGER,"
     "  file TEXT NOT NULL,"
+    "  epoch REAL NOT NULL,"
+    "  iteration INTEGER,"
     "  ts REAL NOT NULL,"
-    "  PRIMARY KEY (job_id, epoch));",
+    "  PRIMARY KEY (job_id, file));",
 };
 
 /* The statement table. Columns named *_json hold JSON text (see store_rows). */
@@ -156,7 +158,7 @@ static const char *const g_migrations[] = {
     "(SELECT MAX(t.finished) FROM tasks t WHERE t.job_id = jobs.id) AS finished"
 #define TASK_COLS                                                                           \
     "id, job_id, kind, name, status AS state, progress, stage, attempt, pid, pid_start, "   \
-    "gpus AS gpus_json, started, finished, exit_status, error, device AS device_json"
+    "gpus AS gpus_json, started, finished, exit_status, error, device AS device_json, out_offset"
 
 static const char *const g_sql[Q_COUNT] = {
     [Q_BEGIN] = "BEGIN IMMEDIATE",
@@ -202,9 +204,11 @@ static const char *const g_sql[Q_COUNT] = {
     [Q_TASK_SET_PROGRESS] = "UPDATE tasks SET progress = ?2, stage = ?3 WHERE id = ?1",
     [Q_TASK_SET_ERROR] = "UPDATE tasks SET error = ?2 WHERE id = ?1",
     [Q_TASK_SET_DEVICE] = "UPDATE tasks SET device = ?2 WHERE id = ?1",
+    [Q_TASK_SET_OFFSET] = "UPDATE tasks SET out_offset = ?2 WHERE id = ?1",
     [Q_TASK_LIST] = "SELECT " TASK_COLS " FROM tasks WHERE job_id = ?1 ORDER BY id",
     [Q_TASK_LIST_ALL] = "SELECT " TASK_COLS " FROM tasks ORDER BY id",
-    [Q_METRIC_INSERT] = "INSERT INTO metrics (job_id, task_id, attempt, phase, name, value, epoch, "
+    /* a line replayed after a crash is the same point again: ignored */
+    [Q_METRIC_INSERT] = "INSERT OR IGNORE INTO metrics (job_id, task_id, attempt, phase, name, value, epoch, "
                         "iteration, ts) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     [Q_METRIC_SUMMARY_UPSERT] =
         "INSERT INTO metric_summary (job_id, phase, name, last, min, max, count) "
@@ -219,8 +223,8 @@ static const char *const g_sql[Q_COUNT] = {
                           "FROM metrics WHERE job_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
     [Q_METRIC_SUMMARY] = "SELECT phase, name, last, min, max, count FROM metric_summary "
                          "WHERE job_id = ?1 ORDER BY phase DESC, name",
-    [Q_METRIC_SUPERSEDE] = "UPDATE metrics SET superseded = 1 "
-                           "WHERE job_id = ?1 AND attempt < ?3 AND epoch > ?2",
+    [Q_METRIC_SUPERSEDE] = "UPDATE metrics SET superseded = 1 WHERE job_id = ?1 AND attempt < ?3 "
+                           "AND CASE WHEN ?4 >= 0 THEN iteration > ?4 ELSE epoch > ?2 END",
     [Q_METRIC_SUMMARY_CLEAR] = "DELETE FROM metric_summary WHERE job_id = ?1",
     [Q_METRIC_SUMMARY_REBUILD] =
         "INSERT INTO metric_summary (job_id, phase, name, last, min, max, count) "
@@ -235,10 +239,12 @@ static const char *const g_sql[Q_COUNT] = {
     [Q_LOG_TAIL] = "SELECT * FROM (SELECT id, ts AS time, level, message FROM logs WHERE job_id = ?1 "
                    "ORDER BY id DESC LIMIT ?2) ORDER BY id",
     [Q_SNAPSHOT_UPSERT] = "INSERT INTO snapshots (job_id, epoch, iteration, file, ts) "
-                          "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (job_id, epoch) DO UPDATE SET "
-                          "iteration = ?3, file = ?4, ts = ?5",
+                          "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (job_id, file) DO UPDATE SET "
+                          "epoch = ?2, iteration = ?3, ts = ?5",
     [Q_SNAPSHOT_LIST] = "SELECT epoch, iteration, file, ts AS time FROM snapshots WHERE job_id = ?1 "
-                        "ORDER BY epoch",
+                        "ORDER BY epoch, iteration",
+    [Q_METRIC_LAST_POINT] = "SELECT epoch, iteration FROM metrics WHERE job_id = ?1 AND epoch > 0 "
+                            "AND iteration > 0 ORDER BY id DESC LIMIT 1",
     [Q_USER_LOGIN] = "INSERT INTO users (name, created, last_login) VALUES (?1, ?2, ?2) "
                      "ON CONFLICT (name) DO UPDATE SET last_login = ?2",
     [Q_USER_GET] = "SELECT name, created, last_login FROM users WHERE name = ?1",

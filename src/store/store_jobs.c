@@ -366,6 +366,17 @@ int store_task_set_device(store_t *s, int64_t task_id, json_t *device, cd_err_t 
     return rc;
 }
 
+int store_task_set_out_offset(store_t *s, int64_t task_id, long long offset, cd_err_t *err)
+{
+    STORE_LOCK(s);
+    sqlite3_stmt *q = store_stmt(s, Q_TASK_SET_OFFSET);
+    sqlite3_bind_int64(q, 1, task_id);
+    sqlite3_bind_int64(q, 2, offset);
+    int rc = store_exec(s, q, "recording how far the worker's output was read", err);
+    STORE_UNLOCK(s);
+    return rc;
+}
+
 json_t *store_task_list(store_t *s, const char *job_id)
 {
     STORE_LOCK(s);

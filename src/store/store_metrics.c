@@ -21,6 +21,13 @@ int store_metric_add(store_t *s, const store_metric_t *m, int64_t *id, cd_err_t 
     sqlite3_bind_double(q, 9, m->time > 0 ? m->time : cd_wall_time());
     if (store_exec(s, q, "storing a metric", err) != CD_OK)
         goto rollback;
+    if (sqlite3_changes(s->db) == 0) { /* already stored (a replayed line) */
+        store_tx_rollback(s);
+        if (id)
+            *id = 0;
+        STORE_UNLOCK(s);
+        return CD_OK;
+    }
     int64_t rowid = sqlite3_last_insert_rowid(s->db);
     q = store_stmt(s, Q_METRIC_SUMMARY_UPSERT);
     store_bind_text(q, 1, m->job_id);
@@ -64,7 +71,8 @@ json_t *store_metric_summary(store_t *s, const char *job_id)
     return rows ? rows : json_array();
 }
 
-int store_metric_supersede(store_t *s, const char *job_id, double epoch, int attempt, cd_err_t *err)
+int store_metric_supersede(store_t *s, const char *job_id, double epoch, long long iteration, int attempt,
+                           cd_err_t *err)
 {
     STORE_LOCK(s);
     if (store_tx_begin(s, err) != CD_OK)
@@ -73,6 +81,7 @@ int store_metric_supersede(store_t *s, const char *job_id, double epoch, int att
     store_bind_text(q, 1, job_id);
     sqlite3_bind_double(q, 2, epoch);
     sqlite3_bind_int(q, 3, attempt);
+    sqlite3_bind_int64(q, 4, iteration);
     if (store_exec(s, q, "marking recomputed metrics", err) != CD_OK)
         goto rollback;
     q = store_stmt(s, Q_METRIC_SUMMARY_CLEAR);
@@ -107,6 +116,19 @@ int64_t store_metric_count(store_t *s, const char *job_id, int with_superseded)
     return n;
 }
 
+double store_metric_iters_per_epoch(store_t *s, const char *job_id)
+{
+    STORE_LOCK(s);
+    sqlite3_stmt *q = store_stmt(s, Q_METRIC_LAST_POINT);
+    store_bind_text(q, 1, job_id);
+    double ipe = 0;
+    if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_double(q, 0) > 0)
+        ipe = (double)sqlite3_column_int64(q, 1) / sqlite3_column_double(q, 0);
+    sqlite3_reset(q);
+    STORE_UNLOCK(s);
+    return ipe;
+}
+
 int store_log_add(store_t *s, const char *job_id, int64_t task_id, const char *level, const char *message,
                   cd_err_t *err)
 {
@@ -134,13 +156,13 @@ json_t *store_log_tail(store_t *s, const char *job_id, int n)
     return rows ? rows : json_array();
 }
 
-int store_snapshot_add(store_t *s, const char *job_id, int epoch, long long iteration, const char *file,
+int store_snapshot_add(store_t *s, const char *job_id, double epoch, long long iteration, const char *file,
                        cd_err_t *err)
 {
     STORE_LOCK(s);
     sqlite3_stmt *q = store_stmt(s, Q_SNAPSHOT_UPSERT);
     store_bind_text(q, 1, job_id);
-    sqlite3_bind_int(q, 2, epoch);
+    sqlite3_bind_double(q, 2, epoch);
     sqlite3_bind_int64(q, 3, iteration);
     store_bind_text(q, 4, file);
     sqlite3_bind_double(q, 5, cd_wall_time());

@@ -5,7 +5,7 @@
 #   srv_start [flags]      start build/cdigits serve with --data $T/data; sets $B (base URL)
 #   srv_stop / srv_kill9   SIGTERM and wait / SIGKILL
 #   http METHOD PATH [curl args]   sets $CODE and $BODY; cookies from $JAR (login_as)
-#   jv 'python expr on d'  evaluates an expression on the JSON in $BODY and prints it
+#   jv 'python expr on d'  evaluates an expression on the last reply's JSON and prints it
 #   check 'shell test' 'what'      counts a pass or prints FAIL and counts a failure
 #   wait_status ID STATUS [seconds]  polls /jobs/ID/status until STATUS (or a final one)
 #   finish                 prints the summary and exits non-zero on any failure
@@ -90,7 +90,7 @@ http() {
     local method=$1 path=$2
     shift 2
     CODE=$(curl -s -o "$T/body" -w '%{http_code}' -X "$method" -b "$JAR" -c "$JAR" --max-time 30 "$@" "$B$path")
-    BODY=$(cat "$T/body" 2>/dev/null)
+    BODY=$(head -c 2000 "$T/body" 2>/dev/null)
 }
 
 login_as() {
@@ -102,14 +102,14 @@ jv() {
     python3 -c 'import json, signal, sys
 signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 try:
-    d = json.loads(sys.argv[1])
+    d = json.load(open(sys.argv[1]))
 except Exception:
     d = None
 try:
     v = eval(sys.argv[2])
 except Exception as e:
     v = "<%s>" % type(e).__name__
-print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)' "$BODY" "$1"
+print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)' "$T/body" "$1"
 }
 
 check() {

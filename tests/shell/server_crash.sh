@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Crash and restart with the real worker: SIGKILL the server while a model trains,
+# start it again and check that nothing is lost (every metric stays, the job shows it
+# was interrupted, no worker is left running), resume the job by hand and check that
+# it finishes with a snapshot for every epoch and every earlier metric still there.
+# Then kill it once more mid-run and let --resume-interrupted finish it alone.
+. "$(dirname "$0")/server_lib.bash"
+need_server
+if [ ! -x "$BUILD/cdigits-worker" ]; then
+    echo "SKIP: $BUILD/cdigits-worker is not built yet"
+    exit 0
+fi
+. "$(dirname "$0")/server_tiny_net.bash"
+make_pngs "$T/images" --classes 3 --per-class 16 --size 28 --seed 9
+# long enough in iterations that a kill lands mid-run even on a fast machine, cheap per
+# iteration; a snapshot every SNAP epochs
+EPOCHS=1000
+SNAP=25
+srv_start --data-root "$T/images" --abort-grace 3
+
+login_as fred
+http POST /datasets/images/classification/json -F folder_train="$T/images" -F resize_channels=1 \
+    -F resize_width=28 -F resize_height=28 -F folder_pct_val=25 -F dataset_name=shapes
+DS=$(jv 'd["id"]')
+check 'wait_status "$DS" Done 60' "dataset Done"
+tiny_net > "$T/tiny.prototxt"
+http POST /models/images/classification/json -F method=custom -F custom_network="<$T/tiny.prototxt" \
+    -F train_epochs=$EPOCHS -F snapshot_interval=$SNAP -F val_interval=$SNAP -F model_name=crashme -F dataset="$DS" \
+    -F random_seed=1 -F lr_policy=fixed
+M=$(jv 'd["id"]')
+check '[ "$CODE" = 200 ]' "model created"
+
+# wait for the first snapshots on disk, then pull the plug on the server
+JOBDIR=$T/data/jobs/$M
+nsnap() { ls "$JOBDIR" 2>/dev/null | grep -c '\.solverstate$'; }
+end=$((SECONDS + 120))
+while [ $SECONDS -lt $end ] && [ "$(nsnap)" -lt 2 ]; do sleep 0.02; done
+# read what the server has, then kill it at once (parse later: the run goes on meanwhile)
+curl -s "$B/models/$M/metrics/json?all=1" >"$T/before.json"
+curl -s "$B/models/$M/json" >"$T/job.json"
+srv_kill9
+cp "$T/before.json" "$T/body"
+ids_to() { jv '"\n".join(str(m["id"]) for m in d["metrics"])' >"$1"; }
+subset() { python3 -c 'import sys; a=set(open(sys.argv[1]).read().split()); b=set(open(sys.argv[2]).read().split()); sys.exit(not (a and a <= b))' "$1" "$2"; }
+ids_to "$T/before.ids"
+BEFORE_N=$(jv 'len(d["metrics"])')
+cp "$T/job.json" "$T/body"
+WORKER_PID=$(jv 'd["tasks"][0]["pid"]')
+check '[ "$(jv "d[\"status\"]")" = Running ] && [ "$BEFORE_N" -gt 0 ]' "the model ran with $BEFORE_N metrics when the server was killed"
+
+srv_start --data-root "$T/images" --abort-grace 3
+check '! kill -0 "$WORKER_PID" 2>/dev/null || ! tr "\0" " " </proc/$WORKER_PID/cmdline 2>/dev/null | grep -q cdigits-worker' \
+    "no orphan worker is left running after the restart"
+http GET "/models/$M/json"
+check '[ "$(jv "d[\"status\"]")" = Aborted ] && [ "$(jv "d[\"interrupted\"]")" = true ]' "the job shows it was interrupted"
+check 'jv "d[\"status_history\"][-1][2]" | grep -q Interrupted' "its history says why"
+http GET "/models/$M/metrics/json?all=1"
+check '[ "$(jv "len(d[\"metrics\"])")" -ge "$BEFORE_N" ]' "every metric is still there after the crash"
+ids_to "$T/after1.ids"
+check 'subset "$T/before.ids" "$T/after1.ids"' "the metric rows kept their ids"
+http GET /hardware/json
+check '[ "$(jv "d[\"resources\"][\"running\"]")" = 0 ] && [ "$(jv "d[\"resources\"][\"cpu_slots\"][\"used\"]")" = 0 ]' "no resource is held by the dead job"
+
+http POST "/models/$M/resume"
+check '[ "$CODE" = 200 ] && [ "$(jv "d[\"resumed_from_epoch\"] > 0")" = true ]' "resume from the last snapshot (epoch $(jv 'd.get("resumed_from_epoch")'))"
+check 'wait_status "$M" Running 30' "the resumed job runs"
+n0=$(nsnap)
+end=$((SECONDS + 60))
+while [ $SECONDS -lt $end ] && [ "$(nsnap)" -le "$n0" ]; do sleep 0.02; done
+# the second plug-pull: --resume-interrupted must finish it without help
+srv_kill9
+srv_start --data-root "$T/images" --abort-grace 3 --resume-interrupted
+check 'wait_status "$M" Done 180' "--resume-interrupted resumes and finishes the job"
+http GET "/models/$M/json"
+# every interval's snapshot, plus the ones a SIGTERM made when the orphans were stopped
+check '[ "$(jv "set(range($SNAP, $EPOCHS + 1, $SNAP)) <= set(d[\"snapshots\"])")" = true ]' \
+    "a snapshot for every snapshot interval ($(jv 'len(d["snapshots"])') snapshots, $((EPOCHS / SNAP)) intervals)"
+check '[ "$(jv "d[\"snapshots\"] == sorted(set(d[\"snapshots\"]))")" = true ]' "snapshot epochs are distinct and ordered"
+check '[ "$(jv "d[\"tasks\"][0][\"attempt\"]")" = 3 ]' "three attempts are recorded"
+http GET "/jobs/$M/log/json?n=1000"
+check '[ "$(jv "len([l for l in d[\"log\"] if \"resuming from iteration\" in l[\"message\"]])")" -ge 1 ]' "the worker resumed from its solver state"
+http GET "/models/$M/metrics/json?all=1"
+ids_to "$T/after2.ids"
+check 'subset "$T/before.ids" "$T/after2.ids"' "every metric from before the first crash is still there"
+http GET "/models/$M/metrics/json"
+check '[ "$(jv "len([m for m in d[\"metrics\"] if m[\"phase\"]==\"val\" and m[\"name\"]==\"accuracy\"])")" = $((EPOCHS / SNAP)) ]' \
+    "the current curve has one val accuracy per validation interval"
+check '[ "$(jv "sorted(m[\"iteration\"] for m in d[\"metrics\"] if m[\"phase\"]==\"val\" and m[\"name\"]==\"accuracy\") == sorted(set(m[\"iteration\"] for m in d[\"metrics\"] if m[\"phase\"]==\"val\" and m[\"name\"]==\"accuracy\"))")" = true ]' \
+    "no epoch is counted twice in the current curve"
+srv_stop
+finish
