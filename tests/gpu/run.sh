@@ -309,6 +309,7 @@ stage2() {
     echo
     echo "== stage 2: LeNet on the CPU and the GPU, same seed"
     local worker="" rc
+    mkdir -p "$build"
     find_worker
     rc=$?
     if ((rc == 3)); then
