@@ -148,6 +148,9 @@ void cd_net_backward(cd_net *net);
 void cd_net_zero_grad(cd_net *net);
 
 cd_blob *cd_net_blob(const cd_net *net, const char *name);
+/* Name of the layer whose forward (or backward, *backward = 1) runs on this thread
+ * now, or NULL: device failure messages name it. */
+const char *cd_net_running(int *backward);
 cd_layer *cd_net_layer(const cd_net *net, const char *name);
 /* Number of learnable floats. */
 size_t cd_net_learnable_count(const cd_net *net);

@@ -847,27 +847,44 @@ void cd_net_free(cd_net *net)
 
 /* ---- passes -------------------------------------------------------------------- */
 
+/* The layer whose op runs now, for device failure messages (see cd_net_running). */
+static _Thread_local const cd_layer *g_running;
+static _Thread_local int g_running_backward;
+
+const char *cd_net_running(int *backward)
+{
+    if (backward)
+        *backward = g_running_backward;
+    return g_running ? g_running->name : NULL;
+}
+
 float cd_net_forward(cd_net *net)
 {
     float loss = 0;
     net->rng_counter++;
+    g_running_backward = 0;
     for (int i = 0; i < net->nlayers; i++) {
         cd_layer *l = net->layers[i];
+        g_running = l;
         if (l->type->forward)
             l->type->forward(net, l);
         if (l->loss_weight != 0)
             loss += l->loss_weight * l->value;
     }
+    g_running = NULL;
     return loss;
 }
 
 void cd_net_backward(cd_net *net)
 {
+    g_running_backward = 1;
     for (int i = net->nlayers - 1; i >= 0; i--) {
         cd_layer *l = net->layers[i];
+        g_running = l;
         if (l->need_backward)
             l->type->backward(net, l);
     }
+    g_running = NULL;
 }
 
 void cd_net_zero_grad(cd_net *net)

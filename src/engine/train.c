@@ -21,8 +21,24 @@
 #include "cdigits/loader.h"
 #include "cdigits/train.h"
 #include "cdigits/util.h"
+#ifdef CDIGITS_HAVE_CUDA
+#include "cdigits/cuda_check.h"
+#endif
 
 static volatile sig_atomic_t g_stop;
+
+#ifdef CDIGITS_HAVE_CUDA
+/* A failed device call: say which layer ran it before the backend aborts. */
+static void device_failed(cd_backend_t *be, const char *message)
+{
+    int backward = 0;
+    const char *layer = cd_net_running(&backward);
+    if (layer)
+        cd_jsonl_error("%s in the %s pass of layer %s", message, backward ? "backward" : "forward", layer);
+    else
+        cd_jsonl_error("%s", message);
+}
+#endif
 
 void cd_train_request_stop(void) { g_stop = 1; }
 
@@ -447,6 +463,9 @@ int cd_train_run(const cd_train_config *c)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
 
+#ifdef CDIGITS_HAVE_CUDA
+    cd_cuda_set_fail_hook(device_failed);
+#endif
     if (setup(&t, err, sizeof err) != CD_OK)
         goto fail;
     long start;
