@@ -57,7 +57,16 @@ typedef struct store store_t;
  * schema. CD_OK with *out set, or CD_ERR with the reason in err. */
 int store_open(const char *path, store_t **out, cd_err_t *err);
 void store_close(store_t *s); /* accepts NULL */
+
+/* Runs every write this thread makes until store_batch_end in one transaction (each
+ * write still succeeds or fails alone, as a savepoint). Other threads' writes wait
+ * meanwhile; reads do not. Much faster for bursts of worker lines. */
+int store_batch_begin(store_t *s, cd_err_t *err);
+int store_batch_end(store_t *s, cd_err_t *err);
 int store_schema_version(store_t *s);
+/* A number that changes whenever anything may have been written: a reply built from
+ * the store at version v is still right while store_version() == v. */
+uint64_t store_version(store_t *s);
 
 /* ---- jobs ---------------------------------------------------------------------- */
 

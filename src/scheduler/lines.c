@@ -37,12 +37,13 @@ static void remember(stask_t *t, const char *line)
 
 static void add_log(sched_t *s, stask_t *t, const char *level, const char *message)
 {
+    json_t *ev = json_pack("{s:s, s:s, s:f}", "level", level, "message", message, "time", cd_wall_time());
+    if (ev) /* NULL when the worker printed bytes that are not UTF-8 */
+        events_publish_job(s->events, t->job_id, "log", ev, 0);
+    json_decref(ev);
     cd_err_t err;
     if (store_log_add(s->store, t->job_id, t->task_id, level, message, &err) != CD_OK && !t->delete_requested)
         cd_warn("job %s: %s", t->job_id, err.msg);
-    json_t *ev = json_pack("{s:s, s:s, s:f}", "level", level, "message", message, "time", cd_wall_time());
-    events_publish_job(s->events, t->job_id, "log", ev, 0);
-    json_decref(ev);
 }
 
 static void on_log(sched_t *s, stask_t *t, json_t *j)
@@ -78,8 +79,6 @@ static void on_progress(sched_t *s, stask_t *t, json_t *j)
         return;
     t->progress_published = now;
     double p = overall_progress(t, stage, frac);
-    store_task_set_progress(s->store, t->task_id, p, stage, NULL);
-    store_job_set_progress(s->store, t->job_id, p, NULL);
     json_t *ev = json_pack("{s:s, s:s, s:i, s:f, s:f, s:f}", "job_id", t->job_id, "update", "progress",
                            "percentage", (int)lround(100 * p), "progress", p, "done", done, "total", total);
     if (stage)
@@ -89,6 +88,8 @@ static void on_progress(sched_t *s, stask_t *t, json_t *j)
         json_object_set(ev, "epoch", epoch);
     events_publish_job(s->events, t->job_id, "progress", ev, 1);
     json_decref(ev);
+    store_task_set_progress(s->store, t->task_id, p, stage, NULL);
+    store_job_set_progress(s->store, t->job_id, p, NULL);
 }
 
 static void on_metric(sched_t *s, stask_t *t, json_t *j)
@@ -105,19 +106,15 @@ static void on_metric(sched_t *s, stask_t *t, json_t *j)
         .iteration = (long long)jnum(j, "iteration", 0),
         .time = cd_wall_time(),
     };
-    int64_t id = 0;
-    cd_err_t err;
-    if (store_metric_add(s->store, &m, &id, &err) != CD_OK) {
-        if (!t->delete_requested)
-            cd_warn("job %s: %s", t->job_id, err.msg);
-        return;
-    }
-    json_t *ev = json_pack("{s:I, s:s, s:s, s:f, s:I, s:f, s:i}", "id", (json_int_t)id, "phase", m.phase, "name",
-                           m.name, "epoch", m.epoch, "iteration", (json_int_t)m.iteration, "time", m.time,
-                           "attempt", m.attempt);
+    /* listeners first: a busy database must not delay the live view */
+    json_t *ev = json_pack("{s:s, s:s, s:f, s:I, s:f, s:i}", "phase", m.phase, "name", m.name, "epoch", m.epoch,
+                           "iteration", (json_int_t)m.iteration, "time", m.time, "attempt", m.attempt);
     json_object_set_new(ev, "value", isfinite(m.value) ? json_real(m.value) : json_null());
     events_publish_job(s->events, t->job_id, "metric", ev, 0);
     json_decref(ev);
+    cd_err_t err;
+    if (store_metric_add(s->store, &m, NULL, &err) != CD_OK && !t->delete_requested)
+        cd_warn("job %s: %s", t->job_id, err.msg);
 }
 
 static void on_snapshot(sched_t *s, stask_t *t, json_t *j)

@@ -170,6 +170,8 @@ static size_t drain(sched_t *s, stask_t *t, linebuf_t *lb, int from_stderr, int 
         total += (size_t)n;
         size_t old = lb->len, start = 0;
         lb->len += (size_t)n;
+        /* the lines of one read are stored in one transaction, with how far they go */
+        int batch = store_batch_begin(s->store, NULL) == CD_OK;
         for (size_t i = old; i < lb->len; i++) {
             if (lb->buf[i] != '\n')
                 continue;
@@ -179,9 +181,11 @@ static size_t drain(sched_t *s, stask_t *t, linebuf_t *lb, int from_stderr, int 
             lb->skipping = 0;
             *lb->offset += (long long)(i + 1 - start);
             start = i + 1;
-            if (!from_stderr)
-                store_task_set_out_offset(s->store, t->task_id, *lb->offset, NULL);
         }
+        if (!from_stderr && start)
+            store_task_set_out_offset(s->store, t->task_id, *lb->offset, NULL);
+        if (batch)
+            store_batch_end(s->store, NULL);
         memmove(lb->buf, lb->buf + start, lb->len - start);
         lb->len -= start;
         if (lb->len > MAX_LINE) {

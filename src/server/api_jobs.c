@@ -18,9 +18,25 @@ static int job_state(json_t *job) { return (int)json_integer_value(json_object_g
 
 /* ---- home ------------------------------------------------------------------------ */
 
+/* The body of /index/json, from the cache while the store has not changed. */
 void h_index(req_t *r)
 {
     server_t *srv = r->srv;
+    uint64_t version = store_version(srv->store);
+    pthread_mutex_lock(&srv->index_lock);
+    if (srv->index_body && srv->index_version == version) {
+        struct MHD_Response *resp =
+            MHD_create_response_from_buffer(srv->index_len, srv->index_body, MHD_RESPMEM_MUST_COPY);
+        pthread_mutex_unlock(&srv->index_lock);
+        if (resp) {
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+            reply_response(r, 200, resp);
+            return;
+        }
+    } else {
+        pthread_mutex_unlock(&srv->index_lock);
+    }
     json_t *out = json_pack("{s:s, s:s}", "version", CDIGITS_VERSION, "jobs_dir", srv->jobs_dir);
     static const char *const types[] = {"dataset", "model"}, *const keys[] = {"datasets", "models"};
     for (int k = 0; k < 2; k++) {
@@ -38,6 +54,15 @@ void h_index(req_t *r)
     }
     if (srv->cfg.server_name[0])
         json_object_set_new(out, "server_name", json_string(srv->cfg.server_name));
+    char *text = json_dumps(out, JSON_COMPACT);
+    if (text) {
+        pthread_mutex_lock(&srv->index_lock);
+        free(srv->index_body);
+        srv->index_body = text;
+        srv->index_len = strlen(text);
+        srv->index_version = version; /* read before the store: a later change invalidates it */
+        pthread_mutex_unlock(&srv->index_lock);
+    }
     reply_json(r, 200, out);
 }
 

@@ -41,6 +41,11 @@ typedef struct server {
     json_t *hw_latest;                              /* last monitor sample, for /hardware/json */
     pthread_mutex_t monitor_lock;
     pthread_cond_t monitor_cond;
+    /* /index/json is what clients poll: its body is kept until the store changes */
+    pthread_mutex_t index_lock;
+    uint64_t index_version;
+    char *index_body;
+    size_t index_len;
 } server_t;
 
 /* ---- fields: every request body (urlencoded, multipart, JSON) and the query string

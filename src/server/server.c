@@ -91,6 +91,7 @@ int server_run(const cd_server_config_t *cfg)
     srv->cfg = *cfg;
     pthread_mutex_init(&srv->hw_lock, NULL);
     pthread_mutex_init(&srv->monitor_lock, NULL);
+    pthread_mutex_init(&srv->index_lock, NULL);
     pthread_cond_init(&srv->monitor_cond, NULL);
     int status = 1;
     cd_err_t err = {0};
@@ -189,6 +190,8 @@ out:
     }
     pthread_cond_destroy(&srv->monitor_cond);
     pthread_mutex_destroy(&srv->monitor_lock);
+    pthread_mutex_destroy(&srv->index_lock);
+    free(srv->index_body);
     pthread_mutex_destroy(&srv->hw_lock);
     free(srv);
     return status;

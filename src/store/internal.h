@@ -12,6 +12,9 @@ enum store_stmt_id {
     Q_BEGIN,
     Q_COMMIT,
     Q_ROLLBACK,
+    Q_SAVEPOINT,
+    Q_RELEASE,
+    Q_ROLLBACK_TO,
     Q_JOB_INSERT,
     Q_JOB_GET,
     Q_JOB_LIST,
@@ -62,34 +65,50 @@ enum store_stmt_id {
     Q_COUNT
 };
 
-struct store {
+/* One SQLite connection with its own prepared statements and lock. */
+typedef struct store_conn {
     sqlite3 *db;
-    pthread_mutex_t lock;
+    pthread_mutex_t lock;   /* recursive: a batch (store_batch_begin) nests writes */
     sqlite3_stmt *stmt[Q_COUNT];
+    int tx_depth;           /* open transactions: the outer one BEGIN, inner ones SAVEPOINTs */
+    uint64_t releases;      /* writer: bumped at every release, so readers can tell "changed" */
+} store_conn_t;
+
+/* Readers never wait for a writer (WAL) nor for each other beyond their connection. */
+#define STORE_READERS 4
+
+struct store {
+    store_conn_t writer;                 /* every write (and reads inside a write) */
+    store_conn_t readers[STORE_READERS]; /* query_only connections for the API's reads */
+    unsigned next_reader;
     char path[4096];
 };
 
-/* With s->lock held: the statement reset and unbound, ready for binding. */
-sqlite3_stmt *store_stmt(store_t *s, int id);
+/* The writer connection, locked; or a reader connection, locked (a free one when
+ * there is one). store_release unlocks either. */
+store_conn_t *store_writer(store_t *s);
+store_conn_t *store_reader(store_t *s);
+void store_release(store_conn_t *c);
+
+/* With c locked: the statement reset and unbound, ready for binding. */
+sqlite3_stmt *store_stmt(store_conn_t *c, int id);
 /* Runs a bound statement that returns no rows to completion, then resets it.
  * CD_OK or CD_ERR with sqlite's message prefixed by what. */
-int store_exec(store_t *s, sqlite3_stmt *st, const char *what, cd_err_t *err);
+int store_exec(store_conn_t *c, sqlite3_stmt *st, const char *what, cd_err_t *err);
 /* Steps a bound query and returns its rows as an array of objects (column name ->
  * value; a column whose name ends in "_json" is parsed and stored without the suffix;
  * "state" letters also get "state" as an int). NULL only on a database error. */
-json_t *store_rows(store_t *s, sqlite3_stmt *st);
+json_t *store_rows(store_conn_t *c, sqlite3_stmt *st);
 /* The first row of store_rows, or NULL when there is none. */
-json_t *store_row(store_t *s, sqlite3_stmt *st);
-int store_tx_begin(store_t *s, cd_err_t *err);
-int store_tx_commit(store_t *s, cd_err_t *err);
-void store_tx_rollback(store_t *s);
+json_t *store_row(store_conn_t *c, sqlite3_stmt *st);
+/* Transactions nest: inside another one they are savepoints. */
+int store_tx_begin(store_conn_t *c, cd_err_t *err);
+int store_tx_commit(store_conn_t *c, cd_err_t *err);
+void store_tx_rollback(store_conn_t *c);
 
 /* Binding helpers: NULL strings bind NULL. */
 int store_bind_text(sqlite3_stmt *st, int i, const char *v);
 int store_bind_json(sqlite3_stmt *st, int i, json_t *v); /* NULL binds NULL */
 int store_bind_real(sqlite3_stmt *st, int i, double v);  /* NaN and inf bind NULL */
-
-#define STORE_LOCK(s) pthread_mutex_lock(&(s)->lock)
-#define STORE_UNLOCK(s) pthread_mutex_unlock(&(s)->lock)
 
 #endif

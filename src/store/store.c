@@ -164,6 +164,9 @@ static const char *const g_sql[Q_COUNT] = {
     [Q_BEGIN] = "BEGIN IMMEDIATE",
     [Q_COMMIT] = "COMMIT",
     [Q_ROLLBACK] = "ROLLBACK",
+    [Q_SAVEPOINT] = "SAVEPOINT nested",
+    [Q_RELEASE] = "RELEASE nested",
+    [Q_ROLLBACK_TO] = "ROLLBACK TO nested",
     [Q_JOB_INSERT] = "INSERT INTO jobs (id, type, name, grp, username, dataset_id, dir, form, "
                      "config, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     [Q_JOB_GET] = "SELECT " JOB_COLS ", form AS form_json, config AS config_json "
@@ -252,22 +255,49 @@ static const char *const g_sql[Q_COUNT] = {
 
 /* ---- helpers ----------------------------------------------------------------------- */
 
-sqlite3_stmt *store_stmt(store_t *s, int id)
+store_conn_t *store_writer(store_t *s)
 {
-    sqlite3_stmt *st = s->stmt[id];
+    pthread_mutex_lock(&s->writer.lock);
+    return &s->writer;
+}
+
+store_conn_t *store_reader(store_t *s)
+{
+    unsigned start = __atomic_fetch_add(&s->next_reader, 1, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < STORE_READERS; i++) {
+        store_conn_t *c = &s->readers[(start + i) % STORE_READERS];
+        if (pthread_mutex_trylock(&c->lock) == 0)
+            return c;
+    }
+    store_conn_t *c = &s->readers[start % STORE_READERS];
+    pthread_mutex_lock(&c->lock);
+    return c;
+}
+
+void store_release(store_conn_t *c)
+{
+    __atomic_add_fetch(&c->releases, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&c->lock);
+}
+
+uint64_t store_version(store_t *s) { return __atomic_load_n(&s->writer.releases, __ATOMIC_ACQUIRE); }
+
+sqlite3_stmt *store_stmt(store_conn_t *c, int id)
+{
+    sqlite3_stmt *st = c->stmt[id];
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     return st;
 }
 
-int store_exec(store_t *s, sqlite3_stmt *st, const char *what, cd_err_t *err)
+int store_exec(store_conn_t *c, sqlite3_stmt *st, const char *what, cd_err_t *err)
 {
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
         ;
     if (rc != SQLITE_DONE) {
         cd_err_set(err, rc == SQLITE_CONSTRAINT ? CD_E_CONFLICT : CD_E_INTERNAL, "%s: %s", what,
-                   sqlite3_errmsg(s->db));
+                   sqlite3_errmsg(c->db));
         sqlite3_reset(st);
         return CD_ERR;
     }
@@ -318,7 +348,7 @@ static json_t *column_json(sqlite3_stmt *st, int c, const char *name)
     }
 }
 
-json_t *store_rows(store_t *s, sqlite3_stmt *st)
+json_t *store_rows(store_conn_t *c, sqlite3_stmt *st)
 {
     json_t *rows = json_array();
     int rc, ncol = sqlite3_column_count(st);
@@ -350,7 +380,7 @@ json_t *store_rows(store_t *s, sqlite3_stmt *st)
         json_array_append_new(rows, row);
     }
     if (rc != SQLITE_DONE) {
-        cd_error("store: query failed: %s", sqlite3_errmsg(s->db));
+        cd_error("store: query failed: %s", sqlite3_errmsg(c->db));
         json_decref(rows);
         rows = NULL;
     }
@@ -358,9 +388,9 @@ json_t *store_rows(store_t *s, sqlite3_stmt *st)
     return rows;
 }
 
-json_t *store_row(store_t *s, sqlite3_stmt *st)
+json_t *store_row(store_conn_t *c, sqlite3_stmt *st)
 {
-    json_t *rows = store_rows(s, st);
+    json_t *rows = store_rows(c, st);
     if (!rows)
         return NULL;
     json_t *row = json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
@@ -368,24 +398,56 @@ json_t *store_row(store_t *s, sqlite3_stmt *st)
     return row;
 }
 
-int store_tx_begin(store_t *s, cd_err_t *err)
+int store_tx_begin(store_conn_t *c, cd_err_t *err)
 {
-    return store_exec(s, store_stmt(s, Q_BEGIN), "begin transaction", err);
+    if (store_exec(c, store_stmt(c, c->tx_depth ? Q_SAVEPOINT : Q_BEGIN), "begin transaction", err) != CD_OK)
+        return CD_ERR;
+    c->tx_depth++;
+    return CD_OK;
 }
 
-int store_tx_commit(store_t *s, cd_err_t *err)
+int store_tx_commit(store_conn_t *c, cd_err_t *err)
 {
-    if (store_exec(s, store_stmt(s, Q_COMMIT), "commit", err) != CD_OK) {
-        store_tx_rollback(s);
+    if (c->tx_depth <= 0)
+        return CD_OK;
+    if (store_exec(c, store_stmt(c, c->tx_depth == 1 ? Q_COMMIT : Q_RELEASE), "commit", err) != CD_OK) {
+        store_tx_rollback(c);
+        return CD_ERR;
+    }
+    c->tx_depth--;
+    return CD_OK;
+}
+
+void store_tx_rollback(store_conn_t *c)
+{
+    if (c->tx_depth <= 0)
+        return;
+    if (c->tx_depth == 1) {
+        if (!sqlite3_get_autocommit(c->db))
+            store_exec(c, store_stmt(c, Q_ROLLBACK), "rollback", NULL);
+    } else {
+        store_exec(c, store_stmt(c, Q_ROLLBACK_TO), "rollback", NULL);
+        store_exec(c, store_stmt(c, Q_RELEASE), "rollback", NULL);
+    }
+    c->tx_depth--;
+}
+
+int store_batch_begin(store_t *s, cd_err_t *err)
+{
+    store_conn_t *c = store_writer(s);
+    if (store_tx_begin(c, err) != CD_OK) {
+        store_release(c);
         return CD_ERR;
     }
     return CD_OK;
 }
 
-void store_tx_rollback(store_t *s)
+int store_batch_end(store_t *s, cd_err_t *err)
 {
-    if (!sqlite3_get_autocommit(s->db))
-        store_exec(s, store_stmt(s, Q_ROLLBACK), "rollback", NULL);
+    store_conn_t *c = &s->writer;
+    int rc = store_tx_commit(c, err);
+    store_release(c); /* the lock store_batch_begin took */
+    return rc;
 }
 
 /* ---- open / migrate ---------------------------------------------------------------- */
@@ -441,6 +503,52 @@ static int migrate(sqlite3 *db, const char *path, cd_err_t *err)
     return CD_OK;
 }
 
+/* Opens one connection with the pragmas every connection needs; prepares statements. */
+static int conn_open(store_conn_t *c, const char *path, int reader, cd_err_t *err)
+{
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    int mrc = pthread_mutex_init(&c->lock, &ma);
+    pthread_mutexattr_destroy(&ma);
+    if (mrc != 0)
+        return cd_err_set(err, CD_E_INTERNAL, "cannot create a database lock");
+    int rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK)
+        return cd_err_set(err, CD_E_INTERNAL,
+                          "cannot open database %s: %s; check that its folder exists and is writable", path,
+                          c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+    sqlite3_busy_timeout(c->db, 10000);
+    sqlite3_extended_result_codes(c->db, 0);
+    if (exec_sql(c->db, "PRAGMA foreign_keys = ON", "enabling foreign keys", err) != CD_OK ||
+        exec_sql(c->db, "PRAGMA synchronous = NORMAL", "setting synchronous", err) != CD_OK)
+        return CD_ERR;
+    if (reader && exec_sql(c->db, "PRAGMA query_only = ON", "making a reader", err) != CD_OK)
+        return CD_ERR;
+    return CD_OK;
+}
+
+static int conn_prepare(store_conn_t *c, cd_err_t *err)
+{
+    for (int i = 0; i < Q_COUNT; i++) {
+        if (sqlite3_prepare_v3(c->db, g_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &c->stmt[i], NULL) != SQLITE_OK)
+            return cd_err_set(err, CD_E_INTERNAL, "database: preparing statement %d failed: %s", i,
+                              sqlite3_errmsg(c->db));
+    }
+    return CD_OK;
+}
+
+static void conn_close(store_conn_t *c, const char *path)
+{
+    for (int i = 0; i < Q_COUNT; i++)
+        sqlite3_finalize(c->stmt[i]);
+    if (c->db && sqlite3_close(c->db) != SQLITE_OK)
+        cd_warn("database %s: close failed: %s", path, sqlite3_errmsg(c->db));
+    if (c->db || c->stmt[0])
+        pthread_mutex_destroy(&c->lock);
+    memset(c, 0, sizeof *c);
+}
+
 int store_open(const char *path, store_t **out, cd_err_t *err)
 {
     *out = NULL;
@@ -448,37 +556,20 @@ int store_open(const char *path, store_t **out, cd_err_t *err)
     if (!s)
         return cd_err_set(err, CD_E_INTERNAL, "out of memory opening the database");
     snprintf(s->path, sizeof s->path, "%s", path);
-    if (pthread_mutex_init(&s->lock, NULL) != 0) {
-        free(s);
-        return cd_err_set(err, CD_E_INTERNAL, "cannot create the database lock");
-    }
-    int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                             NULL);
-    if (rc != SQLITE_OK) {
-        cd_err_set(err, CD_E_INTERNAL, "cannot open database %s: %s; check that its folder exists and is writable",
-                   path, s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+    if (conn_open(&s->writer, path, 0, err) != CD_OK)
         goto err;
-    }
-    sqlite3_busy_timeout(s->db, 5000);
-    sqlite3_extended_result_codes(s->db, 0);
-    if (exec_sql(s->db, "PRAGMA journal_mode = WAL", "switching to WAL mode", err) != CD_OK ||
-        exec_sql(s->db, "PRAGMA synchronous = NORMAL", "setting synchronous", err) != CD_OK ||
-        exec_sql(s->db, "PRAGMA foreign_keys = ON", "enabling foreign keys", err) != CD_OK)
+    if (exec_sql(s->writer.db, "PRAGMA journal_mode = WAL", "switching to WAL mode", err) != CD_OK)
         goto err;
     int fk = 0;
-    if (pragma_int(s->db, "PRAGMA foreign_keys", &fk) != CD_OK || fk != 1) {
+    if (pragma_int(s->writer.db, "PRAGMA foreign_keys", &fk) != CD_OK || fk != 1) {
         cd_err_set(err, CD_E_INTERNAL, "database %s: this SQLite cannot enforce foreign keys", path);
         goto err;
     }
-    if (migrate(s->db, path, err) != CD_OK)
+    if (migrate(s->writer.db, path, err) != CD_OK || conn_prepare(&s->writer, err) != CD_OK)
         goto err;
-    for (int i = 0; i < Q_COUNT; i++) {
-        if (sqlite3_prepare_v3(s->db, g_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->stmt[i], NULL) != SQLITE_OK) {
-            cd_err_set(err, CD_E_INTERNAL, "database: preparing statement %d failed: %s", i,
-                       sqlite3_errmsg(s->db));
+    for (int i = 0; i < STORE_READERS; i++)
+        if (conn_open(&s->readers[i], path, 1, err) != CD_OK || conn_prepare(&s->readers[i], err) != CD_OK)
             goto err;
-        }
-    }
     *out = s;
     return CD_OK;
 err:
@@ -490,19 +581,17 @@ void store_close(store_t *s)
 {
     if (!s)
         return;
-    for (int i = 0; i < Q_COUNT; i++)
-        sqlite3_finalize(s->stmt[i]);
-    if (s->db && sqlite3_close(s->db) != SQLITE_OK)
-        cd_warn("database %s: close failed: %s", s->path, sqlite3_errmsg(s->db));
-    pthread_mutex_destroy(&s->lock);
+    for (int i = 0; i < STORE_READERS; i++)
+        conn_close(&s->readers[i], s->path);
+    conn_close(&s->writer, s->path);
     free(s);
 }
 
 int store_schema_version(store_t *s)
 {
     int v = -1;
-    STORE_LOCK(s);
-    pragma_int(s->db, "PRAGMA user_version", &v);
-    STORE_UNLOCK(s);
+    store_conn_t *c = store_reader(s);
+    pragma_int(c->db, "PRAGMA user_version", &v);
+    store_release(c);
     return v;
 }

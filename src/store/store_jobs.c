@@ -7,23 +7,23 @@
 
 /* ---- jobs ------------------------------------------------------------------------- */
 
-static int history_add(store_t *s, const char *job_id, int st, const char *message, double now, cd_err_t *err)
+static int history_add(store_conn_t *c, const char *job_id, int st, const char *message, double now, cd_err_t *err)
 {
-    sqlite3_stmt *q = store_stmt(s, Q_JOB_HISTORY_ADD);
+    sqlite3_stmt *q = store_stmt(c, Q_JOB_HISTORY_ADD);
     store_bind_text(q, 1, job_id);
     store_bind_text(q, 2, cd_state_code(st));
     sqlite3_bind_double(q, 3, now);
     store_bind_text(q, 4, message);
-    return store_exec(s, q, "adding to the job's status history", err);
+    return store_exec(c, q, "adding to the job's status history", err);
 }
 
 int store_job_insert(store_t *s, const store_job_new_t *job, cd_err_t *err)
 {
     double now = cd_wall_time();
-    STORE_LOCK(s);
-    if (store_tx_begin(s, err) != CD_OK)
+    store_conn_t *c = store_writer(s);
+    if (store_tx_begin(c, err) != CD_OK)
         goto err;
-    sqlite3_stmt *q = store_stmt(s, Q_JOB_INSERT);
+    sqlite3_stmt *q = store_stmt(c, Q_JOB_INSERT);
     store_bind_text(q, 1, job->id);
     store_bind_text(q, 2, job->type);
     store_bind_text(q, 3, job->name);
@@ -36,79 +36,79 @@ int store_job_insert(store_t *s, const store_job_new_t *job, cd_err_t *err)
     store_bind_json(q, 9, job->config ? job->config : empty);
     json_decref(empty);
     sqlite3_bind_double(q, 10, now);
-    if (store_exec(s, q, "adding the job", err) != CD_OK ||
-        history_add(s, job->id, CD_ST_INIT, NULL, now, err) != CD_OK) {
-        store_tx_rollback(s);
+    if (store_exec(c, q, "adding the job", err) != CD_OK ||
+        history_add(c, job->id, CD_ST_INIT, NULL, now, err) != CD_OK) {
+        store_tx_rollback(c);
         goto err;
     }
-    if (store_tx_commit(s, err) != CD_OK)
+    if (store_tx_commit(c, err) != CD_OK)
         goto err;
-    STORE_UNLOCK(s);
+    store_release(c);
     return CD_OK;
 err:
-    STORE_UNLOCK(s);
+    store_release(c);
     return CD_ERR;
 }
 
 json_t *store_job_get(store_t *s, const char *id)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_JOB_GET);
+    store_conn_t *c = store_reader(s);
+    sqlite3_stmt *q = store_stmt(c, Q_JOB_GET);
     store_bind_text(q, 1, id);
-    json_t *row = store_row(s, q);
-    STORE_UNLOCK(s);
+    json_t *row = store_row(c, q);
+    store_release(c);
     return row;
 }
 
 json_t *store_job_list(store_t *s, const char *type)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, type ? Q_JOB_LIST_TYPE : Q_JOB_LIST);
+    store_conn_t *c = store_reader(s);
+    sqlite3_stmt *q = store_stmt(c, type ? Q_JOB_LIST_TYPE : Q_JOB_LIST);
     if (type)
         store_bind_text(q, 1, type);
-    json_t *rows = store_rows(s, q);
-    STORE_UNLOCK(s);
+    json_t *rows = store_rows(c, q);
+    store_release(c);
     return rows ? rows : json_array();
 }
 
 /* Runs a one-row UPDATE bound with (id, text) and reports a missing job. */
 static int update_text(store_t *s, int stmt, const char *id, const char *value, const char *what, cd_err_t *err)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, stmt);
+    store_conn_t *c = store_writer(s);
+    sqlite3_stmt *q = store_stmt(c, stmt);
     store_bind_text(q, 1, id);
     store_bind_text(q, 2, value);
-    int rc = store_exec(s, q, what, err);
-    if (rc == CD_OK && sqlite3_changes(s->db) == 0)
+    int rc = store_exec(c, q, what, err);
+    if (rc == CD_OK && sqlite3_changes(c->db) == 0)
         rc = cd_err_set(err, CD_E_NOTFOUND, "%s: no job %s", what, id);
-    STORE_UNLOCK(s);
+    store_release(c);
     return rc;
 }
 
 int store_job_set_state(store_t *s, const char *id, int st, const char *message, cd_err_t *err)
 {
-    STORE_LOCK(s);
-    if (store_tx_begin(s, err) != CD_OK)
+    store_conn_t *c = store_writer(s);
+    if (store_tx_begin(c, err) != CD_OK)
         goto err;
-    sqlite3_stmt *q = store_stmt(s, Q_JOB_SET_STATE);
+    sqlite3_stmt *q = store_stmt(c, Q_JOB_SET_STATE);
     store_bind_text(q, 1, id);
     store_bind_text(q, 2, cd_state_code(st));
-    if (store_exec(s, q, "setting the job's status", err) != CD_OK)
+    if (store_exec(c, q, "setting the job's status", err) != CD_OK)
         goto rollback;
-    if (sqlite3_changes(s->db) == 0) {
+    if (sqlite3_changes(c->db) == 0) {
         cd_err_set(err, CD_E_NOTFOUND, "no job %s", id);
         goto rollback;
     }
-    if (history_add(s, id, st, message, cd_wall_time(), err) != CD_OK)
+    if (history_add(c, id, st, message, cd_wall_time(), err) != CD_OK)
         goto rollback;
-    if (store_tx_commit(s, err) != CD_OK)
+    if (store_tx_commit(c, err) != CD_OK)
         goto err;
-    STORE_UNLOCK(s);
+    store_release(c);
     return CD_OK;
 rollback:
-    store_tx_rollback(s);
+    store_tx_rollback(c);
 err:
-    STORE_UNLOCK(s);
+    store_release(c);
     return CD_ERR;
 }
 
@@ -124,23 +124,23 @@ int store_job_set_error(store_t *s, const char *id, const char *error, cd_err_t 
 
 int store_job_set_interrupted(store_t *s, const char *id, int interrupted, cd_err_t *err)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_JOB_SET_INTERRUPTED);
+    store_conn_t *c = store_writer(s);
+    sqlite3_stmt *q = store_stmt(c, Q_JOB_SET_INTERRUPTED);
     store_bind_text(q, 1, id);
     sqlite3_bind_int(q, 2, interrupted ? 1 : 0);
-    int rc = store_exec(s, q, "marking the job interrupted", err);
-    STORE_UNLOCK(s);
+    int rc = store_exec(c, q, "marking the job interrupted", err);
+    store_release(c);
     return rc;
 }
 
 int store_job_set_progress(store_t *s, const char *id, double progress, cd_err_t *err)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_JOB_SET_PROGRESS);
+    store_conn_t *c = store_writer(s);
+    sqlite3_stmt *q = store_stmt(c, Q_JOB_SET_PROGRESS);
     store_bind_text(q, 1, id);
     store_bind_real(q, 2, progress);
-    int rc = store_exec(s, q, "setting the job's progress", err);
-    STORE_UNLOCK(s);
+    int rc = store_exec(c, q, "setting the job's progress", err);
+    store_release(c);
     return rc;
 }
 
@@ -158,12 +158,12 @@ int store_job_set_text(store_t *s, const char *id, const char *field, const char
 
 static int update_json(store_t *s, int stmt, const char *id, json_t *v, const char *what, cd_err_t *err)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, stmt);
+    store_conn_t *c = store_writer(s);
+    sqlite3_stmt *q = store_stmt(c, stmt);
     store_bind_text(q, 1, id);
     store_bind_json(q, 2, v);
-    int rc = store_exec(s, q, what, err);
-    STORE_UNLOCK(s);
+    int rc = store_exec(c, q, what, err);
+    store_release(c);
     return rc;
 }
 
@@ -179,10 +179,10 @@ int store_job_set_config(store_t *s, const char *id, json_t *config, cd_err_t *e
 
 int store_job_delete(store_t *s, const char *id, cd_err_t *err)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_JOB_MODELS_USING);
+    store_conn_t *c = store_writer(s);
+    sqlite3_stmt *q = store_stmt(c, Q_JOB_MODELS_USING);
     store_bind_text(q, 1, id);
-    json_t *users = store_rows(s, q);
+    json_t *users = store_rows(c, q);
     if (users && json_array_size(users)) {
         json_t *m = json_array_get(users, 0);
         cd_err_set(err, CD_E_FORBIDDEN,
@@ -190,22 +190,22 @@ int store_job_delete(store_t *s, const char *id, cd_err_t *err)
                    id, json_string_value(json_object_get(m, "name")), json_string_value(json_object_get(m, "id")),
                    json_array_size(users) > 1 ? " and others" : "", json_array_size(users) > 1 ? "s" : "");
         json_decref(users);
-        STORE_UNLOCK(s);
+        store_release(c);
         return CD_ERR;
     }
     json_decref(users);
-    q = store_stmt(s, Q_JOB_DELETE);
+    q = store_stmt(c, Q_JOB_DELETE);
     store_bind_text(q, 1, id);
-    int rc = store_exec(s, q, "deleting the job", err);
-    if (rc == CD_OK && sqlite3_changes(s->db) == 0)
+    int rc = store_exec(c, q, "deleting the job", err);
+    if (rc == CD_OK && sqlite3_changes(c->db) == 0)
         rc = cd_err_set(err, CD_E_NOTFOUND, "Job not found: %s", id);
-    STORE_UNLOCK(s);
+    store_release(c);
     return rc;
 }
 
-static json_t *history_rows(store_t *s, sqlite3_stmt *q)
+static json_t *history_rows(store_conn_t *c, sqlite3_stmt *q)
 {
-    json_t *rows = store_rows(s, q), *out = json_array();
+    json_t *rows = store_rows(c, q), *out = json_array();
     size_t i;
     json_t *r;
     json_array_foreach(rows, i, r)
@@ -219,21 +219,21 @@ static json_t *history_rows(store_t *s, sqlite3_stmt *q)
 
 json_t *store_job_history(store_t *s, const char *id)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_JOB_HISTORY);
+    store_conn_t *c = store_reader(s);
+    sqlite3_stmt *q = store_stmt(c, Q_JOB_HISTORY);
     store_bind_text(q, 1, id);
-    json_t *out = history_rows(s, q);
-    STORE_UNLOCK(s);
+    json_t *out = history_rows(c, q);
+    store_release(c);
     return out;
 }
 
 json_t *store_job_models_using(store_t *s, const char *dataset_id)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_JOB_MODELS_USING);
+    store_conn_t *c = store_reader(s);
+    sqlite3_stmt *q = store_stmt(c, Q_JOB_MODELS_USING);
     store_bind_text(q, 1, dataset_id);
-    json_t *rows = store_rows(s, q);
-    STORE_UNLOCK(s);
+    json_t *rows = store_rows(c, q);
+    store_release(c);
     return rows ? rows : json_array();
 }
 
@@ -242,156 +242,156 @@ json_t *store_job_models_using(store_t *s, const char *dataset_id)
 int store_task_insert(store_t *s, const char *job_id, const char *kind, const char *name, int64_t *task_id,
                       cd_err_t *err)
 {
-    STORE_LOCK(s);
-    if (store_tx_begin(s, err) != CD_OK)
+    store_conn_t *c = store_writer(s);
+    if (store_tx_begin(c, err) != CD_OK)
         goto err;
-    sqlite3_stmt *q = store_stmt(s, Q_TASK_INSERT);
+    sqlite3_stmt *q = store_stmt(c, Q_TASK_INSERT);
     store_bind_text(q, 1, job_id);
     store_bind_text(q, 2, kind);
     store_bind_text(q, 3, name);
-    if (store_exec(s, q, "adding a task", err) != CD_OK)
+    if (store_exec(c, q, "adding a task", err) != CD_OK)
         goto rollback;
-    int64_t id = sqlite3_last_insert_rowid(s->db);
-    q = store_stmt(s, Q_TASK_HISTORY_ADD);
+    int64_t id = sqlite3_last_insert_rowid(c->db);
+    q = store_stmt(c, Q_TASK_HISTORY_ADD);
     sqlite3_bind_int64(q, 1, id);
     store_bind_text(q, 2, cd_state_code(CD_ST_INIT));
     sqlite3_bind_double(q, 3, cd_wall_time());
     sqlite3_bind_null(q, 4);
-    if (store_exec(s, q, "adding to the task's history", err) != CD_OK)
+    if (store_exec(c, q, "adding to the task's history", err) != CD_OK)
         goto rollback;
-    if (store_tx_commit(s, err) != CD_OK)
+    if (store_tx_commit(c, err) != CD_OK)
         goto err;
     if (task_id)
         *task_id = id;
-    STORE_UNLOCK(s);
+    store_release(c);
     return CD_OK;
 rollback:
-    store_tx_rollback(s);
+    store_tx_rollback(c);
 err:
-    STORE_UNLOCK(s);
+    store_release(c);
     return CD_ERR;
 }
 
 int store_task_set_state(store_t *s, int64_t task_id, int st, const char *message, cd_err_t *err)
 {
     double now = cd_wall_time();
-    STORE_LOCK(s);
-    if (store_tx_begin(s, err) != CD_OK)
+    store_conn_t *c = store_writer(s);
+    if (store_tx_begin(c, err) != CD_OK)
         goto err;
-    sqlite3_stmt *q = store_stmt(s, Q_TASK_SET_STATE);
+    sqlite3_stmt *q = store_stmt(c, Q_TASK_SET_STATE);
     sqlite3_bind_int64(q, 1, task_id);
     store_bind_text(q, 2, cd_state_code(st));
     sqlite3_bind_double(q, 3, now);
-    if (store_exec(s, q, "setting the task's status", err) != CD_OK)
+    if (store_exec(c, q, "setting the task's status", err) != CD_OK)
         goto rollback;
-    if (sqlite3_changes(s->db) == 0) {
+    if (sqlite3_changes(c->db) == 0) {
         cd_err_set(err, CD_E_NOTFOUND, "no task %lld", (long long)task_id);
         goto rollback;
     }
-    q = store_stmt(s, Q_TASK_HISTORY_ADD);
+    q = store_stmt(c, Q_TASK_HISTORY_ADD);
     sqlite3_bind_int64(q, 1, task_id);
     store_bind_text(q, 2, cd_state_code(st));
     sqlite3_bind_double(q, 3, now);
     store_bind_text(q, 4, message);
-    if (store_exec(s, q, "adding to the task's history", err) != CD_OK)
+    if (store_exec(c, q, "adding to the task's history", err) != CD_OK)
         goto rollback;
-    if (store_tx_commit(s, err) != CD_OK)
+    if (store_tx_commit(c, err) != CD_OK)
         goto err;
-    STORE_UNLOCK(s);
+    store_release(c);
     return CD_OK;
 rollback:
-    store_tx_rollback(s);
+    store_tx_rollback(c);
 err:
-    STORE_UNLOCK(s);
+    store_release(c);
     return CD_ERR;
 }
 
 int store_task_set_process(store_t *s, int64_t task_id, int pid, long long pid_start, const char *gpus_json,
                            int attempt, cd_err_t *err)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_TASK_SET_PROCESS);
+    store_conn_t *c = store_writer(s);
+    sqlite3_stmt *q = store_stmt(c, Q_TASK_SET_PROCESS);
     sqlite3_bind_int64(q, 1, task_id);
     sqlite3_bind_int(q, 2, pid);
     sqlite3_bind_int64(q, 3, pid_start);
     store_bind_text(q, 4, gpus_json);
     sqlite3_bind_int(q, 5, attempt);
-    int rc = store_exec(s, q, "recording the worker process", err);
-    STORE_UNLOCK(s);
+    int rc = store_exec(c, q, "recording the worker process", err);
+    store_release(c);
     return rc;
 }
 
 int store_task_clear_process(store_t *s, int64_t task_id, int exit_status, cd_err_t *err)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_TASK_CLEAR_PROCESS);
+    store_conn_t *c = store_writer(s);
+    sqlite3_stmt *q = store_stmt(c, Q_TASK_CLEAR_PROCESS);
     sqlite3_bind_int64(q, 1, task_id);
     sqlite3_bind_int(q, 2, exit_status);
-    int rc = store_exec(s, q, "recording the worker's exit", err);
-    STORE_UNLOCK(s);
+    int rc = store_exec(c, q, "recording the worker's exit", err);
+    store_release(c);
     return rc;
 }
 
 int store_task_set_progress(store_t *s, int64_t task_id, double progress, const char *stage, cd_err_t *err)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_TASK_SET_PROGRESS);
+    store_conn_t *c = store_writer(s);
+    sqlite3_stmt *q = store_stmt(c, Q_TASK_SET_PROGRESS);
     sqlite3_bind_int64(q, 1, task_id);
     store_bind_real(q, 2, progress);
     store_bind_text(q, 3, stage);
-    int rc = store_exec(s, q, "setting the task's progress", err);
-    STORE_UNLOCK(s);
+    int rc = store_exec(c, q, "setting the task's progress", err);
+    store_release(c);
     return rc;
 }
 
 int store_task_set_error(store_t *s, int64_t task_id, const char *error, cd_err_t *err)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_TASK_SET_ERROR);
+    store_conn_t *c = store_writer(s);
+    sqlite3_stmt *q = store_stmt(c, Q_TASK_SET_ERROR);
     sqlite3_bind_int64(q, 1, task_id);
     store_bind_text(q, 2, error);
-    int rc = store_exec(s, q, "setting the task's error", err);
-    STORE_UNLOCK(s);
+    int rc = store_exec(c, q, "setting the task's error", err);
+    store_release(c);
     return rc;
 }
 
 int store_task_set_device(store_t *s, int64_t task_id, json_t *device, cd_err_t *err)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_TASK_SET_DEVICE);
+    store_conn_t *c = store_writer(s);
+    sqlite3_stmt *q = store_stmt(c, Q_TASK_SET_DEVICE);
     sqlite3_bind_int64(q, 1, task_id);
     store_bind_json(q, 2, device);
-    int rc = store_exec(s, q, "recording the task's device", err);
-    STORE_UNLOCK(s);
+    int rc = store_exec(c, q, "recording the task's device", err);
+    store_release(c);
     return rc;
 }
 
 int store_task_set_out_offset(store_t *s, int64_t task_id, long long offset, cd_err_t *err)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_TASK_SET_OFFSET);
+    store_conn_t *c = store_writer(s);
+    sqlite3_stmt *q = store_stmt(c, Q_TASK_SET_OFFSET);
     sqlite3_bind_int64(q, 1, task_id);
     sqlite3_bind_int64(q, 2, offset);
-    int rc = store_exec(s, q, "recording how far the worker's output was read", err);
-    STORE_UNLOCK(s);
+    int rc = store_exec(c, q, "recording how far the worker's output was read", err);
+    store_release(c);
     return rc;
 }
 
 json_t *store_task_list(store_t *s, const char *job_id)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_TASK_LIST);
+    store_conn_t *c = store_reader(s);
+    sqlite3_stmt *q = store_stmt(c, Q_TASK_LIST);
     store_bind_text(q, 1, job_id);
-    json_t *rows = store_rows(s, q);
-    STORE_UNLOCK(s);
+    json_t *rows = store_rows(c, q);
+    store_release(c);
     return rows ? rows : json_array();
 }
 
 json_t *store_task_list_by_state(store_t *s, unsigned state_mask)
 {
-    STORE_LOCK(s);
-    json_t *rows = store_rows(s, store_stmt(s, Q_TASK_LIST_ALL));
-    STORE_UNLOCK(s);
+    store_conn_t *c = store_reader(s);
+    json_t *rows = store_rows(c, store_stmt(c, Q_TASK_LIST_ALL));
+    store_release(c);
     json_t *out = json_array();
     size_t i;
     json_t *r;
@@ -407,10 +407,10 @@ json_t *store_task_list_by_state(store_t *s, unsigned state_mask)
 
 json_t *store_task_history(store_t *s, int64_t task_id)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_TASK_HISTORY);
+    store_conn_t *c = store_reader(s);
+    sqlite3_stmt *q = store_stmt(c, Q_TASK_HISTORY);
     sqlite3_bind_int64(q, 1, task_id);
-    json_t *out = history_rows(s, q);
-    STORE_UNLOCK(s);
+    json_t *out = history_rows(c, q);
+    store_release(c);
     return out;
 }

@@ -5,10 +5,10 @@
 
 int store_metric_add(store_t *s, const store_metric_t *m, int64_t *id, cd_err_t *err)
 {
-    STORE_LOCK(s);
-    if (store_tx_begin(s, err) != CD_OK)
+    store_conn_t *c = store_writer(s);
+    if (store_tx_begin(c, err) != CD_OK)
         goto err;
-    sqlite3_stmt *q = store_stmt(s, Q_METRIC_INSERT);
+    sqlite3_stmt *q = store_stmt(c, Q_METRIC_INSERT);
     store_bind_text(q, 1, m->job_id);
     if (m->task_id > 0)
         sqlite3_bind_int64(q, 2, m->task_id);
@@ -19,164 +19,164 @@ int store_metric_add(store_t *s, const store_metric_t *m, int64_t *id, cd_err_t 
     store_bind_real(q, 7, m->epoch);
     sqlite3_bind_int64(q, 8, m->iteration);
     sqlite3_bind_double(q, 9, m->time > 0 ? m->time : cd_wall_time());
-    if (store_exec(s, q, "storing a metric", err) != CD_OK)
+    if (store_exec(c, q, "storing a metric", err) != CD_OK)
         goto rollback;
-    if (sqlite3_changes(s->db) == 0) { /* already stored (a replayed line) */
-        store_tx_rollback(s);
+    if (sqlite3_changes(c->db) == 0) { /* already stored (a replayed line) */
+        store_tx_rollback(c);
         if (id)
             *id = 0;
-        STORE_UNLOCK(s);
+        store_release(c);
         return CD_OK;
     }
-    int64_t rowid = sqlite3_last_insert_rowid(s->db);
-    q = store_stmt(s, Q_METRIC_SUMMARY_UPSERT);
+    int64_t rowid = sqlite3_last_insert_rowid(c->db);
+    q = store_stmt(c, Q_METRIC_SUMMARY_UPSERT);
     store_bind_text(q, 1, m->job_id);
     store_bind_text(q, 2, m->phase);
     store_bind_text(q, 3, m->name);
     store_bind_real(q, 4, m->value);
-    if (store_exec(s, q, "updating the metric summary", err) != CD_OK)
+    if (store_exec(c, q, "updating the metric summary", err) != CD_OK)
         goto rollback;
-    if (store_tx_commit(s, err) != CD_OK)
+    if (store_tx_commit(c, err) != CD_OK)
         goto err;
     if (id)
         *id = rowid;
-    STORE_UNLOCK(s);
+    store_release(c);
     return CD_OK;
 rollback:
-    store_tx_rollback(s);
+    store_tx_rollback(c);
 err:
-    STORE_UNLOCK(s);
+    store_release(c);
     return CD_ERR;
 }
 
 json_t *store_metric_list(store_t *s, const char *job_id, int64_t after_id, int limit, int with_superseded)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, with_superseded ? Q_METRIC_LIST_ALL : Q_METRIC_LIST);
+    store_conn_t *c = store_reader(s);
+    sqlite3_stmt *q = store_stmt(c, with_superseded ? Q_METRIC_LIST_ALL : Q_METRIC_LIST);
     store_bind_text(q, 1, job_id);
     sqlite3_bind_int64(q, 2, after_id);
     sqlite3_bind_int(q, 3, limit > 0 ? limit : -1);
-    json_t *rows = store_rows(s, q);
-    STORE_UNLOCK(s);
+    json_t *rows = store_rows(c, q);
+    store_release(c);
     return rows ? rows : json_array();
 }
 
 json_t *store_metric_summary(store_t *s, const char *job_id)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_METRIC_SUMMARY);
+    store_conn_t *c = store_reader(s);
+    sqlite3_stmt *q = store_stmt(c, Q_METRIC_SUMMARY);
     store_bind_text(q, 1, job_id);
-    json_t *rows = store_rows(s, q);
-    STORE_UNLOCK(s);
+    json_t *rows = store_rows(c, q);
+    store_release(c);
     return rows ? rows : json_array();
 }
 
 int store_metric_supersede(store_t *s, const char *job_id, double epoch, long long iteration, int attempt,
                            cd_err_t *err)
 {
-    STORE_LOCK(s);
-    if (store_tx_begin(s, err) != CD_OK)
+    store_conn_t *c = store_writer(s);
+    if (store_tx_begin(c, err) != CD_OK)
         goto err;
-    sqlite3_stmt *q = store_stmt(s, Q_METRIC_SUPERSEDE);
+    sqlite3_stmt *q = store_stmt(c, Q_METRIC_SUPERSEDE);
     store_bind_text(q, 1, job_id);
     sqlite3_bind_double(q, 2, epoch);
     sqlite3_bind_int(q, 3, attempt);
     sqlite3_bind_int64(q, 4, iteration);
-    if (store_exec(s, q, "marking recomputed metrics", err) != CD_OK)
+    if (store_exec(c, q, "marking recomputed metrics", err) != CD_OK)
         goto rollback;
-    q = store_stmt(s, Q_METRIC_SUMMARY_CLEAR);
+    q = store_stmt(c, Q_METRIC_SUMMARY_CLEAR);
     store_bind_text(q, 1, job_id);
-    if (store_exec(s, q, "clearing the metric summary", err) != CD_OK)
+    if (store_exec(c, q, "clearing the metric summary", err) != CD_OK)
         goto rollback;
-    q = store_stmt(s, Q_METRIC_SUMMARY_REBUILD);
+    q = store_stmt(c, Q_METRIC_SUMMARY_REBUILD);
     store_bind_text(q, 1, job_id);
-    if (store_exec(s, q, "rebuilding the metric summary", err) != CD_OK)
+    if (store_exec(c, q, "rebuilding the metric summary", err) != CD_OK)
         goto rollback;
-    if (store_tx_commit(s, err) != CD_OK)
+    if (store_tx_commit(c, err) != CD_OK)
         goto err;
-    STORE_UNLOCK(s);
+    store_release(c);
     return CD_OK;
 rollback:
-    store_tx_rollback(s);
+    store_tx_rollback(c);
 err:
-    STORE_UNLOCK(s);
+    store_release(c);
     return CD_ERR;
 }
 
 int64_t store_metric_count(store_t *s, const char *job_id, int with_superseded)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, with_superseded ? Q_METRIC_COUNT_ALL : Q_METRIC_COUNT);
+    store_conn_t *c = store_reader(s);
+    sqlite3_stmt *q = store_stmt(c, with_superseded ? Q_METRIC_COUNT_ALL : Q_METRIC_COUNT);
     store_bind_text(q, 1, job_id);
     int64_t n = -1;
     if (sqlite3_step(q) == SQLITE_ROW)
         n = sqlite3_column_int64(q, 0);
     sqlite3_reset(q);
-    STORE_UNLOCK(s);
+    store_release(c);
     return n;
 }
 
 double store_metric_iters_per_epoch(store_t *s, const char *job_id)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_METRIC_LAST_POINT);
+    store_conn_t *c = store_reader(s);
+    sqlite3_stmt *q = store_stmt(c, Q_METRIC_LAST_POINT);
     store_bind_text(q, 1, job_id);
     double ipe = 0;
     if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_double(q, 0) > 0)
         ipe = (double)sqlite3_column_int64(q, 1) / sqlite3_column_double(q, 0);
     sqlite3_reset(q);
-    STORE_UNLOCK(s);
+    store_release(c);
     return ipe;
 }
 
 int store_log_add(store_t *s, const char *job_id, int64_t task_id, const char *level, const char *message,
                   cd_err_t *err)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_LOG_INSERT);
+    store_conn_t *c = store_writer(s);
+    sqlite3_stmt *q = store_stmt(c, Q_LOG_INSERT);
     store_bind_text(q, 1, job_id);
     if (task_id > 0)
         sqlite3_bind_int64(q, 2, task_id);
     sqlite3_bind_double(q, 3, cd_wall_time());
     store_bind_text(q, 4, level ? level : "info");
     store_bind_text(q, 5, message ? message : "");
-    int rc = store_exec(s, q, "storing a log line", err);
-    STORE_UNLOCK(s);
+    int rc = store_exec(c, q, "storing a log line", err);
+    store_release(c);
     return rc;
 }
 
 json_t *store_log_tail(store_t *s, const char *job_id, int n)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_LOG_TAIL);
+    store_conn_t *c = store_reader(s);
+    sqlite3_stmt *q = store_stmt(c, Q_LOG_TAIL);
     store_bind_text(q, 1, job_id);
     sqlite3_bind_int(q, 2, n > 0 ? n : -1);
-    json_t *rows = store_rows(s, q);
-    STORE_UNLOCK(s);
+    json_t *rows = store_rows(c, q);
+    store_release(c);
     return rows ? rows : json_array();
 }
 
 int store_snapshot_add(store_t *s, const char *job_id, double epoch, long long iteration, const char *file,
                        cd_err_t *err)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_SNAPSHOT_UPSERT);
+    store_conn_t *c = store_writer(s);
+    sqlite3_stmt *q = store_stmt(c, Q_SNAPSHOT_UPSERT);
     store_bind_text(q, 1, job_id);
     sqlite3_bind_double(q, 2, epoch);
     sqlite3_bind_int64(q, 3, iteration);
     store_bind_text(q, 4, file);
     sqlite3_bind_double(q, 5, cd_wall_time());
-    int rc = store_exec(s, q, "recording a snapshot", err);
-    STORE_UNLOCK(s);
+    int rc = store_exec(c, q, "recording a snapshot", err);
+    store_release(c);
     return rc;
 }
 
 json_t *store_snapshot_list(store_t *s, const char *job_id)
 {
-    STORE_LOCK(s);
-    sqlite3_stmt *q = store_stmt(s, Q_SNAPSHOT_LIST);
+    store_conn_t *c = store_reader(s);
+    sqlite3_stmt *q = store_stmt(c, Q_SNAPSHOT_LIST);
     store_bind_text(q, 1, job_id);
-    json_t *rows = store_rows(s, q);
-    STORE_UNLOCK(s);
+    json_t *rows = store_rows(c, q);
+    store_release(c);
     return rows ? rows : json_array();
 }

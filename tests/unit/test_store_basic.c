@@ -135,6 +135,23 @@ int main(void)
     int64_t againid = 0;
     CHECK(store_metric_add(s, &again, &againid, &err) == CD_OK && againid > 0,
           "the resumed attempt stores the same iteration again");
+    /* a batch: one transaction whose writes still fail alone (a duplicate inside) */
+    uint64_t v0 = store_version(s);
+    CHECK(store_batch_begin(s, &err) == CD_OK, "batch begin: %s", err.msg);
+    for (int b = 0; b < 3; b++) {
+        store_metric_t bm = {.job_id = "20240101-000001-bbbb", .task_id = task, .attempt = 2, .phase = "val",
+                             .name = "loss", .value = b, .epoch = 9, .iteration = 1000 + (b == 2 ? 0 : b)};
+        int64_t bid = -1;
+        CHECK(store_metric_add(s, &bm, &bid, &err) == CD_OK && (b == 2 ? bid == 0 : bid > 0),
+              "batched metric %d (a duplicate for the last)", b);
+    }
+    CHECK(store_batch_end(s, &err) == CD_OK, "batch end: %s", err.msg);
+    CHECK(store_version(s) != v0, "writes change the store version");
+    json_t *bl = store_metric_list(s, "20240101-000001-bbbb", 0, 0, 0);
+    int nb = 0;
+    json_array_foreach(bl, i, r) nb += json_integer_value(json_object_get(r, "iteration")) >= 1000;
+    CHECK(nb == 2, "the batch stored two points (%d)", nb);
+    json_decref(bl);
     CHECK(store_task_set_out_offset(s, task, 12345, &err) == CD_OK, "offset");
     json_t *tasks = store_task_list(s, "20240101-000001-bbbb");
     CHECK(json_integer_value(json_object_get(json_array_get(tasks, 0), "out_offset")) == 12345, "offset stored");
@@ -173,7 +190,7 @@ int main(void)
     s = open_store(path); /* reopening keeps everything */
     if (!s)
         return cd_test_finish();
-    CHECK(store_metric_count(s, "20240101-000001-bbbb", 1) == n + 2, "metrics survive reopening");
+    CHECK(store_metric_count(s, "20240101-000001-bbbb", 1) == n + 4, "metrics survive reopening");
     CHECK(store_job_delete(s, "20240101-000001-bbbb", &err) == CD_OK, "model deleted: %s", err.msg);
     CHECK(store_metric_count(s, "20240101-000001-bbbb", 1) == 0, "its metrics went with it");
     json_t *hist2 = store_job_history(s, "20240101-000001-bbbb");
