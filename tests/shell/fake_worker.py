@@ -6,7 +6,8 @@ anything, so the server's tests run in seconds and can provoke failures on deman
     fake_worker.py train JOBDIR       reads train.json, prints metrics and snapshots
 
 Behaviour switches, read from a comment in JOBDIR/network.prototxt (per job) or from
-the environment variable FAKE_WORKER (for every job):
+the environment variable FAKE_WORKER (for every job); a file named fake_slow in a
+dataset's folder_train makes that dataset slow:
     fake:slow         0.2 s per iteration instead of FAKE_STEP (default 0.01 s)
     fake:crash        after the first epoch, print a few lines and die of SIGSEGV
     fake:error        print an error line and exit 1
@@ -54,6 +55,7 @@ def dataset(jobdir):
             p = os.path.join(root, name)
             if os.path.isdir(p):
                 classes.append((name, len([x for x in os.listdir(p) if not x.startswith(".")])))
+    slow = 0.3 if "slow" in modes(jobdir) or os.path.exists(os.path.join(root, "fake_slow")) else 0.0
     emit({"type": "log", "level": "info", "message": "found %d classes in %s" % (len(classes), root)})
     total = sum(n for _, n in classes)
     for i in range(total + 1):
@@ -68,6 +70,7 @@ def dataset(jobdir):
     for i in range(total + 1):
         if i % 5 == 0 or i == total:
             emit({"type": "progress", "stage": "create", "done": i, "total": max(total, 1)})
+            time.sleep(slow)
         time.sleep(0.002)
     with open(os.path.join(jobdir, "labels.txt"), "w") as f:
         f.write("".join(c["label"] + "\n" for c in out))

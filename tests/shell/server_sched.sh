@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The scheduler through the API, with tests/shell/fake_worker.py and two pretend GPUs
+# (--gpus 0,1): a model waits for its dataset and says so, GPU requests are all or
+# nothing, a job asking for GPUs 0 and 1 waits until both are free, train.json gets the
+# GPUs it was given, the home event stream announces jobs, and --url-prefix,
+# --server-name and --log-file do what they say.
+. "$(dirname "$0")/server_lib.bash"
+need_server
+
+FAKE=$SRC/tests/shell/fake_worker.py
+mkdir -p "$T/img/a" "$T/img/b" "$T/slowimg/a" "$T/slowimg/b"
+for i in $(seq 1 6); do touch "$T/img/a/$i" "$T/img/b/$i" "$T/slowimg/a/$i" "$T/slowimg/b/$i"; done
+touch "$T/slowimg/fake_slow"
+srv_start --worker "$FAKE" --data-root "$T" --gpus 0,1 --abort-grace 2 --url-prefix /digits \
+    --server-name testbox --log-file "$T/cdigits.log"
+B=$B/digits
+net() { printf '# %s\nlayer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip" }\n' "$1"; }
+net fake:slow >"$T/slow.prototxt"
+
+http GET /index/json
+check '[ "$CODE" = 200 ] && [ "$(jv "d[\"server_name\"]")" = testbox ]' "--url-prefix and --server-name"
+CODE=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/index/json")
+check '[ "$CODE" = 404 ]' "outside the prefix: 404"
+check 'grep -q "listening on" "$T/cdigits.log"' "--log-file receives the log"
+
+curl -s -N --max-time 6 "$B/events" >"$T/home.txt" 2>/dev/null &
+HOME_PID=$!
+sleep 0.3
+login_as ann
+http POST /datasets/images/classification/json -F dataset_name=slow -F folder_train="$T/slowimg"
+DSLOW=$(jv 'd["id"]')
+http POST /models/images/classification/json -F dataset="$DSLOW" -F method=custom -F custom_network="<$T/slow.prototxt" \
+    -F train_epochs=1 -F model_name=early
+MEARLY=$(jv 'd["id"]')
+sleep 0.5
+http GET "/models/$MEARLY/status"
+check '[ "$(jv "d[\"status\"]")" = Waiting ] && jv "d[\"wait_reason\"]" | grep -q "Waiting for dataset"' \
+    "a model on a running dataset waits and says why ($(jv 'd.get("wait_reason")'))"
+check 'wait_status "$MEARLY" Running 30' "it starts once the dataset is Done"
+http POST "/models/$MEARLY/abort"
+
+http POST /datasets/images/classification/json -F dataset_name=fast -F folder_train="$T/img"
+DS=$(jv 'd["id"]')
+check 'wait_status "$DS" Done 20' "dataset Done"
+make_model() { # name, extra curl args...
+    local name=$1
+    shift
+    http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/slow.prototxt" \
+        -F train_epochs=20 -F model_name="$name" "$@"
+    jv 'd["id"]'
+}
+wait_status "$MEARLY" Aborted 10
+MA=$(make_model a -F select_gpu_count=1)
+check 'wait_status "$MA" Running 10' "A runs on one GPU"
+MB=$(make_model b -F select_gpus=0,1)
+sleep 0.6
+http GET "/models/$MB/status"
+check '[ "$(jv "d[\"status\"]")" = Waiting ] && jv "d[\"wait_reason\"]" | grep -q "GPU 0"' \
+    "B (GPUs 0 and 1) waits for GPU 0 ($(jv 'd.get("wait_reason")'))"
+MC=$(make_model c -F select_gpu_count=1)
+check 'wait_status "$MC" Running 10' "C takes the other GPU meanwhile"
+http GET /hardware/json
+check '[ "$(jv "d[\"resources\"][\"gpus\"][\"free\"]")" = 0 ]' "no GPU free"
+http POST "/models/$MA/abort"
+wait_status "$MA" Aborted 10
+sleep 0.6
+http GET "/models/$MB/status"
+check '[ "$(jv "d[\"status\"]")" = Waiting ] && jv "d[\"wait_reason\"]" | grep -q "GPU 1"' \
+    "B takes nothing while GPU 1 is busy ($(jv 'd.get("wait_reason")'))"
+http GET /hardware/json
+check '[ "$(jv "d[\"resources\"][\"gpus\"][\"free\"]")" = 1 ]' "GPU 0 is free, not held by B"
+http POST "/models/$MC/abort"
+check 'wait_status "$MB" Running 15' "B runs once both are free"
+http GET "/models/$MB/json"
+check '[ "$(jv "d[\"tasks\"][0][\"gpus\"]")" = "[0, 1]" ]' "B holds GPUs 0 and 1"
+check 'python3 -c "import json,sys; c=json.load(open(sys.argv[1])); sys.exit(not (c[\"gpus\"]==[0,1] and c[\"backend\"]==\"cuda\"))" "$(jv "d[\"directory\"]")/train.json"' \
+    "train.json names the GPUs and the CUDA backend"
+sleep 1.2
+http GET /hardware/json
+check '[ "$(jv "len(d[\"workers\"])")" = 1 ] && [ "$(jv "d[\"workers\"][0][\"rss_bytes\"] > 0")" = true ]' \
+    "the monitor reports the running worker's memory"
+http POST /abort_jobs -F "job_ids[]=$MB"
+check 'wait_status "$MB" Aborted 10' "bulk abort"
+http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/slow.prototxt" \
+    -F model_name=toomany -F select_gpu_count=3
+check '[ "$CODE" = 400 ] && [ -n "$(jv "d[\"errors\"][\"select_gpu_count\"][0]")" ]' "3 GPUs of 2 is a form error"
+wait $HOME_PID 2>/dev/null
+check 'grep -q "event: job_added" "$T/home.txt" && grep -q "event: gpus" "$T/home.txt"' "the home stream announces jobs and GPUs"
+srv_stop
+finish
