@@ -251,6 +251,8 @@ void h_model_resume(req_t *r);
 void h_model_metrics(req_t *r);
 void h_job_log(req_t *r);
 void h_visualize_lr(req_t *r);
+void h_classify_one(req_t *r);
+void h_classify_many(req_t *r);
 void h_job_events(req_t *r);
 void h_home_events(req_t *r);
 void h_hardware(req_t *r);

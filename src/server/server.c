@@ -24,6 +24,10 @@ static int setup_dirs(server_t *srv, cd_err_t *err)
                           strerror(errno));
     if (!realpath(jobs, srv->jobs_dir))
         return cd_err_set(err, CD_E_INTERNAL, "cannot resolve %s: %s", jobs, strerror(errno));
+    char tmp[PATH_MAX + 8];
+    snprintf(tmp, sizeof tmp, "%s/tmp", cfg->data_dir); /* uploaded images, while they are classified */
+    if (cd_mkdirs(tmp, 0700) != CD_OK)
+        return cd_err_set(err, CD_E_INTERNAL, "cannot create %s: %s", tmp, strerror(errno));
     size_t used = 0;
     for (int i = 0; i <= cfg->ndata_roots; i++) {
         const char *root = i < cfg->ndata_roots ? cfg->data_roots[i] : (cfg->ndata_roots ? NULL : cfg->data_dir);

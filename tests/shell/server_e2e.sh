@@ -61,6 +61,25 @@ FIRST_EPOCH=$(jv 'd["snapshots"][0]')
 http GET /completed_jobs/json
 check '[ "$(jv "[m for m in d[\"models\"] if m[\"id\"]==\"$T1\"][0][\"loss (train) last\"] >= 0")" = true ]' "completed_jobs shows the loss ($(jv "[m for m in d[\"models\"] if m[\"id\"]==\"$T1\"][0].get(\"loss (train) last\")"))"
 
+# inference: one image by path and by upload, a list, a snapshot by epoch
+IMG1=$(ls "$T/images/bars/"*.png | head -1)
+http POST /models/images/classification/classify_one/json -F job_id="$T1" -F image_path="$IMG1"
+check '[ "$CODE" = 200 ] && [ "$(jv "d[\"predictions\"][0][0]")" = bars ] && [ "$(jv "len(d[\"predictions\"])")" = 3 ]' \
+    "classify_one by path: bars first ($(jv 'd.get("predictions")'))"
+http POST /models/images/classification/classify_one/json -F job_id="$T1" -F image_file="@$(ls "$T/images/columns/"*.png | head -1)" \
+    -F snapshot_epoch="$FIRST_EPOCH"
+check '[ "$CODE" = 200 ] && [ "$(jv "d[\"predictions\"][0][0]")" = columns ]' "classify_one by upload, at the first snapshot"
+http POST /models/images/classification/classify_one/json -F job_id="$T1" -F image_path=/etc/passwd
+check '[ "$CODE" = 400 ] && jv "d[\"errors\"][\"image_path\"][0]" | grep -q outside' "classify_one refuses a path outside the roots"
+http POST /models/images/classification/classify_one/json -F job_id="$T1" -F image_path="$IMG1" -F snapshot_epoch=999
+check '[ "$CODE" = 400 ]' "classify_one refuses a missing snapshot epoch"
+(cd "$T/images" && ls diagonals/*.png | head -4 | sed 's/$/ 2/'; echo "/etc/passwd 0") >"$T/list.txt"
+http POST /models/images/classification/classify_many/json -F job_id="$T1" -F image_list="@$T/list.txt" \
+    -F image_folder="$T/images"
+check '[ "$CODE" = 200 ] && [ "$(jv "len(d[\"classifications\"])")" = 4 ] && [ "$(jv "len(d[\"skipped\"])")" = 1 ]' \
+    "classify_many classifies the listed images and skips the one outside the roots"
+check '[ "$(jv "sum(v[0][0] == \"diagonals\" for v in d[\"classifications\"].values())")" -ge 3 ]' "most are diagonals"
+
 # fine-tune from the first job's first snapshot (DIGITS's previous network)
 http POST /models/images/classification/json -F method=previous -F previous_networks="$T1" \
     -F "$T1-snapshot=$FIRST_EPOCH" -F train_epochs=1 -F model_name=finetune -F dataset="$DS"

@@ -137,6 +137,12 @@ wait_status() {
 }
 
 finish() {
+    # a sanitizer report in the server's log is a failure even when every reply was right
+    if grep -qE "AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|runtime error:" "$T/server.log" 2>/dev/null; then
+        FAILS=$((FAILS + 1))
+        echo "FAIL the server's log has a sanitizer report:"
+        grep -E -A15 "Sanitizer|runtime error:" "$T/server.log" | head -40
+    fi
     echo "$PASSES passed, $FAILS failed"
     if [ "$FAILS" -ne 0 ]; then
         echo "server log (last 40 lines):"
