@@ -86,5 +86,22 @@ http POST /models/images/classification/json -F dataset="$DS" -F method=custom -
 check '[ "$CODE" = 400 ] && [ -n "$(jv "d[\"errors\"][\"select_gpu_count\"][0]")" ]' "3 GPUs of 2 is a form error"
 wait $HOME_PID 2>/dev/null
 check 'grep -q "event: job_added" "$T/home.txt" && grep -q "event: gpus" "$T/home.txt"' "the home stream announces jobs and GPUs"
+
+# a clean stop while a model trains: the worker saves its state, the job is resumable,
+# and --resume-interrupted finishes it after the restart
+http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/slow.prototxt" \
+    -F train_epochs=3 -F model_name=stopme
+MS=$(jv 'd["id"]')
+check 'wait_status "$MS" Running 10' "a model runs"
+sleep 2.5
+srv_stop
+check '[ "$SRV_RC" = 0 ]' "SIGTERM stops the server cleanly while a model trains"
+srv_start --worker "$FAKE" --data-root "$T" --gpus 0,1 --url-prefix /digits --resume-interrupted
+B=$B/digits
+check 'wait_status "$MS" Done 30' "the interrupted model resumes by itself and finishes"
+http GET "/models/$MS/json"
+check '[ "$(jv "d[\"snapshots\"]")" = "[1, 2, 3]" ] && [ "$(jv "d[\"tasks\"][0][\"attempt\"]")" = 2 ]' \
+    "its snapshots are all there after two attempts"
+check '[ "$(jv "[h[0] for h in d[\"status_history\"]].count(\"Aborted\")")" = 1 ]' "its history shows the interruption"
 srv_stop
 finish
