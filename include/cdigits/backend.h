@@ -246,14 +246,33 @@ typedef struct cd_backend_iface {
     /* optional: average n floats across the ranks of a data-parallel group */
     int (*allreduce_mean)(cd_backend_t *be, float *x, size_t n);
 
+    /* optional: device memory free and total in bytes (CD_OK), for the batch-size
+     * search and the performance advisor */
+    int (*mem_info)(cd_backend_t *be, size_t *free_bytes, size_t *total_bytes);
+
+    /* optional: page-locked host memory for the loader's batches (NULL: malloc), and
+     * an upload that is queued on a copy stream and overlaps compute; upload_wait
+     * makes the compute stream wait for the queued uploads. Without them the engine
+     * uses upload. */
+    void *(*host_alloc)(cd_backend_t *be, size_t bytes);
+    void (*host_free)(cd_backend_t *be, void *ptr);
+    void (*upload_async)(cd_backend_t *be, void *dst_dev, const void *src_host, size_t bytes);
+    void (*upload_wait)(cd_backend_t *be);
+
     void (*destroy)(cd_backend_t *be);
 } cd_backend_iface;
+
+/* Arithmetic of the gemm-shaped ops (conv, gemm) on backends with several: values
+ * are stored in fp32 either way; fp16 and bf16 round the inputs of those ops and
+ * accumulate in fp32 (master weights stay fp32; the engine scales the loss for fp16). */
+enum cd_precision { CD_PREC_FP32 = 0, CD_PREC_TF32, CD_PREC_FP16, CD_PREC_BF16, CD_PREC_COUNT };
 
 struct cd_backend {
     const cd_backend_iface *iface;
     int device;   /* device ordinal; 0 for the CPU */
     void *ctx;    /* backend-private state */
     char err[256];/* last error, for messages */
+    int precision;/* enum cd_precision; the CPU backend always computes in fp32 */
 };
 
 /* Create the CPU backend (always available). threads <= 0 means all cores. */

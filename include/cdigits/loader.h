@@ -48,6 +48,8 @@ const cd_batch *cd_loader_next(cd_loader_t *l, double *waited);
 /* Give the batch's buffer back for refilling. */
 void cd_loader_release(cd_loader_t *l, const cd_batch *b);
 const char *cd_loader_error(const cd_loader_t *l);
+/* Number of the batch cd_loader_next delivers next (to restart a loader there). */
+long cd_loader_next_index(const cd_loader_t *l);
 void cd_loader_stop(cd_loader_t *l);
 
 /* Record of stream position k (pass k / n, with a pseudo-random order per pass when

@@ -125,6 +125,8 @@ struct cd_net {
     const cd_net *shared;    /* parameters come from this net */
     uint64_t rng_counter;    /* advanced per forward; drives dropout */
     int allocated;
+    int out_of_memory;       /* the last failure of cd_net_alloc was a failed allocation */
+    float loss_scale;        /* loss gradients are multiplied by this (mixed precision) */
     cd_pt_node *owned_tree;  /* the parsed file when built by cd_net_load */
 };
 

@@ -50,6 +50,7 @@ typedef struct cd_solver_opts {
     double momentum, momentum2, weight_decay, delta, rms_decay;
     int reg;                /* enum cd_reg_type */
     int iter_size;          /* batch accumulation */
+    double loss_scale;      /* the loss was multiplied by this (0 or 1: none) */
     cd_lr_policy lr;
 } cd_solver_opts;
 
@@ -89,6 +90,10 @@ typedef struct cd_train_config {
     int has_seed;
     uint64_t seed;
     int batch_size;          /* 0: the network's */
+    int batch_auto;          /* batch_size "auto": the largest batch that fits */
+    int precision;           /* enum cd_precision */
+    int early_stop_patience; /* validations without a better val loss; 0: off */
+    double early_stop_min_delta;
     int iter_size;           /* batch accumulation */
     cd_solver_opts solver;
     int use_mean;            /* 0 none, 1 image, 2 pixel */

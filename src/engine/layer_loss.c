@@ -151,7 +151,7 @@ static void swl_backward(cd_net *net, cd_layer *l)
         return;
     OPS(net)->xent_backward(BE(net), s->v.outer, s->v.channels, s->v.inner, s->prob,
                             l->bottom[1]->data, s->has_ignore, s->ignore_label,
-                            l->loss_weight / s->normalizer, l->bottom[0]->diff);
+                            l->loss_weight * net->loss_scale / s->normalizer, l->bottom[0]->diff);
 }
 
 /* ---- Accuracy ----------------------------------------------------------------------- */

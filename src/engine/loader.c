@@ -209,6 +209,8 @@ void cd_loader_release(cd_loader_t *l, const cd_batch *b)
 
 const char *cd_loader_error(const cd_loader_t *l) { return l->failed ? l->err : NULL; }
 
+long cd_loader_next_index(const cd_loader_t *l) { return l->next_out; }
+
 void cd_loader_stop(cd_loader_t *l)
 {
     if (!l)

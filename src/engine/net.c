@@ -141,6 +141,8 @@ float *cd_layer_buffer(cd_net *net, cd_layer *l, size_t n)
     float *p = net->be->iface->alloc(net->be, (n ? n : 1) * sizeof(float));
     if (p)
         l->bufs[l->nbufs++] = p;
+    else
+        net->out_of_memory = 1;
     return p;
 }
 
@@ -677,6 +679,7 @@ cd_net *cd_net_build(const cd_pt_node *def, const char *filename, const cd_net_o
         net->opts.stage = "train";
     net->opts.stage = cd_xstrdup(net->opts.stage);
     net->phase_train = !strcmp(net->opts.stage, "train");
+    net->loss_scale = 1.0f;
     net->filename = cd_xstrdup(filename ? filename : "network");
     net->name = cd_xstrdup(cd_pt_str(def, "name", "net"));
     if (build_layers(net, def, err, errlen) != CD_OK)
@@ -744,9 +747,11 @@ static int alloc_blob(cd_net *net, cd_blob *b, char *err, size_t errlen)
     size_t bytes = (b->count ? b->count : 1) * sizeof(float);
     b->data = net->be->iface->alloc(net->be, bytes);
     b->diff = net->be->iface->alloc(net->be, bytes);
-    if (!b->data || !b->diff)
+    if (!b->data || !b->diff) {
+        net->out_of_memory = 1;
         return fail(err, errlen, net->filename, "out of %s memory for blob %s (%zu floats); lower "
                     "the batch size", net->be->iface->name, b->name, b->count);
+    }
     return CD_OK;
 }
 
@@ -779,9 +784,11 @@ int cd_net_alloc(cd_net *net, cd_backend_t *be, const cd_net *shared_from, char 
         net->arena_diff = be->iface->alloc(be, bytes);
         net->arena_h1 = be->iface->alloc(be, bytes);
         net->arena_h2 = be->iface->alloc(be, bytes);
-        if (!net->arena_data || !net->arena_diff || !net->arena_h1 || !net->arena_h2)
+        if (!net->arena_data || !net->arena_diff || !net->arena_h1 || !net->arena_h2) {
+            net->out_of_memory = 1;
             return fail(err, errlen, net->filename, "out of %s memory for %zu parameters",
                         be->iface->name, net->param_count);
+        }
         for (int i = 0; i < net->nparams; i++) {
             cd_param *p = net->params[i];
             p->data = net->arena_data + p->offset;

@@ -50,7 +50,8 @@ double cd_solver_step(cd_net *net, const cd_solver_opts *o, long iter)
         .momentum2 = (float)o->momentum2,
         .rms_decay = (float)o->rms_decay,
         .delta = (float)o->delta,
-        .grad_scale = 1.0f / (float)(o->iter_size > 0 ? o->iter_size : 1),
+        .grad_scale = (float)(1.0 / ((o->iter_size > 0 ? o->iter_size : 1) *
+                                     (o->loss_scale > 0 ? o->loss_scale : 1.0))),
         .iteration = iter,
     };
     for (int i = 0; i < net->nparams; i++) {

@@ -42,12 +42,14 @@ static void device_failed(cd_backend_t *be, const char *message)
 
 void cd_train_request_stop(void) { g_stop = 1; }
 
-/* Device buffers for one batch: the uint8 pixels and the per-image crop/mirror. */
+/* Device buffers for one batch: the uint8 pixels, the labels and the per-image
+ * crop/mirror. Two of them, so the next batch can be uploaded while this one trains. */
 typedef struct staging {
     uint8_t *pixels;
+    float *labels;
     int *oy, *ox;
     uint8_t *mirror;
-    float *mean; /* (c, h, w) at the stored size, or NULL */
+    int n;
 } staging;
 
 typedef struct trainer {
@@ -60,7 +62,11 @@ typedef struct trainer {
     int train_batch, val_batch;
     int crop, mirror;
     float scale;
-    staging st;
+    int iter_size;         /* batch accumulation actually used (may grow on OOM) */
+    staging st[2];
+    float *mean;           /* (c, h, w) at the stored size, or NULL */
+    int loader_threads;
+    char advice[64];       /* the last limit reported */
     float *acc_scalars; /* device: correct, count */
     long max_iter, iters_per_epoch;
     long snapshot_every, val_every;
@@ -69,7 +75,7 @@ typedef struct trainer {
 
 static double epoch_of(const trainer *t, long iter)
 {
-    return (double)iter * t->train_batch * t->c->iter_size / (double)cd_db_count(t->train_db);
+    return (double)iter * t->train_batch * t->iter_size / (double)cd_db_count(t->train_db);
 }
 
 static void metric(const char *phase, const char *name, double value, double epoch, long iter)
@@ -106,21 +112,41 @@ static cd_layer *loss_layer(const cd_net *net)
     return NULL;
 }
 
-/* Copy one loaded batch into the net's data and label blobs (prepare on the device). */
-static void feed(trainer *t, cd_net *net, const cd_batch *b)
+/* Upload one loaded batch into a staging slot; queued on the copy stream where the
+ * backend has one (then it overlaps the step running now). */
+static void stage(trainer *t, staging *st, const cd_batch *b)
+{
+    cd_backend_t *be = t->be;
+    const cd_backend_iface *o = be->iface;
+    void (*up)(cd_backend_t *, void *, const void *, size_t) = o->upload_async ? o->upload_async : o->upload;
+    size_t image_bytes = (size_t)t->c_in * t->h_in * t->w_in;
+    up(be, st->pixels, b->pixels, (size_t)b->n * image_bytes);
+    up(be, st->labels, b->labels, (size_t)b->n * sizeof(float));
+    up(be, st->oy, b->oy, (size_t)b->n * sizeof(int));
+    up(be, st->ox, b->ox, (size_t)b->n * sizeof(int));
+    up(be, st->mirror, b->mirror, (size_t)b->n);
+    st->n = b->n;
+}
+
+/* Crop, mirror and subtract the mean on the device into the net's data and label. */
+static void prepare(trainer *t, cd_net *net, const staging *st)
 {
     cd_backend_t *be = t->be;
     const cd_backend_iface *o = be->iface;
     cd_blob *data = data_top(net, 0), *label = data_top(net, 1);
-    size_t image_bytes = (size_t)t->c_in * t->h_in * t->w_in;
-    o->upload(be, t->st.pixels, b->pixels, (size_t)b->n * image_bytes);
-    o->upload(be, t->st.oy, b->oy, (size_t)b->n * sizeof(int));
-    o->upload(be, t->st.ox, b->ox, (size_t)b->n * sizeof(int));
-    o->upload(be, t->st.mirror, b->mirror, (size_t)b->n);
-    o->prepare_batch(be, b->n, t->c_in, t->h_in, t->w_in, data->dims[2], data->dims[3], t->st.pixels,
-                     t->st.oy, t->st.ox, t->st.mirror, t->st.mean, t->scale, data->data);
+    if (o->upload_wait)
+        o->upload_wait(be);
+    o->prepare_batch(be, st->n, t->c_in, t->h_in, t->w_in, data->dims[2], data->dims[3], st->pixels,
+                     st->oy, st->ox, st->mirror, t->mean, t->scale, data->data);
     if (label)
-        o->upload(be, label->data, b->labels, (size_t)b->n * sizeof(float));
+        o->copy(be, label->data, st->labels, (size_t)st->n * sizeof(float));
+}
+
+/* A batch through a staging slot, synchronously (validation). */
+static void feed(trainer *t, cd_net *net, const cd_batch *b)
+{
+    stage(t, &t->st[0], b);
+    prepare(t, net, &t->st[0]);
 }
 
 static cd_net *build_stage(trainer *t, const char *stage, int batch, char *err, size_t errlen)
@@ -188,7 +214,8 @@ static void count_correct(trainer *t, cd_net *net, int top_k, double *correct)
 
 /* One pass over a split with the val stage (the val split, or the test split after
  * training); reports loss and accuracy under `phase`. CD_ERR on a read error. */
-static int evaluate(trainer *t, cd_db_t *db, const char *phase, long iter, char *err, size_t errlen)
+static int evaluate(trainer *t, cd_db_t *db, const char *phase, long iter, double *loss_out,
+                    char *err, size_t errlen)
 {
     /* the last, partial batch runs through a net of its own size, so every image
      * counts once */
@@ -227,6 +254,8 @@ static int evaluate(trainer *t, cd_db_t *db, const char *phase, long iter, char 
     cd_loader_stop(ld);
     double e = epoch_of(t, iter);
     metric(phase, "loss", loss / (double)seen, e, iter);
+    if (loss_out)
+        *loss_out = loss / (double)seen;
     metric(phase, "accuracy", top1 / (double)seen, e, iter);
     if (t->classes > 5)
         metric(phase, "accuracy_top5", top5 / (double)seen, e, iter);
@@ -299,13 +328,21 @@ static int choose_backend(trainer *t, char *err, size_t errlen)
     return CD_OK;
 }
 
-static int setup(trainer *t, char *err, size_t errlen)
+static void free_nets(trainer *t)
+{
+    cd_net_free(t->val_tail);
+    cd_net_free(t->val);
+    cd_net_free(t->train);
+    t->val_tail = t->val = t->train = NULL;
+}
+
+/* Build and allocate the train and val stages with a batch (0: the network's). Returns
+ * CD_OK, or CD_ERR with *oom set when an allocation failed (a smaller batch may fit). */
+static int make_nets(trainer *t, int batch, int *oom, char *err, size_t errlen)
 {
     const cd_train_config *c = t->c;
-    t->seed = c->has_seed ? c->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-    if (open_dataset(t, err, errlen) != CD_OK || choose_backend(t, err, errlen) != CD_OK)
-        return CD_ERR;
-    if (!(t->train = build_stage(t, "train", c->batch_size, err, errlen)))
+    *oom = 0;
+    if (!(t->train = build_stage(t, "train", batch, err, errlen)))
         return CD_ERR;
     cd_blob *data = data_top(t->train, 0);
     if (!data || !loss_layer(t->train)) {
@@ -318,11 +355,12 @@ static int setup(trainer *t, char *err, size_t errlen)
     t->crop = data->dims[2] != t->h_in || data->dims[3] != t->w_in ? data->dims[2] : 0;
     t->mirror = c->mirror >= 0 ? c->mirror : (tp && cd_pt_bool(tp, "mirror", 0));
     t->scale = tp ? (float)cd_pt_float(tp, "scale", 1.0) : 1.0f;
-    if (cd_net_alloc(t->train, t->be, NULL, err, errlen) != CD_OK)
+    if (cd_net_alloc(t->train, t->be, NULL, err, errlen) != CD_OK) {
+        *oom = t->train->out_of_memory;
         return CD_ERR;
-
+    }
     if (t->val_db) {
-        if (!(t->val = build_stage(t, "val", c->batch_size, err, errlen)))
+        if (!(t->val = build_stage(t, "val", batch, err, errlen)))
             return CD_ERR;
         cd_blob *vdata = data_top(t->val, 0);
         if (!vdata || !loss_layer(t->val)) {
@@ -330,62 +368,135 @@ static int setup(trainer *t, char *err, size_t errlen)
             return CD_ERR;
         }
         t->val_batch = vdata->dims[0];
-        if (cd_net_alloc(t->val, t->be, t->train, err, errlen) != CD_OK)
+        if (cd_net_alloc(t->val, t->be, t->train, err, errlen) != CD_OK) {
+            *oom = t->val->out_of_memory;
             return CD_ERR;
+        }
     }
+    return CD_OK;
+}
 
-    /* staging buffers for the largest batch */
+/*
+ * The nets at the largest batch that fits: the batch asked for (or the network's) and,
+ * when an allocation fails, half of it with twice the accumulation, until it fits. The
+ * images per iteration (batch x accumulation) stay what was asked for. With batch_size
+ * "auto" the search starts from the whole effective batch in one step.
+ */
+static int fit_nets(trainer *t, char *err, size_t errlen)
+{
+    const cd_train_config *c = t->c;
+    int batch = c->batch_size, accumulation = c->iter_size > 0 ? c->iter_size : 1;
+    if (c->batch_auto) {
+        /* the network's batch tells the effective batch; try it in one step first */
+        cd_net *probe = build_stage(t, "train", c->batch_size, err, errlen);
+        if (!probe)
+            return CD_ERR;
+        batch = data_top(probe, 0) ? data_top(probe, 0)->dims[0] * accumulation : 0;
+        accumulation = 1;
+        cd_net_free(probe);
+    }
+    int asked_batch = batch, asked_acc = accumulation;
+    for (;;) {
+        int oom = 0;
+        if (make_nets(t, batch, &oom, err, errlen) == CD_OK)
+            break;
+        free_nets(t);
+        int cur = batch > 0 ? batch : t->train_batch;
+        if (!oom || cur <= 1)
+            return CD_ERR;
+        batch = (cur + 1) / 2;
+        accumulation *= 2;
+        cd_jsonl_log("warning", "batch %d does not fit in %s memory; trying batch %d with "
+                     "accumulation %d", cur, t->be->iface->name, batch, accumulation);
+    }
+    t->iter_size = accumulation;
+    if (batch != asked_batch || accumulation != asked_acc || c->batch_auto)
+        cd_jsonl(json_pack("{s:s, s:i, s:i, s:i, s:s}", "type", "batch", "batch", t->train_batch,
+                           "accumulation", t->iter_size, "effective", t->train_batch * t->iter_size,
+                           "reason", c->batch_auto ? "batch_size auto" : "out of memory"));
+    return CD_OK;
+}
+
+static int load_mean(trainer *t, char *err, size_t errlen)
+{
+    const cd_train_config *c = t->c;
+    size_t image_bytes = (size_t)t->c_in * t->h_in * t->w_in;
+    char path[4200];
+    int mc, mh, mw;
+    float *mean = NULL;
+    snprintf(path, sizeof path, "%s/mean.bin", c->dataset_dir);
+    if (cd_mean_load(path, &mc, &mh, &mw, &mean) != CD_OK) {
+        snprintf(err, errlen, "%s; choose use_mean none or recreate the dataset", cd_dataset_strerror());
+        return CD_ERR;
+    }
+    if (mc != t->c_in || mh != t->h_in || mw != t->w_in) {
+        free(mean);
+        snprintf(err, errlen, "%s is %dx%dx%d but the images are %dx%dx%d; recreate the dataset",
+                 path, mc, mh, mw, t->c_in, t->h_in, t->w_in);
+        return CD_ERR;
+    }
+    if (c->use_mean == CD_MEAN_PIXEL) {
+        size_t plane = (size_t)mh * mw;
+        for (int ch = 0; ch < mc; ch++) {
+            double s = 0;
+            for (size_t i = 0; i < plane; i++)
+                s += mean[ch * plane + i];
+            for (size_t i = 0; i < plane; i++)
+                mean[ch * plane + i] = (float)(s / (double)plane);
+        }
+    }
+    t->mean = t->be->iface->alloc(t->be, image_bytes * sizeof(float));
+    if (t->mean)
+        t->be->iface->upload(t->be, t->mean, mean, image_bytes * sizeof(float));
+    free(mean);
+    if (!t->mean) {
+        snprintf(err, errlen, "out of memory for the mean image");
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
+static int setup(trainer *t, char *err, size_t errlen)
+{
+    const cd_train_config *c = t->c;
+    t->seed = c->has_seed ? c->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    if (open_dataset(t, err, errlen) != CD_OK || choose_backend(t, err, errlen) != CD_OK)
+        return CD_ERR;
+    t->be->precision = c->precision;
+    if (c->precision != CD_PREC_FP32 && !strcmp(t->be->iface->name, "cpu"))
+        cd_jsonl_log("info", "precision %s applies on GPUs; the CPU computes in fp32",
+                     (const char *[]){"fp32", "tf32", "fp16", "bf16"}[c->precision]);
+    if (fit_nets(t, err, errlen) != CD_OK)
+        return CD_ERR;
+
+    /* staging buffers for the largest batch, two for overlapping uploads */
     int batch = t->train_batch > t->val_batch ? t->train_batch : t->val_batch;
     size_t image_bytes = (size_t)t->c_in * t->h_in * t->w_in;
     const cd_backend_iface *o = t->be->iface;
-    t->st.pixels = o->alloc(t->be, (size_t)batch * image_bytes);
-    t->st.oy = o->alloc(t->be, (size_t)batch * sizeof(int));
-    t->st.ox = o->alloc(t->be, (size_t)batch * sizeof(int));
-    t->st.mirror = o->alloc(t->be, (size_t)batch);
+    for (int i = 0; i < 2; i++) {
+        staging *st = &t->st[i];
+        st->pixels = o->alloc(t->be, (size_t)batch * image_bytes);
+        st->labels = o->alloc(t->be, (size_t)batch * sizeof(float));
+        st->oy = o->alloc(t->be, (size_t)batch * sizeof(int));
+        st->ox = o->alloc(t->be, (size_t)batch * sizeof(int));
+        st->mirror = o->alloc(t->be, (size_t)batch);
+        if (!st->pixels || !st->labels || !st->oy || !st->ox || !st->mirror) {
+            snprintf(err, errlen, "out of %s memory for the input batches; lower the batch size", o->name);
+            return CD_ERR;
+        }
+    }
     t->acc_scalars = o->alloc(t->be, 2 * sizeof(float));
-    if (!t->st.pixels || !t->st.oy || !t->st.ox || !t->st.mirror || !t->acc_scalars) {
-        snprintf(err, errlen, "out of %s memory for the input batches; lower the batch size", o->name);
+    if (!t->acc_scalars) {
+        snprintf(err, errlen, "out of %s memory", o->name);
         return CD_ERR;
     }
-    if (c->use_mean != CD_MEAN_NONE) {
-        char path[4200];
-        int mc, mh, mw;
-        float *mean = NULL;
-        snprintf(path, sizeof path, "%s/mean.bin", c->dataset_dir);
-        if (cd_mean_load(path, &mc, &mh, &mw, &mean) != CD_OK) {
-            snprintf(err, errlen, "%s; choose use_mean none or recreate the dataset", cd_dataset_strerror());
-            return CD_ERR;
-        }
-        if (mc != t->c_in || mh != t->h_in || mw != t->w_in) {
-            free(mean);
-            snprintf(err, errlen, "%s is %dx%dx%d but the images are %dx%dx%d; recreate the dataset",
-                     path, mc, mh, mw, t->c_in, t->h_in, t->w_in);
-            return CD_ERR;
-        }
-        if (c->use_mean == CD_MEAN_PIXEL) {
-            size_t plane = (size_t)mh * mw;
-            for (int ch = 0; ch < mc; ch++) {
-                double s = 0;
-                for (size_t i = 0; i < plane; i++)
-                    s += mean[ch * plane + i];
-                for (size_t i = 0; i < plane; i++)
-                    mean[ch * plane + i] = (float)(s / (double)plane);
-            }
-        }
-        t->st.mean = o->alloc(t->be, image_bytes * sizeof(float));
-        if (!t->st.mean) {
-            free(mean);
-            snprintf(err, errlen, "out of memory for the mean image");
-            return CD_ERR;
-        }
-        o->upload(t->be, t->st.mean, mean, image_bytes * sizeof(float));
-        free(mean);
-    }
+    if (c->use_mean != CD_MEAN_NONE && load_mean(t, err, errlen) != CD_OK)
+        return CD_ERR;
 
     /* epochs to iterations, as DIGITS converts them */
     size_t ntrain = cd_db_count(t->train_db);
-    t->iters_per_epoch = (long)((ntrain + (size_t)t->train_batch * c->iter_size - 1) /
-                                ((size_t)t->train_batch * c->iter_size));
+    size_t per_iter = (size_t)t->train_batch * (size_t)t->iter_size;
+    t->iters_per_epoch = (long)((ntrain + per_iter - 1) / per_iter);
     t->max_iter = (long)ceil(t->iters_per_epoch * c->epochs);
     if (t->max_iter < 1)
         t->max_iter = 1;
@@ -401,16 +512,17 @@ static void teardown(trainer *t)
 {
     if (t->be) {
         const cd_backend_iface *o = t->be->iface;
-        o->free(t->be, t->st.pixels);
-        o->free(t->be, t->st.oy);
-        o->free(t->be, t->st.ox);
-        o->free(t->be, t->st.mirror);
-        o->free(t->be, t->st.mean);
+        for (int i = 0; i < 2; i++) {
+            o->free(t->be, t->st[i].pixels);
+            o->free(t->be, t->st[i].labels);
+            o->free(t->be, t->st[i].oy);
+            o->free(t->be, t->st[i].ox);
+            o->free(t->be, t->st[i].mirror);
+        }
+        o->free(t->be, t->mean);
         o->free(t->be, t->acc_scalars);
     }
-    cd_net_free(t->val_tail);
-    cd_net_free(t->val);
-    cd_net_free(t->train);
+    free_nets(t);
     cd_db_close(t->train_db);
     cd_db_close(t->val_db);
     cd_db_close(t->test_db);
@@ -451,12 +563,88 @@ static int starting_point(trainer *t, long *start, char *err, size_t errlen)
     return CD_OK;
 }
 
+/* The limit of the last window and what to change, from what the worker measures
+ * itself (the server adds GPU utilization from NVML). Printed when it changes. */
+static void advise(trainer *t, double wait_share, double images_per_sec, double epoch)
+{
+    const char *limit, *message;
+    char buf[512];
+    size_t free_b = 0, total_b = 0;
+    int gpu = strcmp(t->be->iface->name, "cpu") != 0;
+    int have_mem = t->be->iface->mem_info && t->be->iface->mem_info(t->be, &free_b, &total_b) == CD_OK &&
+                   total_b > 0;
+    if (wait_share > 0.10) {
+        limit = "data";
+        snprintf(buf, sizeof buf, "the step waits for data %.0f%% of the time with %d loader threads; "
+                 "cdigits adds loader threads up to two per core; a dataset with encoding none decodes "
+                 "nothing while training", 100 * wait_share, t->loader_threads);
+    } else if (gpu && have_mem && (double)free_b / (double)total_b > 0.5 && !t->c->batch_auto) {
+        limit = "batch";
+        snprintf(buf, sizeof buf, "%.0f%% of the GPU's memory is unused at batch %d; a larger batch "
+                 "(batch_size auto keeps the effective batch) keeps the GPU busier",
+                 100.0 * (double)free_b / (double)total_b, t->train_batch);
+    } else if (gpu && (t->be->precision == CD_PREC_FP32 || t->be->precision == CD_PREC_TF32)) {
+        limit = "precision";
+        snprintf(buf, sizeof buf, "training in %s; mixed precision (fp16 or bf16) runs the convolutions "
+                 "on the tensor cores", t->be->precision == CD_PREC_FP32 ? "fp32" : "tf32");
+    } else if (!gpu) {
+        limit = "cpu";
+        snprintf(buf, sizeof buf, "compute-bound on the CPU at %.0f images/s; a GPU is the way to go faster",
+                 images_per_sec);
+    } else {
+        limit = "compute";
+        snprintf(buf, sizeof buf, "compute-bound on the GPU at %.0f images/s", images_per_sec);
+    }
+    message = buf;
+    if (!strcmp(limit, t->advice))
+        return;
+    snprintf(t->advice, sizeof t->advice, "%s", limit);
+    cd_jsonl(json_pack("{s:s, s:s, s:s, s:f, s:f, s:f}", "type", "advice", "limit", limit, "message",
+                       message, "data_wait", wait_share, "images_per_sec", images_per_sec, "epoch", epoch));
+}
+
+/* Fetch the next batch of the stream, or fail with the loader's reason. */
+static const cd_batch *next_batch(cd_loader_t *ld, double *waited, char *err, size_t errlen)
+{
+    const cd_batch *b = cd_loader_next(ld, waited);
+    if (!b)
+        snprintf(err, errlen, "training data: %s", cd_loader_error(ld) ? cd_loader_error(ld) : "ended");
+    return b;
+}
+
+typedef struct loss_scaler {
+    int on;
+    double scale;
+    long good;       /* steps since the last overflow */
+    long skipped;
+} loss_scaler;
+
+/* After backward with a scaled loss: 1 if the gradients are finite (step), else 0
+ * (skip the step, halve the scale). Every 2000 good steps the scale doubles. */
+static int scaler_check(trainer *t, loss_scaler *ls)
+{
+    if (!ls->on)
+        return 1;
+    float sum = t->be->iface->asum(t->be, t->train->param_count, t->train->arena_diff);
+    if (isfinite(sum)) {
+        if (++ls->good % 2000 == 0 && ls->scale < 16777216.0)
+            ls->scale *= 2;
+        return 1;
+    }
+    ls->skipped++;
+    ls->good = 0;
+    ls->scale = ls->scale > 1 ? ls->scale / 2 : 1;
+    cd_net_zero_grad(t->train);
+    return 0;
+}
+
 int cd_train_run(const cd_train_config *c)
 {
     trainer t = {.c = c};
     char err[1024] = "";
     int rc = 1;
     cd_loader_t *ld = NULL;
+    const cd_batch *pending = NULL; /* fetched and staged ahead, released after the wait */
     g_stop = 0;
     struct sigaction sa = {.sa_handler = on_term};
     sigemptyset(&sa.sa_mask);
@@ -473,45 +661,68 @@ int cd_train_run(const cd_train_config *c)
         goto fail;
     cd_jsonl_log("info", "training %s on %zu images (%d classes, %dx%dx%d), batch %d x %d, %ld "
                  "iterations (%ld per epoch), backend %s", c->network, cd_db_count(t.train_db),
-                 t.classes, t.c_in, t.h_in, t.w_in, t.train_batch, c->iter_size, t.max_iter,
+                 t.classes, t.c_in, t.h_in, t.w_in, t.train_batch, t.iter_size, t.max_iter,
                  t.iters_per_epoch, t.be->iface->name);
 
     int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    t.loader_threads = c->loader_threads > 0 ? c->loader_threads : (cores > 4 ? 4 : 1);
     cd_loader_opts lo = {.db = t.train_db, .batch = t.train_batch, .crop = t.crop, .random_crop = 1,
                          .mirror = t.mirror, .shuffle = 1, .wrap = 1, .seed = t.seed,
-                         .start_batch = start * c->iter_size,
-                         .threads = c->loader_threads > 0 ? c->loader_threads : (cores > 4 ? 4 : 1),
-                         .ring = 4};
+                         .start_batch = start * t.iter_size, .threads = t.loader_threads, .ring = 4};
     if (!(ld = cd_loader_start(&lo, err, sizeof err)))
         goto fail;
+    /* with a copy stream, batch i+1 is uploaded into the other staging slot while
+     * batch i trains: `ready` says the current slot already holds the next batch and
+     * `pending` is its loader buffer, released once the upload is done */
+    int overlap = t.be->iface->upload_async != NULL, slot = 0, ready = 0;
 
     /* DIGITS: report 8 times per epoch or every 5000 images, whichever is more often */
     long display = t.iters_per_epoch / 8;
-    long by_images = (long)ceil(5000.0 / ((double)t.train_batch * c->iter_size));
+    long by_images = (long)ceil(5000.0 / ((double)t.train_batch * t.iter_size));
     if (by_images < display)
         display = by_images;
     if (display < 1)
         display = 1;
 
-    double window_start = cd_now(), waited = 0;
+    loss_scaler ls = {.on = t.be->precision == CD_PREC_FP16 && strcmp(t.be->iface->name, "cpu") != 0,
+                      .scale = 65536.0};
+    double best_val = INFINITY;
+    int stale = 0, stopped_early = 0;
+    double window_start = cd_now(), waited = 0, excluded = 0; /* excluded: validation, snapshots */
     long window_images = 0;
     cd_net_zero_grad(t.train);
     for (long iter = start; iter < t.max_iter; iter++) {
         float loss = 0;
-        for (int a = 0; a < c->iter_size; a++) {
-            const cd_batch *b = cd_loader_next(ld, &waited);
-            if (!b) {
-                snprintf(err, sizeof err, "training data: %s", cd_loader_error(ld));
-                goto fail;
+        t.train->loss_scale = ls.on ? (float)ls.scale : 1.0f;
+        for (int a = 0; a < t.iter_size; a++) {
+            if (!ready) {
+                const cd_batch *b = next_batch(ld, &waited, err, sizeof err);
+                if (!b)
+                    goto fail;
+                stage(&t, &t.st[slot], b);
+                pending = b;
             }
-            feed(&t, t.train, b);
-            cd_loader_release(ld, b);
-            t.train->rng_counter = (uint64_t)(iter * c->iter_size + a);
-            loss += cd_net_forward(t.train) / (float)c->iter_size;
+            prepare(&t, t.train, &t.st[slot]); /* waits for the upload of this batch */
+            if (pending)
+                cd_loader_release(ld, pending);
+            pending = NULL;
+            ready = 0;
+            if (overlap) {
+                /* queue the next batch's upload now: it runs while this one trains */
+                const cd_batch *b = next_batch(ld, &waited, err, sizeof err);
+                if (!b)
+                    goto fail;
+                slot ^= 1;
+                stage(&t, &t.st[slot], b);
+                pending = b;
+                ready = 1;
+            }
+            t.train->rng_counter = (uint64_t)(iter * t.iter_size + a);
+            loss += cd_net_forward(t.train) / (float)t.iter_size;
             cd_net_backward(t.train);
             window_images += t.train_batch;
         }
-        if (!isfinite(loss)) {
+        if (!isfinite(loss) && !ls.on) {
             snprintf(err, sizeof err, "the loss became %s at iteration %ld (epoch %.2f); lower the "
                      "learning rate (now %g) and train again", isnan(loss) ? "NaN" : "infinite", iter,
                      epoch_of(&t, iter), cd_lr_at(&c->solver.lr, iter));
@@ -519,37 +730,74 @@ int cd_train_run(const cd_train_config *c)
         }
         cd_solver_opts so = c->solver;
         so.lr.max_iter = t.max_iter;
-        so.iter_size = c->iter_size;
-        double rate = cd_solver_step(t.train, &so, iter);
+        so.iter_size = t.iter_size;
+        so.loss_scale = ls.on ? ls.scale : 1.0;
+        double rate = cd_lr_at(&so.lr, iter);
+        if (scaler_check(&t, &ls))
+            rate = cd_solver_step(t.train, &so, iter);
         long done = iter + 1;
         double e = epoch_of(&t, done);
         if (done % display == 0 || done == t.max_iter) {
             t.be->iface->sync(t.be);
-            double dt = cd_now() - window_start;
+            double dt = cd_now() - window_start - excluded;
             metric("train", "loss", loss, e, done);
             metric("train", "learning_rate", rate, e, done);
+            if (ls.on) {
+                metric("train", "loss_scale", ls.scale, e, done);
+                metric("train", "skipped_steps", (double)ls.skipped, e, done);
+            }
             if (dt > 0) {
-                metric("train", "images_per_sec", (double)window_images / dt, e, done);
-                metric("train", "data_wait", waited / dt, e, done);
+                double ips = (double)window_images / dt, share = waited / dt;
+                metric("train", "images_per_sec", ips, e, done);
+                metric("train", "data_wait", share, e, done);
+                advise(&t, share, ips, e);
+                if (share > 0.10 && t.loader_threads < 2 * cores) {
+                    /* data-bound: one more loader thread, from the next batch on */
+                    long next = cd_loader_next_index(ld);
+                    if (pending) { /* already staged: finish its upload, keep it */
+                        if (t.be->iface->upload_wait)
+                            t.be->iface->upload_wait(t.be);
+                        next = pending->index + 1;
+                        pending = NULL;
+                    }
+                    cd_loader_stop(ld);
+                    lo.threads = ++t.loader_threads;
+                    lo.start_batch = next;
+                    if (!(ld = cd_loader_start(&lo, err, sizeof err)))
+                        goto fail;
+                    cd_jsonl_log("info", "data loading held the step %.0f%% of the time; now %d loader "
+                                 "threads", 100 * share, t.loader_threads);
+                }
             }
             cd_jsonl(json_pack("{s:s, s:s, s:I, s:I, s:f}", "type", "progress", "stage", "train",
                                "done", (json_int_t)done, "total", (json_int_t)t.max_iter, "epoch", e));
             window_start = cd_now();
             waited = 0;
+            excluded = 0;
             window_images = 0;
         }
         int last = done == t.max_iter;
+        double aside = cd_now();
         if (t.val && ((t.val_every && done % t.val_every == 0) || last)) {
-            if (evaluate(&t, t.val_db, "val", done, err, sizeof err) != CD_OK)
+            double vloss = 0;
+            if (evaluate(&t, t.val_db, "val", done, &vloss, err, sizeof err) != CD_OK)
                 goto fail;
+            if (vloss < best_val - c->early_stop_min_delta) {
+                best_val = vloss;
+                stale = 0;
+            } else if (c->early_stop_patience > 0 && ++stale >= c->early_stop_patience && !last) {
+                stopped_early = 1;
+                cd_jsonl_log("info", "stopping early at epoch %.2f: the val loss has not improved on "
+                             "%.6g for %d validations", e, best_val, stale);
+            }
         }
-        if ((t.snapshot_every && done % t.snapshot_every == 0) || last) {
+        if ((t.snapshot_every && done % t.snapshot_every == 0) || last || g_stop || stopped_early) {
             if (save_snapshot(&t, done, err, sizeof err) != CD_OK)
                 goto fail;
-        } else if (g_stop) {
-            if (save_snapshot(&t, done, err, sizeof err) != CD_OK)
-                goto fail;
         }
+        excluded += cd_now() - aside;
+        if (stopped_early)
+            break;
         if (g_stop && !last) {
             cd_jsonl_log("info", "stopped at iteration %ld (epoch %.3f) with its snapshot saved; "
                          "resume to continue", done, e);
@@ -559,7 +807,7 @@ int cd_train_run(const cd_train_config *c)
     }
     if (t.test_db && t.val) {
         /* the held-out test split, once, with the final weights */
-        if (evaluate(&t, t.test_db, "test", t.max_iter, err, sizeof err) != CD_OK)
+        if (evaluate(&t, t.test_db, "test", t.max_iter, NULL, err, sizeof err) != CD_OK)
             goto fail;
     }
     cd_jsonl(json_pack("{s:s}", "type", "done"));
@@ -569,6 +817,8 @@ fail:
     cd_jsonl_error("%s", err[0] ? err : "training failed");
     rc = 1;
 out:
+    if (pending && t.be && t.be->iface->upload_wait)
+        t.be->iface->upload_wait(t.be);
     cd_loader_stop(ld);
     teardown(&t);
     return rc;

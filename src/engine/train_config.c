@@ -205,10 +205,21 @@ int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, siz
         c->has_seed = 1;
         c->seed = (uint64_t)v;
     }
-    if (get_num(root, "batch_size", &v, &present, 1, 1 << 20, err, errlen))
+    json_t *bs = json_object_get(root, "batch_size");
+    if (bs && json_is_string(bs) && !strcmp(json_string_value(bs), "auto")) {
+        c->batch_auto = 1;
+    } else {
+        if (get_num(root, "batch_size", &v, &present, 1, 1 << 20, err, errlen))
+            goto out;
+        if (present)
+            c->batch_size = (int)v;
+    }
+    if (get_num(root, "early_stopping_patience", &v, &present, 0, 1e6, err, errlen))
         goto out;
     if (present)
-        c->batch_size = (int)v;
+        c->early_stop_patience = (int)v;
+    if (get_num(root, "early_stopping_min_delta", &c->early_stop_min_delta, NULL, 0, 1e9, err, errlen))
+        goto out;
     if (get_num(root, "batch_accumulation", &v, &present, 1, 1024, err, errlen))
         goto out;
     if (present)
@@ -243,10 +254,14 @@ int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, siz
     static const name_value means[] = {{"none", CD_MEAN_NONE}, {"image", CD_MEAN_IMAGE},
                                        {"pixel", CD_MEAN_PIXEL}};
     static const name_value backends[] = {{"auto", 0}, {"cpu", 1}, {"cuda", 2}, {"gpu", 2}};
+    static const name_value precisions[] = {{"fp32", CD_PREC_FP32}, {"tf32", CD_PREC_TF32},
+                                            {"fp16", CD_PREC_FP16}, {"bf16", CD_PREC_BF16}};
     if (get_enum(root, "use_mean", means, CD_ARRAY_LEN(means), &c->use_mean, "none, image, pixel",
                  err, errlen) ||
         get_enum(root, "backend", backends, CD_ARRAY_LEN(backends), &c->backend, "auto, cpu, cuda",
-                 err, errlen))
+                 err, errlen) ||
+        get_enum(root, "precision", precisions, CD_ARRAY_LEN(precisions), &c->precision,
+                 "fp32, tf32, fp16, bf16", err, errlen))
         goto out;
     json_t *gpus = json_object_get(root, "gpus");
     if (gpus && json_is_array(gpus)) {
