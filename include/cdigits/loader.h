@@ -28,6 +28,11 @@ typedef struct cd_loader_opts {
     long start_batch;   /* first batch of the stream to deliver (resume) */
     int threads;        /* loader threads (>= 1) */
     int ring;           /* batches prepared ahead (>= 2) */
+    /* optional allocator for the pixel buffers (page-locked memory for fast uploads);
+     * NULL: malloc */
+    void *(*host_alloc)(void *ctx, size_t bytes);
+    void (*host_free)(void *ctx, void *ptr);
+    void *host_ctx;
 } cd_loader_opts;
 
 typedef struct cd_batch {

@@ -40,6 +40,7 @@ size_t cd_loader_record(uint64_t seed, int shuffle, size_t n, uint64_t k)
 typedef struct slot {
     cd_batch b;
     int state; /* 0 free, 1 filling, 2 ready */
+    int pinned; /* pixels came from host_alloc */
 } slot;
 
 struct cd_loader {
@@ -161,7 +162,11 @@ cd_loader_t *cd_loader_start(const cd_loader_opts *o, char *err, size_t errlen)
     l->ring = cd_xcalloc((size_t)l->o.ring, sizeof *l->ring);
     for (int i = 0; i < l->o.ring; i++) {
         cd_batch *b = &l->ring[i].b;
-        b->pixels = cd_xmalloc((size_t)o->batch * l->image_bytes);
+        size_t bytes = (size_t)o->batch * l->image_bytes;
+        b->pixels = o->host_alloc && o->host_free ? o->host_alloc(o->host_ctx, bytes) : NULL;
+        l->ring[i].pinned = b->pixels != NULL;
+        if (!b->pixels)
+            b->pixels = cd_xmalloc(bytes);
         b->labels = cd_xcalloc((size_t)o->batch, sizeof(float));
         b->oy = cd_xcalloc((size_t)o->batch, sizeof(int));
         b->ox = cd_xcalloc((size_t)o->batch, sizeof(int));
@@ -223,7 +228,10 @@ void cd_loader_stop(cd_loader_t *l)
         pthread_join(l->threads[i], NULL);
     for (int i = 0; i < l->o.ring; i++) {
         cd_batch *b = &l->ring[i].b;
-        free(b->pixels);
+        if (l->ring[i].pinned)
+            l->o.host_free(l->o.host_ctx, b->pixels);
+        else
+            free(b->pixels);
         free(b->labels);
         free(b->oy);
         free(b->ox);

@@ -603,6 +603,18 @@ static void advise(trainer *t, double wait_share, double images_per_sec, double 
                        message, "data_wait", wait_share, "images_per_sec", images_per_sec, "epoch", epoch));
 }
 
+static void *pinned_alloc(void *ctx, size_t bytes)
+{
+    cd_backend_t *be = ctx;
+    return be->iface->host_alloc ? be->iface->host_alloc(be, bytes) : NULL;
+}
+
+static void pinned_free(void *ctx, void *ptr)
+{
+    cd_backend_t *be = ctx;
+    be->iface->host_free(be, ptr);
+}
+
 /* Fetch the next batch of the stream, or fail with the loader's reason. */
 static const cd_batch *next_batch(cd_loader_t *ld, double *waited, char *err, size_t errlen)
 {
@@ -668,7 +680,9 @@ int cd_train_run(const cd_train_config *c)
     t.loader_threads = c->loader_threads > 0 ? c->loader_threads : (cores > 4 ? 4 : 1);
     cd_loader_opts lo = {.db = t.train_db, .batch = t.train_batch, .crop = t.crop, .random_crop = 1,
                          .mirror = t.mirror, .shuffle = 1, .wrap = 1, .seed = t.seed,
-                         .start_batch = start * t.iter_size, .threads = t.loader_threads, .ring = 4};
+                         .start_batch = start * t.iter_size, .threads = t.loader_threads, .ring = 4,
+                         .host_alloc = t.be->iface->host_alloc ? pinned_alloc : NULL,
+                         .host_free = t.be->iface->host_free ? pinned_free : NULL, .host_ctx = t.be};
     if (!(ld = cd_loader_start(&lo, err, sizeof err)))
         goto fail;
     /* with a copy stream, batch i+1 is uploaded into the other staging slot while
