@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Browser tests of the web UI (tests/ui/ui.test.mjs) in Debian's Chromium through
+# playwright-core, against the real server: build/cdigits serve on a free loopback port
+# with a fresh data folder and a data root of generated PNGs (3 classes of 28x28 gray
+# images, 40 each). Screenshots of every page go to $CDIGITS_BUILD_DIR/ui-screenshots.
+# Skips (exit 0) only when node or chromium is not installed.
+#   CDIGITS_BUILD_DIR, CDIGITS_SOURCE_DIR   set by ctest
+#   CHROMIUM                                the browser (default /usr/bin/chromium)
+set -u
+SRC=${CDIGITS_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+BUILD=${CDIGITS_BUILD_DIR:-$SRC/build}
+CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+
+if ! command -v node >/dev/null 2>&1; then
+  echo "SKIP: node is not installed (apt-get install nodejs npm)"
+  exit 0
+fi
+if [ ! -x "$CHROMIUM" ]; then
+  echo "SKIP: $CHROMIUM is not installed (apt-get install chromium)"
+  exit 0
+fi
+
+fail() {
+  echo "FAIL $*"
+  echo "ui_browser: 0 passed, 1 failed"
+  exit 1
+}
+
+[ -x "$BUILD/cdigits" ] || fail "$BUILD/cdigits is not built (cmake --build $BUILD --target cdigits cdigits-worker)"
+[ -x "$BUILD/cdigits-worker" ] || fail "$BUILD/cdigits-worker is not built"
+"$SRC/scripts/web-setup.sh" || fail "scripts/web-setup.sh could not install the UI's npm packages"
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/cdigits-ui-XXXXXX")
+SRV_PID=""
+cleanup() {
+  if [ -n "$SRV_PID" ]; then
+    kill -TERM "$SRV_PID" 2>/dev/null
+    wait "$SRV_PID" 2>/dev/null
+  fi
+  # workers of this test's data folder that outlived the server
+  local pid
+  for pid in $(ps -eo pid= 2>/dev/null); do
+    if tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q -- "$T/"; then
+      kill -KILL "$pid" 2>/dev/null
+    fi
+  done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+
+python3 "$SRC/tests/ui/make_images.py" "$T/images" --classes 3 --per-class 40 --size 28 || fail "cannot write the test images"
+
+"$BUILD/cdigits" serve --port 0 --port-file "$T/port" --data "$T/data" --data-root "$T/images" \
+  --web "$SRC/web" --models "$SRC/models" >"$T/server.log" 2>&1 &
+SRV_PID=$!
+for _ in $(seq 1 400); do
+  [ -s "$T/port" ] && break
+  kill -0 "$SRV_PID" 2>/dev/null || { tail -20 "$T/server.log"; SRV_PID=""; fail "the server did not start"; }
+  sleep 0.05
+done
+[ -s "$T/port" ] || fail "the server did not write its port"
+BASE="http://127.0.0.1:$(cat "$T/port")"
+
+OUT="$BUILD/ui-screenshots"
+rm -rf "$OUT"
+node "$SRC/tests/ui/ui.test.mjs" --base "$BASE" --images "$T/images" --out "$OUT" --chromium "$CHROMIUM"
+rc=$?
+if [ $rc -ne 0 ]; then
+  echo "--- server log (last 40 lines)"
+  tail -40 "$T/server.log"
+fi
+exit $rc

@@ -1,0 +1,316 @@
+// Browser tests of the cdigits UI in Debian's Chromium through playwright-core, against a
+// real server (tests/shell/ui_browser.sh starts it):
+//
+//   node tests/ui/ui.test.mjs --base URL --images DIR --out DIR [--chromium PATH]
+//
+// A person's path through the UI: log in, make a dataset from a folder of class folders,
+// make a LeNet model, watch its loss chart gain points while it trains, abort it, resume
+// it, see it finish; then the home page's groups, phone width, the keyboard, and the pages
+// as a plain `chromium --dump-dom` sees them. Every page's console is watched: a
+// JavaScript error anywhere fails the run. Screenshots of each page go to --out.
+// Prints "ok"/"FAIL" per step and "ui_browser: N passed, N failed"; exits 1 on a failure.
+import { chromium } from 'playwright-core';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+function arg(name, def) {
+  const i = process.argv.indexOf('--' + name);
+  return i >= 0 ? process.argv[i + 1] : def;
+}
+const BASE = arg('base');
+const IMAGES = arg('images');
+const OUT = arg('out', 'ui-screenshots');
+const CHROMIUM = arg('chromium', process.env.CHROMIUM || '/usr/bin/chromium');
+if (!BASE || !IMAGES) {
+  console.error('usage: ui.test.mjs --base URL --images DIR --out DIR [--chromium PATH]');
+  process.exit(2);
+}
+const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+  '--disable-sync'];
+const TRAIN_EPOCHS = Number(process.env.UI_TRAIN_EPOCHS || 8);
+
+fs.mkdirSync(OUT, { recursive: true });
+let passed = 0;
+let failed = 0;
+let broken = false; /* a failed step that later ones need */
+const consoleErrors = [];
+let expected400 = 0;  /* form errors a step provokes on purpose: Chromium logs their 400s */
+
+async function step(name, fn, { needed = true } = {}) {
+  if (broken) {
+    failed++;
+    console.log(`FAIL ${name} (not run: an earlier step failed)`);
+    return;
+  }
+  const t0 = Date.now();
+  try {
+    await fn();
+    passed++;
+    console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${name}: ${e.message.split('\n').slice(0, 6).join('\n     ')}`);
+    if (needed) broken = true;
+    await shot('failure-' + name.replace(/[^a-z0-9]+/gi, '-').toLowerCase()).catch(() => {});
+  }
+}
+
+function check(cond, what) {
+  if (!cond) throw new Error(what);
+}
+
+const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'cdigits-ui-'));
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath: CHROMIUM,
+  headless: true,
+  args: ARGS,
+  viewport: { width: 1280, height: 800 },
+});
+context.setDefaultTimeout(20000);
+const page = context.pages()[0] || await context.newPage();
+
+function watch(p) {
+  p.on('pageerror', (e) => consoleErrors.push(`${p.url()}: uncaught ${e.message}`));
+  p.on('console', (m) => {
+    if (m.type() !== 'error') return;
+    const text = m.text();
+    if (/status of 400/.test(text) && expected400 > 0) {
+      expected400--;
+      return;
+    }
+    consoleErrors.push(`${p.url()}: console.error ${text}`);
+  });
+}
+watch(page);
+
+async function shot(name) {
+  await page.screenshot({ path: path.join(OUT, name + '.png'), fullPage: true });
+}
+
+async function statusIs(want, timeout) {
+  await page.waitForFunction((w) => {
+    const b = document.querySelector('#job-status .badge');
+    return b && w.includes(b.textContent);
+  }, want, { timeout, polling: 250 });
+}
+
+const state = {};
+
+try {
+  await step('home page renders', async () => {
+    await page.goto(BASE + '/', { waitUntil: 'load' });
+    check(await page.textContent('h1') === 'Home', 'the home page has no "Home" heading');
+    await page.waitForFunction(() => /GPU/.test(document.querySelector('#gpu-pill').textContent));
+    check(await page.isVisible('#running-empty'), 'an empty server should say that no job is running');
+    await shot('home-empty');
+  });
+
+  await step('login: a bad username is refused next to the field, a good one logs in', async () => {
+    await page.goto(BASE + '/login.html?next=/', { waitUntil: 'load' });
+    await page.fill('#username', 'Not Valid');
+    expected400++;
+    await page.click('#login-form button[type=submit]');
+    await page.waitForFunction(() => document.querySelector('.field-error[data-for="username"]').textContent.length > 0);
+    check(await page.getAttribute('#username', 'aria-invalid') === 'true', 'the username field is not marked invalid');
+    await shot('login-error');
+    await page.fill('#username', 'uitester');
+    await Promise.all([page.waitForURL(BASE + '/'), page.click('#login-form button[type=submit]')]);
+    await page.waitForFunction(() => /uitester/.test(document.querySelector('#user-box').textContent));
+  });
+
+  await step('new dataset: API errors appear next to their fields', async () => {
+    await page.goto(BASE + '/dataset-new.html', { waitUntil: 'load' });
+    await page.waitForSelector('#previews canvas');
+    await page.fill('#folder_train', '/no/such/folder');
+    expected400++;
+    await page.click('#create');
+    await page.waitForFunction(() => document.querySelector('.field-error[data-for="dataset_name"]')?.textContent &&
+      document.querySelector('.field-error[data-for="folder_train"]')?.textContent);
+    const msg = await page.textContent('.field-error[data-for="folder_train"]');
+    check(/folder/i.test(msg), `the folder error says "${msg}"`);
+    check(await page.evaluate(() => document.activeElement && document.activeElement.getAttribute('aria-invalid') === 'true'),
+      'the first field in error does not have the focus');
+    await shot('dataset-new-errors');
+  });
+
+  await step('new dataset from a folder: created, done, classes, mean image, explorer, log', async () => {
+    await page.selectOption('#resize_channels', '1');
+    await page.fill('#resize_width', '28');
+    await page.fill('#resize_height', '28');
+    await page.selectOption('#resize_mode', 'crop');
+    await page.fill('#folder_train', IMAGES);
+    await page.fill('#dataset_name', 'ui-shapes');
+    await page.fill('#group_name', 'ui-tests');
+    await shot('dataset-new');
+    await Promise.all([page.waitForURL(/\/datasets\/[^/]+$/), page.click('#create')]);
+    state.datasetUrl = page.url();
+    state.datasetId = decodeURIComponent(state.datasetUrl.split('/').pop());
+    await statusIs(['Done'], 90000);
+    await page.waitForFunction(() => document.querySelectorAll('#class-bars .bar-row').length === 3);
+    await page.waitForFunction(() => {
+      const img = document.querySelector('#mean-box img');
+      return img && img.complete && img.naturalWidth === 28;
+    });
+    await page.waitForFunction(() => document.querySelectorAll('#ex-gallery canvas').length > 0);
+    await page.selectOption('#ex-class', '1');
+    await page.waitForFunction(() => /image/.test(document.querySelector('#ex-page').textContent) &&
+      Array.from(document.querySelectorAll('#ex-gallery figcaption')).every((f) => f.textContent.includes(
+        document.querySelector('#ex-class').selectedOptions[0].textContent.replace(/^\d+ /, ''))));
+    await page.waitForFunction(() => document.querySelector('#log').textContent.includes('train.db'));
+    const tiles = await page.textContent('#split-tiles');
+    check(/Training images\s*90/.test(tiles) && /Validation images\s*30/.test(tiles), `the split counts read "${tiles}"`);
+    await shot('dataset');
+  });
+
+  await step('new model: learning rate preview, network graph, Customize', async () => {
+    await page.goto(BASE + '/model-new.html?dataset=' + encodeURIComponent(state.datasetId), { waitUntil: 'load' });
+    await page.waitForFunction(() => Number(document.querySelector('#lr-chart .chart')?.dataset.points) > 50);
+    await page.waitForFunction((id) => document.querySelector('#dataset').value === id && document.querySelector('#ds-summary').textContent.includes('28×28'), state.datasetId);
+    await page.check('#net-lenet');
+    await page.click('#visualize');
+    await page.waitForSelector('#net-graph svg .node');
+    const nodes = await page.locator('#net-graph svg .node').count();
+    check(nodes >= 7, `the LeNet graph has ${nodes} nodes`);
+    const summary = await page.textContent('#net-summary');
+    /* LeNet with 3 classes: 520 + 25,050 + 400,500 + 1,503 */
+    check(summary.includes('427,573 parameters'), `the graph summary reads "${summary}"`);
+    check(!(await page.textContent('#net-errors')), 'the graph reports errors');
+    await shot('model-new-graph');
+    await page.click('#net-lenet + .title + button');
+    await page.waitForFunction(() => document.querySelector('#custom_network').value.includes('LeNet'));
+    check(await page.getAttribute('#tab-custom', 'aria-selected') === 'true', 'Customize does not open the custom network');
+    await page.click('#tab-standard');
+  });
+
+  await step('new model: LeNet created', async () => {
+    await page.fill('#train_epochs', String(TRAIN_EPOCHS));
+    await page.fill('#batch_size', '16');
+    await page.fill('#model_name', 'ui-lenet');
+    await page.fill('#group_name', 'ui-tests');
+    await shot('model-new');
+    await Promise.all([page.waitForURL(/\/models\/[^/]+$/), page.click('#create')]);
+    state.modelUrl = page.url();
+    state.modelId = decodeURIComponent(state.modelUrl.split('/').pop());
+  });
+
+  await step('model page: the loss chart gains points while it trains, hardware updates', async () => {
+    await statusIs(['Running'], 60000);
+    await page.waitForFunction(() => Number(document.querySelector('#chart-loss .chart').dataset.points) >= 2, null, { timeout: 60000 });
+    const n1 = Number(await page.getAttribute('#chart-loss .chart', 'data-points'));
+    await page.waitForFunction((n) => Number(document.querySelector('#chart-loss .chart').dataset.points) > n, n1, { timeout: 60000 });
+    await page.waitForFunction(() => /Worker CPU/.test(document.querySelector('#hw-body').textContent), null, { timeout: 15000 });
+    await page.waitForFunction(() => Number(document.querySelector('#chart-lr .chart').dataset.points) > 0);
+    await page.waitForFunction(() => /ETA/.test(document.querySelector('#tiles').textContent));
+    await shot('model-training');
+  });
+
+  await step('model page: abort stops it', async () => {
+    await page.click('#abort');
+    await page.click('dialog[open] button[value=ok]');
+    await statusIs(['Aborted'], 60000);
+    await page.waitForSelector('#resume', { state: 'visible' });
+    state.pointsAtAbort = Number(await page.getAttribute('#chart-loss .chart', 'data-points'));
+    await shot('model-aborted');
+  });
+
+  await step('model page: resume continues and it finishes', async () => {
+    await page.click('#resume');
+    await statusIs(['Running', 'Waiting', 'Done'], 30000);
+    await statusIs(['Done'], 180000);
+    await page.waitForFunction((n) => Number(document.querySelector('#chart-loss .chart').dataset.points) > n, state.pointsAtAbort, { timeout: 20000 });
+    await page.waitForFunction(() => document.querySelectorAll('#snapshots tbody tr').length > 0);
+    await page.waitForFunction(() => /%/.test(document.querySelector('#tiles').textContent));
+    await page.waitForFunction(() => /Aborted[\s\S]*Running[\s\S]*Done/.test(document.querySelector('#history').textContent));
+    await shot('model-done');
+  });
+
+  await step('model page opened later shows the whole history', async () => {
+    await page.goto(state.modelUrl, { waitUntil: 'load' });
+    const points = Number(await page.getAttribute('#chart-loss .chart', 'data-points'));
+    check(points > state.pointsAtAbort, `a fresh page shows ${points} points (at abort: ${state.pointsAtAbort})`);
+    await page.click('#visualize');
+    await page.waitForSelector('#net-dialog[open] svg .node');
+    await page.click('#net-close');
+    await page.fill('#job_notes', 'trained by the browser test');
+    await page.click('#notes-form button[type=submit]');
+    await page.waitForFunction(() => document.querySelector('#notes-state').textContent === 'Saved');
+  });
+
+  await step('home: jobs by group with owner and coloured status; bulk group', async () => {
+    await page.goto(BASE + '/', { waitUntil: 'load' });
+    const models = await page.textContent('#models-table');
+    check(models.includes('ui-lenet') && models.includes('uitester') && models.includes('ui-tests'), 'the models table lacks the model, its owner or its group');
+    check(await page.locator('#models-table .badge.st-success').count() >= 1, 'the Done model has no green badge');
+    await page.click('#tab-datasets');
+    check((await page.textContent('#datasets-table')).includes('ui-shapes'), 'the datasets table lacks the dataset');
+    await page.click('#tab-models');
+    await page.check(`#models-table input.sel[data-id="${state.modelId}"]`);
+    await page.click('#bulk-group');
+    await page.fill('#group-name', 'ui-regrouped');
+    await page.click('#group-dialog button[value=ok]');
+    await page.waitForFunction(() => /ui-regrouped/.test(document.querySelector('#models-table').textContent));
+    await shot('home');
+  }, { needed: false });
+
+  await step('keyboard: the skip link and tabs work without a mouse', async () => {
+    await page.goto(BASE + '/', { waitUntil: 'load' });
+    await page.keyboard.press('Tab');
+    check(await page.evaluate(() => document.activeElement.classList.contains('skip-link')), 'the first Tab does not reach the skip link');
+    await page.focus('#tab-models');
+    await page.keyboard.press('ArrowRight');
+    check(await page.getAttribute('#tab-datasets', 'aria-selected') === 'true', 'ArrowRight does not move to the Datasets tab');
+  }, { needed: false });
+
+  await step('phone width: no page is wider than the screen', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    for (const [name, url] of [['home', '/'], ['dataset-new', '/dataset-new.html'], ['model-new', '/model-new.html'],
+      ['dataset', state.datasetUrl], ['model', state.modelUrl]]) {
+      await page.goto(url.startsWith('http') ? url : BASE + url, { waitUntil: 'load' });
+      await page.waitForTimeout(300);
+      const w = await page.evaluate(() => document.documentElement.scrollWidth);
+      await shot(name + '-phone');
+      check(w <= 392, `${name} is ${w} pixels wide at 390`);
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
+  }, { needed: false });
+
+  await step('plain chromium --dump-dom shows the job names and a chart', async () => {
+    const dump = async (url) => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cdigits-dump-'));
+      try {
+        return await new Promise((resolve, reject) => {
+          const p = spawn(CHROMIUM, ['--headless', ...ARGS, `--user-data-dir=${dir}`, '--dump-dom', url],
+            { stdio: ['ignore', 'pipe', 'ignore'] });
+          let out = '';
+          const timer = setTimeout(() => { p.kill('SIGKILL'); reject(new Error('chromium --dump-dom ' + url + ' hung')); }, 60000);
+          p.stdout.on('data', (d) => { out += d; });
+          p.on('close', () => { clearTimeout(timer); resolve(out); });
+        });
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    };
+    const home = await dump(BASE + '/');
+    check(home.includes('ui-lenet') && home.includes('ui-shapes'), 'the home page DOM lacks the job names');
+    const model = await dump(state.modelUrl);
+    check(model.includes('ui-lenet'), 'the model page DOM lacks the model name');
+    const m = /id="chart-loss"[\s\S]*?data-points="(\d+)"/.exec(model);
+    check(m && Number(m[1]) > 0 && model.includes('class="uplot'), 'the model page DOM has no loss chart with points');
+  }, { needed: false });
+} finally {
+  await context.close().catch(() => {});
+  fs.rmSync(profile, { recursive: true, force: true });
+}
+
+if (consoleErrors.length) {
+  failed++;
+  console.log('FAIL no JavaScript error in any page\'s console:\n     ' + consoleErrors.slice(0, 20).join('\n     '));
+} else {
+  passed++;
+  console.log('ok   no JavaScript error in any page\'s console');
+}
+console.log(`screenshots: ${OUT}`);
+console.log(`ui_browser: ${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);

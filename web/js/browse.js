@@ -1,0 +1,89 @@
+/* A folder picker limited to the server's data roots, on GET /browse/json?path=DIR:
+ *   {"path": "/abs/dir" | null, "parent": "/abs" | null, "roots": ["/data", ...],
+ *    "dirs": [{"name": "cats", "path": "/abs/dir/cats"}, ...], "images": 12}
+ * (no path: the roots themselves as dirs). A server without the route answers 404 to
+ * the first Browse; the buttons are then hidden and folders are typed. (The route is
+ * not probed at load: a 404 there would log an error in every page's console.) */
+'use strict';
+
+(function () {
+  const {el, $, $$, clear, api} = CD;
+  let target = null;
+  let current = null;
+
+  async function show(path) {
+    const list = clear($('#browse-list'));
+    CD.setText('#browse-error', '');
+    try {
+      const d = await api('GET', '/browse/json' + (path ? '?path=' + encodeURIComponent(path) : ''));
+      current = d.path || null;
+      CD.setText('#browse-path', current || 'Data roots');
+      const info = [];
+      if (typeof d.images === 'number') info.push(d.images + ' image' + (d.images === 1 ? '' : 's') + ' directly in this folder');
+      if (d.dirs) info.push(d.dirs.length + ' folder' + (d.dirs.length === 1 ? '' : 's'));
+      CD.setText('#browse-info', info.join(', '));
+      if (current) {
+        list.append(el('li', {}, el('button', {type: 'button', text: '⬑ ' + (d.parent ? 'Up to ' + d.parent : 'Data roots'),
+          on: {click: () => show(d.parent || '')}})));
+      }
+      for (const dir of d.dirs || []) {
+        list.append(el('li', {}, el('button', {type: 'button', text: '📁 ' + dir.name, on: {click: () => show(dir.path)}})));
+      }
+      $('#browse-choose').disabled = !current;
+      const firstButton = $('#browse-list button');
+      if (firstButton) firstButton.focus();
+    } catch (e) {
+      if (e.status === 404 && /requested URL/i.test(e.message)) unsupported();
+      else CD.setText('#browse-error', e.message);
+    }
+  }
+
+  function open(input) {
+    target = input;
+    const d = $('#browse-dialog');
+    d.showModal();
+    show(input.value.trim() || '');
+  }
+
+  function init() {
+    const d = $('#browse-dialog');
+    if (!d) return;
+    $('#browse-cancel').addEventListener('click', () => d.close());
+    $('#browse-choose').addEventListener('click', () => {
+      if (target && current) {
+        target.value = current;
+        target.dispatchEvent(new Event('input', {bubbles: true}));
+        target.focus();
+      }
+      d.close();
+    });
+    const missing = sessionStorage.getItem('cd-browse-missing') === '1';
+    for (const b of $$('button.browse')) {
+      b.hidden = missing;
+      b.addEventListener('click', () => open(document.getElementById(b.dataset.target)));
+    }
+    if (missing) showTypeNote();
+  }
+
+  function showTypeNote() {
+    const note = $('#browse-note');
+    if (!note) return;
+    note.textContent = 'Type each folder as an absolute path on the server. It must be inside one of the ' +
+      'folders the server was started with (cdigits serve --data-root).';
+    note.hidden = false;
+  }
+
+  /* A server without the route: say so once, then hide the buttons for this session. */
+  function unsupported() {
+    sessionStorage.setItem('cd-browse-missing', '1');
+    CD.setText('#browse-path', '');
+    CD.setText('#browse-info', '');
+    CD.setText('#browse-error', 'This server cannot list its folders. Type the absolute path of a folder ' +
+      'inside its data roots (cdigits serve --data-root) instead.');
+    $('#browse-choose').disabled = true;
+    for (const b of $$('button.browse')) b.hidden = true;
+    showTypeNote();
+  }
+
+  CD.browse = {init, open};
+})();

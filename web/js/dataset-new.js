@@ -1,0 +1,284 @@
+/* New image classification dataset: DIGITS's form (folder or text lists), a preview of
+ * the four resize modes drawn on canvases with the worker's arithmetic
+ * (docs/formats.md, "Resizing"), and errors next to their fields. */
+'use strict';
+
+(function () {
+  const {el, $, $$, clear, api} = CD;
+  const form = $('#dataset-form');
+
+  /* ---- method tabs and dependent fields ------------------------------------------------ */
+
+  function selectMethod(m, focus) {
+    $('#method').value = m;
+    for (const t of ['folder', 'textfile']) {
+      const tab = $('#tab-' + t), on = t === m;
+      tab.setAttribute('aria-selected', String(on));
+      tab.tabIndex = on ? 0 : -1;
+      $('#panel-' + t).hidden = !on;
+      if (on && focus) tab.focus();
+    }
+  }
+
+  function syncDependents() {
+    $('#folder-val-field').hidden = !$('#has_val_folder').checked;
+    $('#folder-test-field').hidden = !$('#has_test_folder').checked;
+    const local = $('#textfile_use_local_files').checked;
+    const useVal = $('#textfile_use_val').checked, useTest = $('#textfile_use_test').checked;
+    for (const f of $$('#panel-textfile .upload-only, #panel-textfile .local-only')) {
+      const isLocal = f.classList.contains('local-only');
+      let show = isLocal === local;
+      if (f.classList.contains('val-only')) show = show && useVal;
+      if (f.classList.contains('test-only')) show = show && useTest;
+      f.hidden = !show;
+    }
+  }
+
+  /* ---- resize preview -------------------------------------------------------------------- */
+
+  const MODES = [['squash', 'Squash'], ['crop', 'Crop'], ['fill', 'Fill'], ['half_crop', 'Half crop, half fill']];
+  let example = null; /* a canvas or ImageBitmap */
+
+  function samplePicture() {
+    const c = document.createElement('canvas');
+    c.width = 300;
+    c.height = 180;
+    const g = c.getContext('2d');
+    const sky = g.createLinearGradient(0, 0, 0, 120);
+    sky.addColorStop(0, '#5aa6f0');
+    sky.addColorStop(1, '#d8ecff');
+    g.fillStyle = sky;
+    g.fillRect(0, 0, 300, 180);
+    g.fillStyle = '#5c9e34';
+    g.fillRect(0, 120, 300, 60);
+    g.fillStyle = '#ffd23f';
+    g.beginPath();
+    g.arc(62, 52, 30, 0, 2 * Math.PI);
+    g.fill();
+    g.fillStyle = '#c0392b';
+    g.fillRect(170, 80, 80, 60);
+    g.fillStyle = '#6d3b1f';
+    g.beginPath();
+    g.moveTo(160, 82);
+    g.lineTo(210, 40);
+    g.lineTo(260, 82);
+    g.closePath();
+    g.fill();
+    g.fillStyle = '#fff6d5';
+    g.fillRect(196, 100, 20, 40);
+    g.strokeStyle = '#1d232b';
+    g.lineWidth = 4;
+    g.strokeRect(2, 2, 296, 176);
+    return c;
+  }
+
+  function roundHalfAway(x) { return Math.sign(x) * Math.round(Math.abs(x)); }
+  function odd(a) { return Math.abs(a) % 2 === 1; }
+
+  /* The scaled size and offset of a sw x sh source in a W x H target (docs/formats.md). */
+  function placement(mode, sw, sh, W, H) {
+    const wr = sw / W, hr = sh / H;
+    if ((sw === W && sh === H) || wr === hr || mode === 'squash') return {rw: W, rh: H, ox: 0, oy: 0};
+    let rw, rh, ox = 0, oy = 0;
+    const wider = wr > hr;
+    if (mode === 'crop') {
+      if (wider) { rh = H; rw = roundHalfAway(sw / hr); ox = -roundHalfAway((rw - W) / 2); }
+      else { rw = W; rh = roundHalfAway(sh / wr); oy = -roundHalfAway((rh - H) / 2); }
+    } else if (mode === 'fill') {
+      if (wider) { rw = W; rh = roundHalfAway(sh / wr); if (odd(H - rh)) rh += 1; oy = (H - rh) / 2; }
+      else { rh = H; rw = roundHalfAway(sw / hr); if (odd(W - rw)) rw += 1; ox = (W - rw) / 2; }
+    } else {
+      const r = (wr + hr) / 2;
+      rw = roundHalfAway(sw / r);
+      rh = roundHalfAway(sh / r);
+      if (wider) { if (odd(H - rh)) rh += 1; ox = -roundHalfAway((rw - W) / 2); oy = (H - rh) / 2; }
+      else { if (odd(W - rw)) rw += 1; oy = -roundHalfAway((rh - H) / 2); ox = (W - rw) / 2; }
+    }
+    return {rw: Math.max(1, rw), rh: Math.max(1, rh), ox, oy};
+  }
+
+  function drawPreview(canvas, mode, W, H, gray) {
+    const src = example;
+    const sw = src.width, sh = src.height;
+    /* draw at most 192 pixels on a side; the placement is computed at the real size */
+    const k = Math.min(1, 192 / Math.max(W, H));
+    const cw = Math.max(1, Math.round(W * k)), ch = Math.max(1, Math.round(H * k));
+    canvas.width = cw;
+    canvas.height = ch;
+    canvas.style.aspectRatio = W + ' / ' + H;
+    const g = canvas.getContext('2d');
+    const noise = g.createImageData(cw, ch);
+    for (let i = 0; i < noise.data.length; i += 4) {
+      noise.data[i] = Math.random() * 256;
+      noise.data[i + 1] = Math.random() * 256;
+      noise.data[i + 2] = Math.random() * 256;
+      noise.data[i + 3] = 255;
+    }
+    g.putImageData(noise, 0, 0);
+    const p = placement(mode, sw, sh, W, H);
+    g.imageSmoothingEnabled = true;
+    g.imageSmoothingQuality = 'high';
+    g.drawImage(src, p.ox * k, p.oy * k, p.rw * k, p.rh * k);
+    if (gray) {
+      const img = g.getImageData(0, 0, cw, ch);
+      const d = img.data;
+      for (let i = 0; i < d.length; i += 4) {
+        const y = Math.floor((299 * d[i] + 587 * d[i + 1] + 114 * d[i + 2] + 500) / 1000);
+        d[i] = d[i + 1] = d[i + 2] = y;
+      }
+      g.putImageData(img, 0, 0);
+    }
+  }
+
+  function renderPreviews() {
+    const W = parseInt($('#resize_width').value, 10), H = parseInt($('#resize_height').value, 10);
+    const box = $('#previews');
+    if (!(W > 0 && H > 0 && W <= 4096 && H <= 4096) || !example) return;
+    const gray = $('#resize_channels').value === '1';
+    const mode = $('#resize_mode').value;
+    if (!box.children.length) {
+      for (const [m, label] of MODES) {
+        const c = el('canvas', {role: 'img', 'aria-label': label + ' preview'});
+        box.append(el('figure', {dataset: {mode: m}}, c, el('figcaption', {text: label})));
+        c.addEventListener('click', () => { $('#resize_mode').value = m; renderPreviews(); });
+      }
+    }
+    for (const fig of box.children) {
+      const m = fig.dataset.mode;
+      fig.classList.toggle('selected', m === mode);
+      drawPreview(fig.querySelector('canvas'), m, W, H, gray);
+      fig.querySelector('figcaption').textContent = MODES.find((x) => x[0] === m)[1] + ' ' + W + '×' + H;
+    }
+  }
+
+  async function useOwnImage(file) {
+    try {
+      example = await createImageBitmap(file);
+      $('#example-reset').hidden = false;
+      CD.setText('#preview-help', 'Your image (' + example.width + '×' + example.height + '), resized in each mode. It stays in your browser.');
+    } catch (e) {
+      CD.toast('That file is not an image the browser can read: ' + e.message, 'error');
+    }
+    renderPreviews();
+  }
+
+  /* ---- submit ------------------------------------------------------------------------------- */
+
+  function collect() {
+    const method = $('#method').value;
+    const uploads = method === 'textfile' && !$('#textfile_use_local_files').checked;
+    const body = uploads ? new FormData() : {};
+    const put = (k, v) => {
+      if (body instanceof FormData) body.append(k, v);
+      else body[k] = v;
+    };
+    for (const input of $$('input, select, textarea', form)) {
+      if (!input.name || input.disabled) continue;
+      const inOther = input.closest('[role="tabpanel"]');
+      if (inOther && inOther.hidden) continue;
+      if (input.closest('.field[hidden]')) continue;
+      if (input.type === 'checkbox') {
+        if (input.checked) put(input.name, 'true');
+      } else if (input.type === 'file') {
+        if (input.files && input.files[0]) put(input.name, input.files[0]);
+      } else if (input.value.trim() !== '') {
+        put(input.name, input.value.trim());
+      }
+    }
+    return body;
+  }
+
+  async function submit(ev) {
+    ev.preventDefault();
+    CD.clearErrors(form);
+    const button = $('#create');
+    button.disabled = true;
+    CD.setText('#create-state', 'Creating…');
+    try {
+      const job = await api('POST', '/datasets/images/classification/json', collect());
+      CD.setText('#create-state', 'Created ' + job.name);
+      location.href = CD.url('datasets/' + encodeURIComponent(job.id));
+      return;
+    } catch (e) {
+      if (e.status === 401) {
+        e.message = 'Log in first: only a logged-in user can create datasets.';
+        $('#login-note').hidden = false;
+      }
+      /* a field of the other method's tab: show that tab */
+      if (e.fields) {
+        const first = Object.keys(e.fields).find((n) => form.querySelector('[name="' + CSS.escape(n) + '"]'));
+        const panel = first && form.querySelector('[name="' + CSS.escape(first) + '"]').closest('[role="tabpanel"]');
+        if (panel && panel.hidden) selectMethod(panel.id.replace('panel-', ''));
+      }
+      CD.showErrors(form, e);
+      CD.setText('#create-state', '');
+    }
+    button.disabled = false;
+  }
+
+  /* ---- clone: the fields another dataset was made with --------------------------------------- */
+
+  async function fillFromClone(id) {
+    try {
+      const c = await api('GET', '/clone/' + encodeURIComponent(id) + '/json');
+      const f = c.fields || {};
+      if (f.method) selectMethod(f.method);
+      for (const [k, v] of Object.entries(f)) {
+        const input = form.querySelector('[name="' + CSS.escape(k) + '"]');
+        if (!input || input.type === 'file' || input.type === 'hidden') continue;
+        if (input.type === 'checkbox') input.checked = ['true', '1', 'on', 'yes'].includes(String(v).toLowerCase());
+        else input.value = Array.isArray(v) ? v.join(',') : v;
+      }
+      syncDependents();
+      renderPreviews();
+      CD.toast('Filled in from dataset ' + (f.dataset_name || id));
+    } catch (e) {
+      CD.toast('Cannot clone ' + id + ': ' + e.message, 'error');
+    }
+  }
+
+  /* ---- start ------------------------------------------------------------------------------------- */
+
+  CD.initTopbar();
+  CD.user().then((u) => {
+    if (!u) {
+      $('#login-link').href = CD.loginUrl();
+      $('#login-note').hidden = false;
+    }
+  });
+  CD.browse.init();
+  for (const t of ['folder', 'textfile']) {
+    $('#tab-' + t).addEventListener('click', () => selectMethod(t));
+    $('#tab-' + t).addEventListener('keydown', (ev) => {
+      if (ev.key === 'ArrowRight' || ev.key === 'ArrowLeft') selectMethod(t === 'folder' ? 'textfile' : 'folder', true);
+    });
+  }
+  for (const id of ['has_val_folder', 'has_test_folder', 'textfile_use_local_files', 'textfile_use_val', 'textfile_use_test']) {
+    $('#' + id).addEventListener('change', syncDependents);
+  }
+  for (const id of ['resize_width', 'resize_height', 'resize_mode', 'resize_channels']) {
+    $('#' + id).addEventListener('input', renderPreviews);
+    $('#' + id).addEventListener('change', renderPreviews);
+  }
+  $('#example-file').addEventListener('change', (ev) => { if (ev.target.files[0]) useOwnImage(ev.target.files[0]); });
+  $('#example-reset').addEventListener('click', () => {
+    example = samplePicture();
+    $('#example-file').value = '';
+    $('#example-reset').hidden = true;
+    CD.setText('#preview-help', 'A wide sample picture, resized to the size above in each mode.');
+    renderPreviews();
+  });
+  form.addEventListener('submit', submit);
+  api('GET', '/completed_jobs/json').then((d) => {
+    const groups = new Set([].concat(d.running, d.datasets, d.models).map((j) => j.group).filter(Boolean));
+    const dl = clear($('#group-names'));
+    for (const g of groups) dl.append(el('option', {value: g}));
+  }).catch(() => {});
+
+  example = samplePicture();
+  selectMethod('folder');
+  syncDependents();
+  renderPreviews();
+  const clone = CD.param('clone');
+  if (clone) fillFromClone(clone);
+})();

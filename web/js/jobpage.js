@@ -1,0 +1,161 @@
+/* What the dataset and model pages share: the job's id from the URL, its head (name,
+ * status, owner, times), abort, delete, notes, the status history and the log. */
+'use strict';
+
+(function () {
+  const {el, $, clear, api} = CD;
+
+  /* /datasets/<id> or /models/<id> (after any URL prefix) */
+  const parts = location.pathname.split('/').filter(Boolean);
+  const id = decodeURIComponent(parts[parts.length - 1] || '');
+  const kind = parts[parts.length - 2] === 'models' ? 'model' : 'dataset';
+  const state = {job: null, loadedAt: 0};
+
+  function elapsed() {
+    const j = state.job;
+    if (!j) return 0;
+    return j.running && j.status === 'Running' ? j.elapsed + Date.now() / 1000 - state.loadedAt : j.elapsed;
+  }
+
+  function renderHead(job) {
+    document.title = job.name + ' · ' + (kind === 'model' ? 'Model' : 'Dataset') + ' · cdigits';
+    CD.setText('#job-name', job.name);
+    clear($('#job-status')).append(CD.badge(job.status, job.status_css));
+    const meta = clear($('#job-meta'));
+    CD.append(meta, [el('span', {text: job.job_type || (kind === 'model' ? 'Image Classification Model' : 'Image Classification Dataset')}),
+      el('span', {text: 'owner ' + (job.username || 'nobody')}),
+      job.group ? el('span', {text: 'group ' + job.group}) : null,
+      el('span', {text: 'submitted ' + CD.date(job.submitted)}),
+      el('span', {id: 'elapsed', text: 'elapsed ' + CD.duration(elapsed())}),
+      el('span', {class: 'mono', text: job.id})]);
+    const err = $('#job-error');
+    err.hidden = !job.error;
+    err.textContent = job.error ? 'Error: ' + job.error : '';
+    $('#abort').hidden = !job.running;
+    $('#clone').href = CD.url((kind === 'model' ? 'model-new.html' : 'dataset-new.html') + '?clone=' + encodeURIComponent(job.id));
+    const notes = $('#job_notes');
+    if (notes && document.activeElement !== notes && !notes.dataset.dirty) notes.value = job.notes || '';
+  }
+
+  function renderHistory(job) {
+    const tbody = clear($('#history tbody'));
+    const h = job.status_history || [];
+    for (let i = 0; i < h.length; i++) {
+      const [status, at, msg] = h[i];
+      const next = i + 1 < h.length ? h[i + 1][1] : (job.running ? Date.now() / 1000 : null);
+      tbody.append(el('tr', {},
+        el('td', {}, CD.badge(status)),
+        el('td', {class: 'nowrap', text: CD.date(at)}),
+        el('td', {class: 'num', text: next ? CD.duration(next - at) : ''}),
+        el('td', {class: 'small', text: msg || ''})));
+    }
+  }
+
+  function setJob(job) {
+    state.job = job;
+    state.loadedAt = Date.now() / 1000;
+    renderHead(job);
+    renderHistory(job);
+  }
+
+  async function reload() {
+    const job = await api('GET', '/' + kind + 's/' + encodeURIComponent(id) + '/json');
+    setJob(job);
+    return job;
+  }
+
+  /* ---- log ------------------------------------------------------------------------------ */
+
+  let logSeen = new Set();
+
+  function logLine(entry) {
+    const key = entry.id !== undefined ? 'id' + entry.id : entry.time + entry.message;
+    if (logSeen.has(key)) return;
+    logSeen.add(key);
+    const box = $('#log');
+    const atEnd = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
+    const t = entry.time ? CD.date(entry.time).slice(11) + ' ' : '';
+    box.append(el('span', {class: 'lv-' + (entry.level || 'info'), text: t + (entry.level && entry.level !== 'info' ? entry.level + ': ' : '') + entry.message + '\n'}));
+    if (atEnd) box.scrollTop = box.scrollHeight;
+  }
+
+  async function loadLog() {
+    try {
+      const d = await api('GET', '/jobs/' + encodeURIComponent(id) + '/log/json?n=500');
+      clear($('#log'));
+      logSeen = new Set();
+      for (const e of d.log || []) logLine(e);
+      if (!(d.log || []).length) $('#log').append(el('span', {class: 'lv-stderr', text: 'No log line yet.\n'}));
+    } catch (e) {
+      $('#log').textContent = 'Cannot read the log: ' + e.message;
+    }
+  }
+
+  /* ---- actions ----------------------------------------------------------------------------- */
+
+  async function abort() {
+    const model = kind === 'model';
+    if (!await CD.confirmDialog('Abort ' + state.job.name + '?', model
+      ? 'Training stops after saving a snapshot; you can resume it later.'
+      : 'The dataset is left incomplete; clone it to make it again.', 'Abort', true)) return;
+    try {
+      await api('POST', '/' + kind + 's/' + encodeURIComponent(id) + '/abort', {});
+      CD.toast('Aborting ' + state.job.name);
+    } catch (e) {
+      CD.toast(CD.actionError(e), 'error');
+    }
+  }
+
+  async function del() {
+    if (!await CD.confirmDialog('Delete ' + state.job.name + '?', 'Its folder' +
+      (kind === 'model' ? ', snapshots and metrics are' : ' and records are') + ' removed. This cannot be undone.', 'Delete', true)) return;
+    try {
+      await api('DELETE', '/' + kind + 's/' + encodeURIComponent(id), {});
+      location.href = CD.url('');
+    } catch (e) {
+      CD.toast(CD.actionError(e), 'error');
+    }
+  }
+
+  async function saveNotes(ev) {
+    ev.preventDefault();
+    const form = ev.target;
+    CD.clearErrors(form);
+    try {
+      await api('PUT', '/jobs/' + encodeURIComponent(id), {job_notes: $('#job_notes').value});
+      delete $('#job_notes').dataset.dirty;
+      CD.setText('#notes-state', 'Saved');
+      setTimeout(() => CD.setText('#notes-state', ''), 3000);
+    } catch (e) {
+      if (e.status === 401) e.message = 'Log in first to edit the notes.';
+      CD.showErrors(form, e, {job_notes: 'job_notes'});
+    }
+  }
+
+  function tick() {
+    if (!state.job) return;
+    CD.setText('#elapsed', 'elapsed ' + CD.duration(elapsed()));
+  }
+
+  function init() {
+    CD.initTopbar();
+    $('#abort').addEventListener('click', abort);
+    $('#delete').addEventListener('click', del);
+    const nf = $('#notes-form');
+    if (nf) {
+      nf.addEventListener('submit', saveNotes);
+      $('#job_notes').addEventListener('input', () => { $('#job_notes').dataset.dirty = '1'; });
+    }
+    setInterval(tick, 1000);
+  }
+
+  /* A 404 for the job: say so instead of an empty page. */
+  function notFound(e) {
+    CD.setText('#job-name', (kind === 'model' ? 'Model ' : 'Dataset ') + id + ' not found');
+    const err = $('#job-error');
+    err.hidden = false;
+    err.textContent = e.message + ' It may have been deleted.';
+  }
+
+  CD.jobpage = {id, kind, state, setJob, reload, loadLog, logLine, renderHistory, init, notFound, elapsed};
+})();

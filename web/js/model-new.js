@@ -1,0 +1,466 @@
+/* New image classification model: dataset, solver options with a live preview of the
+ * learning rate (POST /models/visualize-lr), standard / previous / custom networks with
+ * Customize and Visualize, GPUs, group and name. Clone (?clone=ID) fills every field
+ * from another model; ?dataset=ID picks a dataset; ?previous=ID&epoch=E a snapshot. */
+'use strict';
+
+(function () {
+  const {el, $, $$, clear, api} = CD;
+  const form = $('#model-form');
+
+  const STANDARD = [
+    {name: 'lenet', title: 'LeNet', input: [1, 28, 28], crop: 0,
+      desc: 'For 28×28 grayscale images (MNIST-like). Small and quick: trains in minutes on a CPU.'},
+    {name: 'alexnet', title: 'AlexNet', input: [3, 256, 256], crop: 227,
+      desc: 'For 256×256 color images, with random 227×227 crops and mirroring in training.'},
+    {name: 'googlenet', title: 'GoogLeNet', input: [3, 256, 256], crop: 224,
+      desc: 'For 256×256 color images, with random 224×224 crops and mirroring. Deeper and slower than AlexNet, more accurate.'},
+  ];
+
+  const LR_FORMULA = {
+    fixed: 'rate = base, all along.',
+    step: 'rate = base × gamma^floor(progress / step size): divided every step size % of the training.',
+    multistep: 'rate = base × gamma^(steps passed): multiplied by gamma at each listed % of the training.',
+    exp: 'rate = base × gamma^(progress in %).',
+    inv: 'rate = base × (1 + gamma × progress in %)^−power.',
+    poly: 'rate = base × (1 − progress)^power: reaches 0 at the end.',
+    sigmoid: 'rate = base / (1 + exp(gamma × (progress − step) in %)).',
+  };
+
+  let jobs = {running: [], datasets: [], models: []};
+  let dataset = null;               /* the selected dataset's detail */
+  let hardware = null;
+  const networkText = {};           /* standard name -> prototxt */
+  const modelDetails = {};          /* previous model id -> detail */
+
+  /* ---- datasets -------------------------------------------------------------------------- */
+
+  function datasetsForPicker() {
+    return jobs.datasets.concat(jobs.running.filter((j) => j.type === 'dataset'))
+      .filter((d) => d.status !== 'Error' && d.status !== 'Aborted')
+      .sort((a, b) => (b.submitted || 0) - (a.submitted || 0));
+  }
+
+  function renderDatasetPicker(want) {
+    const sel = clear($('#dataset'));
+    const list = datasetsForPicker();
+    for (const d of list) {
+      sel.append(el('option', {value: d.id, text: d.name + (d.status !== 'Done' ? ' (' + d.status.toLowerCase() + ')' : '') +
+        (d.group ? ' · ' + d.group : '') + ' · ' + CD.date(d.submitted).slice(0, 16)}));
+    }
+    if (!list.length) {
+      sel.append(el('option', {value: '', disabled: true, text: 'No dataset yet: make one first'}));
+    }
+    const pick = want && list.some((d) => d.id === want) ? want : list.length ? list[0].id : '';
+    sel.value = pick;
+    if (pick) loadDataset(pick);
+  }
+
+  async function loadDataset(id) {
+    const kv = clear($('#ds-summary'));
+    try {
+      dataset = await api('GET', '/datasets/' + encodeURIComponent(id) + '/json');
+    } catch (e) {
+      dataset = null;
+      kv.append(el('dt', {text: 'Error'}), el('dd', {text: e.message}));
+      return;
+    }
+    if ($('#dataset').value !== id) return;
+    const dims = dataset.image_dims || [];
+    const row = (k, v) => kv.append(el('dt', {text: k}), el('dd', {}, v));
+    row('Images', dims.length ? dims[1] + '×' + dims[0] + ' ' + (dims[2] === 1 ? 'grayscale' : 'color') : '–');
+    row('Classes', dataset.labels ? String(dataset.labels.length) : '–');
+    const s = dataset.splits || {};
+    row('Split', dataset.splits ? ['train', 'val', 'test'].filter((k) => s[k]).map((k) => CD.count(s[k]) + ' ' + k).join(', ') : dataset.status);
+    row('Dataset', el('a', {href: CD.jobUrl(dataset), text: 'open ' + dataset.name}));
+    renderStandard();
+    updateLrChart();
+  }
+
+  function datasetInput() {
+    const dims = dataset && dataset.image_dims;
+    return dims ? [dims[2], dims[0], dims[1]] : null;
+  }
+
+  /* ---- networks ---------------------------------------------------------------------------------- */
+
+  function selectMethod(m, focus) {
+    $('#method').value = m;
+    for (const t of ['standard', 'previous', 'custom']) {
+      const tab = $('#tab-' + t), on = t === m;
+      tab.setAttribute('aria-selected', String(on));
+      tab.tabIndex = on ? 0 : -1;
+      $('#panel-' + t).hidden = !on;
+      if (on && focus) tab.focus();
+    }
+    if (!$('#net-view').hidden) visualize();
+  }
+
+  function renderStandard() {
+    const box = $('#standard-list');
+    const checked = (form.querySelector('input[name="standard_networks"]:checked') || {}).value || 'lenet';
+    clear(box);
+    const input = datasetInput();
+    for (const n of STANDARD) {
+      const radio = el('input', {type: 'radio', name: 'standard_networks', value: n.name, id: 'net-' + n.name,
+        checked: n.name === checked, 'aria-describedby': 'net-desc-' + n.name});
+      const fits = !input || input.join('x') === n.input.join('x');
+      const desc = el('span', {class: 'desc', id: 'net-desc-' + n.name},
+        'Input ' + n.input.join('×') + (n.crop ? ', crop ' + n.crop : '') + '. ' + n.desc,
+        fits ? null : el('strong', {text: ' This dataset is ' + input.join('×') + '.'}));
+      const card = el('label', {class: 'radio-card' + (n.name === checked ? ' selected' : ''), for: 'net-' + n.name},
+        radio, el('span', {class: 'title', text: n.title}),
+        el('button', {type: 'button', class: 'small', text: 'Customize', 'aria-label': 'Customize ' + n.title,
+          on: {click: (ev) => { ev.preventDefault(); customizeStandard(n.name); }}}),
+        desc);
+      box.append(card);
+    }
+    for (const r of $$('input[name="standard_networks"]', box)) {
+      r.addEventListener('change', () => {
+        for (const c of $$('.radio-card', box)) c.classList.toggle('selected', c.querySelector('input').checked);
+        if (!$('#net-view').hidden) visualize();
+      });
+    }
+  }
+
+  async function standardText(name) {
+    if (networkText[name]) return networkText[name];
+    const res = await fetch(CD.url('vendor/networks/' + name + '.prototxt'));
+    if (!res.ok) throw new Error('the ' + name + ' definition is not installed with the UI (run scripts/web-setup.sh)');
+    networkText[name] = await res.text();
+    return networkText[name];
+  }
+
+  async function customizeStandard(name) {
+    try {
+      setCustom(await standardText(name), 'standard network ' + name);
+    } catch (e) {
+      CD.toast(e.message, 'error');
+    }
+  }
+
+  function setCustom(text, from) {
+    $('#custom_network').value = text;
+    selectMethod('custom');
+    $('#custom_network').focus();
+    CD.toast('The custom network starts from the ' + from);
+  }
+
+  function renderPrevious(want, wantEpoch) {
+    const tbody = clear($('#previous-table tbody'));
+    const models = jobs.models.concat(jobs.running.filter((j) => j.type === 'model'));
+    $('#previous-empty').hidden = models.length > 0;
+    $('#previous-table').hidden = models.length === 0;
+    const names = new Map(jobs.datasets.concat(jobs.running).map((d) => [d.id, d.name]));
+    for (const m of models) {
+      const snap = el('select', {name: m.id + '-snapshot', class: 'small-select', 'aria-label': 'Weights of ' + m.name},
+        el('option', {value: '', text: 'Random initialization'}));
+      const radio = el('input', {type: 'radio', name: 'previous_networks', value: m.id, 'aria-label': 'Use the network of ' + m.name,
+        checked: m.id === want, on: {change: () => loadSnapshots(m.id, snap)}});
+      const customize = el('button', {type: 'button', class: 'small', text: 'Customize', 'aria-label': 'Customize the network of ' + m.name,
+        on: {click: () => customizePrevious(m.id, snap)}});
+      snap.addEventListener('focus', () => loadSnapshots(m.id, snap));
+      tbody.append(el('tr', {},
+        el('td', {class: 'check'}, radio),
+        el('td', {class: 'name'}, el('a', {href: CD.jobUrl(m), text: m.name})),
+        el('td', {class: 'opt', text: names.get(m.dataset_id) || m.dataset_id || '–'}),
+        el('td', {}, CD.badge(m.status, m.status_css)),
+        el('td', {}, snap),
+        el('td', {}, customize)));
+      if (m.id === want) loadSnapshots(m.id, snap, wantEpoch);
+    }
+  }
+
+  async function modelDetail(id) {
+    if (!modelDetails[id]) modelDetails[id] = await api('GET', '/models/' + encodeURIComponent(id) + '/json');
+    return modelDetails[id];
+  }
+
+  async function loadSnapshots(id, select, want) {
+    if (select.dataset.loaded) return;
+    select.dataset.loaded = '1';
+    try {
+      const m = await modelDetail(id);
+      for (const s of m.snapshots || []) select.append(el('option', {value: s, text: 'Epoch ' + s}));
+      if (want !== undefined && want !== null) select.value = String(want);
+    } catch (e) { /* the select keeps random initialization */ }
+  }
+
+  async function customizePrevious(id, select) {
+    try {
+      const res = await fetch(CD.url('files/' + encodeURIComponent(id) + '/network.prototxt'));
+      if (!res.ok) throw new Error('cannot read its network.prototxt (HTTP ' + res.status + ')');
+      const text = await res.text();
+      const m = await modelDetail(id);
+      const epoch = select.value;
+      const snap = (m.snapshot_files || []).find((s) => String(Math.round(s.epoch * 1000) / 1000) === epoch);
+      $('#custom_network_snapshot').value = snap ? m.directory + '/' + snap.file : '';
+      setCustom(text, 'network of ' + m.name + (snap ? ', with the weights of epoch ' + epoch : ''));
+    } catch (e) {
+      CD.toast('Cannot customize: ' + e.message, 'error');
+    }
+  }
+
+  /* The prototxt of the network chosen now, and where it came from. */
+  async function currentNetwork() {
+    const m = $('#method').value;
+    if (m === 'standard') {
+      const name = (form.querySelector('input[name="standard_networks"]:checked') || {}).value;
+      if (!name) throw new Error('Choose a standard network first.');
+      return {text: await standardText(name), label: name};
+    }
+    if (m === 'previous') {
+      const id = (form.querySelector('input[name="previous_networks"]:checked') || {}).value;
+      if (!id) throw new Error('Choose a previous network first.');
+      const res = await fetch(CD.url('files/' + encodeURIComponent(id) + '/network.prototxt'));
+      if (!res.ok) throw new Error('cannot read the network of ' + id);
+      return {text: await res.text(), label: 'network of ' + id};
+    }
+    const text = $('#custom_network').value;
+    if (!text.trim()) throw new Error('The custom network is empty: write one, or Customize a standard network.');
+    return {text, label: 'custom network'};
+  }
+
+  async function visualize() {
+    const view = $('#net-view');
+    view.hidden = false;
+    CD.setText('#net-errors', '');
+    const graph = clear($('#net-graph'));
+    try {
+      const {text} = await currentNetwork();
+      const input = datasetInput() || CD.net.intendedInput(text) || [3, 256, 256];
+      const classes = dataset && dataset.labels ? dataset.labels.length : 10;
+      const crop = parseInt($('#crop_size').value, 10) || 0;
+      const stage = $('#net-stage').value;
+      const a = CD.net.analyze(text, {input, classes, crop, stage});
+      CD.setText('#net-summary', (a.name ? a.name + ': ' : '') + a.layers.filter((l) => l.type !== 'Split').length + ' layers, ' +
+        CD.count(a.params) + ' parameters (' + stage + ' stage) for ' + input.join('×') + ' input' +
+        (crop ? ' cropped to ' + crop : '') + ' and ' + classes + ' classes' + (dataset ? '' : ' (no dataset chosen)'));
+      if (a.errors.length) CD.setText('#net-errors', a.errors.join('\n'));
+      CD.net.draw(graph, a);
+    } catch (e) {
+      CD.setText('#net-summary', '');
+      CD.setText('#net-errors', e.message);
+    }
+  }
+
+  /* ---- learning rate ---------------------------------------------------------------------------- */
+
+  let lrChart = null;
+  let lrRequest = null;
+
+  function lrFields() {
+    const f = {lr_policy: $('#lr_policy').value, learning_rate: $('#learning_rate').value.trim()};
+    for (const i of $$('.lr-opt:not([hidden]) input')) f[i.name] = i.value.trim();
+    return f;
+  }
+
+  function syncPolicy() {
+    const p = $('#lr_policy').value;
+    for (const f of $$('.lr-opt')) f.hidden = f.dataset.policy !== p;
+    CD.setText('#lr-formula', LR_FORMULA[p] || '');
+    updateLrChart();
+  }
+
+  const updateLrChart = CD.debounce(async () => {
+    const f = lrFields();
+    const rates = f.learning_rate.split(',').map((x) => x.trim()).filter(Boolean);
+    /* only well-formed values go to the server */
+    if (!rates.length || rates.some((r) => !(Number(r) > 0))) return;
+    if (Object.entries(f).some(([k, v]) => k !== 'lr_policy' && k !== 'learning_rate' && k !== 'lr_multistep_values' && !(v !== '' && Number(v) >= 0))) return;
+    if (f.lr_multistep_values !== undefined && !/^\s*\d+(\.\d+)?(\s*,\s*\d+(\.\d+)?)*\s*$/.test(f.lr_multistep_values)) return;
+    if (lrRequest) lrRequest.abort();
+    lrRequest = new AbortController();
+    try {
+      const d = await api('POST', '/models/visualize-lr', f, {signal: lrRequest.signal});
+      const cols = d.data.columns;
+      const epochs = Number($('#train_epochs').value) || 100;
+      if (!lrChart || lrChart.lists.length !== cols.length) {
+        clear($('#lr-chart'));
+        lrChart = CD.chart($('#lr-chart'), {title: 'Learning rate over training', x: 'Epoch', y: 'Learning rate', height: 200,
+          series: cols.map((c, i) => ({label: 'lr ' + rates[i], color: ['purple', 'blue', 'orange', 'green', 'teal', 'red'][i % 6], points: false}))});
+      }
+      lrChart.set(cols.map((c) => c.slice(1).map((y, i) => [i * epochs / 100, y])));
+    } catch (e) {
+      if (e.name !== 'AbortError') CD.setText('#lr-formula', 'Cannot preview: ' + e.message);
+    }
+  }, 250);
+
+  /* ---- GPUs -------------------------------------------------------------------------------------- */
+
+  function renderGpus() {
+    const g = hardware && hardware.resources && hardware.resources.gpus;
+    const total = g ? g.total || 0 : 0;
+    $('#gpu-none').hidden = total > 0;
+    $('#gpu-choice').hidden = total === 0;
+    if (!total) return;
+    $('#select_gpu_count').max = total;
+    const list = clear($('#gpu-list'));
+    const busy = new Set(g.busy || []);
+    for (const gpu of hardware.gpus || []) {
+      const id = 'gpu-' + gpu.index;
+      list.append(el('label', {class: 'radio-card', for: id},
+        el('input', {type: 'checkbox', name: 'select_gpus', value: gpu.index, id}),
+        el('span', {class: 'title', text: '#' + gpu.index + ' ' + gpu.name}),
+        el('span', {class: 'small muted', text: busy.has(gpu.index) ? 'busy' : 'free'}),
+        el('span', {class: 'desc', text: CD.bytes(gpu.memory && gpu.memory.total) + ' memory' +
+          (gpu.utilization && gpu.utilization.gpu !== null ? ', ' + gpu.utilization.gpu + '% busy now' : '')})));
+    }
+    if (!(hardware.gpus || []).length) {
+      for (let i = 0; i < total; i++) {
+        list.append(el('label', {class: 'radio-card', for: 'gpu-' + i},
+          el('input', {type: 'checkbox', name: 'select_gpus', value: i, id: 'gpu-' + i}), el('span', {class: 'title', text: 'GPU #' + i})));
+      }
+    }
+    for (const c of $$('input[name="select_gpus"]')) c.addEventListener('change', () => { $('#gpu-mode-list').checked = true; });
+  }
+
+  /* ---- submit -------------------------------------------------------------------------------------- */
+
+  function collect() {
+    const body = {};
+    const method = $('#method').value;
+    for (const input of $$('input, select, textarea', form)) {
+      const name = input.name;
+      if (!name || name === 'gpu_mode' || input.disabled) continue;
+      if (input.closest('.lr-opt[hidden]') || input.closest('#rms-field[hidden]')) continue;
+      const panel = input.closest('[role="tabpanel"]');
+      if (panel && panel.id !== 'panel-' + method) continue;
+      if (name === 'select_gpus' || name === 'select_gpu_count') continue;
+      if (name.endsWith('-snapshot')) {
+        const chosen = (form.querySelector('input[name="previous_networks"]:checked') || {}).value;
+        if (name !== chosen + '-snapshot' || !input.value) continue;
+      }
+      if (input.type === 'radio') {
+        if (input.checked) body[name] = input.value;
+      } else if (input.type === 'checkbox') {
+        if (input.checked) body[name] = 'true';
+      } else if (input.value.trim() !== '') {
+        body[name] = name === 'custom_network' ? input.value : input.value.trim();
+      }
+    }
+    if (!$('#gpu-choice').hidden) {
+      if ($('#gpu-mode-list').checked) {
+        body.select_gpus = $$('input[name="select_gpus"]:checked').map((c) => Number(c.value));
+      } else if ($('#select_gpu_count').value) {
+        body.select_gpu_count = $('#select_gpu_count').value;
+      }
+    }
+    return body;
+  }
+
+  async function submit(ev) {
+    ev.preventDefault();
+    CD.clearErrors(form);
+    const button = $('#create');
+    button.disabled = true;
+    CD.setText('#create-state', 'Creating…');
+    try {
+      const r = await api('POST', '/models/images/classification/json', collect());
+      const first = r.jobs ? r.jobs[0] : r;
+      CD.setText('#create-state', r.jobs ? 'Created ' + r.jobs.length + ' models' : 'Created ' + r.name);
+      location.href = r.jobs && r.jobs.length > 1 ? CD.url('#models') : CD.url('models/' + encodeURIComponent(first.id));
+      return;
+    } catch (e) {
+      if (e.status === 401) {
+        e.message = 'Log in first: only a logged-in user can create models.';
+        $('#login-note').hidden = false;
+      }
+      if (e.fields) {
+        const tabOf = {standard_networks: 'standard', previous_networks: 'previous', custom_network: 'custom', custom_network_snapshot: 'custom'};
+        for (const k of Object.keys(e.fields)) if (tabOf[k]) selectMethod(tabOf[k]);
+        if (e.fields.select_gpu_count || e.fields.select_gpu) {
+          e.fields.select_gpus = [].concat(e.fields.select_gpus || [], e.fields.select_gpu || []);
+          delete e.fields.select_gpu;
+        }
+      }
+      CD.showErrors(form, e);
+      CD.setText('#create-state', '');
+    }
+    button.disabled = false;
+  }
+
+  /* ---- clone ----------------------------------------------------------------------------------------- */
+
+  function fill(fields) {
+    for (const [k, v] of Object.entries(fields)) {
+      if (k === 'dataset' || k === 'method' || k === 'standard_networks' || k === 'previous_networks' || k === 'select_gpus') continue;
+      const input = form.querySelector('[name="' + CSS.escape(k) + '"]');
+      if (!input || input.type === 'radio') continue;
+      if (input.type === 'checkbox') input.checked = ['true', '1', 'on', 'yes'].includes(String(v).toLowerCase());
+      else input.value = Array.isArray(v) ? v.join(',') : v;
+    }
+    if (fields.standard_networks) {
+      const r = form.querySelector('input[name="standard_networks"][value="' + CSS.escape(fields.standard_networks) + '"]');
+      if (r) { r.checked = true; r.dispatchEvent(new Event('change')); }
+    }
+    if (fields.select_gpus && !$('#gpu-choice').hidden) {
+      $('#gpu-mode-list').checked = true;
+      for (const g of [].concat(fields.select_gpus)) {
+        const c = form.querySelector('input[name="select_gpus"][value="' + CSS.escape(String(g)) + '"]');
+        if (c) c.checked = true;
+      }
+    }
+    if (fields.method) selectMethod(fields.method);
+    syncPolicy();
+    $('#rms-field').hidden = $('#solver_type').value !== 'RMSPROP';
+  }
+
+  /* ---- start ------------------------------------------------------------------------------------------- */
+
+  async function start() {
+    CD.initTopbar();
+    CD.user().then((u) => {
+      if (!u) {
+        $('#login-link').href = CD.loginUrl();
+        $('#login-note').hidden = false;
+      }
+    });
+    for (const t of ['standard', 'previous', 'custom']) {
+      const order = ['standard', 'previous', 'custom'];
+      $('#tab-' + t).addEventListener('click', () => selectMethod(t));
+      $('#tab-' + t).addEventListener('keydown', (ev) => {
+        const i = order.indexOf(t);
+        if (ev.key === 'ArrowRight') selectMethod(order[(i + 1) % 3], true);
+        if (ev.key === 'ArrowLeft') selectMethod(order[(i + 2) % 3], true);
+      });
+    }
+    $('#dataset').addEventListener('change', () => loadDataset($('#dataset').value));
+    $('#lr_policy').addEventListener('change', syncPolicy);
+    for (const i of $$('#learning_rate, #train_epochs, .lr-opt input')) i.addEventListener('input', updateLrChart);
+    $('#solver_type').addEventListener('change', () => { $('#rms-field').hidden = $('#solver_type').value !== 'RMSPROP'; });
+    $('#visualize').addEventListener('click', visualize);
+    $('#net-stage').addEventListener('change', visualize);
+    $('#net-hide').addEventListener('click', () => { $('#net-view').hidden = true; $('#visualize').focus(); });
+    $('#select_gpu_count').addEventListener('input', () => { $('#gpu-mode-count').checked = true; });
+    form.addEventListener('submit', submit);
+    renderStandard();
+    syncPolicy();
+
+    const clone = CD.param('clone');
+    const [lists, hw, cloned] = await Promise.all([
+      api('GET', '/completed_jobs/json').catch(() => null),
+      api('GET', '/hardware/json').catch(() => null),
+      clone ? api('GET', '/clone/' + encodeURIComponent(clone) + '/json').catch((e) => { CD.toast('Cannot clone ' + clone + ': ' + e.message, 'error'); return null; }) : null,
+    ]);
+    if (lists) jobs = lists;
+    hardware = hw;
+    if (hw && hw.resources && hw.resources.gpus) CD.setGpus(hw.resources.gpus.total || 0, hw.resources.gpus.free || 0);
+    renderGpus();
+    const groups = new Set([].concat(jobs.running, jobs.datasets, jobs.models).map((j) => j.group).filter(Boolean));
+    for (const g of groups) $('#group-names').append(el('option', {value: g}));
+
+    const fields = cloned ? cloned.fields || {} : {};
+    const previous = fields.previous_networks || CD.param('previous');
+    renderDatasetPicker(fields.dataset || CD.param('dataset'));
+    renderPrevious(previous, fields.previous_networks ? fields[fields.previous_networks + '-snapshot'] : CD.param('epoch'));
+    if (cloned) {
+      fill(fields);
+      CD.toast('Filled in from model ' + (fields.model_name || clone));
+    } else if (previous) {
+      selectMethod('previous');
+    }
+  }
+
+  start();
+})();

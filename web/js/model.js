@@ -1,0 +1,399 @@
+/* A model's page: live charts of loss, accuracy, learning rate and throughput against
+ * epochs, the hardware panel, snapshots, settings, status history with elapsed time and
+ * ETA, and abort / resume / clone / delete / notes. The whole history comes from
+ * /models/<id>/metrics/json; what follows arrives on the job's event stream, merged by
+ * metric id so nothing is counted twice. */
+'use strict';
+
+(function () {
+  const {el, $, clear, api} = CD;
+  const P = CD.jobpage;
+  const id = P.id;
+  const enc = encodeURIComponent(id);
+  const fileUrl = (name) => CD.url('files/' + enc + '/' + name);
+
+  let job = null;
+  const metrics = new Map();     /* id -> metric row */
+  let charts = null;
+  let progress = {pct: 0, epoch: null, done: null, total: null};
+  let samples = [];              /* [time, fraction] while running, for the ETA */
+
+  /* ---- metrics and charts ------------------------------------------------------------- */
+
+  function series(phase, name, scale) {
+    const out = [];
+    for (const m of metrics.values()) {
+      if (m.phase === phase && m.name === name && m.value !== null && !m.superseded) out.push([m.epoch, m.value * (scale || 1)]);
+    }
+    out.sort((a, b) => a[0] - b[0]);
+    return out;
+  }
+
+  function has(phase, name) {
+    for (const m of metrics.values()) if (m.phase === phase && m.name === name) return true;
+    return false;
+  }
+
+  function makeCharts() {
+    const top5 = has('val', 'accuracy_top5');
+    const test = has('test', 'loss') || has('test', 'accuracy');
+    const lossSeries = [
+      {label: 'loss (train)', color: 'blue', points: false},
+      {label: 'loss (val)', color: 'orange', points: true},
+      {label: 'accuracy (val)', color: 'green', right: true, points: true},
+    ];
+    if (top5) lossSeries.push({label: 'accuracy top-5 (val)', color: 'lime', right: true, dash: [6, 4], points: true});
+    if (test) lossSeries.push({label: 'loss (test)', color: 'red', points: true}, {label: 'accuracy (test)', color: 'teal', right: true, points: true});
+    clear($('#chart-loss'));
+    clear($('#chart-lr'));
+    clear($('#chart-speed'));
+    charts = {
+      top5, test,
+      loss: CD.chart($('#chart-loss'), {title: 'Loss and accuracy', x: 'Epoch', y: 'Loss', y2: 'Accuracy (%)', y2pct: true,
+        y2range: [0, 100], height: 280, series: lossSeries}),
+      lr: CD.chart($('#chart-lr'), {title: 'Learning rate', x: 'Epoch', y: 'Learning rate', height: 180,
+        series: [{label: 'learning rate', color: 'purple', points: false}]}),
+      speed: CD.chart($('#chart-speed'), {title: 'Throughput', x: 'Epoch', y: 'Images / second', y2: 'Waiting for data (%)', y2pct: true,
+        height: 200, series: [{label: 'images/s (train)', color: 'teal', points: false}, {label: 'data wait (train)', color: 'red', right: true, points: false}]}),
+    };
+  }
+
+  function chartData() {
+    const loss = [series('train', 'loss'), series('val', 'loss'), series('val', 'accuracy', 100)];
+    if (charts.top5) loss.push(series('val', 'accuracy_top5', 100));
+    if (charts.test) loss.push(series('test', 'loss'), series('test', 'accuracy', 100));
+    return {
+      loss,
+      lr: [series('train', 'learning_rate')],
+      speed: [series('train', 'images_per_sec'), series('train', 'data_wait', 100)],
+    };
+  }
+
+  function updateCharts(now) {
+    if (!charts || (has('val', 'accuracy_top5') && !charts.top5) || ((has('test', 'loss') || has('test', 'accuracy')) && !charts.test)) makeCharts();
+    const d = chartData();
+    for (const k of ['loss', 'lr', 'speed']) now ? charts[k].setNow(d[k]) : charts[k].set(d[k]);
+    renderTiles();
+  }
+
+  function addMetric(m) {
+    if (m.id === undefined) return false;
+    if (metrics.has(m.id)) return false;
+    metrics.set(m.id, m);
+    return true;
+  }
+
+  async function loadMetrics(replace) {
+    try {
+      const d = await api('GET', '/models/' + enc + '/metrics/json');
+      if (replace) metrics.clear();
+      for (const m of d.metrics || []) addMetric(m);
+      updateCharts();
+    } catch (e) {
+      CD.toast('Cannot load the metrics: ' + e.message, 'error');
+    }
+  }
+
+  /* ---- tiles, progress, ETA -------------------------------------------------------------- */
+
+  function last(phase, name) {
+    let best = null;
+    for (const m of metrics.values()) {
+      if (m.phase === phase && m.name === name && !m.superseded && (!best || m.id > best.id)) best = m;
+    }
+    return best ? best.value : null;
+  }
+
+  function maxOf(phase, name) {
+    let v = null;
+    for (const m of metrics.values()) if (m.phase === phase && m.name === name && m.value !== null && (v === null || m.value > v)) v = m.value;
+    return v;
+  }
+
+  function epochs() {
+    return job && job.train ? job.train.epochs : null;
+  }
+
+  function eta() {
+    if (!job || job.status !== 'Running' || samples.length < 2) return null;
+    const [t0, p0] = samples[0], [t1, p1] = samples[samples.length - 1];
+    if (p1 <= p0 || t1 <= t0) return null;
+    return (1 - p1) / ((p1 - p0) / (t1 - t0)) - (Date.now() / 1000 - t1);
+  }
+
+  function tile(k, v, title) {
+    return el('div', {class: 'tile', title: title || null}, el('div', {class: 'k', text: k}), el('div', {class: 'v', text: v}));
+  }
+
+  function renderTiles() {
+    const box = $('#tiles');
+    if (!box) return;
+    clear(box);
+    const ep = progress.epoch !== null ? progress.epoch : maxEpoch();
+    const total = epochs();
+    box.append(tile('Epoch', (ep !== null ? CD.num(Math.round(ep * 100) / 100) : '–') + (total ? ' / ' + total : '')));
+    box.append(tile('Train loss', CD.num(last('train', 'loss'))));
+    box.append(tile('Val. loss', CD.num(last('val', 'loss'))));
+    const acc = last('val', 'accuracy'), best = maxOf('val', 'accuracy');
+    box.append(tile('Val. accuracy', acc === null ? '–' : (100 * acc).toFixed(2) + '%', best !== null ? 'best ' + (100 * best).toFixed(2) + '%' : null));
+    if (has('test', 'accuracy')) box.append(tile('Test accuracy', (100 * last('test', 'accuracy')).toFixed(2) + '%'));
+    box.append(tile('Images / s', CD.num(last('train', 'images_per_sec'), 3)));
+    const wait = last('train', 'data_wait');
+    box.append(tile('Waiting for data', wait === null ? '–' : (100 * wait).toFixed(1) + '%',
+      'share of the step time spent waiting for the next batch'));
+    const e = eta();
+    box.append(tile(job && job.running ? 'ETA' : 'Elapsed', job && job.running ? (e === null ? '–' : CD.duration(e)) : CD.duration(job ? job.elapsed : null)));
+  }
+
+  function maxEpoch() {
+    let e = null;
+    for (const m of metrics.values()) if (!m.superseded && (e === null || m.epoch > e)) e = m.epoch;
+    return e;
+  }
+
+  function setProgress(ev) {
+    progress.pct = ev.percentage !== undefined ? ev.percentage : progress.pct;
+    if (ev.epoch !== undefined) progress.epoch = ev.epoch;
+    if (ev.done !== undefined) { progress.done = ev.done; progress.total = ev.total; }
+    if (ev.progress !== undefined && job && job.status === 'Running') {
+      samples.push([Date.now() / 1000, ev.progress]);
+      const cut = Date.now() / 1000 - 90;
+      while (samples.length > 2 && samples[0][0] < cut) samples.shift();
+    }
+    renderProgress();
+  }
+
+  function renderProgress() {
+    const bar = $('#job-progress');
+    CD.setProgress(bar, progress.pct);
+    bar.classList.toggle('done', !!job && job.status === 'Done');
+    CD.setText('#job-pct', Math.round(progress.pct || 0) + '%');
+    const parts = [];
+    if (job) parts.push(job.status);
+    if (progress.done !== null && progress.total) parts.push('iteration ' + CD.count(progress.done) + ' of ' + CD.count(progress.total));
+    const e = eta();
+    if (job && job.status === 'Running' && e !== null) parts.push('about ' + CD.duration(e) + ' left');
+    if (job && job.wait_reason && job.status === 'Waiting') parts.push(job.wait_reason);
+    CD.setText('#progress-text', parts.join(' · '));
+    renderTiles();
+  }
+
+  /* ---- hardware ---------------------------------------------------------------------------- */
+
+  const hwHistory = [];
+
+  function meter(label, pct, text, hot) {
+    const bar = pct === null ? el('span') : CD.progressBar(pct);
+    if (hot) bar.classList.add('hot');
+    return el('div', {class: 'meter'}, el('span', {text: label}), bar, el('span', {class: 'val', text}));
+  }
+
+  function renderHw(ev) {
+    const body = clear($('#hw-body'));
+    const procs = ev.processes || [];
+    const gpus = ev.gpus || [];
+    CD.setText('#hw-time', 'updated ' + CD.date(Date.now() / 1000).slice(11));
+    const dev = job && job.tasks && job.tasks[0] && job.tasks[0].device;
+    if (dev) body.append(el('p', {class: 'small', text: 'Running on ' + (dev.backend === 'cuda' ? 'the GPU' : 'the CPU') + (dev.name ? ' (' + dev.name + ')' : '') + (dev.ranks > 1 ? ', ' + dev.ranks + ' ranks' : '')}));
+    for (const p of procs) {
+      const cpu = p.cpu_percent;
+      body.append(meter('Worker CPU', Math.min(100, cpu || 0), cpu === null || cpu === undefined ? '–' : Math.round(cpu) + '%' + (cpu > 100 ? ' (' + (cpu / 100).toFixed(1) + ' cores)' : '')));
+      body.append(meter('Worker memory', null, CD.bytes(p.rss_bytes)));
+    }
+    for (const g of gpus) {
+      const util = g.utilization ? g.utilization.gpu : null;
+      const mem = g.memory || {};
+      const memPct = mem.total ? 100 * mem.used / mem.total : 0;
+      body.append(el('div', {class: 'hw-gpu'}, el('h3', {text: 'GPU ' + g.index + ' · ' + g.name}),
+        meter('Utilization', util || 0, util === null ? '–' : util + '%'),
+        meter('Memory', memPct, CD.bytes(mem.used) + ' / ' + CD.bytes(mem.total)),
+        meter('Temperature', Math.min(100, g.temperature || 0), g.temperature === null || g.temperature === undefined ? '–' : g.temperature + ' °C', g.temperature >= 85)));
+    }
+    if (!procs.length && !gpus.length) body.append(el('p', {class: 'muted small', text: 'No worker process is running for this job.'}));
+    const t = Date.now() / 1000;
+    hwHistory.push([t, procs.length ? procs[0].cpu_percent : null, gpus.length && gpus[0].utilization ? gpus[0].utilization.gpu : null]);
+    while (hwHistory.length && hwHistory[0][0] < t - 120) hwHistory.shift();
+    if (!hwChart) {
+      hwChart = CD.chart($('#hw-chart'), {title: 'Last two minutes', x: 'Seconds ago', y: 'Busy (%)', height: 150, xrange: [-120, 0],
+        series: [{label: 'worker CPU %', color: 'blue', points: false}, {label: 'GPU %', color: 'green', points: false}]});
+    }
+    hwChart.set([hwHistory.filter((h) => h[1] !== null).map((h) => [Math.round(h[0] - t), h[1]]),
+      hwHistory.filter((h) => h[2] !== null).map((h) => [Math.round(h[0] - t), h[2]])]);
+  }
+  let hwChart = null;
+
+  function hwIdle() {
+    if (job && !job.running) {
+      const body = clear($('#hw-body'));
+      body.append(el('p', {class: 'muted small', text: 'The job is not running: figures appear every second while it runs.'}));
+      CD.setText('#hw-time', '');
+    }
+  }
+
+  /* ---- snapshots and settings ------------------------------------------------------------------ */
+
+  let showAllSnapshots = false;
+
+  function renderSnapshots() {
+    const tbody = clear($('#snapshots tbody'));
+    const snaps = (job.snapshot_files || []).slice().reverse();
+    $('#snapshots-empty').hidden = snaps.length > 0;
+    $('#snapshots').hidden = snaps.length === 0;
+    const shown = showAllSnapshots ? snaps : snaps.slice(0, 5);
+    for (const s of shown) {
+      const epoch = Math.round(s.epoch * 1000) / 1000;
+      const state = s.file.replace(/\.cdw$/, '.solverstate');
+      tbody.append(el('tr', {title: 'saved ' + CD.date(s.time)},
+        el('td', {class: 'num', text: CD.num(epoch)}),
+        el('td', {class: 'num', text: CD.count(s.iteration)}),
+        el('td', {class: 'small nowrap'},
+          el('a', {href: fileUrl(s.file), download: '', text: 'weights', 'aria-label': 'weights of epoch ' + epoch}), ' · ',
+          el('a', {href: fileUrl(state), download: '', text: 'state', 'aria-label': 'solver state of epoch ' + epoch})),
+        el('td', {class: 'small nowrap'},
+          el('a', {href: CD.url('model-new.html?previous=' + enc + '&epoch=' + epoch), text: 'new model',
+            'aria-label': 'a new model from the weights of epoch ' + epoch}))));
+    }
+    const more = $('#snapshots-more');
+    more.hidden = snaps.length <= 5;
+    more.textContent = showAllSnapshots ? 'Show the last 5' : 'Show all ' + snaps.length;
+  }
+
+  const POLICY = {fixed: 'Fixed', step: 'Step Down', multistep: 'Step Down (arbitrary steps)', exp: 'Exponential Decay',
+    inv: 'Inverse Decay', poly: 'Polynomial Decay', sigmoid: 'Sigmoid Decay'};
+
+  function renderDetails(ds) {
+    const kv = clear($('#details'));
+    const t = job.train || {};
+    const row = (k, v) => { if (v !== null && v !== undefined && v !== '') kv.append(el('dt', {text: k}), el('dd', {}, v)); };
+    row('Dataset', job.dataset_id ? el('a', {href: CD.url('datasets/' + encodeURIComponent(job.dataset_id)), text: ds ? ds.name : job.dataset_id}) : '–');
+    const n = job.network || {};
+    row('Network', el('span', {}, n.method === 'standard' ? 'standard ' + n.standard_network
+      : n.method === 'previous' ? el('span', {}, 'from ', el('a', {href: CD.url('models/' + encodeURIComponent(n.previous_job)), text: n.previous_job}), n.epoch ? ', epoch ' + n.epoch : '')
+        : 'custom', ' · ', el('a', {href: fileUrl('network.prototxt'), text: 'network.prototxt'})));
+    if (t.pretrained) row('Pretrained', el('span', {class: 'mono small', text: t.pretrained}));
+    row('Epochs', String(t.epochs));
+    row('Batch size', t.batch_size ? String(t.batch_size) + (t.batch_accumulation > 1 ? ' × ' + t.batch_accumulation + ' accumulated' : '') : 'network default');
+    row('Solver', t.solver_type);
+    row('Base learning rate', CD.num(t.learning_rate));
+    const p = t.lr_policy || {};
+    const pp = {step: 'step ' + p.stepsize + '%, gamma ' + p.gamma, multistep: 'steps ' + p.steps + '%, gamma ' + p.gamma,
+      exp: 'gamma ' + p.gamma, inv: 'gamma ' + p.gamma + ', power ' + p.power, poly: 'power ' + p.power,
+      sigmoid: 'step ' + p.stepsize + '%, gamma ' + p.gamma}[p.policy];
+    row('Policy', (POLICY[p.policy] || p.policy) + (pp ? ' (' + pp + ')' : ''));
+    row('Momentum', t.momentum === null || t.momentum === undefined ? 'default' : CD.num(t.momentum));
+    row('Weight decay', CD.num(t.weight_decay));
+    if (t.solver_type === 'RMSPROP') row('RMS decay', CD.num(t.rms_decay));
+    row('Intervals', 'validation every ' + t.validation_interval + ', snapshot every ' + t.snapshot_interval + ' epoch(s)');
+    row('Mean', t.use_mean);
+    row('Crop, mirror', (t.crop_size ? 'crop ' + t.crop_size : 'no crop') + ', ' + (t.use_mirror ? 'mirror' : 'no mirror'));
+    row('Random seed', t.random_seed === null || t.random_seed === undefined ? 'none' : String(t.random_seed));
+    const r = job.resources || {};
+    row('Hardware', r.kind === 'gpu' ? (r.ids ? 'GPUs ' + r.ids.join(', ') : r.count + ' GPU' + (r.count > 1 ? 's' : '')) : 'CPU');
+    row('Job folder', el('span', {class: 'mono small', text: job.directory}));
+  }
+
+  let datasetDetail = null;
+  async function loadDataset() {
+    if (!job || !job.dataset_id || datasetDetail) return;
+    try {
+      datasetDetail = await api('GET', '/datasets/' + encodeURIComponent(job.dataset_id) + '/json');
+      renderDetails(datasetDetail);
+    } catch (e) { /* the dataset may be gone; the id is shown */ }
+  }
+
+  async function visualize() {
+    const d = $('#net-dialog');
+    if (!d.open) d.showModal();
+    CD.setText('#net-errors', '');
+    const graph = clear($('#net-graph'));
+    try {
+      const res = await fetch(fileUrl('network.prototxt'));
+      if (!res.ok) throw new Error('cannot read network.prototxt (HTTP ' + res.status + ')');
+      const text = await res.text();
+      const dims = datasetDetail && datasetDetail.image_dims;
+      const input = dims ? [dims[2], dims[0], dims[1]] : CD.net.intendedInput(text) || [3, 256, 256];
+      const classes = datasetDetail && datasetDetail.labels ? datasetDetail.labels.length : 10;
+      const crop = job.train && job.train.crop_size || 0;
+      const a = CD.net.analyze(text, {input, classes, crop, stage: $('#net-stage').value});
+      CD.setText('#net-summary', (a.name ? a.name + ': ' : '') + a.layers.filter((l) => l.type !== 'Split').length + ' layers, ' +
+        CD.count(a.params) + ' parameters for ' + input.join('×') + ' input and ' + classes + ' classes');
+      if (a.errors.length) CD.setText('#net-errors', a.errors.join('\n'));
+      CD.net.draw(graph, a);
+    } catch (e) {
+      CD.setText('#net-errors', e.message);
+    }
+  }
+
+  /* ---- actions ---------------------------------------------------------------------------------- */
+
+  async function resume() {
+    try {
+      const r = await api('POST', '/models/' + enc + '/resume', {});
+      CD.toast(r.resumed_from_epoch ? 'Resuming from epoch ' + r.resumed_from_epoch : 'Restarting from the beginning');
+      $('#resume').hidden = true;
+    } catch (e) {
+      CD.toast(CD.actionError(e), 'error');
+    }
+  }
+
+  /* ---- render ------------------------------------------------------------------------------------ */
+
+  function render(j) {
+    const wasRunning = job && job.status === 'Running';
+    job = j;
+    P.setJob(j);
+    if (j.status !== 'Running' || !wasRunning) samples = [];
+    $('#resume').hidden = j.running || j.status === 'Done';
+    if (progress.pct === 0 || !j.running) progress.pct = j.progress;
+    renderProgress();
+    renderSnapshots();
+    renderDetails(datasetDetail);
+    hwIdle();
+  }
+
+  const reloadSoon = CD.debounce(() => P.reload().then(render).catch(() => {}), 200);
+
+  P.init();
+  $('#resume').addEventListener('click', resume);
+  $('#snapshots-more').addEventListener('click', () => { showAllSnapshots = !showAllSnapshots; renderSnapshots(); });
+  $('#visualize').addEventListener('click', visualize);
+  $('#net-stage').addEventListener('change', visualize);
+  $('#net-close').addEventListener('click', () => $('#net-dialog').close());
+
+  /* The first view is complete before the page's load event: job, metrics, charts. */
+  const first = CD.getInitial('/models/' + enc + '/json');
+  const firstMetrics = CD.getInitial('/models/' + enc + '/metrics/json');
+  if (firstMetrics) for (const m of firstMetrics.metrics || []) addMetric(m);
+  makeCharts();
+  updateCharts(true);
+  if (first) render(first);
+  else P.reload().then(render).catch(P.notFound);
+  if (!firstMetrics) loadMetrics();
+  P.loadLog();
+  loadDataset();
+  setInterval(() => { if (job && job.status === 'Running') renderProgress(); }, 1000);
+
+  CD.events('/jobs/' + enc + '/events', {
+    job: (j) => { render(j); loadDataset(); },
+    open: () => loadMetrics(),
+    status: (ev) => {
+      if (job) {
+        job.status = ev.status;
+        job.status_css = ev.css;
+        job.running = ev.running;
+        job.wait_reason = ev.wait_reason || '';
+        render(job);
+      }
+      reloadSoon();
+    },
+    progress: setProgress,
+    metric: (m) => { if (addMetric(m)) updateCharts(); },
+    snapshot: reloadSoon,
+    device: reloadSoon,
+    attribute: reloadSoon,
+    resumed: () => { progress = {pct: progress.pct, epoch: null, done: null, total: null}; loadMetrics(true); reloadSoon(); },
+    log: (ev) => P.logLine(ev),
+    hw: renderHw,
+    job_removed: () => { CD.toast('This model was deleted'); setTimeout(() => { location.href = CD.url(''); }, 1500); },
+  });
+})();
