@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cdigits/util.h"
@@ -397,6 +399,19 @@ static void serve_static(req_t *r)
                 r->path);
 }
 
+/* Connection threads that answer ordinary requests run a little nicer than the threads
+ * that store worker lines and feed event streams, so a flood of polls cannot delay a
+ * metric on its way to a browser. Once per thread; event streams stay at 0. */
+static void lower_priority_once(req_t *r)
+{
+    static __thread int done;
+    if (done || (r->route && (r->route->handler == h_job_events || r->route->handler == h_home_events)))
+        return;
+    done = 1;
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 5) != 0)
+        cd_debug("http: cannot lower a connection thread's priority: %s", strerror(errno));
+}
+
 static void dispatch(req_t *r)
 {
     if (!r->route) {
@@ -410,6 +425,7 @@ static void dispatch(req_t *r)
             return;
         }
     }
+    lower_priority_once(r);
     const char *cookie = MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, "username");
     if (cookie)
         snprintf(r->username, sizeof r->username, "%s", cookie);

@@ -55,7 +55,7 @@ def dataset(jobdir):
             p = os.path.join(root, name)
             if os.path.isdir(p):
                 classes.append((name, len([x for x in os.listdir(p) if not x.startswith(".")])))
-    slow = 0.3 if "slow" in modes(jobdir) or os.path.exists(os.path.join(root, "fake_slow")) else 0.0
+    slow = 1.0 if "slow" in modes(jobdir) or os.path.exists(os.path.join(root, "fake_slow")) else 0.0
     emit({"type": "log", "level": "info", "message": "found %d classes in %s" % (len(classes), root)})
     total = sum(n for _, n in classes)
     for i in range(total + 1):
