@@ -69,6 +69,14 @@ const context = await chromium.launchPersistentContext(profile, {
   viewport: { width: 1280, height: 800 },
 });
 context.setDefaultTimeout(20000);
+/* Pages are served with the Content-Security-Policy the server will send: an inline
+ * script, style or handler would be refused, and the refusal is a console error. */
+const CSP = "default-src 'self'";
+await context.route('**/*', async (route) => {
+  if (route.request().resourceType() !== 'document') return route.continue();
+  const response = await route.fetch();
+  await route.fulfill({ response, headers: { ...response.headers(), 'content-security-policy': CSP } });
+});
 const page = context.pages()[0] || await context.newPage();
 
 function watch(p) {
@@ -184,6 +192,25 @@ try {
     await page.click('#tab-standard');
   });
 
+  await step('new model: GPUs to choose from, and the server\'s answer next to them', async () => {
+    /* this machine has no GPU: the page is shown one, and the server refuses it */
+    await page.route('**/hardware/json', (route) => route.fulfill({ json: {
+      gpus: [{ index: 0, name: 'Test GPU', memory: { used: 1 << 30, total: 16 << 30 }, utilization: { gpu: 3, memory: 1 }, temperature: 41 }],
+      workers: [], resources: { gpus: { total: 1, free: 1, busy: [] } } } }));
+    await page.reload({ waitUntil: 'load' });
+    await page.waitForSelector('#gpu-0', { state: 'visible' });
+    check(/GPUs available 1\/1/.test(await page.textContent('#gpu-pill')), 'the top bar does not say "GPUs available 1/1"');
+    await page.check('#gpu-0');
+    await page.fill('#model_name', 'ui-gpu');
+    expected400++;
+    await page.click('#create');
+    await page.waitForFunction(() => /GPU 0/.test(document.querySelector('.field-error[data-for="select_gpus"]').textContent));
+    await shot('model-new-gpus');
+    await page.unroute('**/hardware/json');
+    await page.reload({ waitUntil: 'load' });
+    await page.waitForFunction(() => Number(document.querySelector('#lr-chart .chart')?.dataset.points) > 50);
+  });
+
   await step('new model: LeNet created', async () => {
     await page.fill('#train_epochs', String(TRAIN_EPOCHS));
     await page.fill('#batch_size', '16');
@@ -237,6 +264,14 @@ try {
     await page.click('#notes-form button[type=submit]');
     await page.waitForFunction(() => document.querySelector('#notes-state').textContent === 'Saved');
   });
+
+  await step('clone fills the new model form with the model\'s fields', async () => {
+    await Promise.all([page.waitForURL(/model-new\.html\?clone=/), page.click('#clone')]);
+    await page.waitForFunction(() => document.querySelector('#model_name').value === 'ui-lenet' &&
+      document.querySelector('#train_epochs').value !== '30' && document.querySelector('#batch_size').value === '16');
+    check(await page.isChecked('#net-lenet'), 'the clone did not pick LeNet');
+    check(await page.inputValue('#dataset') === state.datasetId, 'the clone did not pick the dataset');
+  }, { needed: false });
 
   await step('home: jobs by group with owner and coloured status; bulk group', async () => {
     await page.goto(BASE + '/', { waitUntil: 'load' });

@@ -155,7 +155,8 @@
             input.setAttribute('aria-invalid', 'true');
             if (!slot.id) slot.id = 'err-' + name.replace(/[^a-zA-Z0-9_-]/g, '_');
             input.setAttribute('aria-describedby', slot.id);
-            if (!first) first = input;
+            /* the first in the page, not in the answer */
+            if (!first || (first.compareDocumentPosition(input) & Node.DOCUMENT_POSITION_PRECEDING)) first = input;
           }
         } else {
           loose.push(text);

@@ -36,7 +36,11 @@
 
   function selectBox(job) {
     return el('input', {type: 'checkbox', class: 'sel', 'aria-label': 'Select ' + job.name, checked: selected.has(job.id),
-      dataset: {id: job.id}, on: {change: (ev) => { ev.target.checked ? selected.add(job.id) : selected.delete(job.id); updateBulk(); }}});
+      dataset: {id: job.id}, on: {change: (ev) => {
+        ev.target.checked ? selected.add(job.id) : selected.delete(job.id);
+        ev.target.closest('tr').classList.toggle('selected', ev.target.checked);
+        updateBulk();
+      }}});
   }
 
   function nameCell(job) {
@@ -113,7 +117,8 @@
         if (!open) continue;
       }
       for (const job of list) {
-        const row = el('tr', {dataset: {id: job.id}}, el('td', {class: 'check'}, selectBox(job)), nameCell(job));
+        const row = el('tr', {dataset: {id: job.id}, class: selected.has(job.id) ? 'selected' : null},
+          el('td', {class: 'check'}, selectBox(job)), nameCell(job));
         if (kind === 'models') {
           const acc = output(job, 'accuracy (val)');
           const ds = job.dataset_id;

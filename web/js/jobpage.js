@@ -146,6 +146,8 @@
       nf.addEventListener('submit', saveNotes);
       $('#job_notes').addEventListener('input', () => { $('#job_notes').dataset.dirty = '1'; });
     }
+    const se = $('#show-stderr');
+    if (se) se.addEventListener('change', () => $('#log').classList.toggle('hide-stderr', !se.checked));
     setInterval(tick, 1000);
   }
 

@@ -131,7 +131,9 @@
     clear(box);
     const ep = progress.epoch !== null ? progress.epoch : maxEpoch();
     const total = epochs();
-    box.append(tile('Epoch', (ep !== null ? CD.num(Math.round(ep * 100) / 100) : '–') + (total ? ' / ' + total : '')));
+    /* the worker counts epochs in images seen, so the last batch can pass the total */
+    const shown = ep !== null && total ? Math.min(ep, total) : ep;
+    box.append(tile('Epoch', (shown !== null ? CD.num(Math.round(shown * 100) / 100) : '–') + (total ? ' / ' + total : '')));
     box.append(tile('Train loss', CD.num(last('train', 'loss'))));
     box.append(tile('Val. loss', CD.num(last('val', 'loss'))));
     const acc = last('val', 'accuracy'), best = maxOf('val', 'accuracy');
