@@ -35,10 +35,10 @@ trap srv_cleanup EXIT
 
 # Stops only the worker processes that run in this test's folder.
 pkill_workers() {
-    local pid
-    for pid in $(ps -eo pid= 2>/dev/null); do
-        if tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q -- "$T/"; then
-            kill -KILL "$pid" 2>/dev/null
+    local d
+    for d in /proc/[0-9]*; do
+        if tr '\0' ' ' 2>/dev/null <"$d/cmdline" | grep -q -- "$T/"; then
+            kill -KILL "${d#/proc/}" 2>/dev/null
         fi
     done
 }
