@@ -1,0 +1,366 @@
+/*
+ * gemm and convolution by im2col + gemm (OpenBLAS).
+ *
+ * Several images share one gemm: the columns of a chunk of `nb` images are laid side
+ * by side, col is (c*kh*kw, nb*P) with P = oh*ow, so a small layer (LeNet's 28x28)
+ * still makes one large gemm that all BLAS threads can share. nb is chosen so that the
+ * columns and a gathered (k, nb*P) output fit CPU_CONV_WORKSPACE_BYTES. With groups,
+ * group g owns rows [g*Kg, (g+1)*Kg) of col and filters [g*kg, (g+1)*kg), one gemm each.
+ *
+ *   forward:          out_g (kg, nb*P)  = W_g (kg, Kg) * col_g (Kg, nb*P), then + bias
+ *   backward data:    col_g (Kg, nb*P)  = W_g^T * dy_g (kg, nb*P), then col2im into dx
+ *   backward filter:  dW_g (kg, Kg)    += dy_g * col_g^T;  db[k] += row sums of dy
+ *
+ * with Kg = (c/group)*kh*kw and kg = k/group. A chunk of one image reads and writes
+ * the tensors in place, with no gather; a 1x1, stride 1, unpadded convolution of one
+ * image needs no im2col either (x itself is the column matrix).
+ */
+#include <cblas.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdigits/util.h"
+
+#include "cpu_internal.h"
+
+/* Products smaller than this many multiply-adds run as one BLAS call on one thread. */
+#define GEMM_SPLIT_MIN (1 << 18)
+/* Blocks of C are multiples of 16 floats (a cache line) and at least this wide. */
+#define GEMM_BLOCK_MIN 64
+
+/* C += alpha*op(A)*op(B) over k in parallel, for a small C and a long k (the filter
+ * gradient of a small layer: C is (20, 25), k is 64 images x 576 positions). Each
+ * thread takes a range of k; thread 0 writes C, the others a private partial C that
+ * is added at the end. */
+static void gemm_split_k(int nt, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
+                         float alpha, const float *a, int lda, const float *b, int ldb,
+                         float beta, float *c)
+{
+    size_t mn = (size_t)m * n;
+    float *part = cd_xmalloc(mn * (size_t)(nt - 1) * sizeof(float));
+    int used = 1;
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), T = omp_get_num_threads();
+        int lo = (int)((long)k * t / T), hi = (int)((long)k * (t + 1) / T);
+        const float *ak = ta == CblasNoTrans ? a + lo : a + (size_t)lo * lda;
+        const float *bk = tb == CblasNoTrans ? b + (size_t)lo * ldb : b + lo;
+        if (t == 0)
+            cblas_sgemm(CblasRowMajor, ta, tb, m, n, hi - lo, alpha, ak, lda, bk, ldb, beta, c, n);
+        else
+            cblas_sgemm(CblasRowMajor, ta, tb, m, n, hi - lo, alpha, ak, lda, bk, ldb, 0.0f,
+                        part + (t - 1) * mn, n);
+#pragma omp single
+        used = T;
+    }
+    for (int t = 1; t < used; t++)
+        for (size_t i = 0; i < mn; i++)
+            c[i] += part[(t - 1) * mn + i];
+    free(part);
+}
+
+/*
+ * C = alpha*op(A)*op(B) + beta*C, row-major; op(A) is (m,k), op(B) is (k,n), C is (m,n).
+ *
+ * One thread pool: OpenBLAS runs single-threaded (set in cd_backend_cpu_new) and a large
+ * product is cut into blocks of C columns (or rows, when C is tall), one per OpenMP
+ * thread, or into ranges of k when C is too small to cut. Letting OpenBLAS use its own
+ * threads next to OpenMP's was about 2x slower on LeNet-sized layers: after each parallel
+ * loop the OpenMP threads spin-wait on the very cores the BLAS threads need.
+ */
+// a is op(A) (m,k) stored as (m,k) or (k,m); b is op(B) (k,n) stored as (k,n) or (n,k); c is (m,n)
+void cpu_gemm(cd_backend_t *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+              const float *a, const float *b, float beta, float *c)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    if (k <= 0) { /* op(A)*op(B) is zero; BLAS would reject the leading dimensions */
+        size_t mn = (size_t)m * n;
+        if (beta == 0.0f)
+            memset(c, 0, mn * sizeof(float));
+        else
+            cpu_scale(be, mn, beta, c, c);
+        return;
+    }
+    const int lda = trans_a ? m : k, ldb = trans_b ? k : n;
+    const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
+    const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
+    const int split_n = n >= m;
+    const int len = split_n ? n : m;
+    const int threads = cpu_threads(be);
+    int nt = len / GEMM_BLOCK_MIN < threads ? len / GEMM_BLOCK_MIN : threads;
+    if (threads <= 1 || (double)m * n * k < GEMM_SPLIT_MIN) {
+        cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
+        return;
+    }
+    if (nt <= 1) {
+        if (k >= threads * 4 * GEMM_BLOCK_MIN)
+            gemm_split_k(threads, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c);
+        else
+            cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
+        return;
+    }
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), T = omp_get_num_threads();
+        int lo = (int)((long)len * t / T) / 16 * 16;
+        int hi = t == T - 1 ? len : (int)((long)len * (t + 1) / T) / 16 * 16;
+        if (hi > lo && split_n)
+            cblas_sgemm(CblasRowMajor, ta, tb, m, hi - lo, k, alpha, a, lda,
+                        trans_b ? b + (size_t)lo * ldb : b + lo, ldb, beta, c + lo, n);
+        else if (hi > lo)
+            cblas_sgemm(CblasRowMajor, ta, tb, hi - lo, n, k, alpha,
+                        trans_a ? a + lo : a + (size_t)lo * lda, lda, b, ldb, beta,
+                        c + (size_t)lo * n, n);
+    }
+}
+
+/* The geometry every conv op derives from a descriptor. */
+typedef struct conv_geom {
+    int kg;     /* filters per group */
+    int cg;     /* input channels per group */
+    int Kg;     /* rows of col per group: cg*kh*kw */
+    size_t P;   /* output positions per image: oh*ow */
+    size_t chw; /* input floats per image */
+    size_t kP;  /* output floats per image */
+    int nb;     /* images per gemm */
+    int direct; /* 1x1, stride 1, no padding: x is already the column matrix */
+} conv_geom;
+
+static conv_geom conv_geom_of(const cd_conv_desc *d)
+{
+    conv_geom g;
+    g.kg = d->k / d->group;
+    g.cg = d->c / d->group;
+    g.Kg = g.cg * d->kh * d->kw;
+    g.P = (size_t)d->oh * d->ow;
+    g.chw = (size_t)d->c * d->h * d->w;
+    g.kP = (size_t)d->k * g.P;
+    size_t per_image = ((size_t)d->c * d->kh * d->kw + d->k) * g.P;
+    size_t fit = per_image ? CPU_CONV_WORKSPACE_BYTES / sizeof(float) / per_image : 1;
+    g.nb = fit < 1 ? 1 : fit > (size_t)d->n ? d->n : (int)fit;
+    if (g.nb < 1)
+        g.nb = 1;
+    g.direct = d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 &&
+               d->pw == 0 && d->oh == d->h && d->ow == d->w;
+    return g;
+}
+
+/* Unfolds nb images into columns: row (ch,ki,kj), column (b,oy,ox); padding reads 0. */
+// x is (nb, c, h, w); col is (c*kh*kw, nb*oh*ow)
+static void im2col(int nt, const cd_conv_desc *d, int nb, const float *x, float *col)
+{
+    const int c = d->c, h = d->h, w = d->w, oh = d->oh, ow = d->ow;
+    const size_t P = (size_t)oh * ow, ld = (size_t)nb * P;
+#pragma omp parallel for num_threads(nt) collapse(2) schedule(static)
+    for (int b = 0; b < nb; b++) {
+        for (int ch = 0; ch < c; ch++) {
+            const float *xi = x + ((size_t)b * c + ch) * h * w;
+            for (int ki = 0; ki < d->kh; ki++) {
+                int yoff = ki * d->dh - d->ph, ylo, yhi;
+                cpu_valid_range(oh, d->sh, yoff, h, &ylo, &yhi);
+                for (int kj = 0; kj < d->kw; kj++) {
+                    int xoff = kj * d->dw - d->pw, xlo, xhi;
+                    cpu_valid_range(ow, d->sw, xoff, w, &xlo, &xhi);
+                    float *row = col + ((size_t)(ch * d->kh + ki) * d->kw + kj) * ld + b * P;
+                    memset(row, 0, (size_t)ylo * ow * sizeof(float));
+                    for (int oy = ylo; oy < yhi; oy++) {
+                        float *r = row + (size_t)oy * ow;
+                        const float *src = xi + (size_t)(oy * d->sh + yoff) * w;
+                        for (int ox = 0; ox < xlo; ox++)
+                            r[ox] = 0.0f;
+                        if (d->sw == 1) {
+                            memcpy(r + xlo, src + xlo + xoff, (size_t)(xhi - xlo) * sizeof(float));
+                        } else {
+                            for (int ox = xlo; ox < xhi; ox++)
+                                r[ox] = src[ox * d->sw + xoff];
+                        }
+                        for (int ox = xhi; ox < ow; ox++)
+                            r[ox] = 0.0f;
+                    }
+                    memset(row + (size_t)yhi * ow, 0, (size_t)(oh - yhi) * ow * sizeof(float));
+                }
+            }
+        }
+    }
+}
+
+/* The adjoint of im2col: each column entry is added back to the pixel it came from.
+ * dx is overwritten; one thread owns each (image, channel) plane, so no races. */
+// col is (c*kh*kw, nb*oh*ow); dx is (nb, c, h, w)
+static void col2im(int nt, const cd_conv_desc *d, int nb, const float *col, float *dx)
+{
+    const int c = d->c, h = d->h, w = d->w, oh = d->oh, ow = d->ow;
+    const size_t P = (size_t)oh * ow, ld = (size_t)nb * P;
+#pragma omp parallel for num_threads(nt) collapse(2) schedule(static)
+    for (int b = 0; b < nb; b++) {
+        for (int ch = 0; ch < c; ch++) {
+            float *xi = dx + ((size_t)b * c + ch) * h * w;
+            memset(xi, 0, (size_t)h * w * sizeof(float));
+            for (int ki = 0; ki < d->kh; ki++) {
+                int yoff = ki * d->dh - d->ph, ylo, yhi;
+                cpu_valid_range(oh, d->sh, yoff, h, &ylo, &yhi);
+                for (int kj = 0; kj < d->kw; kj++) {
+                    int xoff = kj * d->dw - d->pw, xlo, xhi;
+                    cpu_valid_range(ow, d->sw, xoff, w, &xlo, &xhi);
+                    const float *row =
+                        col + ((size_t)(ch * d->kh + ki) * d->kw + kj) * ld + b * P;
+                    for (int oy = ylo; oy < yhi; oy++) {
+                        const float *r = row + (size_t)oy * ow;
+                        float *dst = xi + (size_t)(oy * d->sh + yoff) * w;
+                        for (int ox = xlo; ox < xhi; ox++)
+                            dst[ox * d->sw + xoff] += r[ox];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Moves nb images between the batch layout (nb, k, P) and the gemm layout (k, nb*P). */
+// t is (nb, k, P); m is (k, nb*P)
+static void batch_to_gemm(int nt, int nb, int k, size_t P, const float *t, float *m)
+{
+#pragma omp parallel for num_threads(nt) collapse(2) schedule(static)
+    for (int b = 0; b < nb; b++)
+        for (int kk = 0; kk < k; kk++)
+            memcpy(m + ((size_t)kk * nb + b) * P, t + ((size_t)b * k + kk) * P, P * sizeof(float));
+}
+
+/* The reverse of batch_to_gemm, adding bias[kk] (when not NULL) on the way. */
+// m is (k, nb*P); t is (nb, k, P); bias is (k)
+static void gemm_to_batch(int nt, int nb, int k, size_t P, const float *m, const float *bias,
+                          float *t)
+{
+#pragma omp parallel for num_threads(nt) collapse(2) schedule(static)
+    for (int b = 0; b < nb; b++) {
+        for (int kk = 0; kk < k; kk++) {
+            const float *s = m + ((size_t)kk * nb + b) * P;
+            float *dst = t + ((size_t)b * k + kk) * P;
+            float bv = bias ? bias[kk] : 0.0f;
+            for (size_t p = 0; p < P; p++)
+                dst[p] = s[p] + bv;
+        }
+    }
+}
+
+// y is (k, P) of one image; bias is (k)
+static void add_bias(int nt, int k, size_t P, const float *bias, float *y)
+{
+#pragma omp parallel for num_threads(nt) if ((size_t)k * P > CPU_PAR_MIN) schedule(static)
+    for (int kk = 0; kk < k; kk++) {
+        float *r = y + (size_t)kk * P;
+        for (size_t p = 0; p < P; p++)
+            r[p] += bias[kk];
+    }
+}
+
+/* y = conv(x, w) + bias, overwritten. */
+// x is (n,c,h,w); w is (k, c/group, kh, kw); bias is (k) or NULL; y is (n,k,oh,ow)
+void cpu_conv_forward(cd_backend_t *be, const cd_conv_desc *d, const float *x, const float *w,
+                      const float *bias, float *y)
+{
+    int nt = cpu_threads(be);
+    conv_geom g = conv_geom_of(d);
+    size_t col_floats = (size_t)d->c * d->kh * d->kw * g.nb * g.P;
+    float *ws = cpu_scratch_acquire(be, col_floats + g.kP * g.nb);
+    for (int i0 = 0; i0 < d->n; i0 += g.nb) {
+        int nb = d->n - i0 < g.nb ? d->n - i0 : g.nb;
+        const float *xb = x + (size_t)i0 * g.chw;
+        float *yb = y + (size_t)i0 * g.kP;
+        const float *col = xb;
+        if (!(g.direct && nb == 1)) {
+            im2col(nt, d, nb, xb, ws);
+            col = ws;
+        }
+        size_t N = (size_t)nb * g.P;
+        float *out = nb == 1 ? yb : ws + col_floats;
+        for (int gr = 0; gr < d->group; gr++)
+            cpu_gemm(be, 0, 0, g.kg, (int)N, g.Kg, 1.0f, w + (size_t)gr * g.kg * g.Kg,
+                     col + (size_t)gr * g.Kg * N, 0.0f, out + (size_t)gr * g.kg * N);
+        if (nb == 1) {
+            if (bias)
+                add_bias(nt, d->k, g.P, bias, yb);
+        } else {
+            gemm_to_batch(nt, nb, d->k, g.P, out, bias, yb);
+        }
+    }
+    cpu_scratch_release(be);
+}
+
+/* dx = conv^T(dy, w), overwritten. */
+// w is (k, c/group, kh, kw); dy is (n,k,oh,ow); dx is (n,c,h,w)
+void cpu_conv_backward_data(cd_backend_t *be, const cd_conv_desc *d, const float *w,
+                            const float *dy, float *dx)
+{
+    int nt = cpu_threads(be);
+    conv_geom g = conv_geom_of(d);
+    size_t col_floats = (size_t)d->c * d->kh * d->kw * g.nb * g.P;
+    float *ws = cpu_scratch_acquire(be, col_floats + g.kP * g.nb);
+    for (int i0 = 0; i0 < d->n; i0 += g.nb) {
+        int nb = d->n - i0 < g.nb ? d->n - i0 : g.nb;
+        const float *dyb = dy + (size_t)i0 * g.kP;
+        float *dxb = dx + (size_t)i0 * g.chw;
+        size_t N = (size_t)nb * g.P;
+        const float *dym = dyb;
+        if (nb > 1) {
+            batch_to_gemm(nt, nb, d->k, g.P, dyb, ws + col_floats);
+            dym = ws + col_floats;
+        }
+        int direct = g.direct && nb == 1;
+        float *col = direct ? dxb : ws;
+        for (int gr = 0; gr < d->group; gr++)
+            cpu_gemm(be, 1, 0, g.Kg, (int)N, g.kg, 1.0f, w + (size_t)gr * g.kg * g.Kg,
+                     dym + (size_t)gr * g.kg * N, 0.0f, col + (size_t)gr * g.Kg * N);
+        if (!direct)
+            col2im(nt, d, nb, col, dxb);
+    }
+    cpu_scratch_release(be);
+}
+
+/* dw += dy (x) columns of x; db += sum of dy over images and positions. */
+// x is (n,c,h,w); dy is (n,k,oh,ow); dw is (k, c/group, kh, kw); db is (k) or NULL
+void cpu_conv_backward_filter(cd_backend_t *be, const cd_conv_desc *d, const float *x,
+                              const float *dy, float *dw, float *db)
+{
+    int nt = cpu_threads(be);
+    conv_geom g = conv_geom_of(d);
+    size_t col_floats = (size_t)d->c * d->kh * d->kw * g.nb * g.P;
+    float *ws = cpu_scratch_acquire(be, col_floats + g.kP * g.nb);
+    for (int i0 = 0; i0 < d->n; i0 += g.nb) {
+        int nb = d->n - i0 < g.nb ? d->n - i0 : g.nb;
+        const float *xb = x + (size_t)i0 * g.chw;
+        const float *dyb = dy + (size_t)i0 * g.kP;
+        size_t N = (size_t)nb * g.P;
+        const float *col = xb;
+        if (!(g.direct && nb == 1)) {
+            im2col(nt, d, nb, xb, ws);
+            col = ws;
+        }
+        const float *dym = dyb;
+        if (nb > 1) {
+            batch_to_gemm(nt, nb, d->k, g.P, dyb, ws + col_floats);
+            dym = ws + col_floats;
+        }
+        for (int gr = 0; gr < d->group; gr++)
+            cpu_gemm(be, 0, 1, g.kg, g.Kg, (int)N, 1.0f, dym + (size_t)gr * g.kg * N,
+                     col + (size_t)gr * g.Kg * N, 1.0f, dw + (size_t)gr * g.kg * g.Kg);
+    }
+    cpu_scratch_release(be);
+    if (!db)
+        return;
+    size_t total = (size_t)d->n * g.kP;
+#pragma omp parallel for num_threads(nt) if (total > CPU_PAR_MIN) schedule(static)
+    for (int kk = 0; kk < d->k; kk++) {
+        double s = 0.0;
+        for (int i = 0; i < d->n; i++) {
+            const float *r = dy + (size_t)i * g.kP + (size_t)kk * g.P;
+            float part = 0.0f;
+            for (size_t p = 0; p < g.P; p++)
+                part += r[p];
+            s += part;
+        }
+        db[kk] += (float)s;
+    }
+}

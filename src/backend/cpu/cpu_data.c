@@ -1,0 +1,44 @@
+/*
+ * Batch preparation: crop, mirror, mean subtraction and scale, as Caffe's data
+ * transformer does it. The mean is read at the source pixel (the same crop and
+ * mirror as the image), so a mean image of the stored size works with any crop.
+ */
+#include "cpu_internal.h"
+
+/*
+ * dst[i,ch,y,x] = (src[i,ch,oy[i]+y,sx] - mean[ch,oy[i]+y,sx]) * scale with
+ * sx = mirror[i] ? ox[i]+ow-1-x : ox[i]+x. mean and mirror may be NULL. The caller
+ * keeps crops inside the image: 0 <= oy[i] <= sh-oh, 0 <= ox[i] <= sw-ow.
+ */
+// src is (n, c, sh, sw) uint8; oy, ox, mirror are (n); mean is (c, sh, sw); dst is (n, c, oh, ow)
+void cpu_prepare_batch(cd_backend_t *be, int n, int c, int sh, int sw, int oh, int ow,
+                       const uint8_t *src, const int *oy, const int *ox, const uint8_t *mirror,
+                       const float *mean, float scale, float *dst)
+{
+    int nt = cpu_threads(be);
+    size_t total = (size_t)n * c * oh * ow;
+#pragma omp parallel for num_threads(nt) collapse(3) if (total > CPU_PAR_MIN / 4) schedule(static)
+    for (int i = 0; i < n; i++) {
+        for (int ch = 0; ch < c; ch++) {
+            for (int y = 0; y < oh; y++) {
+                size_t srow = (((size_t)i * c + ch) * sh + oy[i] + y) * sw + ox[i];
+                size_t mrow = ((size_t)ch * sh + oy[i] + y) * sw + ox[i];
+                float *d = dst + (((size_t)i * c + ch) * oh + y) * ow;
+                const uint8_t *s = src + srow;
+                const float *m = mean ? mean + mrow : NULL;
+                if (mirror && mirror[i]) {
+                    for (int x = 0; x < ow; x++) {
+                        int sx = ow - 1 - x;
+                        d[x] = ((float)s[sx] - (m ? m[sx] : 0.0f)) * scale;
+                    }
+                } else if (m) {
+                    for (int x = 0; x < ow; x++)
+                        d[x] = ((float)s[x] - m[x]) * scale;
+                } else {
+                    for (int x = 0; x < ow; x++)
+                        d[x] = (float)s[x] * scale;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,347 @@
+/*
+ * Elementwise ops on flat arrays: BLAS-1 style arithmetic, eltwise MAX, reductions,
+ * power, per-channel affine, activations, dropout and strided copies.
+ * Loops over n floats split across threads when n is large (CPU_PAR_MIN).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+
+// y is (n)
+void cpu_set(cd_backend_t *be, size_t n, float v, float *y)
+{
+    int nt = cpu_threads(be);
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        y[i] = v;
+}
+
+// x, y are (n); y may equal x
+void cpu_scale(cd_backend_t *be, size_t n, float a, const float *x, float *y)
+{
+    int nt = cpu_threads(be);
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        y[i] = a * x[i];
+}
+
+// x, y are (n)
+void cpu_axpy(cd_backend_t *be, size_t n, float a, const float *x, float *y)
+{
+    int nt = cpu_threads(be);
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        y[i] += a * x[i];
+}
+
+/* y = a*x + b*y; with b == 0, y is not read (it may hold NaN from an earlier use). */
+// x, y are (n)
+void cpu_axpby(cd_backend_t *be, size_t n, float a, const float *x, float b, float *y)
+{
+    int nt = cpu_threads(be);
+    if (b == 0.0f) {
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
+        for (size_t i = 0; i < n; i++)
+            y[i] = a * x[i];
+        return;
+    }
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        y[i] = a * x[i] + b * y[i];
+}
+
+// a, b, y are (n)
+void cpu_mul(cd_backend_t *be, size_t n, const float *a, const float *b, float *y)
+{
+    int nt = cpu_threads(be);
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        y[i] = a[i] * b[i];
+}
+
+// a, b, y are (n)
+void cpu_mul_add(cd_backend_t *be, size_t n, const float *a, const float *b, float *y)
+{
+    int nt = cpu_threads(be);
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        y[i] += a[i] * b[i];
+}
+
+/* Eltwise MAX, one input at a time: idx 0 copies, later inputs win only when strictly
+ * larger, so ties go to the earliest input (Caffe's rule). */
+// x, y, mask are (n)
+void cpu_max_index(cd_backend_t *be, size_t n, const float *x, float *y, int idx, float *mask)
+{
+    int nt = cpu_threads(be);
+    if (idx == 0) {
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
+        for (size_t i = 0; i < n; i++) {
+            y[i] = x[i];
+            mask[i] = 0.0f;
+        }
+        return;
+    }
+    float fidx = (float)idx;
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        if (x[i] > y[i]) {
+            y[i] = x[i];
+            mask[i] = fidx;
+        }
+    }
+}
+
+// dy, mask, dx are (n)
+void cpu_mask_select(cd_backend_t *be, size_t n, const float *dy, const float *mask, int idx,
+                     float *dx)
+{
+    int nt = cpu_threads(be);
+    float fidx = (float)idx;
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        dx[i] = mask[i] == fidx ? dy[i] : 0.0f;
+}
+
+/* Reductions accumulate in double: the reference should not lose digits on long sums. */
+// a, b are (n)
+float cpu_dot(cd_backend_t *be, size_t n, const float *a, const float *b)
+{
+    int nt = cpu_threads(be);
+    double s = 0.0;
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static) reduction(+ : s)
+    for (size_t i = 0; i < n; i++)
+        s += (double)a[i] * b[i];
+    return (float)s;
+}
+
+// x is (n)
+float cpu_asum(cd_backend_t *be, size_t n, const float *x)
+{
+    int nt = cpu_threads(be);
+    double s = 0.0;
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static) reduction(+ : s)
+    for (size_t i = 0; i < n; i++)
+        s += fabs((double)x[i]);
+    return (float)s;
+}
+
+/* y = (shift + scale*x)^power. power 1 and 2 avoid powf; power 0 gives 1 (Caffe). */
+// x, y are (n)
+void cpu_power_forward(cd_backend_t *be, size_t n, float power, float scale, float shift,
+                       const float *x, float *y)
+{
+    int nt = cpu_threads(be);
+    if (power == 0.0f) {
+        cpu_set(be, n, 1.0f, y);
+    } else if (power == 1.0f) {
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
+        for (size_t i = 0; i < n; i++)
+            y[i] = shift + scale * x[i];
+    } else if (power == 2.0f) {
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
+        for (size_t i = 0; i < n; i++) {
+            float b = shift + scale * x[i];
+            y[i] = b * b;
+        }
+    } else {
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
+        for (size_t i = 0; i < n; i++)
+            y[i] = powf(shift + scale * x[i], power);
+    }
+}
+
+/* dx = dy * power*scale*(shift+scale*x)^(power-1); exactly 0 when power or scale is 0
+ * (the output is constant), never 0*inf. */
+// x, dy, dx are (n)
+void cpu_power_backward(cd_backend_t *be, size_t n, float power, float scale, float shift,
+                        const float *x, const float *dy, float *dx)
+{
+    int nt = cpu_threads(be);
+    float ps = power * scale;
+    if (ps == 0.0f) {
+        cpu_set(be, n, 0.0f, dx);
+    } else if (power == 1.0f) {
+        cpu_scale(be, n, ps, dy, dx);
+    } else if (power == 2.0f) {
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
+        for (size_t i = 0; i < n; i++)
+            dx[i] = dy[i] * ps * (shift + scale * x[i]);
+    } else {
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
+        for (size_t i = 0; i < n; i++)
+            dx[i] = dy[i] * ps * powf(shift + scale * x[i], power - 1.0f);
+    }
+}
+
+/* y[o,c,i] = x[o,c,i]*gamma[c] + beta[c]; gamma NULL means 1, beta NULL means 0. */
+// x, y are (outer, channels, inner); gamma, beta are (channels)
+void cpu_channel_affine(cd_backend_t *be, int outer, int channels, int inner, const float *x,
+                        const float *gamma, const float *beta, float *y)
+{
+    int nt = cpu_threads(be);
+    size_t total = (size_t)outer * channels * inner;
+#pragma omp parallel for num_threads(nt) collapse(2) if (total > CPU_PAR_MIN) schedule(static)
+    for (int o = 0; o < outer; o++) {
+        for (int c = 0; c < channels; c++) {
+            size_t base = ((size_t)o * channels + c) * inner;
+            float g = gamma ? gamma[c] : 1.0f;
+            float b = beta ? beta[c] : 0.0f;
+            for (int i = 0; i < inner; i++)
+                y[base + i] = x[base + i] * g + b;
+        }
+    }
+}
+
+/* dgamma[c] += sum_{o,i} dy*x; dbeta[c] += sum_{o,i} dy (either may be NULL). */
+// x, dy are (outer, channels, inner); dgamma, dbeta are (channels)
+void cpu_channel_affine_grad(cd_backend_t *be, int outer, int channels, int inner,
+                             const float *x, const float *dy, float *dgamma, float *dbeta)
+{
+    int nt = cpu_threads(be);
+    size_t total = (size_t)outer * channels * inner;
+#pragma omp parallel for num_threads(nt) if (total > CPU_PAR_MIN) schedule(static)
+    for (int c = 0; c < channels; c++) {
+        double sg = 0.0, sb = 0.0;
+        for (int o = 0; o < outer; o++) {
+            size_t base = ((size_t)o * channels + c) * inner;
+            if (dgamma)
+                for (int i = 0; i < inner; i++)
+                    sg += (double)dy[base + i] * x[base + i];
+            for (int i = 0; i < inner; i++)
+                sb += dy[base + i];
+        }
+        if (dgamma)
+            dgamma[c] += (float)sg;
+        if (dbeta)
+            dbeta[c] += (float)sb;
+    }
+}
+
+/* ---- activations: one forward and one backward per type, in a table ---------- */
+
+typedef void (*act_fwd_fn)(int nt, float slope, size_t n, const float *x, float *y);
+typedef void (*act_bwd_fn)(int nt, float slope, size_t n, const float *x, const float *y,
+                           const float *dy, float *dx);
+
+static void relu_fwd(int nt, float slope, size_t n, const float *x, float *y)
+{
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i] > 0.0f ? x[i] : slope * x[i];
+}
+
+/* Caffe decides on x > 0. In-place callers pass x == y, where x then holds the
+ * output, which is what Caffe reads in place too. */
+static void relu_bwd(int nt, float slope, size_t n, const float *x, const float *y,
+                     const float *dy, float *dx)
+{
+    const float *ref = x ? x : y;
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        dx[i] = ref[i] > 0.0f ? dy[i] : slope * dy[i];
+}
+
+static void sigmoid_fwd(int nt, float slope, size_t n, const float *x, float *y)
+{
+    (void)slope;
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN / 8) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        y[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+
+static void sigmoid_bwd(int nt, float slope, size_t n, const float *x, const float *y,
+                        const float *dy, float *dx)
+{
+    (void)slope;
+    (void)x;
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+}
+
+static void tanh_fwd(int nt, float slope, size_t n, const float *x, float *y)
+{
+    (void)slope;
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN / 8) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        y[i] = tanhf(x[i]);
+}
+
+static void tanh_bwd(int nt, float slope, size_t n, const float *x, const float *y,
+                     const float *dy, float *dx)
+{
+    (void)slope;
+    (void)x;
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+}
+
+static const struct {
+    act_fwd_fn fwd;
+    act_bwd_fn bwd;
+} act_table[] = {
+    [CD_ACT_RELU] = {relu_fwd, relu_bwd},
+    [CD_ACT_SIGMOID] = {sigmoid_fwd, sigmoid_bwd},
+    [CD_ACT_TANH] = {tanh_fwd, tanh_bwd},
+};
+
+#define ACT_COUNT ((int)(sizeof act_table / sizeof act_table[0]))
+
+// x, y are (n); y may equal x
+void cpu_act_forward(cd_backend_t *be, int act, float slope, size_t n, const float *x, float *y)
+{
+    if (act < 0 || act >= ACT_COUNT)
+        return;
+    act_table[act].fwd(cpu_threads(be), slope, n, x, y);
+}
+
+// x, y, dy, dx are (n); dx may equal dy
+void cpu_act_backward(cd_backend_t *be, int act, float slope, size_t n, const float *x,
+                      const float *y, const float *dy, float *dx)
+{
+    if (act < 0 || act >= ACT_COUNT)
+        return;
+    act_table[act].bwd(cpu_threads(be), slope, n, x, y, dy, dx);
+}
+
+/* Element i is kept when cd_rand_uniform(seed, counter, i) >= ratio; mask holds the
+ * multiplier 1/(1-ratio) or 0, so the backward is a plain mul(dy, mask). ratio >= 1
+ * drops everything. */
+// x, mask, y are (n)
+void cpu_dropout_forward(cd_backend_t *be, size_t n, float ratio, uint64_t seed,
+                         uint64_t counter, const float *x, float *mask, float *y)
+{
+    int nt = cpu_threads(be);
+    float keep_scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
+#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN / 8) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float m = cd_rand_uniform(seed, counter, i) >= ratio ? keep_scale : 0.0f;
+        mask[i] = m;
+        y[i] = x[i] * m;
+    }
+}
+
+/* For o in [0,outer): dst[o*dst_stride + j] (+)= src[o*src_stride + j], j < count. */
+// src is (outer, src_stride) viewed, dst is (outer, dst_stride) viewed
+void cpu_copy_strided(cd_backend_t *be, int outer, size_t count, const float *src,
+                      size_t src_stride, float *dst, size_t dst_stride, int accumulate)
+{
+    int nt = cpu_threads(be);
+    size_t total = (size_t)outer * count;
+    if (accumulate) {
+#pragma omp parallel for num_threads(nt) if (total > CPU_PAR_MIN) schedule(static)
+        for (int o = 0; o < outer; o++) {
+            const float *s = src + (size_t)o * src_stride;
+            float *d = dst + (size_t)o * dst_stride;
+            for (size_t j = 0; j < count; j++)
+                d[j] += s[j];
+        }
+        return;
+    }
+#pragma omp parallel for num_threads(nt) if (total > CPU_PAR_MIN) schedule(static)
+    for (int o = 0; o < outer; o++)
+        memmove(dst + (size_t)o * dst_stride, src + (size_t)o * src_stride, count * sizeof(float));
+}

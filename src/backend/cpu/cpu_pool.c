@@ -1,0 +1,151 @@
+/*
+ * MAX and AVE pooling with Caffe's window rules. Output (oy, ox) covers rows
+ * [oy*sh - ph, oy*sh - ph + kh) and columns likewise:
+ *  - MAX looks at the part inside the image and takes the first maximum in a
+ *    row-major scan (later equal values do not replace it); the backward finds that
+ *    position again from x and routes dy there.
+ *  - AVE sums the part inside the image and divides by the window clipped to the
+ *    padded image [-ph, h+ph) (padded cells count as zeros).
+ * A window with no cell inside the image (possible only when stride > kernel, which
+ * Caffe never guards) outputs 0 and passes no gradient.
+ * One thread owns each (image, channel) plane in both directions.
+ */
+#include <string.h>
+
+#include "cpu_internal.h"
+
+typedef struct pool_window {
+    int hs, he, ws, we; /* the part inside the image: [hs,he) x [ws,we) */
+    int size;           /* AVE divisor: the window clipped to the padded image */
+} pool_window;
+
+static inline pool_window pool_window_at(const cd_pool_desc *d, int oy, int ox)
+{
+    pool_window pw;
+    int hs = oy * d->sh - d->ph, ws = ox * d->sw - d->pw;
+    int he = hs + d->kh, we = ws + d->kw;
+    if (he > d->h + d->ph)
+        he = d->h + d->ph;
+    if (we > d->w + d->pw)
+        we = d->w + d->pw;
+    pw.size = (he - hs) * (we - ws);
+    pw.hs = hs < 0 ? 0 : hs;
+    pw.ws = ws < 0 ? 0 : ws;
+    pw.he = he > d->h ? d->h : he;
+    pw.we = we > d->w ? d->w : we;
+    return pw;
+}
+
+static inline int pool_window_empty(const pool_window *pw)
+{
+    return pw->hs >= pw->he || pw->ws >= pw->we;
+}
+
+/* The index (within the plane) of the first maximum of the window. */
+static inline int pool_argmax(const float *x, int w, const pool_window *pw)
+{
+    int best = pw->hs * w + pw->ws;
+    float m = x[best];
+    for (int yy = pw->hs; yy < pw->he; yy++)
+        for (int xx = pw->ws; xx < pw->we; xx++)
+            if (x[yy * w + xx] > m) {
+                m = x[yy * w + xx];
+                best = yy * w + xx;
+            }
+    return best;
+}
+
+// x is (h,w) of one plane; y is (oh,ow)
+static void max_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
+{
+    for (int oy = 0; oy < d->oh; oy++)
+        for (int ox = 0; ox < d->ow; ox++) {
+            pool_window pw = pool_window_at(d, oy, ox);
+            y[oy * d->ow + ox] = pool_window_empty(&pw) ? 0.0f : x[pool_argmax(x, d->w, &pw)];
+        }
+}
+
+// x, dx are (h,w) of one plane; dy is (oh,ow); dx is overwritten
+static void max_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
+{
+    memset(dx, 0, (size_t)d->h * d->w * sizeof(float));
+    for (int oy = 0; oy < d->oh; oy++)
+        for (int ox = 0; ox < d->ow; ox++) {
+            pool_window pw = pool_window_at(d, oy, ox);
+            if (!pool_window_empty(&pw))
+                dx[pool_argmax(x, d->w, &pw)] += dy[oy * d->ow + ox];
+        }
+}
+
+// x is (h,w) of one plane; y is (oh,ow)
+static void ave_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
+{
+    for (int oy = 0; oy < d->oh; oy++)
+        for (int ox = 0; ox < d->ow; ox++) {
+            pool_window pw = pool_window_at(d, oy, ox);
+            float s = 0.0f;
+            for (int yy = pw.hs; yy < pw.he; yy++)
+                for (int xx = pw.ws; xx < pw.we; xx++)
+                    s += x[yy * d->w + xx];
+            y[oy * d->ow + ox] = pool_window_empty(&pw) ? 0.0f : s / (float)pw.size;
+        }
+}
+
+// dx is (h,w) of one plane, overwritten; dy is (oh,ow)
+static void ave_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
+{
+    (void)x;
+    memset(dx, 0, (size_t)d->h * d->w * sizeof(float));
+    for (int oy = 0; oy < d->oh; oy++)
+        for (int ox = 0; ox < d->ow; ox++) {
+            pool_window pw = pool_window_at(d, oy, ox);
+            if (pool_window_empty(&pw))
+                continue;
+            float g = dy[oy * d->ow + ox] / (float)pw.size;
+            for (int yy = pw.hs; yy < pw.he; yy++)
+                for (int xx = pw.ws; xx < pw.we; xx++)
+                    dx[yy * d->w + xx] += g;
+        }
+}
+
+static const struct {
+    void (*fwd)(const cd_pool_desc *d, const float *x, float *y);
+    void (*bwd)(const cd_pool_desc *d, const float *x, const float *dy, float *dx);
+} pool_table[] = {
+    [CD_POOL_MAX] = {max_plane_fwd, max_plane_bwd},
+    [CD_POOL_AVE] = {ave_plane_fwd, ave_plane_bwd},
+};
+
+#define POOL_MODES ((int)(sizeof pool_table / sizeof pool_table[0]))
+
+// x is (n,c,h,w); y is (n,c,oh,ow)
+void cpu_pool_forward(cd_backend_t *be, const cd_pool_desc *d, const float *x, float *y)
+{
+    if (d->mode < 0 || d->mode >= POOL_MODES)
+        return;
+    int nt = cpu_threads(be);
+    int planes = d->n * d->c;
+    size_t in = (size_t)d->h * d->w, out = (size_t)d->oh * d->ow;
+    void (*fwd)(const cd_pool_desc *, const float *, float *) = pool_table[d->mode].fwd;
+#pragma omp parallel for num_threads(nt) if ((size_t)planes * in > CPU_PAR_MIN / 4) schedule(static)
+    for (int p = 0; p < planes; p++)
+        fwd(d, x + p * in, y + p * out);
+}
+
+/* dx is overwritten; y is not needed (the max is found again from x). */
+// x, dx are (n,c,h,w); y, dy are (n,c,oh,ow)
+void cpu_pool_backward(cd_backend_t *be, const cd_pool_desc *d, const float *x, const float *y,
+                       const float *dy, float *dx)
+{
+    (void)y;
+    if (d->mode < 0 || d->mode >= POOL_MODES)
+        return;
+    int nt = cpu_threads(be);
+    int planes = d->n * d->c;
+    size_t in = (size_t)d->h * d->w, out = (size_t)d->oh * d->ow;
+    void (*bwd)(const cd_pool_desc *, const float *, const float *, float *) =
+        pool_table[d->mode].bwd;
+#pragma omp parallel for num_threads(nt) if ((size_t)planes * in > CPU_PAR_MIN / 4) schedule(static)
+    for (int p = 0; p < planes; p++)
+        bwd(d, x + p * in, dy + p * out, dx + p * in);
+}
