@@ -133,9 +133,12 @@ int store_task_set_device(store_t *s, int64_t task_id, json_t *device, cd_err_t 
 /* How far the worker's output file (worker.out.jsonl) has been read and stored: a
  * restarted server replays it from there. */
 int store_task_set_out_offset(store_t *s, int64_t task_id, long long offset, cd_err_t *err);
+/* Sets runtime[key] of a task (key: lowercase letters and _): the latest of what the
+ * worker reports about its run, e.g. "batch" and "advice" lines. */
+int store_task_set_runtime(store_t *s, int64_t task_id, const char *key, json_t *value, cd_err_t *err);
 /* [{id, job_id, kind, name, state, status, progress, stage, attempt, pid, pid_start,
- *   gpus, started, finished, exit_status, error, device, out_offset}] of a job, in
- *   creation order */
+ *   gpus, started, finished, exit_status, error, device, out_offset, runtime}] of a job,
+ *   in creation order */
 json_t *store_task_list(store_t *s, const char *job_id);
 /* The same for every task whose state is in the bit mask (1 << CD_ST_*), all jobs. */
 json_t *store_task_list_by_state(store_t *s, unsigned state_mask);

@@ -154,6 +154,33 @@ static void on_device(sched_t *s, stask_t *t, json_t *j)
     json_decref(dev);
 }
 
+/* "batch" (the batch differs from what was asked) and "advice" (what limits training
+ * now): kept as the task's latest, logged, and passed to the job's listeners. */
+static void runtime_line(sched_t *s, stask_t *t, json_t *j, const char *key, const char *text)
+{
+    json_t *v = json_deep_copy(j);
+    json_object_del(v, "type");
+    store_task_set_runtime(s->store, t->task_id, key, v, NULL);
+    events_publish_job(s->events, t->job_id, key, v, 0);
+    json_decref(v);
+    add_log(s, t, "info", text);
+}
+
+static void on_batch(sched_t *s, stask_t *t, json_t *j)
+{
+    char text[512];
+    snprintf(text, sizeof text, "Batch %d x %d accumulation = %d: %s", (int)jnum(j, "batch", 0),
+             (int)jnum(j, "accumulation", 1), (int)jnum(j, "effective", 0), jstr(j, "reason", ""));
+    runtime_line(s, t, j, "batch", text);
+}
+
+static void on_advice(sched_t *s, stask_t *t, json_t *j)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "Limited by %s: %s", jstr(j, "limit", "?"), jstr(j, "message", ""));
+    runtime_line(s, t, j, "advice", text);
+}
+
 static void on_error(sched_t *s, stask_t *t, json_t *j)
 {
     const char *msg = jstr(j, "message", "unknown error");
@@ -175,6 +202,7 @@ static const struct {
 } g_line_types[] = {
     {"log", on_log},         {"progress", on_progress}, {"metric", on_metric}, {"snapshot", on_snapshot},
     {"dataset", on_dataset}, {"device", on_device},     {"error", on_error},   {"done", on_done},
+    {"batch", on_batch},     {"advice", on_advice},
 };
 
 void lines_handle(sched_t *s, stask_t *t, char *line, int from_stderr)

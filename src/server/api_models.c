@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cdigits/util.h"
@@ -28,7 +29,7 @@ static const form_field_t g_model_form[] = {
     {"snapshot_interval", F_FLOAT, "1", 0, NAN, NULL, ALWAYS, 1, "Snapshot interval (in epochs)"},
     {"val_interval", F_FLOAT, "1", 0, NAN, NULL, ALWAYS, 1, "Validation interval (in epochs)"},
     {"random_seed", F_INT, NULL, 0, 4294967295.0, NULL, ALWAYS, 0, "Random seed"},
-    {"batch_size", F_INTS, NULL, 1, 1 << 20, NULL, ALWAYS, 0, "Batch size"},
+    {"batch_size", F_INTS, NULL, 1, 1 << 20, NULL, "batch_size!=auto", 0, "Batch size"},
     {"batch_accumulation", F_INT, NULL, 1, 1 << 16, NULL, ALWAYS, 0, "Batch accumulation"},
     {"solver_type", F_CHOICE, "SGD", NAN, NAN, "SGD|NESTEROV|ADAGRAD|RMSPROP|ADADELTA|ADAM", ALWAYS, 1, "Solver type"},
     {"rms_decay", F_FLOAT, "0.99", 0, NAN, NULL, ALWAYS, 1, "RMS decay value"},
@@ -51,6 +52,9 @@ static const form_field_t g_model_form[] = {
     {"use_mirror", F_BOOL, "false", NAN, NAN, NULL, ALWAYS, 0, "Mirror images"},
     {"aug_flip", F_CHOICE, "none", NAN, NAN, "none|fliplr|flipud|fliplrud", ALWAYS, 0, "Flipping"},
     {"shuffle", F_BOOL, "true", NAN, NAN, NULL, ALWAYS, 0, "Shuffle train data"},
+    {"precision", F_CHOICE, NULL, NAN, NAN, "fp32|tf32|fp16|bf16", ALWAYS, 0, "Precision"},
+    {"early_stopping_patience", F_INT, NULL, 0, 1e6, NULL, ALWAYS, 0, "Early stopping patience"},
+    {"early_stopping_min_delta", F_FLOAT, NULL, 0, NAN, NULL, ALWAYS, 0, "Early stopping minimum change"},
     {"select_gpus", F_INTS, NULL, 0, SCHED_MAX_GPUS - 1, NULL, ALWAYS, 0, "GPUs"},
     {"select_gpus_list", F_INTS, NULL, 0, SCHED_MAX_GPUS - 1, NULL, ALWAYS, 0, "GPUs"},
     {"select_gpu_count", F_INT, NULL, 1, SCHED_MAX_GPUS, NULL, ALWAYS, 0, "Use this many GPUs"},
@@ -276,6 +280,12 @@ static json_t *make_job(req_t *r, json_t *v, json_t *form, json_t *dataset, cons
         reply_error(r, 500, "cannot build train.json");
         goto fail;
     }
+    static const char *const extras[] = {"precision", "early_stopping_patience", "early_stopping_min_delta"};
+    for (size_t i = 0; i < CD_ARRAY_LEN(extras); i++) {
+        json_t *x = json_object_get(v, extras[i]);
+        if (x && !json_is_null(x))
+            json_object_set(train, extras[i], x);
+    }
     if (api_write_json(dir, "train.json", train, &err) != CD_OK) {
         reply_err(r, &err);
         goto fail;
@@ -349,6 +359,13 @@ void api_model_create_fields(req_t *r, const fields_t *in)
     }
     form = fields_to_json(in);
     json_t *lrs = json_object_get(v, "learning_rate"), *bss = json_object_get(v, "batch_size");
+    /* batch_size=auto: the worker picks the largest batch that fits (no sweep) */
+    json_t *auto_bs = NULL;
+    const char *bs_text = fields_get(in, "batch_size");
+    if (bs_text && strcasecmp(bs_text, "auto") == 0) {
+        auto_bs = json_pack("[s]", "auto");
+        bss = auto_bs;
+    }
     size_t nlr = json_array_size(lrs), nbs = json_array_size(bss) ? json_array_size(bss) : 1;
     if (nlr * nbs > 64) {
         reply_error(r, 400, "A sweep of %zu learning rates and %zu batch sizes makes %zu jobs; at most 64 at once",
@@ -373,11 +390,14 @@ void api_model_create_fields(req_t *r, const fields_t *in)
                 json_object_set(one, "batch_size", batch);
             json_t *brief = make_job(r, v, one, dataset, &ns, resources, name, lr, batch);
             json_decref(one);
-            if (!brief)
+            if (!brief) {
+                json_decref(auto_bs);
                 goto out; /* replied; the jobs made so far stay */
+            }
             json_array_append_new(jobs, brief);
         }
     }
+    json_decref(auto_bs);
     if (json_array_size(jobs) == 1)
         reply_json(r, 200, json_incref(json_array_get(jobs, 0)));
     else

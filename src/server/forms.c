@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cdigits/util.h"
 
@@ -44,7 +45,7 @@ static const char *raw_value(const form_field_t *spec, size_t n, const fields_t 
 }
 
 /* "method=folder&has_val_folder=1": every term must hold; "x=1" on a checkbox means
- * checked, "x=0" unchecked. */
+ * checked, "x=0" unchecked; "x!=auto" holds when x is absent or anything but auto. */
 static int condition_holds(const form_field_t *spec, size_t n, const fields_t *in, const char *when)
 {
     if (!when || !when[0])
@@ -56,10 +57,14 @@ static int condition_holds(const form_field_t *spec, size_t n, const fields_t *i
         char *eq = strchr(term, '=');
         if (!eq)
             continue;
+        int negate = eq > term && eq[-1] == '!';
+        eq[-negate] = 0;
         *eq = 0;
         const char *want = eq + 1, *have = raw_value(spec, n, in, term);
         int ok;
-        if (strcmp(want, "1") == 0)
+        if (negate)
+            ok = !have || strcasecmp(have, want) != 0;
+        else if (strcmp(want, "1") == 0)
             ok = field_truthy(have);
         else if (strcmp(want, "0") == 0)
             ok = !field_truthy(have);

@@ -191,7 +191,7 @@ typedef struct form_field {
     const char *def;      /* value when absent, or NULL */
     double min, max;      /* bounds for numbers; NAN for none */
     const char *choices;  /* F_CHOICE */
-    const char *when;     /* validate only when this holds: "method=folder&has_val_folder=1" */
+    const char *when;     /* validate only when this holds: "method=folder&has_val_folder=1", "x!=auto" */
     int required;         /* when validated, must be present and not empty */
     const char *label;    /* what the user calls it */
 } form_field_t;

@@ -130,6 +130,7 @@ static json_t *tasks_view(server_t *srv, json_t *job)
                               json_object_get(t, "device"), "started", json_object_get(t, "started"), "finished",
                               json_object_get(t, "finished"), "exit_status", json_object_get(t, "exit_status"));
         json_object_set(v, "error", json_object_get(t, "error"));
+        json_object_set(v, "runtime", json_object_get(t, "runtime"));
         json_t *hist = store_task_history(srv->store, json_integer_value(json_object_get(t, "id")));
         json_object_set_new(v, "status_history", history_view(hist));
         json_decref(hist);
@@ -224,6 +225,11 @@ static void model_details(server_t *srv, json_t *job, json_t *d)
     json_object_set_new(d, "outputs", outputs);
     add_outputs(srv, job, d, NULL);
     json_object_set_new(d, "metrics_count", json_integer(store_metric_count(srv->store, id, 0)));
+    /* what the worker last said limits its speed, and the batch it settled on */
+    json_t *tasks = json_object_get(d, "tasks");
+    json_t *runtime = json_object_get(json_array_get(tasks, 0), "runtime");
+    json_object_set(d, "advice", json_object_get(runtime, "advice") ? json_object_get(runtime, "advice") : json_null());
+    json_object_set(d, "batch", json_object_get(runtime, "batch") ? json_object_get(runtime, "batch") : json_null());
 }
 
 json_t *view_job_detail(server_t *srv, json_t *job)

@@ -43,6 +43,7 @@ enum store_stmt_id {
     Q_TASK_SET_ERROR,
     Q_TASK_SET_DEVICE,
     Q_TASK_SET_OFFSET,
+    Q_TASK_SET_RUNTIME,
     Q_TASK_LIST,
     Q_TASK_LIST_ALL,
     Q_METRIC_INSERT,

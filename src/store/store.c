@@ -148,6 +148,8 @@ static const char *const g_migrations[] = {
     "  iteration INTEGER,"
     "  ts REAL NOT NULL,"
     "  PRIMARY KEY (job_id, file));",
+    /* 2: what a worker reports about its run: {"batch": {...}, "advice": {...}} */
+    "ALTER TABLE tasks ADD COLUMN runtime TEXT;",
 };
 
 /* The statement table. Columns named *_json hold JSON text (see store_rows). */
@@ -158,7 +160,8 @@ static const char *const g_migrations[] = {
     "(SELECT MAX(t.finished) FROM tasks t WHERE t.job_id = jobs.id) AS finished"
 #define TASK_COLS                                                                           \
     "id, job_id, kind, name, status AS state, progress, stage, attempt, pid, pid_start, "   \
-    "gpus AS gpus_json, started, finished, exit_status, error, device AS device_json, out_offset"
+    "gpus AS gpus_json, started, finished, exit_status, error, device AS device_json, out_offset, "  \
+    "runtime AS runtime_json"
 
 static const char *const g_sql[Q_COUNT] = {
     [Q_BEGIN] = "BEGIN IMMEDIATE",
@@ -208,6 +211,8 @@ static const char *const g_sql[Q_COUNT] = {
     [Q_TASK_SET_ERROR] = "UPDATE tasks SET error = ?2 WHERE id = ?1",
     [Q_TASK_SET_DEVICE] = "UPDATE tasks SET device = ?2 WHERE id = ?1",
     [Q_TASK_SET_OFFSET] = "UPDATE tasks SET out_offset = ?2 WHERE id = ?1",
+    [Q_TASK_SET_RUNTIME] = "UPDATE tasks SET runtime = json_set(COALESCE(runtime, '{}'), '$.' || ?2, json(?3)) "
+                           "WHERE id = ?1",
     [Q_TASK_LIST] = "SELECT " TASK_COLS " FROM tasks WHERE job_id = ?1 ORDER BY id",
     [Q_TASK_LIST_ALL] = "SELECT " TASK_COLS " FROM tasks ORDER BY id",
     /* a line replayed after a crash is the same point again: ignored */

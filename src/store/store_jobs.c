@@ -377,6 +377,21 @@ int store_task_set_out_offset(store_t *s, int64_t task_id, long long offset, cd_
     return rc;
 }
 
+int store_task_set_runtime(store_t *s, int64_t task_id, const char *key, json_t *value, cd_err_t *err)
+{
+    for (const char *p = key; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || *p == '_'))
+            return cd_err_set(err, CD_E_INVALID, "runtime key \"%s\" must be lowercase letters and _", key);
+    store_conn_t *c = store_writer(s);
+    sqlite3_stmt *q = store_stmt(c, Q_TASK_SET_RUNTIME);
+    sqlite3_bind_int64(q, 1, task_id);
+    store_bind_text(q, 2, key);
+    store_bind_json(q, 3, value);
+    int rc = store_exec(c, q, "recording what the worker reported", err);
+    store_release(c);
+    return rc;
+}
+
 json_t *store_task_list(store_t *s, const char *job_id)
 {
     store_conn_t *c = store_reader(s);

@@ -112,6 +112,8 @@ def train(jobdir, m):
     sent = open(os.path.join(jobdir, "fake_sent.log"), "a")
     emit({"type": "device", "backend": cfg.get("backend", "cpu"), "name": "fake device",
           "ranks": max(1, len(cfg.get("gpus") or []))})
+    if cfg.get("batch_size") == "auto":
+        emit({"type": "batch", "batch": 8, "accumulation": 1, "effective": 8, "reason": "fake: auto picked 8"})
     if start:
         emit({"type": "log", "level": "info", "message": "resuming from epoch %d" % start})
     if "error" in m:
@@ -143,6 +145,9 @@ def train(jobdir, m):
               "iteration": it})
         sent.write("%d val accuracy %.6f\n" % (it, t))
         sent.flush()
+        if epoch == start:
+            emit({"type": "advice", "limit": "data", "message": "fake: loading images is the limit",
+                  "data_wait": 0.5, "images_per_sec": 100.0, "epoch": epoch + 1})
         for ext in ("cdw", "solverstate"):
             with open(os.path.join(jobdir, "snapshot_epoch_%d.%s" % (epoch + 1, ext)), "w") as f:
                 f.write("fake %d\n" % (epoch + 1))

@@ -84,6 +84,20 @@ check '[ "$(jv "[m for m in d[\"models\"] if m[\"id\"]==\"$M1\"][0][\"progress\"
 http GET "/files/$M1/train.json"
 check '[ "$CODE" = 200 ] && [ "$(jv "d[\"epochs\"]")" = 3 ]' "/files/ serves a job file"
 
+# batch_size=auto, precision and early stopping reach train.json; batch and advice lines show
+http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" \
+    -F train_epochs=1 -F model_name=auto -F batch_size=auto -F precision=fp16 -F early_stopping_patience=3
+MAUTO=$(jv 'd["id"]')
+check 'wait_status "$MAUTO" Done 30' "a batch_size=auto model trains"
+http GET "/models/$MAUTO/json"
+check '[ "$(jv "d[\"train\"][\"batch_size\"]")" = auto ] && [ "$(jv "d[\"train\"][\"precision\"]")" = fp16 ] && [ "$(jv "d[\"train\"][\"early_stopping_patience\"]")" = 3 ]' \
+    "batch_size auto, precision and early_stopping_patience reach train.json"
+check '[ "$(jv "d[\"batch\"][\"effective\"]")" = 8 ] && [ "$(jv "d[\"advice\"][\"limit\"]")" = data ]' \
+    "the worker's batch and advice lines show in the model JSON"
+http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" \
+    -F model_name=x -F precision=fp8
+check '[ "$CODE" = 400 ] && [ -n "$(jv "d[\"errors\"][\"precision\"][0]")" ]' "an unknown precision is a form error"
+
 # sweep: two learning rates make two jobs
 http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" \
     -F train_epochs=1 -F model_name=sweep -F learning_rate=0.01,0.02
