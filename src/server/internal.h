@@ -257,6 +257,7 @@ void h_job_events(req_t *r);
 void h_home_events(req_t *r);
 void h_hardware(req_t *r);
 void h_files(req_t *r);
+void h_browse(req_t *r);
 
 /* http.c */
 int http_start(server_t *srv, cd_err_t *err);

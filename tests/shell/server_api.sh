@@ -299,6 +299,16 @@ check 'awk "/^max_delay/ {exit !(\$2 < 0.25)}" "$T/sse.txt"' "a metric line reac
 curl -s -N --max-time 2 "$B/events" >"$T/home.txt" 2>/dev/null
 check 'grep -q "event: gpus" "$T/home.txt"' "the home stream starts with the GPU counts"
 
+http GET /browse/json
+check '[ "$CODE" = 200 ] && [ "$(jv "d[\"path\"]")" = null ] && [ "$(jv "len(d[\"dirs\"])")" = 1 ]' "browse without a path lists the roots"
+http GET "/browse/json?path=$IMG"
+check '[ "$(jv "[x[\"name\"] for x in d[\"dirs\"]]")" = "[\"train\"]" ] && [ "$(jv "d[\"parent\"]")" = null ]' \
+    "browse lists sub-folders, not the symlink out of the roots"
+http GET "/browse/json?path=$IMG/train/cat"
+check '[ "$(jv "d[\"images\"]")" = 8 ] && [ "$(jv "d[\"parent\"]")" = "$(cd "$IMG/train" && pwd -P)" ]' "browse counts images and names the parent"
+http GET "/browse/json?path=/etc"
+check '[ "$CODE" = 400 ]' "browse refuses a folder outside the roots"
+
 http GET /hardware/json
 check '[ "$CODE" = 200 ] && [ "$(jv "d[\"gpus\"]")" = "[]" ] && [ "$(jv "d[\"resources\"][\"cpu_slots\"][\"total\"]")" = 1 ]' \
     "hardware/json: no GPU here is an empty list, not an error"
