@@ -102,6 +102,15 @@ cudaError_t cdk_prepare_batch(cudaStream_t s, int n, int c, int sh, int sw, int 
                               const uint8_t *src, const int *oy, const int *ox,
                               const uint8_t *mirror, const float *mean, float scale, float *dst);
 
+/* cast.cu: fp32 <-> 2-byte floats for the mixed-precision convolution and gemm.
+ * to_lowp rounds n floats to nearest even (kind CDK_LOWP_HALF: fp16, CDK_LOWP_BF16:
+ * bf16) into y (n 2-byte values); from_lowp widens them back, y = x or, with
+ * accumulate, y += x. */
+enum { CDK_LOWP_HALF = 0, CDK_LOWP_BF16 = 1 };
+cudaError_t cdk_to_lowp(cudaStream_t s, int kind, size_t n, const float *x, void *y);
+cudaError_t cdk_from_lowp(cudaStream_t s, int kind, size_t n, const void *x, float *y,
+                          int accumulate);
+
 #ifdef __cplusplus
 }
 #endif

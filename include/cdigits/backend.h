@@ -260,6 +260,34 @@ typedef struct cd_backend_iface {
     void (*upload_wait)(cd_backend_t *be);
 
     void (*destroy)(cd_backend_t *be);
+
+    /*
+     * optional: one captured step, replayed (CUDA graphs). graph_begin starts capturing
+     * the ops called on this backend; they are recorded, not run. graph_end stops,
+     * turns the record into the backend's one replayable step (replacing the one
+     * before) and returns CD_OK, or CD_ERR with the reason in be->err (then no record
+     * is kept, the one before included: run the step without one). graph_replay runs
+     * the recorded step once more, queued like any op (CD_ERR when there is none).
+     *
+     * The record holds every argument as it was when captured: pointers, sizes and
+     * scalars passed by value (a learning rate, a loss scale, a dropout counter, an
+     * ADAM iteration) replay unchanged, and the data behind the pointers is read anew.
+     * So a value that changes from step to step must reach the ops through device
+     * memory, or the step must be captured again when it changes. Every buffer the
+     * record touches must stay allocated until the next graph_end or destroy.
+     *
+     * Between graph_begin and graph_end the caller may not: read results on the host
+     * (download, dot, asum), wait (sync), allocate or free device memory (alloc,
+     * free), or copy from the host (upload, upload_async, upload_wait). A backend
+     * names the op that broke one of these rules and aborts. Run the step once before
+     * capturing it: a convolution first met while capturing cannot measure its
+     * algorithms and takes the library's heuristic choice, and buffers that grow then
+     * are kept until the record is replaced. Only one thread may use the backend
+     * while it captures.
+     */
+    int (*graph_begin)(cd_backend_t *be);
+    int (*graph_end)(cd_backend_t *be);
+    int (*graph_replay)(cd_backend_t *be);
 } cd_backend_iface;
 
 /* Arithmetic of the gemm-shaped ops (conv, gemm) on backends with several: values

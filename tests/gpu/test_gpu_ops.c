@@ -12,6 +12,9 @@
  * tests/unit/test_cuda_ops.c (with CD_GPU_OPS_NO_MAIN) so ctest runs it where a GPU is.
  * CD_TEST_SEED replays a run. With CD_GPU_OPS_SELF=1 the "device" is a second CPU
  * backend: the harness itself (shapes, references, tolerances) runs where no GPU is.
+ * Besides the ops it checks mem_info, host_alloc, upload_async/upload_wait and a
+ * captured, replayed step (graph_begin/end/replay) wherever the device backend has them,
+ * and convolution and gemm in TF32, FP16 and BF16 against the fp32 reference.
  */
 #include <math.h>
 #include <signal.h>
@@ -32,6 +35,9 @@
 #define TOL_NORM 1e-8   /* batch norm backward, LRN: sums inside cancellations */
 #define TOL_CONV 1e-7   /* FP32 convolution and gemm: other algorithms (Winograd, FFT) */
 #define TOL_TF32 1e-4   /* TF32 tensor cores: 10-bit mantissa inputs */
+#define TOL_FP16 1e-4   /* fp16 inputs and outputs, fp32 accumulation (about 3e-7 seen
+                         * in theory: 2^-11 rounding of inputs and output) */
+#define TOL_BF16 1e-3   /* bf16: 8-bit mantissa, about 2e-5 in theory */
 #define TOL_COUNT 0.0   /* integer counts, and masks */
 
 enum { REF = 0, DEV = 1 };
@@ -721,23 +727,202 @@ static void go_test_allreduce(size_t n)
     free(got);
 }
 
-/* Convolution and gemm on a device backend made with other settings. */
-static void go_test_variant(const char *tag, const char *var, const char *val, double tol)
+/* ---- the slots beside the ops: memory, overlapped uploads, captured steps ---- */
+
+static void go_test_mem_info(void)
+{
+    cd_backend_t *be = go_be[DEV];
+    if (!be->iface->mem_info)
+        return;
+    size_t free_b = 0, total_b = 0;
+    int rc = be->iface->mem_info(be, &free_b, &total_b);
+    int ok = rc == 0 && total_b > 0 && free_b <= total_b;
+    go_record("mem_info", go_fmt("%.0f of %.0f MiB free", free_b / 1048576.0, total_b / 1048576.0),
+              ok ? 0.0 : NAN, TOL_COUNT);
+}
+
+/*
+ * upload_async and upload_wait: (1) an upload lands after the ops queued before it (a
+ * set, then a copy that reads the buffer the upload overwrites), (2) after
+ * upload_wait the host buffer may be overwritten at once, (3) from page-locked memory
+ * (host_alloc) and from malloc. n is large, so a missing fence would show.
+ */
+static void go_test_upload_async(size_t n, int pinned)
+{
+    cd_backend_t *be = go_be[DEV];
+    const cd_backend_iface *o = be->iface;
+    if (!o->upload_async || !o->upload_wait || (pinned && !(o->host_alloc && o->host_free)))
+        return;
+    const char *sh = go_fmt("n=%zu %s", n, pinned ? "host_alloc" : "malloc");
+    size_t bytes = n * sizeof(float);
+    float *h = pinned ? o->host_alloc(be, bytes) : malloc(bytes);
+    float *first = malloc(bytes), *old = malloc(bytes), *got = malloc(bytes);
+    if (!h) {
+        go_record("host_alloc", sh, NAN, TOL_COUNT);
+        free(first);
+        free(old);
+        free(got);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        h[i] = first[i] = go_uniform(-1, 1);
+        old[i] = go_uniform(-1, 1);
+    }
+    float *d = go_alloc(DEV, bytes), *e = go_alloc(DEV, bytes);
+    o->upload(be, d, old, bytes);
+    o->copy(be, e, d, bytes);      /* reads d: must see old */
+    o->upload_async(be, d, h, bytes);
+    o->upload_wait(be);
+    for (size_t i = 0; i < n; i++)  /* the host buffer is free again */
+        h[i] = 7.0f;
+    o->download(be, got, d, bytes);
+    go_record("upload_async data", sh, go_nmse(first, got, n), TOL_EXACT);
+    o->download(be, got, e, bytes);
+    go_record("upload_async after a reader", sh, go_nmse(old, got, n), TOL_EXACT);
+    /* a set queued before the upload does not overwrite it */
+    o->set(be, n, 3.0f, d);
+    o->upload_async(be, d, first, bytes);
+    o->upload_wait(be);
+    o->download(be, got, d, bytes);
+    go_record("upload_async after a writer", sh, go_nmse(first, got, n), TOL_EXACT);
+    o->free(be, d);
+    o->free(be, e);
+    if (pinned)
+        o->host_free(be, h);
+    else
+        free(h);
+    free(first);
+    free(old);
+    free(got);
+}
+
+/*
+ * A small training step (convolution with bias, its filter and bias gradients, an SGD
+ * update of the filter) three times: on the reference eagerly; on the device once
+ * eagerly (which chooses the algorithms), then captured and replayed twice. The
+ * filters must agree after the three steps.
+ */
+static void go_test_graph(const char *tag, double tol)
+{
+    cd_backend_t *be = go_be[DEV];
+    if (!be->iface->graph_begin || !be->iface->graph_end || !be->iface->graph_replay)
+        return;
+    cd_conv_desc d = go_conv(8, 3, 16, 16, 8, 3, 3, 1, 1, 1, 1);
+    const char *sh = go_fmt("conv+grad+sgd x3 %dx%dx%dx%d k%d", d.n, d.c, d.h, d.w, d.k);
+    size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.k * d.oh * d.ow;
+    size_t nw = (size_t)d.k * d.c * d.kh * d.kw;
+    go_t x = go_rand(nx, -1, 1), w = go_rand(nw, -0.3f, 0.3f), bias = go_rand(d.k, -1, 1);
+    go_t y = go_rand(ny, -1, 1), dw = go_rand(nw, -1, 1), db = go_rand(d.k, -1, 1);
+    go_t h1 = go_rand(nw, 0, 0), h1b = go_rand(d.k, 0, 0);
+    cd_update_desc u = {.type = CD_SOLVER_SGD, .reg = CD_REG_L2, .lr = 1e-4f, .momentum = 0.9f,
+                        .decay = 5e-4f, .grad_scale = 1.0f};
+    /* the gradient of 0.5*|y|^2 is y itself */
+#define GO_STEP()                                                                 \
+    do {                                                                          \
+        be_->iface->set(be_, nw, 0.0f, D(dw));                                    \
+        be_->iface->set(be_, (size_t)d.k, 0.0f, D(db));                           \
+        be_->iface->conv_forward(be_, &d, D(x), D(w), D(bias), D(y));             \
+        be_->iface->conv_backward_filter(be_, &d, D(x), D(y), D(dw), D(db));      \
+        be_->iface->update(be_, &u, nw, D(w), D(dw), D(h1), NULL);                \
+        be_->iface->update(be_, &u, (size_t)d.k, D(bias), D(db), D(h1b), NULL);   \
+    } while (0)
+    for (int b_ = 0; b_ < 2; b_++) {
+        cd_backend_t *be_ = go_be[b_];
+        if (b_ == REF) {
+            for (int step = 0; step < 3; step++)
+                GO_STEP();
+            continue;
+        }
+        GO_STEP();
+        int rc = be_->iface->graph_begin(be_);
+        if (rc == 0) {
+            GO_STEP();
+            rc = be_->iface->graph_end(be_);
+        }
+        for (int step = 0; step < 2 && rc == 0; step++)
+            rc = be_->iface->graph_replay(be_);
+        if (rc != 0) {
+            fprintf(stderr, "FAIL graph%s: %s\n", tag, be_->err);
+            go_record(go_fmt("graph%s", tag), sh, NAN, tol);
+        }
+    }
+#undef GO_STEP
+    go_check(go_fmt("graph%s replayed w", tag), sh, &w, tol);
+    go_check(go_fmt("graph%s replayed bias", tag), sh, &bias, tol);
+    go_free(&x);
+    go_free(&w);
+    go_free(&bias);
+    go_free(&y);
+    go_free(&dw);
+    go_free(&db);
+    go_free(&h1);
+    go_free(&h1b);
+}
+
+/* CPU against CPU: the memory slots the CPU backend lacks, filled with their plain
+ * equivalents, so the tests of those slots run too (graphs have none). */
+static cd_backend_iface go_self_iface;
+static void *go_self_host_alloc(cd_backend_t *be, size_t bytes)
+{
+    (void)be;
+    return malloc(bytes);
+}
+static void go_self_host_free(cd_backend_t *be, void *p)
+{
+    (void)be;
+    free(p);
+}
+static void go_self_wait(cd_backend_t *be) { be->iface->sync(be); }
+static int go_self_mem_info(cd_backend_t *be, size_t *free_b, size_t *total_b)
+{
+    (void)be;
+    *free_b = (size_t)1 << 30;
+    *total_b = (size_t)2 << 30;
+    return 0;
+}
+static void go_self_slots(cd_backend_t *be)
+{
+    go_self_iface = *be->iface;
+    if (!go_self_iface.upload_async) {
+        go_self_iface.upload_async = go_self_iface.upload;
+        go_self_iface.upload_wait = go_self_wait;
+    }
+    if (!go_self_iface.host_alloc) {
+        go_self_iface.host_alloc = go_self_host_alloc;
+        go_self_iface.host_free = go_self_host_free;
+    }
+    if (!go_self_iface.mem_info)
+        go_self_iface.mem_info = go_self_mem_info;
+    be->iface = &go_self_iface;
+}
+
+/* Convolution and gemm on a device backend made with other settings: an environment
+ * variable (var, val) or a precision. */
+static void go_test_variant(const char *tag, const char *var, const char *val, int precision,
+                            double tol)
 {
     char why[256];
-    setenv(var, val, 1);
+    if (var)
+        setenv(var, val, 1);
     cd_backend_t *keep = go_be[DEV];
     cd_backend_t *be = cd_backend_cuda_new(0, why, sizeof why);
     if (!be) {
-        fprintf(stderr, "FAIL: CUDA backend with %s=%s: %s\n", var, val, why);
+        fprintf(stderr, "FAIL: CUDA backend%s: %s\n", tag, why);
         go_record(go_fmt("backend%s", tag), "", NAN, tol);
         return;
     }
+    be->precision = precision;
     go_be[DEV] = be;
     go_test_gemm(tag, tol, 0, 0, 64, 500, 800);
     go_test_gemm(tag, tol, 1, 1, 37, 53, 71);
+    go_test_gemm(tag, tol, 0, 1, 33, 10, 501); /* odd sizes: the casts' unaligned tails */
     go_test_conv(tag, tol, go_conv(4, 1, 28, 28, 20, 5, 5, 1, 0, 1, 1), 1);
     go_test_conv(tag, tol, go_conv(2, 16, 13, 13, 32, 3, 3, 1, 1, 1, 2), 1);
+    if (precision == CD_PREC_FP16 || precision == CD_PREC_BF16) {
+        go_test_conv(tag, tol, go_conv(2, 3, 67, 67, 16, 11, 11, 4, 0, 1, 1), 1);
+        go_test_conv(tag, tol, go_conv(3, 5, 9, 7, 6, 3, 3, 1, 1, 1, 1), 0); /* odd counts */
+        go_test_graph(tag, tol);
+    }
     be->iface->destroy(be);
     go_be[DEV] = keep;
 }
@@ -789,13 +974,15 @@ static int go_run_all(void)
            (unsigned long long)seed, ngpu, self ? "; CD_GPU_OPS_SELF: CPU against CPU" : "");
 
     cd_cuda_set_fail_hook(go_on_device_error);
-    setenv("CDIGITS_TF32", "0", 1); /* the strict rows compare plain FP32 */
+    /* a new backend computes in plain FP32 (precision 0), as the strict rows need */
     go_be[REF] = cd_backend_cpu_new(0);
     go_be[DEV] = self ? cd_backend_cpu_new(1) : cd_backend_cuda_new(0, why, sizeof why);
     if (!go_be[REF] || !go_be[DEV]) {
         printf("FAIL: cannot create the backends: %s\n", why);
         return 1;
     }
+    if (self)
+        go_self_slots(go_be[DEV]);
 
     go_test_elementwise(1000003);
     go_test_elementwise(17);
@@ -885,12 +1072,19 @@ static int go_run_all(void)
     go_test_lrn(CD_LRN_WITHIN, 2, 4, 9, 9, 3, 1.0f, 0.75f, 1.0f);
     go_test_lrn(CD_LRN_WITHIN, 2, 4, 12, 10, 5, 0.5f, 0.75f, 1.0f);
 
-    /* the same convolutions through cuDNN's heuristics instead of measurement, and
-     * with TF32 tensor cores (the default in training) */
+    go_test_mem_info();
+    go_test_upload_async((size_t)16 << 20, 1);
+    go_test_upload_async(100003, 0);
+    go_test_graph("", TOL_CONV * 10);
+
+    /* the same convolutions through cuDNN's heuristics instead of measurement, and in
+     * each reduced precision (the training option `precision`) */
     if (!self) {
-        go_test_variant(" heuristic", "CDIGITS_CUDNN_FIND", "0", TOL_CONV);
+        go_test_variant(" heuristic", "CDIGITS_CUDNN_FIND", "0", CD_PREC_FP32, TOL_CONV);
         setenv("CDIGITS_CUDNN_FIND", "1", 1);
-        go_test_variant(" tf32", "CDIGITS_TF32", "1", TOL_TF32);
+        go_test_variant(" tf32", NULL, NULL, CD_PREC_TF32, TOL_TF32);
+        go_test_variant(" fp16", NULL, NULL, CD_PREC_FP16, TOL_FP16);
+        go_test_variant(" bf16", NULL, NULL, CD_PREC_BF16, TOL_BF16);
     }
     if (go_be[DEV]->iface->allreduce_mean)
         go_test_allreduce(100003); /* last: NCCL's setup is the slowest and least sure */

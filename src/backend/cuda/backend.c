@@ -2,9 +2,12 @@
  * The CUDA backend: its function table, creation and destruction. The ops live in the
  * other files of this folder (one subject each) and in the .cu files of kernels/.
  *
+ * The arithmetic of convolution and gemm follows be->precision, which the engine sets
+ * before it builds a network (conv.c, blas.c): FP32 is plain fp32 (no TF32), TF32
+ * lets the tensor cores round inputs to TF32, FP16 and BF16 round the inputs to 2-byte
+ * floats and accumulate in fp32.
+ *
  * Settings read from the environment when a backend is created:
- *   CDIGITS_TF32=0                   no TF32 tensor-core math in convolution and gemm
- *                                    (default on, as in PyTorch's convolutions)
  *   CDIGITS_CUDNN_WORKSPACE_MB=N     largest cuDNN workspace (default 1024)
  *   CDIGITS_CUDNN_FIND=0             take cuDNN's heuristic convolution algorithms instead
  *                                    of measuring them (default 1: measure once per shape)
@@ -76,8 +79,22 @@ static const cd_backend_iface cuda_iface = {
     .prepare_batch = cuda_prepare_batch,
     .allreduce_mean = cuda_allreduce_mean,
 
+    .mem_info = cuda_mem_info,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .upload_async = cuda_upload_async,
+    .upload_wait = cuda_upload_wait,
+
     .destroy = cuda_destroy,
+
+    .graph_begin = cuda_graph_begin,
+    .graph_end = cuda_graph_end,
+    .graph_replay = cuda_graph_replay,
 };
+
+/* cuBLAS's workspace, given to it so that a captured gemm never allocates (Hopper
+ * wants 32 MiB for its largest kernels) */
+#define CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 
 /* the device current in this thread, as far as this backend knows */
 static _Thread_local int thread_device = -1;
@@ -146,7 +163,7 @@ cd_backend_t *cd_backend_cuda_new(int device, char *why, size_t why_len)
     be->iface = &cuda_iface;
     be->device = device;
     be->ctx = ctx;
-    ctx->tf32 = env_long("CDIGITS_TF32", 1) != 0;
+    ctx->blas_math = -1;
     ctx->debug_sync = env_long("CDIGITS_CUDA_SYNC", 0) != 0;
     ctx->find = env_long("CDIGITS_CUDNN_FIND", 1) != 0;
     long ws_mb = env_long("CDIGITS_CUDNN_WORKSPACE_MB", 1024);
@@ -167,12 +184,16 @@ cd_backend_t *cd_backend_cuda_new(int device, char *why, size_t why_len)
                  device, prop.name, prop.major, prop.minor, prop.major, prop.minor);
         goto err;
     }
-    if (CD_CUDA_TRY(be, cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking)))
+    if (CD_CUDA_TRY(be, cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking)) ||
+        CD_CUDA_TRY(be, cudaStreamCreateWithFlags(&ctx->copy, cudaStreamNonBlocking)) ||
+        CD_CUDA_TRY(be, cudaEventCreateWithFlags(&ctx->copied, cudaEventDisableTiming)) ||
+        CD_CUDA_TRY(be, cudaEventCreateWithFlags(&ctx->fence, cudaEventDisableTiming)))
         goto err;
+    /* the workspace after the stream: cublasSetStream resets it to cuBLAS's own */
     if (CD_CUBLAS_TRY(be, cublasCreate(&ctx->blas)) ||
         CD_CUBLAS_TRY(be, cublasSetStream(ctx->blas, ctx->stream)) ||
-        CD_CUBLAS_TRY(be, cublasSetMathMode(ctx->blas, ctx->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                                 : CUBLAS_DEFAULT_MATH)))
+        CD_CUDA_TRY(be, cudaMalloc(&ctx->blas_ws, CUBLAS_WORKSPACE_BYTES)) ||
+        CD_CUBLAS_TRY(be, cublasSetWorkspace(ctx->blas, ctx->blas_ws, CUBLAS_WORKSPACE_BYTES)))
         goto err;
     if (CD_CUDNN_TRY(be, cudnnCreate(&ctx->dnn)) ||
         CD_CUDNN_TRY(be, cudnnSetStream(ctx->dnn, ctx->stream)) ||
@@ -199,6 +220,9 @@ static void cuda_destroy(cd_backend_t *be)
     if (ctx) {
         if (CD_CUDA_TRY(be, cudaSetDevice(be->device)) == 0)
             thread_device = be->device;
+        cuda_graph_release(be);
+        if (ctx->copy)
+            CD_CUDA_TRY(be, cudaStreamSynchronize(ctx->copy));
         if (ctx->stream)
             CD_CUDA_TRY(be, cudaStreamSynchronize(ctx->stream));
         cuda_conv_release(be);
@@ -216,6 +240,14 @@ static void cuda_destroy(cd_backend_t *be)
             CD_CUDNN_TRY(be, cudnnDestroy(ctx->dnn));
         if (ctx->blas)
             CD_CUBLAS_TRY(be, cublasDestroy(ctx->blas));
+        if (ctx->blas_ws)
+            CD_CUDA_TRY(be, cudaFree(ctx->blas_ws));
+        if (ctx->fence)
+            CD_CUDA_TRY(be, cudaEventDestroy(ctx->fence));
+        if (ctx->copied)
+            CD_CUDA_TRY(be, cudaEventDestroy(ctx->copied));
+        if (ctx->copy)
+            CD_CUDA_TRY(be, cudaStreamDestroy(ctx->copy));
         if (ctx->stream)
             CD_CUDA_TRY(be, cudaStreamDestroy(ctx->stream));
         free(ctx);

@@ -1,10 +1,26 @@
 /* Dense linear algebra on cuBLAS: gemm (InnerProduct), dot and asum. */
 #include "cuda_internal.h"
 
+/* The cuBLAS math mode of an fp32 gemm: FP32 plain (CUBLAS_DEFAULT_MATH never
+ * rounds to TF32), TF32 on the tensor cores. Set only when it changes. */
+static void set_math(cd_backend_t *be, int tf32)
+{
+    cuda_ctx *ctx = cuda_ctx_of(be);
+    int want = tf32 ? (int)CUBLAS_TF32_TENSOR_OP_MATH : (int)CUBLAS_DEFAULT_MATH;
+    if (ctx->blas_math == want)
+        return;
+    CD_CUBLAS_CHECK(be, cublasSetMathMode(ctx->blas, (cublasMath_t)want));
+    ctx->blas_math = want;
+}
+
 /*
  * Row-major C = alpha*op(A)*op(B) + beta*C, op(A) (m,k), op(B) (k,n), C (m,n).
  * cuBLAS is column-major, and a row-major matrix read column-major is its transpose,
  * so this computes C^T = op(B)^T * op(A)^T: the operands swap places and sizes.
+ *
+ * FP16 and BF16: A and B are rounded into the 2-byte operand buffer (A first, then B
+ * at a 256-byte boundary) and cublasGemmEx multiplies them on the tensor cores with
+ * fp32 accumulation into the fp32 C (alpha and beta in fp32 too).
  */
 void cuda_gemm(cd_backend_t *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
                const float *a, const float *b, float beta, float *c)
@@ -12,16 +28,35 @@ void cuda_gemm(cd_backend_t *be, int trans_a, int trans_b, int m, int n, int k, 
     if (m <= 0 || n <= 0)
         return;
     cuda_use_device(be);
+    cuda_ctx *ctx = cuda_ctx_of(be);
     int lda = trans_a ? m : k; /* row length of A as stored */
     int ldb = trans_b ? k : n;
-    CD_CUBLAS_CHECK(be, cublasSgemm(cuda_ctx_of(be)->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                    trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb,
-                                    a, lda, &beta, c, n));
+    cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int kind = cuda_lowp_kind(be);
+    if (kind < 0 || k <= 0) {
+        set_math(be, be->precision == CD_PREC_TF32);
+        CD_CUBLAS_CHECK(be, cublasSgemm(ctx->blas, op_b, op_a, n, m, k, &alpha, b, ldb, a, lda,
+                                        &beta, c, n));
+        return;
+    }
+    size_t na = (size_t)m * k, nb = (size_t)k * n;
+    size_t off_b = (na * 2 + 255) & ~(size_t)255;
+    char *buf = cuda_lowp(be, off_b + nb * 2);
+    void *ah = buf, *bh = buf + off_b;
+    CD_LAUNCH(be, cdk_to_lowp(ctx->stream, kind, na, a, ah));
+    CD_LAUNCH(be, cdk_to_lowp(ctx->stream, kind, nb, b, bh));
+    cudaDataType_t t = kind == CDK_LOWP_HALF ? CUDA_R_16F : CUDA_R_16BF;
+    set_math(be, 0);
+    CD_CUBLAS_CHECK(be, cublasGemmEx(ctx->blas, op_b, op_a, n, m, k, &alpha, bh, t, ldb, ah, t,
+                                     lda, &beta, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT));
 }
 
 /* The host waits for the result (cuBLAS's host pointer mode). */
 float cuda_dot(cd_backend_t *be, size_t n, const float *a, const float *b)
 {
+    cuda_not_capturing(be, "dot");
     cuda_use_device(be);
     double sum = 0.0;
     for (size_t at = 0; at < n; at += CUDA_CHUNK) {
@@ -35,6 +70,7 @@ float cuda_dot(cd_backend_t *be, size_t n, const float *a, const float *b)
 
 float cuda_asum(cd_backend_t *be, size_t n, const float *x)
 {
+    cuda_not_capturing(be, "asum");
     cuda_use_device(be);
     double sum = 0.0;
     for (size_t at = 0; at < n; at += CUDA_CHUNK) {

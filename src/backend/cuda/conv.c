@@ -1,15 +1,25 @@
 /*
- * Convolution on cuDNN. Each distinct geometry (cd_conv_desc) gets a plan: its tensor,
- * filter and convolution descriptors, and for each of forward, backward data and
- * backward filter the algorithm chosen the first time that direction runs. Choosing
- * measures every algorithm on the real buffers (cudnnFind*AlgorithmEx, the default) or
- * takes cuDNN's heuristic order (cudnnGet*Algorithm_v7, with CDIGITS_CUDNN_FIND=0);
- * either way the fastest one whose workspace fits the limit wins, and the choice is
- * kept for the life of the backend.
+ * Convolution on cuDNN. Each distinct geometry (cd_conv_desc) and precision gets a
+ * plan: its tensor, filter and convolution descriptors, and for each of forward,
+ * backward data and backward filter the algorithm chosen the first time that direction
+ * runs. Choosing measures every algorithm on the real buffers (cudnnFind*AlgorithmEx,
+ * the default) or takes cuDNN's heuristic order (cudnnGet*Algorithm_v7, with
+ * CDIGITS_CUDNN_FIND=0, and always while a step is being captured, since measuring
+ * waits on the host); either way the fastest one whose workspace fits the limit wins,
+ * and the choice is kept for the life of the backend.
  *
- * Math: with TF32 allowed (the default) convolutions run under CUDNN_DEFAULT_MATH,
- * which lets Ampere and newer use TF32 tensor cores; CDIGITS_TF32=0 asks for
- * CUDNN_FMA_MATH, plain FP32.
+ * Math, by be->precision:
+ *   FP32  fp32 tensors, CUDNN_FMA_MATH: plain fp32, no TF32
+ *   TF32  fp32 tensors, CUDNN_DEFAULT_MATH: Ampere and newer may round the inputs to
+ *         TF32 on the tensor cores
+ *   FP16, BF16  the operands are rounded into the 2-byte operand buffer (x, w and y at
+ *         256-byte boundaries), cuDNN runs on 2-byte tensors with fp32 compute
+ *         (cuDNN's PSEUDO_HALF / PSEUDO_BFLOAT16 configurations, tensor-op math), and
+ *         the result is widened back: y and dx overwritten, dw accumulated in fp32. The
+ *         bias and its gradient stay fp32 on the fp32 tensors.
+ *
+ * Layout: NCHW throughout. cuDNN's tensor-core kernels prefer NHWC (channels-last) for
+ * 2-byte types; transposing in the casts is a possible next step, not done here.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,9 +39,14 @@ typedef struct conv_algo {
 
 typedef struct conv_plan {
     cd_conv_desc key;
-    cudnnTensorDescriptor_t x, y, bias;
+    int prec;        /* enum cd_precision the plan was made for */
+    int kind;        /* CDK_LOWP_HALF / CDK_LOWP_BF16 for 2-byte operands, -1 for fp32 */
+    cudnnTensorDescriptor_t x, y; /* in the operand type */
+    cudnnTensorDescriptor_t yf, bias; /* fp32: y for the bias add and its gradient */
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
+    size_t nx, nw, ny;          /* elements of x, w, y */
+    size_t off_w, off_y, lowp;  /* 2-byte operand buffer: w and y offsets, total bytes */
     conv_algo dir[DIR_COUNT];
 } conv_plan;
 
@@ -57,6 +72,8 @@ static void shape_text(const cd_conv_desc *d, char *buf, size_t len)
              d->dw, d->group, d->oh, d->ow);
 }
 
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
 static conv_plan *plan_new(cd_backend_t *be, const cd_conv_desc *d)
 {
     char shape[256];
@@ -69,15 +86,27 @@ static conv_plan *plan_new(cd_backend_t *be, const cd_conv_desc *d)
     if (!p)
         cd_cuda_fail_msg(be, "out of host memory for a convolution plan");
     p->key = *d;
+    p->prec = be->precision;
+    p->kind = cuda_lowp_kind(be);
+    cudnnDataType_t io = p->kind == CDK_LOWP_HALF   ? CUDNN_DATA_HALF
+                         : p->kind == CDK_LOWP_BF16 ? CUDNN_DATA_BFLOAT16
+                                                    : CUDNN_DATA_FLOAT;
+    p->nx = (size_t)d->n * d->c * d->h * d->w;
+    p->nw = (size_t)d->k * (d->c / group) * d->kh * d->kw;
+    p->ny = (size_t)d->n * d->k * d->oh * d->ow;
+    p->off_w = align256(p->nx * 2);
+    p->off_y = p->off_w + align256(p->nw * 2);
+    p->lowp = p->off_y + p->ny * 2;
     CD_CUDNN_CHECK(be, cudnnCreateTensorDescriptor(&p->x));
     CD_CUDNN_CHECK(be, cudnnCreateTensorDescriptor(&p->y));
+    CD_CUDNN_CHECK(be, cudnnCreateTensorDescriptor(&p->yf));
     CD_CUDNN_CHECK(be, cudnnCreateTensorDescriptor(&p->bias));
     CD_CUDNN_CHECK(be, cudnnCreateFilterDescriptor(&p->w));
     CD_CUDNN_CHECK(be, cudnnCreateConvolutionDescriptor(&p->conv));
-    CD_CUDNN_CHECK(be, cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n,
-                                                  d->c, d->h, d->w));
-    CD_CUDNN_CHECK(be, cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->k,
-                                                  d->c / group, d->kh, d->kw));
+    CD_CUDNN_CHECK(be, cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, io, d->n, d->c, d->h,
+                                                  d->w));
+    CD_CUDNN_CHECK(be, cudnnSetFilter4dDescriptor(p->w, io, CUDNN_TENSOR_NCHW, d->k, d->c / group,
+                                                  d->kh, d->kw));
     CD_CUDNN_CHECK(be, cudnnSetConvolution2dDescriptor(p->conv, d->ph, d->pw, d->sh, d->sw,
                                                        d->dh > 0 ? d->dh : 1, d->dw > 0 ? d->dw : 1,
                                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
@@ -88,7 +117,9 @@ static conv_plan *plan_new(cd_backend_t *be, const cd_conv_desc *d)
     if (on != d->n || oc != d->k || oh != d->oh || ow != d->ow)
         cd_cuda_fail_msg(be, "convolution %s: cuDNN computes a %dx%dx%dx%d output", shape, on, oc,
                          oh, ow);
-    CD_CUDNN_CHECK(be, cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n,
+    CD_CUDNN_CHECK(be, cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, io, d->n, d->k, d->oh,
+                                                  d->ow));
+    CD_CUDNN_CHECK(be, cudnnSetTensor4dDescriptor(p->yf, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n,
                                                   d->k, d->oh, d->ow));
     CD_CUDNN_CHECK(be, cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
                                                   d->k, 1, 1));
@@ -103,6 +134,7 @@ static void plan_free(cd_backend_t *be, conv_plan *p)
     CD_CUDNN_TRY(be, cudnnDestroyConvolutionDescriptor(p->conv));
     CD_CUDNN_TRY(be, cudnnDestroyFilterDescriptor(p->w));
     CD_CUDNN_TRY(be, cudnnDestroyTensorDescriptor(p->bias));
+    CD_CUDNN_TRY(be, cudnnDestroyTensorDescriptor(p->yf));
     CD_CUDNN_TRY(be, cudnnDestroyTensorDescriptor(p->y));
     CD_CUDNN_TRY(be, cudnnDestroyTensorDescriptor(p->x));
     free(p);
@@ -118,7 +150,7 @@ static conv_plan *plan_get(cd_backend_t *be, const cd_conv_desc *d)
     }
     struct cuda_conv_cache *cache = ctx->conv;
     for (int i = 0; i < cache->n; i++)
-        if (same_geometry(&cache->plans[i]->key, d))
+        if (cache->plans[i]->prec == be->precision && same_geometry(&cache->plans[i]->key, d))
             return cache->plans[i];
     if (cache->n == cache->cap) {
         int cap = cache->cap ? cache->cap * 2 : 16;
@@ -177,12 +209,14 @@ static void *find_workspace(cd_backend_t *be, size_t limit, size_t *got)
  * buffers of this call (x, w, y are the direction's input, filter and output; the
  * backward filter measures into a temporary so the accumulated gradient is untouched).
  */
-static void choose(cd_backend_t *be, conv_plan *p, int dir, const float *x, const float *w,
-                   const float *y)
+static void choose(cd_backend_t *be, conv_plan *p, int dir, const void *x, const void *w,
+                   const void *y)
 {
     cuda_ctx *ctx = cuda_ctx_of(be);
-    const int find = ctx->find;
-    cudnnMathType_t base = ctx->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    const int find = ctx->find && !ctx->capturing;
+    cudnnMathType_t base = p->kind >= 0                ? CUDNN_TENSOR_OP_MATH
+                           : p->prec == CD_PREC_TF32 ? CUDNN_DEFAULT_MATH
+                                                     : CUDNN_FMA_MATH;
     CD_CUDNN_CHECK(be, cudnnSetConvolutionMathType(p->conv, base));
 
     enum { MAX_ALGOS = 16 };
@@ -229,10 +263,7 @@ static void choose(cd_backend_t *be, conv_plan *p, int dir, const float *x, cons
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t r[MAX_ALGOS];
         if (find) {
-            const cd_conv_desc *d = &p->key;
-            size_t wbytes = (size_t)d->k * (d->c / (d->group > 0 ? d->group : 1)) * d->kh * d->kw *
-                            sizeof(float);
-            CD_CUDA_CHECK(be, cudaMalloc(&tmp, wbytes));
+            CD_CUDA_CHECK(be, cudaMalloc(&tmp, p->nw * (p->kind >= 0 ? 2 : sizeof(float))));
             CD_CUDNN_CHECK(be, cudnnFindConvolutionBackwardFilterAlgorithmEx(
                                    ctx->dnn, p->x, x, p->y, y, p->conv, p->w, tmp, want, &got,
                                    r, ws, limit));
@@ -258,7 +289,7 @@ static void choose(cd_backend_t *be, conv_plan *p, int dir, const float *x, cons
         if (res[i].status != CUDNN_STATUS_SUCCESS || res[i].memory > limit)
             continue;
         a->algo = res[i].algo;
-        a->math = ctx->tf32 ? res[i].math : CUDNN_FMA_MATH;
+        a->math = p->prec == CD_PREC_FP32 ? CUDNN_FMA_MATH : res[i].math;
         a->ws = res[i].memory;
         a->chosen = 1;
         return;
@@ -271,66 +302,114 @@ static void choose(cd_backend_t *be, conv_plan *p, int dir, const float *x, cons
                      dir_name[dir], shape, limit >> 20);
 }
 
-/* The plan for d with direction dir chosen, its math set, and its workspace. */
-static conv_plan *prepare(cd_backend_t *be, const cd_conv_desc *d, int dir, const float *x,
-                          const float *w, const float *y, void **ws)
+/* The plan for d with direction dir chosen (measured on x, w, y: the operands as cuDNN
+ * will see them), its math set, and its workspace. */
+static void prepare(cd_backend_t *be, conv_plan *p, int dir, const void *x, const void *w,
+                    const void *y, void **ws)
 {
-    cuda_use_device(be);
-    conv_plan *p = plan_get(be, d);
     if (!p->dir[dir].chosen)
         choose(be, p, dir, x, w, y);
     CD_CUDNN_CHECK(be, cudnnSetConvolutionMathType(p->conv, p->dir[dir].math));
     *ws = cuda_workspace(be, p->dir[dir].ws);
-    return p;
+}
+
+/* The 2-byte operand buffer of plan p: x, w and y at their offsets. */
+typedef struct lowp_ops {
+    void *x, *w, *y;
+} lowp_ops;
+
+static lowp_ops lowp_get(cd_backend_t *be, const conv_plan *p)
+{
+    char *buf = cuda_lowp(be, p->lowp);
+    return (lowp_ops){buf, buf + p->off_w, buf + p->off_y};
 }
 
 /* y = conv(x, w) (+ bias per filter) */
 void cuda_conv_forward(cd_backend_t *be, const cd_conv_desc *d, const float *x, const float *w,
                        const float *bias, float *y)
 {
-    void *ws;
-    conv_plan *p = prepare(be, d, DIR_FWD, x, w, y, &ws);
+    cuda_use_device(be);
     cuda_ctx *ctx = cuda_ctx_of(be);
+    conv_plan *p = plan_get(be, d);
+    const conv_algo *a = &p->dir[DIR_FWD];
     const float one = 1.0f, zero = 0.0f;
-    CD_CUDNN_CHECK(be, cudnnConvolutionForward(ctx->dnn, &one, p->x, x, p->w, w, p->conv,
-                                               (cudnnConvolutionFwdAlgo_t)p->dir[DIR_FWD].algo, ws,
-                                               p->dir[DIR_FWD].ws, &zero, p->y, y));
+    void *ws;
+    if (p->kind < 0) {
+        prepare(be, p, DIR_FWD, x, w, y, &ws);
+        CD_CUDNN_CHECK(be, cudnnConvolutionForward(ctx->dnn, &one, p->x, x, p->w, w, p->conv,
+                                                   (cudnnConvolutionFwdAlgo_t)a->algo, ws, a->ws,
+                                                   &zero, p->y, y));
+    } else {
+        lowp_ops h = lowp_get(be, p);
+        CD_LAUNCH(be, cdk_to_lowp(ctx->stream, p->kind, p->nx, x, h.x));
+        CD_LAUNCH(be, cdk_to_lowp(ctx->stream, p->kind, p->nw, w, h.w));
+        prepare(be, p, DIR_FWD, h.x, h.w, h.y, &ws);
+        CD_CUDNN_CHECK(be, cudnnConvolutionForward(ctx->dnn, &one, p->x, h.x, p->w, h.w, p->conv,
+                                                   (cudnnConvolutionFwdAlgo_t)a->algo, ws, a->ws,
+                                                   &zero, p->y, h.y));
+        CD_LAUNCH(be, cdk_from_lowp(ctx->stream, p->kind, p->ny, h.y, y, 0));
+    }
     if (bias)
-        CD_CUDNN_CHECK(be, cudnnAddTensor(ctx->dnn, &one, p->bias, bias, &one, p->y, y));
+        CD_CUDNN_CHECK(be, cudnnAddTensor(ctx->dnn, &one, p->bias, bias, &one, p->yf, y));
 }
 
 /* dx = conv_transpose(dy, w), overwritten */
 void cuda_conv_backward_data(cd_backend_t *be, const cd_conv_desc *d, const float *w,
                              const float *dy, float *dx)
 {
-    void *ws;
-    conv_plan *p = prepare(be, d, DIR_BWD_DATA, dx, w, dy, &ws);
+    cuda_use_device(be);
     cuda_ctx *ctx = cuda_ctx_of(be);
+    conv_plan *p = plan_get(be, d);
+    const conv_algo *a = &p->dir[DIR_BWD_DATA];
     const float one = 1.0f, zero = 0.0f;
-    CD_CUDNN_CHECK(be, cudnnConvolutionBackwardData(
-                           ctx->dnn, &one, p->w, w, p->y, dy, p->conv,
-                           (cudnnConvolutionBwdDataAlgo_t)p->dir[DIR_BWD_DATA].algo, ws,
-                           p->dir[DIR_BWD_DATA].ws, &zero, p->x, dx));
+    void *ws;
+    if (p->kind < 0) {
+        prepare(be, p, DIR_BWD_DATA, dx, w, dy, &ws);
+        CD_CUDNN_CHECK(be, cudnnConvolutionBackwardData(
+                               ctx->dnn, &one, p->w, w, p->y, dy, p->conv,
+                               (cudnnConvolutionBwdDataAlgo_t)a->algo, ws, a->ws, &zero, p->x, dx));
+        return;
+    }
+    lowp_ops h = lowp_get(be, p);
+    CD_LAUNCH(be, cdk_to_lowp(ctx->stream, p->kind, p->nw, w, h.w));
+    CD_LAUNCH(be, cdk_to_lowp(ctx->stream, p->kind, p->ny, dy, h.y));
+    prepare(be, p, DIR_BWD_DATA, h.x, h.w, h.y, &ws);
+    CD_CUDNN_CHECK(be, cudnnConvolutionBackwardData(ctx->dnn, &one, p->w, h.w, p->y, h.y, p->conv,
+                                                    (cudnnConvolutionBwdDataAlgo_t)a->algo, ws,
+                                                    a->ws, &zero, p->x, h.x));
+    CD_LAUNCH(be, cdk_from_lowp(ctx->stream, p->kind, p->nx, h.x, dx, 0));
 }
 
-/* dw += dL/dw, db += sum of dy per filter (db may be NULL) */
+/* dw += dL/dw, db += sum of dy per filter (db may be NULL). With 2-byte operands the
+ * filter gradient of this call is computed alone (beta 0) into the operand buffer and
+ * added to dw in fp32. */
 void cuda_conv_backward_filter(cd_backend_t *be, const cd_conv_desc *d, const float *x,
                                const float *dy, float *dw, float *db)
 {
+    cuda_use_device(be);
     cuda_ctx *ctx = cuda_ctx_of(be);
-    const float one = 1.0f;
-    if (dw) {
+    conv_plan *p = plan_get(be, d);
+    const conv_algo *a = &p->dir[DIR_BWD_FILTER];
+    const float one = 1.0f, zero = 0.0f;
+    if (dw && p->kind < 0) {
         void *ws;
-        conv_plan *p = prepare(be, d, DIR_BWD_FILTER, x, NULL, dy, &ws);
+        prepare(be, p, DIR_BWD_FILTER, x, NULL, dy, &ws);
         CD_CUDNN_CHECK(be, cudnnConvolutionBackwardFilter(
                                ctx->dnn, &one, p->x, x, p->y, dy, p->conv,
-                               (cudnnConvolutionBwdFilterAlgo_t)p->dir[DIR_BWD_FILTER].algo, ws,
-                               p->dir[DIR_BWD_FILTER].ws, &one, p->w, dw));
+                               (cudnnConvolutionBwdFilterAlgo_t)a->algo, ws, a->ws, &one, p->w, dw));
+    } else if (dw) {
+        void *ws;
+        lowp_ops h = lowp_get(be, p);
+        CD_LAUNCH(be, cdk_to_lowp(ctx->stream, p->kind, p->nx, x, h.x));
+        CD_LAUNCH(be, cdk_to_lowp(ctx->stream, p->kind, p->ny, dy, h.y));
+        prepare(be, p, DIR_BWD_FILTER, h.x, NULL, h.y, &ws);
+        CD_CUDNN_CHECK(be, cudnnConvolutionBackwardFilter(
+                               ctx->dnn, &one, p->x, h.x, p->y, h.y, p->conv,
+                               (cudnnConvolutionBwdFilterAlgo_t)a->algo, ws, a->ws, &zero, p->w,
+                               h.w));
+        CD_LAUNCH(be, cdk_from_lowp(ctx->stream, p->kind, p->nw, h.w, dw, 1));
     }
-    if (db) {
-        cuda_use_device(be);
-        conv_plan *p = plan_get(be, d);
-        CD_CUDNN_CHECK(be, cudnnConvolutionBackwardBias(ctx->dnn, &one, p->y, dy, &one, p->bias,
+    if (db)
+        CD_CUDNN_CHECK(be, cudnnConvolutionBackwardBias(ctx->dnn, &one, p->yf, dy, &one, p->bias,
                                                         db));
-    }
 }

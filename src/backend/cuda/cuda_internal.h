@@ -1,11 +1,12 @@
 /*
  * The CUDA backend's private state and the ops each file of src/backend/cuda provides
  * to the function table in backend.c. One cuda_ctx per backend (per device): its own
- * stream, and cuBLAS and cuDNN handles bound to that stream, so every op of a backend
- * is ordered on one queue and the host waits only in download, dot, asum and sync.
- * Memory ops and prepare_batch only enqueue work and are safe beside other threads;
- * ops that use the handles, the scratch or the convolution plans take one caller at
- * a time.
+ * compute stream, and cuBLAS and cuDNN handles bound to that stream, so every op of a
+ * backend is ordered on one queue and the host waits only in download, dot, asum and
+ * sync. A second stream carries upload_async's copies, so the next batch crosses the
+ * bus while this one trains. Memory ops and prepare_batch only enqueue work and are
+ * safe beside other threads; ops that use the handles, the scratch or the convolution
+ * plans take one caller at a time.
  */
 #ifndef CDIGITS_CUDA_INTERNAL_H
 #define CDIGITS_CUDA_INTERNAL_H
@@ -17,15 +18,26 @@
 
 #include "cdigits/backend.h"
 #include "cdigits/cuda_check.h"
+#include "cdigits/util.h"
 #include "cd_kernels.h"
 
 struct cuda_conv_cache;
 
+/* A device buffer replaced while a captured step may still use it (memory.c). */
+typedef struct cuda_retired {
+    void *ptr;
+    unsigned gen; /* the capture generation current when it was replaced */
+} cuda_retired;
+
 typedef struct cuda_ctx {
-    cudaStream_t stream;
+    cudaStream_t stream; /* every op */
+    cudaStream_t copy;   /* upload_async's copies (non-blocking, beside stream) */
+    cudaEvent_t copied;  /* recorded on copy after each upload_async */
+    cudaEvent_t fence;   /* recorded on stream before each upload_async; copy waits for it */
     cublasHandle_t blas;
+    void *blas_ws;       /* cuBLAS's workspace, owned here so a capture never allocates */
+    int blas_math;       /* the cublasMath_t set on blas; -1 before the first gemm */
     cudnnHandle_t dnn;
-    int tf32;       /* tensor-core TF32 allowed in convolution and gemm (CDIGITS_TF32) */
     int debug_sync; /* wait after every kernel so a fault names its launch (CDIGITS_CUDA_SYNC) */
     int find;       /* measure convolution algorithms (1) or take cuDNN's heuristics (0) */
 
@@ -35,6 +47,18 @@ typedef struct cuda_ctx {
     /* temporaries of kernels (per-channel partial sums, LRN ratios), grown as needed */
     void *scratch;
     size_t scratch_bytes;
+    /* fp16/bf16 copies of the operands of mixed-precision convolution and gemm */
+    void *lowp;
+    size_t lowp_bytes;
+
+    /* CUDA graphs (graph.c): capturing is set between graph_begin and graph_end, gen
+     * counts captures, graph is the replayable step. Buffers that grow while a record
+     * may use the old one are retired, and freed once no record can use them. */
+    int capturing;
+    unsigned gen;
+    cudaGraphExec_t graph;
+    cuda_retired *retired;
+    int nretired, cap_retired;
 
     /* descriptors reused by the cuDNN calls that are not convolutions */
     cudnnTensorDescriptor_t t_a, t_b;
@@ -55,17 +79,33 @@ static inline cuda_ctx *cuda_ctx_of(cd_backend_t *be) { return (cuda_ctx *)be->c
  * entry point calls it first, so ops may come from any thread. */
 void cuda_use_device(cd_backend_t *be);
 
-/* Device temporaries that stay valid until the next call of the same function; both
- * wait for queued work before they grow. */
+/* Device temporaries that stay valid until the next call of the same function; they
+ * wait for queued work before they grow (or, while a captured step may use the old
+ * buffer, keep it aside). cuda_lowp holds 2-byte operands, 256-byte aligned. */
 void *cuda_scratch(cd_backend_t *be, size_t bytes);
 void *cuda_workspace(cd_backend_t *be, size_t bytes);
+void *cuda_lowp(cd_backend_t *be, size_t bytes);
 
-/* Checks a kernel launcher's result; with debug_sync also waits, so an error inside
- * the kernel is reported at its launch rather than at a later call. */
+/* The cast kind of be->precision for the gemm-shaped ops: CDK_LOWP_HALF or
+ * CDK_LOWP_BF16, or -1 when they compute on fp32 inputs (FP32, TF32). */
+static inline int cuda_lowp_kind(const cd_backend_t *be)
+{
+    return be->precision == CD_PREC_FP16 ? CDK_LOWP_HALF
+           : be->precision == CD_PREC_BF16 ? CDK_LOWP_BF16
+                                           : -1;
+}
+
+/* Aborts with a message naming op when the backend is capturing a step: op needs the
+ * host (a wait, a read, an allocation), which a captured step cannot replay. */
+void cuda_not_capturing(cd_backend_t *be, const char *op);
+
+/* Checks a kernel launcher's result; with debug_sync also waits (not while capturing,
+ * when nothing runs), so an error inside the kernel is reported at its launch rather
+ * than at a later call. */
 #define CD_LAUNCH(be, call)                                                                  \
     do {                                                                                     \
         CD_CUDA_CHECK(be, call);                                                             \
-        if (cuda_ctx_of(be)->debug_sync) {                                                   \
+        if (cuda_ctx_of(be)->debug_sync && !cuda_ctx_of(be)->capturing) {                   \
             int cd_sync_ = (int)cudaStreamSynchronize(cuda_ctx_of(be)->stream);              \
             if (cd_sync_ != 0)                                                               \
                 cd_cuda_fail((be), CD_LIB_CUDA, cd_sync_, #call " (while running)", __func__, \
@@ -83,7 +123,20 @@ void cuda_upload(cd_backend_t *be, void *dst, const void *src, size_t bytes);
 void cuda_download(cd_backend_t *be, void *dst, const void *src, size_t bytes);
 void cuda_copy(cd_backend_t *be, void *dst, const void *src, size_t bytes);
 void cuda_sync(cd_backend_t *be);
+int cuda_mem_info(cd_backend_t *be, size_t *free_bytes, size_t *total_bytes);
+void *cuda_host_alloc(cd_backend_t *be, size_t bytes);
+void cuda_host_free(cd_backend_t *be, void *ptr);
+void cuda_upload_async(cd_backend_t *be, void *dst, const void *src, size_t bytes);
+void cuda_upload_wait(cd_backend_t *be);
+/* frees the retired buffers of captures before generation `before` (all: UINT_MAX) */
+void cuda_retired_release(cd_backend_t *be, unsigned before);
 void cuda_memory_release(cd_backend_t *be);
+
+/* graph.c */
+int cuda_graph_begin(cd_backend_t *be);
+int cuda_graph_end(cd_backend_t *be);
+int cuda_graph_replay(cd_backend_t *be);
+void cuda_graph_release(cd_backend_t *be);
 
 /* elementwise.c */
 void cuda_set(cd_backend_t *be, size_t n, float v, float *y);

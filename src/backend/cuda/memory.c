@@ -1,13 +1,39 @@
-/* Device memory of the CUDA backend: buffers, copies, and the backend's own scratch
- * and cuDNN workspace. Copies are queued on the backend's stream; the host waits only
- * where it must (download, and upload from pinned memory, whose copy is asynchronous). */
+/*
+ * Memory of the CUDA backend: device buffers, copies, page-locked host buffers, the
+ * uploads that overlap compute, and the backend's own scratch, cuDNN workspace and
+ * 2-byte operand buffer. Copies are queued on the compute stream; the host waits only
+ * where it must (download, upload from pinned memory, whose copy is asynchronous, and
+ * upload_wait).
+ *
+ * upload_async and upload_wait, the contract the training loop relies on:
+ *  - an upload_async starts on the device after every op queued before it (a fence
+ *    on the compute stream), so it may overwrite a staging buffer that an earlier
+ *    step still reads; it overlaps the ops queued after it;
+ *  - upload_wait makes the compute stream wait for every upload_async so far (on the
+ *    device) and returns once they are done (on the host): after it the caller may
+ *    reuse or release its host buffers, and ops queued next see the data.
+ */
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cuda_internal.h"
+
+void cuda_not_capturing(cd_backend_t *be, const char *op)
+{
+    if (cuda_ctx_of(be)->capturing)
+        cd_cuda_fail_msg(be,
+                         "%s was called while a training step is being captured (between "
+                         "graph_begin and graph_end); a captured step cannot wait for, read "
+                         "from, copy from or allocate on the host: move the call out of the "
+                         "captured region",
+                         op);
+}
 
 void *cuda_alloc(cd_backend_t *be, size_t bytes)
 {
     cuda_ctx *ctx = cuda_ctx_of(be);
+    cuda_not_capturing(be, "alloc");
     cuda_use_device(be);
     void *p = NULL;
     if (bytes == 0)
@@ -30,6 +56,7 @@ void cuda_free(cd_backend_t *be, void *ptr)
 {
     if (!ptr)
         return;
+    cuda_not_capturing(be, "free");
     cuda_use_device(be);
     /* queued work may still use the buffer */
     CD_CUDA_CHECK(be, cudaStreamSynchronize(cuda_ctx_of(be)->stream));
@@ -41,6 +68,7 @@ void cuda_upload(cd_backend_t *be, void *dst, const void *src, size_t bytes)
     cuda_ctx *ctx = cuda_ctx_of(be);
     if (bytes == 0)
         return;
+    cuda_not_capturing(be, "upload");
     cuda_use_device(be);
     CD_CUDA_CHECK(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx->stream));
     /* From pageable memory the call returns once src has been staged; from pinned
@@ -57,6 +85,7 @@ void cuda_download(cd_backend_t *be, void *dst, const void *src, size_t bytes)
     cuda_ctx *ctx = cuda_ctx_of(be);
     if (bytes == 0)
         return;
+    cuda_not_capturing(be, "download");
     cuda_use_device(be);
     CD_CUDA_CHECK(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx->stream));
     CD_CUDA_CHECK(be, cudaStreamSynchronize(ctx->stream));
@@ -73,12 +102,98 @@ void cuda_copy(cd_backend_t *be, void *dst, const void *src, size_t bytes)
 
 void cuda_sync(cd_backend_t *be)
 {
+    cuda_not_capturing(be, "sync");
     cuda_use_device(be);
     CD_CUDA_CHECK(be, cudaStreamSynchronize(cuda_ctx_of(be)->stream));
 }
 
+int cuda_mem_info(cd_backend_t *be, size_t *free_bytes, size_t *total_bytes)
+{
+    cuda_use_device(be);
+    *free_bytes = *total_bytes = 0;
+    return CD_CUDA_TRY(be, cudaMemGetInfo(free_bytes, total_bytes)) ? CD_ERR : CD_OK;
+}
+
+/* Page-locked and portable (usable with every device), so copies from it are DMA
+ * transfers that need no staging; NULL (reason in be->err) on failure, and the caller
+ * falls back to malloc. */
+void *cuda_host_alloc(cd_backend_t *be, size_t bytes)
+{
+    cuda_use_device(be);
+    void *p = NULL;
+    if (CD_CUDA_TRY(be, cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable)))
+        return NULL;
+    return p;
+}
+
+void cuda_host_free(cd_backend_t *be, void *ptr)
+{
+    if (!ptr)
+        return;
+    cuda_use_device(be);
+    CD_CUDA_TRY(be, cudaFreeHost(ptr));
+}
+
+void cuda_upload_async(cd_backend_t *be, void *dst, const void *src, size_t bytes)
+{
+    cuda_ctx *ctx = cuda_ctx_of(be);
+    if (bytes == 0)
+        return;
+    cuda_not_capturing(be, "upload_async");
+    cuda_use_device(be);
+    /* after the ops queued so far: dst may be a buffer they still read */
+    CD_CUDA_CHECK(be, cudaEventRecord(ctx->fence, ctx->stream));
+    CD_CUDA_CHECK(be, cudaStreamWaitEvent(ctx->copy, ctx->fence, 0));
+    CD_CUDA_CHECK(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx->copy));
+    CD_CUDA_CHECK(be, cudaEventRecord(ctx->copied, ctx->copy));
+}
+
+/* The copies were queued a whole step earlier, so the host wait is short; it is what
+ * lets the caller hand the host buffers back to the loader right away. */
+void cuda_upload_wait(cd_backend_t *be)
+{
+    cuda_ctx *ctx = cuda_ctx_of(be);
+    cuda_not_capturing(be, "upload_wait");
+    cuda_use_device(be);
+    CD_CUDA_CHECK(be, cudaStreamWaitEvent(ctx->stream, ctx->copied, 0));
+    CD_CUDA_CHECK(be, cudaEventSynchronize(ctx->copied));
+}
+
+/* Keeps ptr until no captured step can use it (see cuda_retired_release). */
+static void retire(cd_backend_t *be, void *ptr)
+{
+    cuda_ctx *ctx = cuda_ctx_of(be);
+    if (ctx->nretired == ctx->cap_retired) {
+        int cap = ctx->cap_retired ? ctx->cap_retired * 2 : 8;
+        cuda_retired *r = realloc(ctx->retired, (size_t)cap * sizeof *r);
+        if (!r)
+            cd_cuda_fail_msg(be, "out of host memory keeping a replaced device buffer");
+        ctx->retired = r;
+        ctx->cap_retired = cap;
+    }
+    ctx->retired[ctx->nretired++] = (cuda_retired){ptr, ctx->gen};
+}
+
+/* A buffer retired while capture g ran, or after it while record g lived, has gen g;
+ * once record g is gone (replaced by capture g+1, or dropped) nothing uses it. The
+ * caller has waited for the stream. Errors are recorded, not fatal (teardown). */
+void cuda_retired_release(cd_backend_t *be, unsigned before)
+{
+    cuda_ctx *ctx = cuda_ctx_of(be);
+    int keep = 0;
+    for (int i = 0; i < ctx->nretired; i++) {
+        if (ctx->retired[i].gen < before)
+            CD_CUDA_TRY(be, cudaFree(ctx->retired[i].ptr));
+        else
+            ctx->retired[keep++] = ctx->retired[i];
+    }
+    ctx->nretired = keep;
+}
+
 /* Grows *buf to at least want bytes (with a quarter of headroom, whole MiB). The old
- * contents are not kept. */
+ * contents are not kept. The old buffer is freed after queued work is done, or kept
+ * aside while a captured step may use it (cudaMalloc itself is allowed in a relaxed
+ * capture). */
 static void *grow(cd_backend_t *be, void **buf, size_t *have, size_t want)
 {
     if (want == 0)
@@ -86,9 +201,14 @@ static void *grow(cd_backend_t *be, void **buf, size_t *have, size_t want)
     if (want <= *have && *buf)
         return *buf;
     cuda_ctx *ctx = cuda_ctx_of(be);
-    CD_CUDA_CHECK(be, cudaStreamSynchronize(ctx->stream));
-    if (*buf)
-        CD_CUDA_CHECK(be, cudaFree(*buf));
+    if (*buf) {
+        if (ctx->capturing || ctx->graph) {
+            retire(be, *buf);
+        } else {
+            CD_CUDA_CHECK(be, cudaStreamSynchronize(ctx->stream));
+            CD_CUDA_CHECK(be, cudaFree(*buf));
+        }
+    }
     *buf = NULL;
     *have = 0;
     size_t bytes = want + want / 4;
@@ -112,6 +232,12 @@ void *cuda_workspace(cd_backend_t *be, size_t bytes)
     return grow(be, &ctx->ws, &ctx->ws_bytes, bytes);
 }
 
+void *cuda_lowp(cd_backend_t *be, size_t bytes)
+{
+    cuda_ctx *ctx = cuda_ctx_of(be);
+    return grow(be, &ctx->lowp, &ctx->lowp_bytes, bytes);
+}
+
 void cuda_memory_release(cd_backend_t *be)
 {
     cuda_ctx *ctx = cuda_ctx_of(be);
@@ -119,5 +245,11 @@ void cuda_memory_release(cd_backend_t *be)
         ctx->scratch = NULL;
     if (ctx->ws && CD_CUDA_TRY(be, cudaFree(ctx->ws)) == 0)
         ctx->ws = NULL;
-    ctx->scratch_bytes = ctx->ws_bytes = 0;
+    if (ctx->lowp && CD_CUDA_TRY(be, cudaFree(ctx->lowp)) == 0)
+        ctx->lowp = NULL;
+    ctx->scratch_bytes = ctx->ws_bytes = ctx->lowp_bytes = 0;
+    cuda_retired_release(be, UINT_MAX);
+    free(ctx->retired);
+    ctx->retired = NULL;
+    ctx->nretired = ctx->cap_retired = 0;
 }
