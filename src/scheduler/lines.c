@@ -106,15 +106,23 @@ static void on_metric(sched_t *s, stask_t *t, json_t *j)
         .iteration = (long long)jnum(j, "iteration", 0),
         .time = cd_wall_time(),
     };
-    /* listeners first: a busy database must not delay the live view */
-    json_t *ev = json_pack("{s:s, s:s, s:f, s:I, s:f, s:i}", "phase", m.phase, "name", m.name, "epoch", m.epoch,
-                           "iteration", (json_int_t)m.iteration, "time", m.time, "attempt", m.attempt);
+    /* stored first, so the event carries the row id clients merge with /metrics/json; the
+     * insert is cheap inside the reader's batch */
+    int64_t id = 0;
+    cd_err_t err;
+    if (store_metric_add(s->store, &m, &id, &err) != CD_OK) {
+        if (!t->delete_requested)
+            cd_warn("job %s: %s", t->job_id, err.msg);
+        return;
+    }
+    if (id == 0)
+        return; /* a replayed line: stored and announced before */
+    json_t *ev = json_pack("{s:I, s:s, s:s, s:f, s:I, s:f, s:i}", "id", (json_int_t)id, "phase", m.phase, "name",
+                           m.name, "epoch", m.epoch, "iteration", (json_int_t)m.iteration, "time", m.time,
+                           "attempt", m.attempt);
     json_object_set_new(ev, "value", isfinite(m.value) ? json_real(m.value) : json_null());
     events_publish_job(s->events, t->job_id, "metric", ev, 0);
     json_decref(ev);
-    cd_err_t err;
-    if (store_metric_add(s->store, &m, NULL, &err) != CD_OK && !t->delete_requested)
-        cd_warn("job %s: %s", t->job_id, err.msg);
 }
 
 static void on_snapshot(sched_t *s, stask_t *t, json_t *j)
