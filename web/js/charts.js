@@ -3,7 +3,8 @@
  * their container, redrawn at most once a frame however often points arrive.
  *
  *   const c = CD.chart(container, {title, x: 'Epoch', y: 'Loss', y2: 'Accuracy (%)',
- *                                  series: [{label, color, right, points, dash}], log, height, xrange});
+ *                                  series: [{label, color, right, points, dash}], log, height,
+ *                                  xrange, y2range});   // [min, max] or uPlot's (u, min, max) => [min, max]
  *   c.set([[x, y], ...] per series)   // points need not share x values
  */
 'use strict';
@@ -57,7 +58,7 @@
     ];
     const scales = {x: o.xrange ? {time: false, range: o.xrange} : {time: false}, y: o.log ? {distr: 3} : {}};
     if (o.series.some((s) => s.right)) {
-      axes.push({label: o.y2, labelSize: 18, size: 50, side: 1, scale: 'right', grid: {show: false},
+      axes.push({label: o.y2, labelSize: 18, size: 56, side: 1, scale: 'right', grid: {show: false},
         values: (u, vals) => vals.map((v) => CD.num(v, 3))});
       scales.right = o.y2range ? {range: o.y2range} : {};
     }

@@ -73,7 +73,7 @@
         statusCell(job),
         el('td', {}, el('div', {class: 'progress-line'}, bar, el('span', {class: 'pct', text: (job.progress || 0) + '%'}))),
         el('td', {class: 'opt nowrap', text: CD.date(job.submitted)}),
-        el('td', {class: 'num elapsed', dataset: {id: job.id}, text: CD.duration(elapsedNow(job))}),
+        el('td', {class: 'num elapsed opt', dataset: {id: job.id}, text: CD.duration(elapsedNow(job))}),
         ownerCell(job),
         el('td', {}, abort)));
     }
@@ -124,7 +124,7 @@
           const ds = job.dataset_id;
           row.append(el('td', {class: 'opt'}, ds ? el('a', {href: CD.url('datasets/' + encodeURIComponent(ds)), text: datasetName(ds)}) : '–'),
             statusCell(job),
-            el('td', {class: 'num', text: CD.num(output(job, 'loss (val)'))}),
+            el('td', {class: 'num opt', text: CD.num(output(job, 'loss (val)'))}),
             el('td', {class: 'num', text: acc === null ? '–' : (100 * acc).toFixed(2) + '%'}));
         } else {
           row.append(statusCell(job));

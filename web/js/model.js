@@ -47,14 +47,18 @@
     clear($('#chart-loss'));
     clear($('#chart-lr'));
     clear($('#chart-speed'));
+    /* epochs run from 0 to the whole training, so the chart shows how far it has come */
+    const xrange = (u, min, max) => [0, Math.max(max || 0, epochs() || 1)];
+    const pctRange = (u, min, max) => [0, Math.max(1, max || 0)];
     charts = {
       top5, test,
       loss: CD.chart($('#chart-loss'), {title: 'Loss and accuracy', x: 'Epoch', y: 'Loss', y2: 'Accuracy (%)', y2pct: true,
-        y2range: [0, 100], height: 280, series: lossSeries}),
-      lr: CD.chart($('#chart-lr'), {title: 'Learning rate', x: 'Epoch', y: 'Learning rate', height: 180,
+        log: $('#log-loss').checked,
+        y2range: [0, 100], xrange, height: 280, series: lossSeries}),
+      lr: CD.chart($('#chart-lr'), {title: 'Learning rate', x: 'Epoch', y: 'Learning rate', height: 180, xrange,
         series: [{label: 'learning rate', color: 'purple', points: false}]}),
       speed: CD.chart($('#chart-speed'), {title: 'Throughput', x: 'Epoch', y: 'Images / second', y2: 'Waiting for data (%)', y2pct: true,
-        height: 200, series: [{label: 'images/s (train)', color: 'teal', points: false}, {label: 'data wait (train)', color: 'red', right: true, points: false}]}),
+        height: 200, xrange, y2range: pctRange, series: [{label: 'images/s (train)', color: 'teal', points: false}, {label: 'data wait (train)', color: 'red', right: true, points: false}]}),
     };
   }
 
@@ -357,6 +361,7 @@
 
   P.init();
   $('#resume').addEventListener('click', resume);
+  $('#log-loss').addEventListener('change', () => { makeCharts(); updateCharts(true); });
   $('#snapshots-more').addEventListener('click', () => { showAllSnapshots = !showAllSnapshots; renderSnapshots(); });
   $('#visualize').addEventListener('click', visualize);
   $('#net-stage').addEventListener('change', visualize);
@@ -366,10 +371,10 @@
   const first = CD.getInitial('/models/' + enc + '/json');
   const firstMetrics = CD.getInitial('/models/' + enc + '/metrics/json');
   if (firstMetrics) for (const m of firstMetrics.metrics || []) addMetric(m);
+  if (first) render(first);
+  else P.reload().then((j) => { render(j); updateCharts(); }).catch(P.notFound);
   makeCharts();
   updateCharts(true);
-  if (first) render(first);
-  else P.reload().then(render).catch(P.notFound);
   if (!firstMetrics) loadMetrics();
   P.loadLog();
   loadDataset();
