@@ -29,7 +29,7 @@ if (!BASE || !IMAGES) {
 }
 const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
   '--disable-sync'];
-const TRAIN_EPOCHS = Number(process.env.UI_TRAIN_EPOCHS || 8);
+const TRAIN_EPOCHS = Number(process.env.UI_TRAIN_EPOCHS || 12);
 
 fs.mkdirSync(OUT, { recursive: true });
 let passed = 0;
@@ -313,6 +313,23 @@ try {
       document.querySelector('#train_epochs').value !== '30' && document.querySelector('#batch_size').value === '16');
     check(await page.isChecked('#net-lenet'), 'the clone did not pick LeNet');
     check(await page.inputValue('#dataset') === state.datasetId, 'the clone did not pick the dataset');
+  }, { needed: false });
+
+  await step('a new model from a snapshot of the previous one', async () => {
+    await page.goto(state.modelUrl, { waitUntil: 'load' });
+    await Promise.all([page.waitForURL(/model-new\.html\?previous=/), page.click('#snapshots tbody tr:last-child a:text("new model")')]);
+    check(await page.getAttribute('#tab-previous', 'aria-selected') === 'true', 'the Previous networks tab is not open');
+    await page.waitForFunction((id) => {
+      const sel = document.querySelector(`select[name="${id}-snapshot"]`);
+      return sel && sel.value !== '' && document.querySelector(`input[name="previous_networks"][value="${id}"]`).checked;
+    }, state.modelId);
+    await page.fill('#train_epochs', '1');
+    await page.fill('#batch_size', '16');
+    await page.fill('#model_name', 'ui-finetune');
+    await Promise.all([page.waitForURL(/\/models\/[^/]+$/), page.click('#create')]);
+    await statusIs(['Done'], 120000);
+    check(/from/.test(await page.textContent('#details')), 'the settings do not say where the network came from');
+    check(/Pretrained/.test(await page.textContent('#details')), 'the settings do not name the pretrained weights');
   }, { needed: false });
 
   await step('home: jobs by group with owner and coloured status; bulk group', async () => {

@@ -176,13 +176,21 @@
     return modelDetails[id];
   }
 
+  /* Option values are the snapshots' exact epochs: the server matches them within 1e-6,
+   * and the rounded list in "snapshots" would miss (2.133 for 2.13333333). */
   async function loadSnapshots(id, select, want) {
     if (select.dataset.loaded) return;
     select.dataset.loaded = '1';
     try {
       const m = await modelDetail(id);
-      for (const s of m.snapshots || []) select.append(el('option', {value: s, text: 'Epoch ' + s}));
-      if (want !== undefined && want !== null) select.value = String(want);
+      for (const s of m.snapshot_files || []) {
+        select.append(el('option', {value: String(s.epoch), text: 'Epoch ' + CD.num(Math.round(s.epoch * 1000) / 1000) + ' (iteration ' + s.iteration + ')'}));
+      }
+      if (want !== undefined && want !== null && want !== '') {
+        const w = Number(want);
+        const hit = (m.snapshot_files || []).find((s) => Math.abs(s.epoch - w) < 5e-4);
+        if (hit) select.value = String(hit.epoch);
+      }
     } catch (e) { /* the select keeps random initialization */ }
   }
 
@@ -193,9 +201,9 @@
       const text = await res.text();
       const m = await modelDetail(id);
       const epoch = select.value;
-      const snap = (m.snapshot_files || []).find((s) => String(Math.round(s.epoch * 1000) / 1000) === epoch);
+      const snap = epoch ? (m.snapshot_files || []).find((s) => String(s.epoch) === epoch) : null;
       $('#custom_network_snapshot').value = snap ? m.directory + '/' + snap.file : '';
-      setCustom(text, 'network of ' + m.name + (snap ? ', with the weights of epoch ' + epoch : ''));
+      setCustom(text, 'network of ' + m.name + (snap ? ', with the weights of epoch ' + CD.num(Math.round(snap.epoch * 1000) / 1000) : ''));
     } catch (e) {
       CD.toast('Cannot customize: ' + e.message, 'error');
     }

@@ -256,7 +256,7 @@
           el('a', {href: fileUrl(s.file), download: '', text: 'weights', 'aria-label': 'weights of epoch ' + epoch}), ' · ',
           el('a', {href: fileUrl(state), download: '', text: 'state', 'aria-label': 'solver state of epoch ' + epoch})),
         el('td', {class: 'small nowrap'},
-          el('a', {href: CD.url('model-new.html?previous=' + enc + '&epoch=' + epoch), text: 'new model',
+          el('a', {href: CD.url('model-new.html?previous=' + enc + '&epoch=' + s.epoch), text: 'new model',
             'aria-label': 'a new model from the weights of epoch ' + epoch}))));
     }
     const more = $('#snapshots-more');
