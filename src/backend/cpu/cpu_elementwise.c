@@ -194,7 +194,8 @@ void cpu_channel_affine(cd_backend_t *be, int outer, int channels, int inner, co
     }
 }
 
-/* dgamma[c] += sum_{o,i} dy*x; dbeta[c] += sum_{o,i} dy (either may be NULL). */
+/* dgamma[c] += sum_{o,i} dy*x; dbeta[c] += sum_{o,i} dy. Either output may be NULL;
+ * x is not read (and may be NULL) when dgamma is NULL. */
 // x, dy are (outer, channels, inner); dgamma, dbeta are (channels)
 void cpu_channel_affine_grad(cd_backend_t *be, int outer, int channels, int inner,
                              const float *x, const float *dy, float *dgamma, float *dbeta)

@@ -96,7 +96,7 @@ static void within_scale(const cd_lrn_desc *d, const float *xi, int ch, float *s
 static void within_window_sum(const cd_lrn_desc *d, const float *ratio, int ch, float *g)
 {
     const float *r = ratio + (size_t)ch * d->h * d->w;
-    int back = (d->size - 1) / 2;
+    int back = d->size - 1 - (d->size - 1) / 2;
     for (int yy = 0; yy < d->h; yy++)
         for (int xx = 0; xx < d->w; xx++)
             g[yy * d->w + xx] = plane_window_sum(d, r, yy - back, xx - back, 0);
