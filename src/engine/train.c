@@ -323,8 +323,13 @@ static int choose_backend(trainer *t, char *err, size_t errlen)
         snprintf(err, errlen, "cannot start the CPU backend");
         return CD_ERR;
     }
-    cd_jsonl(json_pack("{s:s, s:s, s:i}", "type", "device", "backend", t->be->iface->name,
-                       "ranks", 1));
+    char name[64];
+    if (t->be->device >= 0 && strcmp(t->be->iface->name, "cpu") != 0)
+        snprintf(name, sizeof name, "%s:%d", t->be->iface->name, t->be->device);
+    else
+        snprintf(name, sizeof name, "cpu (%ld cores)", sysconf(_SC_NPROCESSORS_ONLN));
+    cd_jsonl(json_pack("{s:s, s:s, s:s, s:i}", "type", "device", "backend", t->be->iface->name,
+                       "name", name, "ranks", 1));
     return CD_OK;
 }
 
