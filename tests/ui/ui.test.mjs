@@ -307,6 +307,22 @@ try {
     await page.waitForFunction(() => document.querySelector('#notes-state').textContent === 'Saved');
   });
 
+  await step('model page: the hardware panel shows each GPU of the job', async () => {
+    /* no GPU here: the job's stream is replaced by one hardware sample from a GPU machine */
+    const hw = { processes: [{ job_id: state.modelId, pid: 4242, cpu_percent: 97.5, rss_bytes: 3 * 2 ** 30, gpus: [0] }],
+      gpus: [{ index: 0, name: 'Test GPU', memory: { used: 6 * 2 ** 30, total: 16 * 2 ** 30 }, utilization: { gpu: 93, memory: 40 }, temperature: 71 }] };
+    await page.route('**/jobs/*/events', (route) => route.fulfill({ status: 200, contentType: 'text/event-stream',
+      body: 'retry: 60000\nevent: hw\ndata: ' + JSON.stringify(hw) + '\n\n' }));
+    await page.goto(state.modelUrl, { waitUntil: 'load' });
+    await page.waitForFunction(() => /GPU 0 · Test GPU/.test(document.querySelector('#hw-body').textContent));
+    const text = await page.textContent('#hw-body');
+    check(/93%/.test(text) && /6\.00 GiB \/ 16\.0 GiB/.test(text) && /71 °C/.test(text) && /98%/.test(text),
+      `the hardware panel reads "${text}"`);
+    await shot('model-hardware-gpu');
+    await page.unroute('**/jobs/*/events');
+    await page.goto(state.modelUrl, { waitUntil: 'load' });
+  }, { needed: false });
+
   await step('clone fills the new model form with the model\'s fields', async () => {
     await Promise.all([page.waitForURL(/model-new\.html\?clone=/), page.click('#clone')]);
     await page.waitForFunction(() => document.querySelector('#model_name').value === 'ui-lenet' &&

@@ -80,10 +80,11 @@
     renderTiles();
   }
 
+  /* One row per phase, name, iteration and attempt, whichever way it arrived. */
   function addMetric(m) {
-    if (m.id === undefined) return false;
-    if (metrics.has(m.id)) return false;
-    metrics.set(m.id, m);
+    const key = m.phase + '|' + m.name + '|' + m.iteration + '|' + m.attempt + '|' + m.epoch;
+    if (metrics.has(key)) return false;
+    metrics.set(key, m);
     return true;
   }
 
@@ -103,7 +104,8 @@
   function last(phase, name) {
     let best = null;
     for (const m of metrics.values()) {
-      if (m.phase === phase && m.name === name && !m.superseded && (!best || m.id > best.id)) best = m;
+      if (m.phase === phase && m.name === name && !m.superseded &&
+        (!best || m.attempt > best.attempt || (m.attempt === best.attempt && m.iteration >= best.iteration))) best = m;
     }
     return best ? best.value : null;
   }
@@ -182,6 +184,24 @@
     if (job && job.wait_reason && job.status === 'Waiting') parts.push(job.wait_reason);
     CD.setText('#progress-text', parts.join(' · '));
     renderTiles();
+  }
+
+  /* ---- what limits training (the worker's advice line) ----------------------------------- */
+
+  const LIMITS = {data: 'data loading', batch: 'the batch size', precision: 'the arithmetic precision',
+    compute: 'compute', cpu: 'the CPU'};
+
+  function renderAdvice() {
+    const box = $('#advice');
+    const a = job && job.advice;
+    box.hidden = !a || !a.message;
+    if (box.hidden) return;
+    const facts = [];
+    if (typeof a.data_wait === 'number') facts.push('waiting for data ' + (100 * a.data_wait).toFixed(1) + '% of the time');
+    if (typeof a.images_per_sec === 'number') facts.push(CD.num(a.images_per_sec, 3) + ' images/s');
+    if (typeof a.epoch === 'number') facts.push('at epoch ' + CD.num(Math.round(a.epoch * 100) / 100));
+    clear(box).append(el('strong', {text: 'Limited by ' + (LIMITS[a.limit] || a.limit || 'something') + ': '}), a.message,
+      facts.length ? el('span', {class: 'muted', text: ' (' + facts.join(', ') + ')'}) : null);
   }
 
   /* ---- hardware ---------------------------------------------------------------------------- */
@@ -279,6 +299,8 @@
     if (t.pretrained) row('Pretrained', el('span', {class: 'mono small', text: t.pretrained}));
     row('Epochs', String(t.epochs));
     row('Batch size', t.batch_size ? String(t.batch_size) + (t.batch_accumulation > 1 ? ' × ' + t.batch_accumulation + ' accumulated' : '') : 'network default');
+    const b = job.batch;
+    if (b && b.batch) row('Batch used', b.batch + ' × ' + (b.accumulation || 1) + ' = ' + (b.effective || b.batch) + (b.reason ? ' (' + b.reason + ')' : ''));
     row('Solver', t.solver_type);
     row('Base learning rate', CD.num(t.learning_rate));
     const p = t.lr_policy || {};
@@ -354,6 +376,7 @@
     renderProgress();
     renderSnapshots();
     renderDetails(datasetDetail);
+    renderAdvice();
     hwIdle();
   }
 
@@ -401,6 +424,8 @@
     resumed: () => { progress = {pct: progress.pct, epoch: null, done: null, total: null}; loadMetrics(true); reloadSoon(); },
     log: (ev) => P.logLine(ev),
     hw: renderHw,
+    advice: (ev) => { if (job) { job.advice = ev; renderAdvice(); } },
+    batch: (ev) => { if (job) { job.batch = ev; renderDetails(datasetDetail); } },
     job_removed: () => { CD.toast('This model was deleted'); setTimeout(() => { location.href = CD.url(''); }, 1500); },
   });
 })();
