@@ -88,9 +88,13 @@ cudaError_t cdk_accuracy(cudaStream_t s, int outer, int channels, int inner, con
                          const float *label, int top_k, int has_ignore, int ignore_label,
                          float *correct_out, float *count_out);
 
-/* dropout.cu: keep when cd_rand_uniform(seed, counter, i) >= ratio; kept get `scale` */
+/* dropout.cu: keep when cd_rand_uniform(seed, counter + (delta ? *delta : 0), i) >= ratio;
+ * kept get `scale`. delta is a device counter: the replay number of a captured step. */
 cudaError_t cdk_dropout_forward(cudaStream_t s, size_t n, float ratio, float scale, uint64_t seed,
-                                uint64_t counter, const float *x, float *mask, float *y);
+                                uint64_t counter, const long long *delta, const float *x,
+                                float *mask, float *y);
+/* *replays += 1, on the device: the first node of a captured step (graph.c) */
+cudaError_t cdk_replay_tick(cudaStream_t s, long long *replays);
 
 /* update.cu: one fused kernel per parameter tensor; adam_rate is ADAM's lr times its
  * bias correction (computed in double on the host) */

@@ -18,9 +18,14 @@ __device__ inline float cdk_rand_uniform(uint64_t seed, uint64_t counter, uint64
     return (float)(z >> 40) * (1.0f / 16777216.0f);
 }
 
+/* In a replayed step (see cdk_replay_tick) counter is the captured one plus the
+ * replay number *delta; delta is NULL outside replays. */
 __global__ void k_dropout_forward(size_t n, float ratio, float scale, uint64_t seed,
-                                  uint64_t counter, const float *x, float *mask, float *y)
+                                  uint64_t counter, const long long *delta, const float *x,
+                                  float *mask, float *y)
 {
+    if (delta)
+        counter += (uint64_t)*delta;
     CDK_LOOP(i, n)
     {
         float m = cdk_rand_uniform(seed, counter, (uint64_t)i) >= ratio ? scale : 0.0f;
@@ -30,12 +35,20 @@ __global__ void k_dropout_forward(size_t n, float ratio, float scale, uint64_t s
 }
 
 extern "C" cudaError_t cdk_dropout_forward(cudaStream_t s, size_t n, float ratio, float scale,
-                                           uint64_t seed, uint64_t counter, const float *x,
-                                           float *mask, float *y)
+                                           uint64_t seed, uint64_t counter, const long long *delta,
+                                           const float *x, float *mask, float *y)
 {
     if (n == 0)
         return cudaSuccess;
-    k_dropout_forward<<<cdk_blocks(n), CDK_THREADS, 0, s>>>(n, ratio, scale, seed, counter, x, mask,
-                                                            y);
+    k_dropout_forward<<<cdk_blocks(n), CDK_THREADS, 0, s>>>(n, ratio, scale, seed, counter, delta,
+                                                            x, mask, y);
+    return cudaGetLastError();
+}
+
+__global__ void k_replay_tick(long long *replays) { *replays += 1; }
+
+extern "C" cudaError_t cdk_replay_tick(cudaStream_t s, long long *replays)
+{
+    k_replay_tick<<<1, 1, 0, s>>>(replays);
     return cudaGetLastError();
 }

@@ -270,11 +270,14 @@ typedef struct cd_backend_iface {
      * the recorded step once more, queued like any op (CD_ERR when there is none).
      *
      * The record holds every argument as it was when captured: pointers, sizes and
-     * scalars passed by value (a learning rate, a loss scale, a dropout counter, an
-     * ADAM iteration) replay unchanged, and the data behind the pointers is read anew.
-     * So a value that changes from step to step must reach the ops through device
-     * memory, or the step must be captured again when it changes. Every buffer the
-     * record touches must stay allocated until the next graph_end or destroy.
+     * scalars passed by value (a learning rate, a loss scale, an ADAM iteration)
+     * replay unchanged, and the data behind the pointers is read anew. So a value
+     * that changes from step to step must reach the ops through device memory, or the
+     * step must be captured again when it changes. One exception: a dropout_forward
+     * captured with counter c draws at replay k (0 for the first replay after
+     * graph_end) with counter c + k, as a loop that advances its counter by one per
+     * step would. Every buffer the record touches must stay allocated until the next
+     * graph_end or destroy.
      *
      * Between graph_begin and graph_end the caller may not: read results on the host
      * (download, dot, asum), wait (sync), allocate or free device memory (alloc,

@@ -129,10 +129,8 @@ def main():
                        "random_seed": 7, "batch_size": 64, "solver_type": "SGD",
                        "learning_rate": 0.01, "momentum": 0.9, "weight_decay": 0.0005,
                        "lr_policy": {"policy": "fixed"}, "use_mean": "image",
-                       "backend": backend}, f)
-        env = dict(os.environ)
-        env["CDIGITS_TF32"] = "0"  # plain FP32 on the GPU, for a close comparison
-        rc, lines, _ = run([args.worker, "train", job], env=env)
+                       "backend": backend, "precision": "fp32"}, f)  # no TF32: a close comparison
+        rc, lines, _ = run([args.worker, "train", job])
         dev = [j for j in lines if j.get("type") == "device"]
         results[backend + "_%d" % len(results)] = {
             "rc": rc, "device": dev[0].get("backend") if dev else None,

@@ -11,6 +11,10 @@
 #            build carried here (CDIGITS_CARRY_DIR, made by tests/gpu/make_carry.sh),
 #            or one built with CMake when jansson, libpng, libjpeg and OpenBLAS are
 #            installed; skipped (and said so) otherwise.
+#   stage 3  the throughput benchmark against PyTorch (bench/gpu_bench.sh: LeNet and
+#            AlexNet, fp32/fp16/bf16, images/s, GPU utilization, data wait) with the
+#            worker of stage 2; skipped (and said so) without a GPU, a worker or
+#            PyTorch with CUDA. About 3 minutes on an H200.
 #
 # Without a GPU it still builds stage 1 and prints "no GPU: skipped" (exit 0).
 # Environment:
@@ -19,7 +23,8 @@
 #                       test_gpu_ops, built elsewhere
 #   CUDNN_ROOT, NCCL_ROOT   where cuDNN and NCCL are, when python3 and the usual
 #                       places don't know
-#   CDIGITS_GPU_STAGES  "1 2" (default), or "1" for the op test only
+#   CDIGITS_GPU_STAGES  "1 2 3" (default); "1" for the op test only, "1 2" without
+#                       the benchmark
 # Exit status: 0 when every stage that ran passed (or no GPU), 1 otherwise.
 set -uo pipefail
 
@@ -27,7 +32,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
 build=${CDIGITS_GPU_BUILD:-$root/build-gpu}
 case $build in /*) ;; *) build=$root/$build ;; esac
-stages=${CDIGITS_GPU_STAGES:-1 2}
+stages=${CDIGITS_GPU_STAGES:-1 2 3}
 jobs=$(nproc 2>/dev/null || echo 4)
 t_start=$(date +%s)
 summary=()
@@ -49,101 +54,11 @@ finish() {
     exit 0
 }
 
-# ---- find CUDA, cuDNN, NCCL ------------------------------------------------------
-
-# the folder of a python package (namespace packages have no __file__)
-pydir() {
-    python3 - "$1" 2>/dev/null <<'EOF'
-import importlib, sys
-try:
-    m = importlib.import_module(sys.argv[1])
-    print(list(m.__path__)[0])
-except Exception:
-    pass
-EOF
-}
-
-# first_with FILE DIR...: the first DIR holding FILE
-first_with() {
-    local f=$1 d
-    shift
-    for d in "$@"; do
-        [[ -n $d && -e $d/$f ]] && { echo "$d"; return 0; }
-    done
-    return 1
-}
-
-# find_lib NAME DIR...: the first DIR/NAME, or DIR/NAME.<version> (pip wheels ship
-# only versioned names)
-find_lib() {
-    local name=$1 d f
-    shift
-    for d in "$@"; do
-        [[ -n $d && -d $d ]] || continue
-        [[ -e $d/$name ]] && { echo "$d/$name"; return 0; }
-        for f in "$d/$name".[0-9]*; do
-            [[ -e $f ]] && { echo "$f"; return 0; }
-        done
-    done
-    return 1
-}
-
-nvcc=""
-for c in "${CUDA_HOME:-}/bin/nvcc" "${CUDA_PATH:-}/bin/nvcc" "$(command -v nvcc 2>/dev/null)" \
-    /usr/local/cuda/bin/nvcc; do
-    [[ -n $c && -x $c ]] && { nvcc=$c; break; }
-done
-cuda_home=${nvcc:+$(cd "$(dirname "$nvcc")/.." && pwd)}
-
-py_cudnn=$(pydir nvidia.cudnn)
-py_nccl=$(pydir nvidia.nccl)
-py_cublas=$(pydir nvidia.cublas)
-py_cu=""
-for v in cu13 cu12; do
-    d=$(pydir "nvidia.$v")
-    [[ -n $d ]] && { py_cu=$d; break; }
-done
-sys_inc=(/usr/include /usr/include/x86_64-linux-gnu /usr/local/include)
-sys_lib=(/usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /usr/local/lib)
-
-cudnn_inc=$(first_with cudnn.h "${CUDNN_ROOT:-/nonexistent}/include" "$py_cudnn/include" \
-    "$cuda_home/include" "${sys_inc[@]}")
-cudnn_lib=$(find_lib libcudnn.so "${CUDNN_ROOT:-/nonexistent}/lib" "${CUDNN_ROOT:-/nonexistent}/lib64" \
-    "$py_cudnn/lib" "$cuda_home/lib64" "$cuda_home/lib" "${sys_lib[@]}")
-nccl_inc=$(first_with nccl.h "${NCCL_ROOT:-/nonexistent}/include" "$py_nccl/include" \
-    "$cuda_home/include" "${sys_inc[@]}")
-nccl_lib=$(find_lib libnccl.so "${NCCL_ROOT:-/nonexistent}/lib" "${NCCL_ROOT:-/nonexistent}/lib64" \
-    "$py_nccl/lib" "$cuda_home/lib64" "$cuda_home/lib" "${sys_lib[@]}")
-cublas_lib=$(find_lib libcublas.so "$cuda_home/lib64" "$cuda_home/lib" \
-    "$cuda_home/targets/x86_64-linux/lib" "$py_cublas/lib" "$py_cu/lib" "${sys_lib[@]}")
-cublaslt_lib=$(find_lib libcublasLt.so "$(dirname "${cublas_lib:-/x/y}")")
-cublas_inc=$(first_with cublas_v2.h "$cuda_home/include" "$py_cublas/include" "$py_cu/include" \
-    "${sys_inc[@]}")
-cudart_static=$(find_lib libcudart_static.a "$cuda_home/lib64" "$cuda_home/lib" \
-    "$cuda_home/targets/x86_64-linux/lib")
-cudart_lib=${cudart_static:-$(find_lib libcudart.so "$cuda_home/lib64" "$cuda_home/lib" "$py_cu/lib")}
-
+# CUDA, cuDNN, NCCL, the GPU, and find_worker
+# shellcheck source=tests/gpu/env.sh
+source "$root/tests/gpu/env.sh"
 echo "== GPU"
-gpu_cap=""
-if command -v nvidia-smi >/dev/null 2>&1; then
-    nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader 2>&1 | head -4
-    gpu_cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
-else
-    echo "nvidia-smi: not found"
-fi
-[[ $gpu_cap =~ ^[0-9]+$ ]] || gpu_cap=""
-arch=${gpu_cap:-90} # no GPU: build for Hopper, as the GPU machines are
-say "nvcc ${nvcc:-not found}; compute capability ${gpu_cap:-unknown} (building sm_$arch)"
-say "cuDNN ${cudnn_inc:-?} ${cudnn_lib:-not found}"
-say "NCCL ${nccl_inc:-?} ${nccl_lib:-not found}"
-say "cuBLAS ${cublas_inc:-?} ${cublas_lib:-not found}; cudart ${cudart_lib:-not found}"
-
-lib_dirs=()
-for f in "$cudnn_lib" "$nccl_lib" "$cublas_lib" "$cudart_lib"; do
-    [[ -n $f ]] && lib_dirs+=("$(dirname "$f")")
-done
-ld_path=$(printf '%s:' "${lib_dirs[@]}")
-export LD_LIBRARY_PATH="${ld_path}${LD_LIBRARY_PATH:-}"
+gpu_env_report
 
 # ---- stage 1: build and run the op test -----------------------------------------------
 
@@ -269,41 +184,8 @@ build_ops_test() {
 }
 
 # ---- stage 2: LeNet on both backends ---------------------------------------------------
-# A worker carried here (CDIGITS_CARRY_DIR) or built with CMake; then a synthetic
-# MNIST-like set (tests/gpu/lenet_compare.py makes the IDX files and compares the runs).
-
-find_worker() {
-    if [[ -n ${CDIGITS_CARRY_DIR:-} && -x ${CDIGITS_CARRY_DIR}/cdigits-worker ]]; then
-        export LD_LIBRARY_PATH="$CDIGITS_CARRY_DIR/lib:$LD_LIBRARY_PATH"
-        worker=$CDIGITS_CARRY_DIR/cdigits-worker
-        say "worker: carried $worker"
-        return 0
-    fi
-    if ! command -v cmake >/dev/null || ! command -v pkg-config >/dev/null; then
-        say "worker: no cmake or pkg-config here, and no CDIGITS_CARRY_DIR"
-        return 1
-    fi
-    local m
-    for m in jansson libpng libjpeg openblas; do
-        if ! pkg-config --exists "$m"; then
-            say "worker: $m is not installed here, and no CDIGITS_CARRY_DIR"
-            return 1
-        fi
-    done
-    local wb=$build/cmake t0
-    t0=$(date +%s)
-    say "worker: building with CMake in $wb"
-    if ! cmake -S "$root" -B "$wb" -DCMAKE_BUILD_TYPE=Release -DCDIGITS_CUDA=ON -DCDIGITS_TESTS=OFF \
-        -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_CUDA_COMPILER="$nvcc" \
-        -DCUDNN_INCLUDE_DIR="$cudnn_inc" -DCUDNN_LIBRARY="$cudnn_lib" \
-        -DNCCL_INCLUDE_DIR="$nccl_inc" -DNCCL_LIBRARY="$nccl_lib" >"$build/cmake.log" 2>&1 ||
-        ! cmake --build "$wb" --target cdigits-worker -j"$jobs" >>"$build/cmake.log" 2>&1; then
-        tail -40 "$build/cmake.log"
-        return 3
-    fi
-    say "worker: built in $(($(date +%s) - t0)) s"
-    worker=$wb/cdigits-worker
-}
+# A worker (find_worker, tests/gpu/env.sh); then a synthetic MNIST-like set
+# (tests/gpu/lenet_compare.py makes the IDX files and compares the runs).
 
 stage2() {
     echo
@@ -312,6 +194,7 @@ stage2() {
     mkdir -p "$build"
     find_worker
     rc=$?
+    ((rc == 0)) && found_worker=$worker
     if ((rc == 3)); then
         add lenet FAIL "the worker did not build (cmake log above)"
         return 1
@@ -341,6 +224,23 @@ stage2() {
     fi
 }
 
+# ---- stage 3: the benchmark against PyTorch ---------------------------------------------
+
+stage3() {
+    echo
+    echo "== stage 3: training throughput against PyTorch (bench/gpu_bench.sh)"
+    local out rc
+    out=$(CDIGITS_WORKER=${found_worker:-} CDIGITS_GPU_BUILD=$build timeout 360 \
+        "$root/bench/gpu_bench.sh" 2>&1 | tee /dev/stderr | tail -1)
+    rc=${PIPESTATUS[0]}
+    case $rc in
+    0) if [[ $out == *skipped* ]]; then add bench skip "${out#*: }"; else add bench ok "${out#*: }"; fi ;;
+    124) add bench FAIL "timed out after 360 s" ;;
+    *) add bench FAIL "${out#*: } (exit $rc; log above)" ;;
+    esac
+}
+
+found_worker=""
 gpu_present=1
 if [[ " $stages " == *" 1 "* ]]; then
     stage1
@@ -352,6 +252,13 @@ if [[ " $stages " == *" 2 "* ]]; then
         stage2
     else
         add lenet skip "no GPU: skipped"
+    fi
+fi
+if [[ " $stages " == *" 3 "* ]]; then
+    if ((gpu_present)); then
+        stage3
+    else
+        add bench skip "no GPU: skipped"
     fi
 fi
 finish

@@ -896,6 +896,41 @@ static void go_self_slots(cd_backend_t *be)
     be->iface = &go_self_iface;
 }
 
+/* A captured dropout draws with the captured counter plus the replay number: replay k
+ * must drop what an uncaptured call with counter c + k drops. */
+static void go_test_graph_dropout(size_t n)
+{
+    cd_backend_t *be = go_be[DEV];
+    if (!be->iface->graph_begin || !be->iface->graph_end || !be->iface->graph_replay)
+        return;
+    const char *sh = go_fmt("n=%zu, replays 0..2", n);
+    uint64_t seed = go_u64(), c0 = go_u64() % 100000;
+    go_t x = go_rand(n, -1, 1), mask = go_rand(n, -1, 1), y = go_rand(n, -1, 1);
+    int rc = be->iface->graph_begin(be);
+    if (rc == 0) {
+        be->iface->dropout_forward(be, n, 0.3f, seed, c0, x.d[DEV], mask.d[DEV], y.d[DEV]);
+        rc = be->iface->graph_end(be);
+    }
+    double worst = 0.0;
+    for (int k = 0; k < 3 && rc == 0; k++) {
+        rc = be->iface->graph_replay(be);
+        go_be[REF]->iface->dropout_forward(go_be[REF], n, 0.3f, seed, c0 + (uint64_t)k, x.d[REF],
+                                           mask.d[REF], y.d[REF]);
+        float *ref, *got;
+        go_fetch(&y, &ref, &got);
+        double e = go_nmse(ref, got, n);
+        worst = isnan(e) || e > worst ? e : worst;
+        free(ref);
+        free(got);
+    }
+    if (rc != 0)
+        fprintf(stderr, "FAIL graph dropout: %s\n", be->err);
+    go_record("graph dropout counter", sh, rc ? NAN : worst, TOL_EXACT);
+    go_free(&x);
+    go_free(&mask);
+    go_free(&y);
+}
+
 /* Convolution and gemm on a device backend made with other settings: an environment
  * variable (var, val) or a precision. */
 static void go_test_variant(const char *tag, const char *var, const char *val, int precision,
@@ -1076,6 +1111,7 @@ static int go_run_all(void)
     go_test_upload_async((size_t)16 << 20, 1);
     go_test_upload_async(100003, 0);
     go_test_graph("", TOL_CONV * 10);
+    go_test_graph_dropout(100003);
 
     /* the same convolutions through cuDNN's heuristics instead of measurement, and in
      * each reduced precision (the training option `precision`) */

@@ -52,11 +52,13 @@ typedef struct cuda_ctx {
     size_t lowp_bytes;
 
     /* CUDA graphs (graph.c): capturing is set between graph_begin and graph_end, gen
-     * counts captures, graph is the replayable step. Buffers that grow while a record
-     * may use the old one are retired, and freed once no record can use them. */
+     * counts captures, graph is the replayable step, replays counts its replays on the
+     * device (dropout adds it to its counter). Buffers that grow while a record may use
+     * the old one are retired, and freed once no record can use them. */
     int capturing;
     unsigned gen;
     cudaGraphExec_t graph;
+    long long *replays; /* device: the replay number of the record (0 at the first) */
     cuda_retired *retired;
     int nretired, cap_retired;
 

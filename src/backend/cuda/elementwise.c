@@ -89,5 +89,8 @@ void cuda_dropout_forward(cd_backend_t *be, size_t n, float ratio, uint64_t seed
 {
     cuda_use_device(be);
     float scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
-    CD_LAUNCH(be, cdk_dropout_forward(STREAM(be), n, ratio, scale, seed, counter, x, mask, y));
+    /* captured: the counter advances by one per replay (graph.c) */
+    const long long *delta = cuda_ctx_of(be)->capturing ? cuda_ctx_of(be)->replays : NULL;
+    CD_LAUNCH(be, cdk_dropout_forward(STREAM(be), n, ratio, scale, seed, counter, delta, x, mask,
+                                      y));
 }

@@ -8,9 +8,16 @@
  *
  * Buffers the backend grows while a record may use the old ones are retired rather
  * than freed (memory.c); graph_end frees those no record can use any more.
+ *
+ * Dropout: the first node of every record adds one to a device counter (replays),
+ * which graph_end sets to -1, so replay k (0, 1, ...) runs with replays = k, and a
+ * dropout captured with counter c draws with counter c + k. The training loop advances
+ * its counter by one per forward pass, so a replayed step drops the same elements as
+ * the same step run without capture.
  */
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cuda_internal.h"
 
@@ -23,10 +30,13 @@ int cuda_graph_begin(cd_backend_t *be)
                  "call graph_end first");
         return CD_ERR;
     }
+    if (!ctx->replays && CD_CUDA_TRY(be, cudaMalloc((void **)&ctx->replays, sizeof *ctx->replays)))
+        return CD_ERR;
     if (CD_CUDA_TRY(be, cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeRelaxed)))
         return CD_ERR;
     ctx->gen++;
     ctx->capturing = 1;
+    CD_LAUNCH(be, cdk_replay_tick(ctx->stream, ctx->replays));
     return CD_OK;
 }
 
@@ -59,10 +69,11 @@ int cuda_graph_end(cd_backend_t *be)
         failed = 1;
     drop_record(be);
     if (failed) {
-        char why[sizeof be->err];
-        snprintf(why, sizeof why, "%s", be->err);
-        snprintf(be->err, sizeof be->err, "the captured step cannot be replayed (%s); run the "
-                 "step without capturing", why);
+        char why[160];
+        memcpy(why, be->err, sizeof why - 1); /* the cause, cut to fit the message */
+        why[sizeof why - 1] = 0;
+        snprintf(be->err, sizeof be->err, "the captured step cannot be replayed (%s); run it "
+                 "without capturing", why);
         if (exec)
             CD_CUDA_TRY(be, cudaGraphExecDestroy(exec));
         cudaGetLastError();
@@ -72,6 +83,8 @@ int cuda_graph_end(cd_backend_t *be)
     ctx->graph = exec;
     /* buffers retired before this capture began were used by the record just dropped */
     cuda_retired_release(be, ctx->gen);
+    /* all bytes 0xff: -1, so the first replay counts 0 */
+    CD_CUDA_CHECK(be, cudaMemsetAsync(ctx->replays, 0xff, sizeof *ctx->replays, ctx->stream));
     return CD_OK;
 }
 
@@ -91,7 +104,8 @@ int cuda_graph_replay(cd_backend_t *be)
     return CD_OK;
 }
 
-/* Backend teardown: a capture left open is ended and thrown away. Errors recorded. */
+/* Backend teardown: a capture left open is ended and thrown away, and the record is
+ * dropped once the stream is idle. Errors are recorded, not fatal. */
 void cuda_graph_release(cd_backend_t *be)
 {
     cuda_ctx *ctx = cuda_ctx_of(be);
@@ -102,5 +116,10 @@ void cuda_graph_release(cd_backend_t *be)
         cudaGetLastError();
         ctx->capturing = 0;
     }
-    drop_record(be);
+    if (ctx->graph) {
+        CD_CUDA_TRY(be, cudaStreamSynchronize(ctx->stream));
+        drop_record(be);
+    }
+    if (ctx->replays && CD_CUDA_TRY(be, cudaFree(ctx->replays)) == 0)
+        ctx->replays = NULL;
 }

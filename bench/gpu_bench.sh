@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Training throughput on one GPU, cdigits against PyTorch eager, side by side in one run:
+# LeNet (28x28 gray, batch 64 and 512) and AlexNet (227x227 crops of 256x256 color
+# images, batch 128), each in fp32, fp16 and bf16, with images per second, GPU
+# utilization and the share of time spent waiting for data on each side, and their
+# ratio (bench/torch_gpu_bench.py does the work; see its header for the details).
+#
+#   bench/gpu_bench.sh                 on a GPU machine (tests/gpu/run.sh runs it last)
+#
+# The worker: CDIGITS_WORKER, a carried build (CDIGITS_CARRY_DIR, made here with
+# tests/gpu/make_carry.sh), or a CMake build in $CDIGITS_GPU_BUILD/cmake: the route of
+# tests/gpu/run.sh's stage 2 (tests/gpu/env.sh). PyTorch: the first of
+# CDIGITS_TORCH_PYTHON, python3 and /usr/bin/python3 that imports torch.
+# Environment:
+#   CDIGITS_GPU_BUILD     build folder (default build-gpu); data and jobs go to bench/ in it
+#   CDIGITS_BENCH_CASES   net:batch:precision,... (default: all nine)
+#   CDIGITS_BENCH_SCALE   iterations x scale (default 1: about 3 minutes on an H200)
+#
+# Without a GPU it says "no GPU: skipped"; with a worker given (CDIGITS_WORKER or
+# CDIGITS_CARRY_DIR) it first runs the whole path on the CPU, tiny, as a smoke test.
+# Exit status 0 when every case ran on cdigits's side (or skipped), 1 otherwise. The last
+# line is a one-line summary.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+build=${CDIGITS_GPU_BUILD:-$root/build-gpu}
+case $build in /*) ;; *) build=$root/$build ;; esac
+jobs=$(nproc 2>/dev/null || echo 4)
+say() { echo "gpu_bench: $*"; }
+
+# shellcheck source=tests/gpu/env.sh
+source "$root/tests/gpu/env.sh"
+
+ngpu=0
+if command -v nvidia-smi >/dev/null 2>&1; then
+    ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+fi
+
+# python with torch, and whether it sees a GPU
+torch_py="" torch_cuda=0
+for p in "${CDIGITS_TORCH_PYTHON:-}" python3 /usr/bin/python3; do
+    [[ -n $p ]] && command -v "$p" >/dev/null 2>&1 || continue
+    v=$("$p" -c 'import torch; print(torch.__version__, int(torch.cuda.is_available()))' 2>/dev/null) || continue
+    torch_py=$p
+    [[ ${v#* } == 1 ]] && torch_cuda=1
+    say "PyTorch ${v% *} in $p (CUDA: $([[ $torch_cuda == 1 ]] && echo yes || echo no))"
+    break
+done
+
+work=$build/bench
+mkdir -p "$work"
+
+if ((ngpu == 0)); then
+    worker=""
+    if [[ -n ${CDIGITS_WORKER:-} || -n ${CDIGITS_CARRY_DIR:-} ]] && find_worker && [[ -n $torch_py ]]; then
+        say "no GPU here: the whole path once on the CPU, tiny (a smoke test, not a benchmark)"
+        python3 "$root/bench/torch_gpu_bench.py" run --worker "$worker" --work "$work" \
+            --torch-python "$torch_py" --device cpu || say "the smoke run failed (above)"
+    fi
+    say "no GPU: skipped"
+    exit 0
+fi
+if [[ -z $torch_py || $torch_cuda != 1 ]]; then
+    say "no PyTorch with CUDA (${torch_py:-no python3 imports torch}): skipped"
+    exit 0
+fi
+worker=""
+find_worker
+rc=$?
+if ((rc != 0)); then
+    say "no cdigits-worker (carry one with tests/gpu/make_carry.sh, or install jansson, libpng, libjpeg and OpenBLAS for a CMake build): skipped"
+    exit $((rc == 3 ? 1 : 0))
+fi
+"$worker" --version || { say "$worker does not start (libraries? see above)"; exit 1; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1
+args=(run --worker "$worker" --work "$work" --torch-python "$torch_py"
+      --scale "${CDIGITS_BENCH_SCALE:-1}")
+[[ -n ${CDIGITS_BENCH_CASES:-} ]] && args+=(--cases "$CDIGITS_BENCH_CASES")
+PYTHONUNBUFFERED=1 python3 "$root/bench/torch_gpu_bench.py" "${args[@]}" | tee "$work/last.txt"
+rc=${PIPESTATUS[0]}
+line=$(tail -1 "$work/last.txt")
+say "${line#torch_gpu_bench: }"
+exit "$rc"
