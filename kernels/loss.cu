@@ -61,7 +61,8 @@ __global__ void k_xent_backward(size_t total, int channels, int inner, const flo
     }
 }
 
-/* Caffe's rule: correct when fewer than top_k scores are strictly greater */
+/* Caffe's rule: correct when fewer than top_k other scores are >= the label's (a tie
+ * counts against the label, so constant scores are never "correct") */
 __global__ void k_accuracy(int outer, int channels, int inner, const float *x, const float *label,
                            int top_k, int has_ignore, int ignore_label, float *correct_out,
                            float *count_out)
@@ -81,7 +82,7 @@ __global__ void k_accuracy(int outer, int channels, int inner, const float *x, c
         float truth = xp[(size_t)l * inner];
         int better = 0;
         for (int c = 0; c < channels && better < top_k; c++)
-            if (xp[(size_t)c * inner] > truth)
+            if (c != l && xp[(size_t)c * inner] >= truth)
                 better++;
         if (better < top_k)
             correct += 1.0;

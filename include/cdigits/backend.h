@@ -201,7 +201,8 @@ typedef struct cd_backend_iface {
 
     /* Top-k accuracy on scores (outer, channels, inner): correct_out[0] = number of
      * positions whose label is among the k largest scores (Caffe's rule: the label is
-     * correct when fewer than k scores are strictly greater than its score),
+     * correct when fewer than k other scores are greater than or equal to its score, so
+     * ties count against it and constant scores are never correct),
      * count_out[0] = positions used. Device floats of one element. */
     void (*accuracy)(cd_backend_t *be, int outer, int channels, int inner, const float *x,
                      const float *label, int top_k, int has_ignore, int ignore_label,

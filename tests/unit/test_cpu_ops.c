@@ -975,13 +975,13 @@ static void test_accuracy(void)
 {
     const cd_backend_iface *f = be->iface;
     float out_c, out_n;
-    /* by hand, with ties: scores (1, 2, 2, 0) */
+    /* by hand, with ties: scores (1, 2, 2, 0); a tie counts against the label (Caffe) */
     const float sc[4] = {1, 2, 2, 0};
     const struct {
         float label;
         int k;
         float correct;
-    } hand[] = {{1, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 2, 0}, {0, 3, 1}, {3, 3, 0}, {3, 4, 1}};
+    } hand[] = {{1, 1, 0}, {2, 1, 0}, {1, 2, 1}, {0, 1, 0}, {0, 2, 0}, {0, 3, 1}, {3, 3, 0}, {3, 4, 1}};
     for (size_t t = 0; t < CD_ARRAY_LEN(hand); t++) {
         f->accuracy(be, 1, 4, 1, sc, &hand[t].label, hand[t].k, 0, 0, &out_c, &out_n);
         CHECK(out_c == hand[t].correct && out_n == 1,
@@ -1009,8 +1009,8 @@ static void test_accuracy(void)
                         count++;
                         int greater = 0;
                         for (int c = 0; c < ch; c++)
-                            greater += x[((size_t)o * ch + c) * inner + i] >
-                                       x[((size_t)o * ch + l) * inner + i];
+                            greater += c != l && x[((size_t)o * ch + c) * inner + i] >=
+                                                     x[((size_t)o * ch + l) * inner + i];
                         correct += greater < k;
                     }
                 f->accuracy(be, outer, ch, inner, x, label, k, has_ignore, 0, &out_c, &out_n);

@@ -121,8 +121,8 @@ void cpu_xent_backward(cd_backend_t *be, int outer, int channels, int inner, con
     }
 }
 
-/* A used position is correct when fewer than top_k scores are strictly greater than
- * the score of its label (ties count in the label's favour). A label outside
+/* A used position is correct when fewer than top_k other scores are greater than or equal to
+ * the score of its label (ties count against it, as in Caffe). A label outside
  * [0, channels) is counted and never correct. */
 // x is (outer, channels, inner); label is (outer, inner); correct_out, count_out are (1)
 void cpu_accuracy(cd_backend_t *be, int outer, int channels, int inner, const float *x,
@@ -147,7 +147,7 @@ void cpu_accuracy(cd_backend_t *be, int outer, int channels, int inner, const fl
             float s = xp[(size_t)l * inner];
             int greater = 0;
             for (int c = 0; c < channels && greater < top_k; c++)
-                greater += xp[(size_t)c * inner] > s;
+                greater += c != l && xp[(size_t)c * inner] >= s;
             correct += greater < top_k;
         }
     }
