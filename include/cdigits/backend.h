@@ -26,7 +26,7 @@ extern "C" {
 typedef struct cd_backend cd_backend_t;
 
 /* Convolution geometry. x is (n,c,h,w), weights (k, c/group, kh, kw), y (n,k,oh,ow).
- * oh = (h + 2*ph - (dh*(kh-1)+1)) / sh + 1, likewise ow (filled by cd_conv_desc_finish). */
+ * oh = (h + 2*ph - (dh*(kh-1)+1)) / sh + 1, likewise ow (the Convolution layer fills them). */
 typedef struct cd_conv_desc {
     int n, c, h, w;
     int k, kh, kw;
@@ -38,8 +38,8 @@ typedef struct cd_conv_desc {
 enum cd_pool_mode { CD_POOL_MAX = 0, CD_POOL_AVE = 1 };
 
 /* Pooling geometry with Caffe's rules: oh = ceil((h + 2*ph - kh) / sh) + 1, and when
- * padding is set the last window must start inside the padded image (Caffe clips oh
- * by one in that case). AVE divides by the window size clipped to the padded image
+ * padding is set a last window that would start in the bottom/right padding is
+ * dropped ((oh-1)*sh >= h + ph: oh is one less). AVE divides by the window size clipped to the padded image
  * (h + ph), as Caffe does; padded cells count as zeros. */
 typedef struct cd_pool_desc {
     int mode;
