@@ -50,7 +50,7 @@ DEFAULT_CASES = ("lenet:64:fp32,lenet:64:fp16,lenet:64:bf16,"
                  "lenet:512:fp32,lenet:512:fp16,lenet:512:bf16,"
                  "alexnet:128:fp32,alexnet:128:fp16,alexnet:128:bf16")
 # iterations per case at --scale 1, and how many of them are warm-up (not timed)
-ITERS = {("lenet", 64): (400, 80), ("lenet", 512): (150, 30), ("alexnet", 128): (50, 12)}
+ITERS = {("lenet", 64): (400, 80), ("lenet", 512): (150, 30), ("alexnet", 128): (60, 15)}
 LR = {"lenet": 0.01, "alexnet": 0.001}
 
 LENET_IMAGES = 6000
