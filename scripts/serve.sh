@@ -12,6 +12,8 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >build.configure.log 2>&1 \
 grep -E '^-- cdigits:' build.configure.log
 cmake --build build -j"$(nproc)" >build.log 2>&1 || { grep -E 'error' build.log | head -40; exit 1; }
 
+scripts/web-setup.sh --web || { echo "serve: installing the web UI's npm packages failed"; exit 1; }
+
 data=${CDIGITS_DATA:-$(pwd)/data}
 mkdir -p "$data"
 fm=/usr/share/datasets/fashion-mnist

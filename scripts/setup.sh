@@ -9,8 +9,12 @@ packages=(build-essential cmake pkg-config
           libopenblas-dev libjansson-dev libpng-dev libjpeg62-turbo-dev
           libmicrohttpd-dev libsqlite3-dev libsodium-dev zlib1g-dev
           dataset-fashion-mnist curl python3 ca-certificates)
+# the browser UI: Node.js and npm install its packages (scripts/web-setup.sh); npm is
+# looked for as a command because some Node.js builds bundle their own
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 if [[ "${1:-}" == "--test" ]]; then
-  packages+=(clang libclang-rt-14-dev wrk)
+  packages+=(clang libclang-rt-14-dev wrk chromium)
 fi
 
 missing=()

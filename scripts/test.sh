@@ -10,6 +10,7 @@ root=$(pwd)
 jobs=$(nproc)
 
 scripts/setup.sh --test || { echo "test: installing the build and test packages failed"; exit 1; }
+scripts/web-setup.sh || { echo "test: installing the web UI's npm packages failed"; exit 1; }
 
 build=${CDIGITS_TEST_BUILD:-build-test}
 fuzz_seconds=${CDIGITS_FUZZ_SECONDS:-20}

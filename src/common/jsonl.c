@@ -28,7 +28,6 @@ static void vline(const char *type, const char *level, const char *fmt, va_list 
 {
     char msg[2048];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    fprintf(stderr, "%s: %s\n", level ? level : type, msg);
     json_t *o = json_pack("{s:s, s:s}", "type", type, "message", msg);
     if (o && level)
         json_object_set_new(o, "level", json_string(level));

@@ -75,6 +75,9 @@ typedef struct trainer {
 
 static double epoch_of(const trainer *t, long iter)
 {
+    /* DIGITS: epoch = iteration / iterations per epoch, so a run ends at its epoch count */
+    if (t->iters_per_epoch > 0)
+        return (double)iter / (double)t->iters_per_epoch;
     return (double)iter * t->train_batch * t->iter_size / (double)cd_db_count(t->train_db);
 }
 
