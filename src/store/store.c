@@ -150,6 +150,28 @@ static const char *const g_migrations[] = {
     "  PRIMARY KEY (job_id, file));",
     /* 2: what a worker reports about its run: {"batch": {...}, "advice": {...}} */
     "ALTER TABLE tasks ADD COLUMN runtime TEXT;",
+    /* 3: authentication (--auth password): an argon2id hash per user, login sessions
+     * and API tokens, both kept only as hashes of what the client holds */
+    "ALTER TABLE users ADD COLUMN password_hash TEXT;"
+    "ALTER TABLE users ADD COLUMN is_admin INTEGER NOT NULL DEFAULT 0;"
+    "CREATE TABLE sessions ("
+    "  id_hash TEXT PRIMARY KEY,"
+    "  username TEXT NOT NULL REFERENCES users(name) ON DELETE CASCADE,"
+    "  csrf TEXT NOT NULL,"
+    "  created REAL NOT NULL,"
+    "  expires REAL NOT NULL);"
+    "CREATE INDEX sessions_user ON sessions(username);"
+    "CREATE INDEX sessions_expires ON sessions(expires);"
+    "CREATE TABLE tokens ("
+    "  id INTEGER PRIMARY KEY,"
+    "  username TEXT NOT NULL REFERENCES users(name) ON DELETE CASCADE,"
+    "  name TEXT NOT NULL,"
+    "  hash TEXT NOT NULL UNIQUE,"
+    "  prefix TEXT NOT NULL,"
+    "  created REAL NOT NULL,"
+    "  expires REAL,"
+    "  last_used REAL);"
+    "CREATE INDEX tokens_user ON tokens(username);",
 };
 
 /* The statement table. Columns named *_json hold JSON text (see store_rows). */
