@@ -255,10 +255,12 @@ if [[ " $stages " == *" 2 "* ]]; then
     fi
 fi
 if [[ " $stages " == *" 3 "* ]]; then
-    if ((gpu_present)); then
-        stage3
-    else
+    if ((!gpu_present)); then
         add bench skip "no GPU: skipped"
+    elif [[ " $stages " == *" 2 "* && -z $found_worker ]]; then
+        add bench skip "no worker (stage 2 above says why)"
+    else
+        stage3
     fi
 fi
 finish
