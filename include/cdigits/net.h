@@ -74,6 +74,7 @@ enum {
     CD_LAYER_IN_PLACE = 1u << 0, /* forward and backward work with top == bottom */
     CD_LAYER_LOSS = 1u << 1,     /* first top is a loss (loss_weight 1 by default) */
     CD_LAYER_DATA = 1u << 2,     /* tops are filled by the data pipeline */
+    CD_LAYER_SCALAR = 1u << 3,   /* first top is a scalar read back after the pass (value) */
 };
 
 #define CD_LAYER_MAX_BLOBS 16
@@ -94,7 +95,8 @@ struct cd_layer {
     void *priv;              /* layer-private host state (descriptors) */
     float *bufs[8];          /* layer device buffers, freed with the net */
     int nbufs;
-    float value;             /* last scalar output on the host (loss, accuracy) */
+    float value;             /* last scalar output on the host (loss, accuracy), read by
+                              * cd_net_forward or cd_net_read_values */
 };
 
 /* How to build: the stage and what the definition can't say by itself. */
@@ -127,6 +129,7 @@ struct cd_net {
     int allocated;
     int out_of_memory;       /* the last failure of cd_net_alloc was a failed allocation */
     float loss_scale;        /* loss gradients are multiplied by this (mixed precision) */
+    int host_reads;          /* some layer reads the device in its forward: no capture */
     cd_pt_node *owned_tree;  /* the parsed file when built by cd_net_load */
 };
 
@@ -145,6 +148,11 @@ void cd_net_free(cd_net *net);
 
 /* Forward pass; returns the weighted sum of the losses (0 without loss layers). */
 float cd_net_forward(cd_net *net);
+/* The forward pass alone, with no reads to the host when net->host_reads is 0 (so it
+ * can be captured in a device graph); cd_net_read_values then reads the scalar tops
+ * (losses, accuracies) into layer->value and returns the weighted loss. */
+void cd_net_forward_device(cd_net *net);
+float cd_net_read_values(cd_net *net);
 /* Backward pass from the losses; parameter gradients accumulate (see cd_net_zero_grad). */
 void cd_net_backward(cd_net *net);
 void cd_net_zero_grad(cd_net *net);

@@ -80,6 +80,7 @@ typedef struct swl_priv {
     float *prob;    /* the second top, or a buffer */
     float *scalars; /* device: loss sum, count */
     float normalizer;
+    int dynamic;    /* the normalizer is the count of used labels (VALID with ignore_label) */
 } swl_priv;
 
 static int swl_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
@@ -109,6 +110,21 @@ static int swl_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
     cd_blob_set_shape(l->top[0], 0, NULL);
     if (l->ntop > 1)
         cd_blob_set_shape(l->top[1], l->bottom[0]->ndim, l->bottom[0]->dims);
+    /* without ignore_label every position counts, so VALID is FULL and the
+     * normalizer is known now; otherwise it is read back each forward */
+    switch (s->norm) {
+    case NORM_FULL: s->normalizer = (float)s->v.outer * s->v.inner; break;
+    case NORM_VALID:
+        s->normalizer = (float)s->v.outer * s->v.inner;
+        s->dynamic = s->has_ignore;
+        break;
+    case NORM_BATCH_SIZE: s->normalizer = (float)s->v.outer; break;
+    default: s->normalizer = 1.0f; break;
+    }
+    if (s->normalizer < 1.0f)
+        s->normalizer = 1.0f;
+    if (s->dynamic)
+        net->host_reads = 1;
     return CD_OK;
 }
 
@@ -130,18 +146,13 @@ static void swl_forward(cd_net *net, cd_layer *l)
     o->softmax_forward(be, s->v.outer, s->v.channels, s->v.inner, l->bottom[0]->data, s->prob);
     o->xent_forward(be, s->v.outer, s->v.channels, s->v.inner, s->prob, l->bottom[1]->data,
                     s->has_ignore, s->ignore_label, s->scalars, s->scalars + 1);
-    float host[2];
-    o->download(be, host, s->scalars, sizeof host);
-    switch (s->norm) {
-    case NORM_FULL: s->normalizer = (float)s->v.outer * s->v.inner; break;
-    case NORM_VALID: s->normalizer = host[1]; break;
-    case NORM_BATCH_SIZE: s->normalizer = (float)s->v.outer; break;
-    default: s->normalizer = 1.0f; break;
+    if (s->dynamic) {
+        float host[2];
+        o->download(be, host, s->scalars, sizeof host);
+        s->normalizer = host[1] < 1.0f ? 1.0f : host[1];
     }
-    if (s->normalizer < 1.0f)
-        s->normalizer = 1.0f;
-    l->value = host[0] / s->normalizer;
-    o->upload(be, l->top[0]->data, &l->value, sizeof(float));
+    /* the loss stays on the device; cd_net_forward reads it after the pass */
+    o->scale(be, 1, 1.0f / s->normalizer, s->scalars, l->top[0]->data);
 }
 
 static void swl_backward(cd_net *net, cd_layer *l)
@@ -177,6 +188,8 @@ static int acc_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
                               a->top_k, a->v.channels);
     a->has_ignore = p && cd_pt_get(p, "ignore_label");
     a->ignore_label = p ? (int)cd_pt_int(p, "ignore_label", 0) : 0;
+    if (a->has_ignore)
+        net->host_reads = 1;
     cd_blob_set_shape(l->top[0], 0, NULL);
     return CD_OK;
 }
@@ -195,10 +208,13 @@ static void acc_forward(cd_net *net, cd_layer *l)
     o->accuracy(BE(net), a->v.outer, a->v.channels, a->v.inner, l->bottom[0]->data,
                 l->bottom[1]->data, a->top_k, a->has_ignore, a->ignore_label, a->scalars,
                 a->scalars + 1);
-    float host[2];
-    o->download(BE(net), host, a->scalars, sizeof host);
-    l->value = host[1] > 0 ? host[0] / host[1] : 0.0f;
-    o->upload(BE(net), l->top[0]->data, &l->value, sizeof(float));
+    float count = (float)a->v.outer * a->v.inner;
+    if (a->has_ignore) {
+        float host[2];
+        o->download(BE(net), host, a->scalars, sizeof host);
+        count = host[1];
+    }
+    o->scale(BE(net), 1, count > 0 ? 1.0f / count : 0.0f, a->scalars, l->top[0]->data);
 }
 
 const cd_layer_type cd_layers_loss[] = {
@@ -206,10 +222,10 @@ const cd_layer_type cd_layers_loss[] = {
      .min_tops = 1, .max_tops = 1, .setup = softmax_setup, .forward = softmax_forward,
      .backward = softmax_backward, .destroy = free_priv},
     {.name = "SoftmaxWithLoss", .param_field = "softmax_param", .min_bottoms = 2, .max_bottoms = 2,
-     .min_tops = 1, .max_tops = 2, .flags = CD_LAYER_LOSS, .setup = swl_setup, .init = swl_init,
+     .min_tops = 1, .max_tops = 2, .flags = CD_LAYER_LOSS | CD_LAYER_SCALAR, .setup = swl_setup, .init = swl_init,
      .forward = swl_forward, .backward = swl_backward, .destroy = free_priv},
     {.name = "Accuracy", .param_field = "accuracy_param", .min_bottoms = 2, .max_bottoms = 2,
-     .min_tops = 1, .max_tops = 1, .setup = acc_setup, .init = acc_init, .forward = acc_forward,
+     .min_tops = 1, .max_tops = 1, .flags = CD_LAYER_SCALAR, .setup = acc_setup, .init = acc_init, .forward = acc_forward,
      .destroy = free_priv},
     {.name = NULL},
 };

@@ -1,5 +1,6 @@
 /* Normalization and affine layers: LRN, BatchNorm (Caffe's, with its stored moving
  * averages), Scale and Bias (per channel). */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,7 @@ typedef struct bn_priv {
     int global;          /* use stored statistics */
     float maf, eps;
     float *mean, *var;   /* (channels) statistics used by the last forward */
+    float *inv;          /* (1) 1 / stored factor */
 } bn_priv;
 
 static int bn_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
@@ -97,7 +99,8 @@ static int bn_init(cd_net *net, cd_layer *l, char *err, size_t errlen)
     bn_priv *b = l->priv;
     b->mean = cd_layer_buffer(net, l, (size_t)b->channels);
     b->var = cd_layer_buffer(net, l, (size_t)b->channels);
-    if (!b->mean || !b->var)
+    b->inv = cd_layer_buffer(net, l, 1);
+    if (!b->mean || !b->var || !b->inv)
         return cd_layer_error(l, err, errlen, "out of memory for statistics");
     return CD_OK;
 }
@@ -109,11 +112,12 @@ static void bn_forward(cd_net *net, cd_layer *l)
     cd_backend_t *be = BE(net);
     size_t c = (size_t)b->channels;
     if (b->global) {
-        float factor = 0;
-        o->download(be, &factor, l->params[2]->data, sizeof factor);
-        float s = factor == 0 ? 0.0f : 1.0f / factor;
-        o->scale(be, c, s, l->params[0]->data, b->mean);
-        o->scale(be, c, s, l->params[1]->data, b->var);
+        /* mean = sums / factor on the device (no host read, so the step can be
+         * captured): inv = (FLT_MIN + factor)^-1 is huge when factor is 0, where the
+         * sums are 0 too, giving Caffe's 0 */
+        o->power_forward(be, 1, -1.0f, 1.0f, FLT_MIN, l->params[2]->data, b->inv);
+        o->channel_affine(be, b->channels, 1, 1, l->params[0]->data, b->inv, NULL, b->mean);
+        o->channel_affine(be, b->channels, 1, 1, l->params[1]->data, b->inv, NULL, b->var);
     } else {
         o->bn_stats(be, b->outer, b->channels, b->inner, l->bottom[0]->data, b->mean, b->var);
         if (net->phase_train) {

@@ -41,6 +41,7 @@ typedef struct slot {
     cd_batch b;
     int state; /* 0 free, 1 filling, 2 ready */
     int pinned; /* pixels came from host_alloc */
+    int side_pinned; /* labels, offsets and flags too */
 } slot;
 
 struct cd_loader {
@@ -167,10 +168,18 @@ cd_loader_t *cd_loader_start(const cd_loader_opts *o, char *err, size_t errlen)
         l->ring[i].pinned = b->pixels != NULL;
         if (!b->pixels)
             b->pixels = cd_xmalloc(bytes);
-        b->labels = cd_xcalloc((size_t)o->batch, sizeof(float));
-        b->oy = cd_xcalloc((size_t)o->batch, sizeof(int));
-        b->ox = cd_xcalloc((size_t)o->batch, sizeof(int));
-        b->mirror = cd_xcalloc((size_t)o->batch, 1);
+        /* the small per-batch arrays share one block after the pixels' */
+        size_t n = (size_t)o->batch, side = n * (sizeof(float) + 2 * sizeof(int) + 1);
+        uint8_t *block = NULL;
+        if (l->ring[i].pinned)
+            block = o->host_alloc(o->host_ctx, side);
+        l->ring[i].side_pinned = block != NULL;
+        if (!block)
+            block = cd_xcalloc(1, side);
+        b->labels = (float *)block;
+        b->oy = (int *)(block + n * sizeof(float));
+        b->ox = b->oy + n;
+        b->mirror = (uint8_t *)(b->ox + n);
     }
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->changed, NULL);
@@ -232,10 +241,10 @@ void cd_loader_stop(cd_loader_t *l)
             l->o.host_free(l->o.host_ctx, b->pixels);
         else
             free(b->pixels);
-        free(b->labels);
-        free(b->oy);
-        free(b->ox);
-        free(b->mirror);
+        if (l->ring[i].side_pinned)
+            l->o.host_free(l->o.host_ctx, b->labels);
+        else
+            free(b->labels);
     }
     free(l->ring);
     free(l->threads);

@@ -865,9 +865,8 @@ const char *cd_net_running(int *backward)
     return g_running ? g_running->name : NULL;
 }
 
-float cd_net_forward(cd_net *net)
+void cd_net_forward_device(cd_net *net)
 {
-    float loss = 0;
     net->rng_counter++;
     g_running_backward = 0;
     for (int i = 0; i < net->nlayers; i++) {
@@ -875,11 +874,28 @@ float cd_net_forward(cd_net *net)
         g_running = l;
         if (l->type->forward)
             l->type->forward(net, l);
+    }
+    g_running = NULL;
+}
+
+float cd_net_read_values(cd_net *net)
+{
+    float loss = 0;
+    for (int i = 0; i < net->nlayers; i++) {
+        cd_layer *l = net->layers[i];
+        if (!(l->type->flags & CD_LAYER_SCALAR))
+            continue;
+        net->be->iface->download(net->be, &l->value, l->top[0]->data, sizeof(float));
         if (l->loss_weight != 0)
             loss += l->loss_weight * l->value;
     }
-    g_running = NULL;
     return loss;
+}
+
+float cd_net_forward(cd_net *net)
+{
+    cd_net_forward_device(net);
+    return cd_net_read_values(net);
 }
 
 void cd_net_backward(cd_net *net)

@@ -632,6 +632,50 @@ static const cd_batch *next_batch(cd_loader_t *ld, double *waited, char *err, si
     return b;
 }
 
+/* Device graphs of the training pass (forward and backward), where the backend has
+ * them: captured on the second pass, replayed from then on, captured again when the
+ * loss scale (a constant inside the graph) changes. Any failure falls back to running
+ * the pass op by op for the rest of the run. */
+typedef struct graph_state {
+    int usable;
+    int captured;
+    float scale;      /* loss scale the graph was captured with */
+} graph_state;
+
+static float train_pass(trainer *t, graph_state *g, int first_pass)
+{
+    cd_backend_t *be = t->be;
+    const cd_backend_iface *o = be->iface;
+    cd_net *net = t->train;
+    if (g->usable && g->captured && g->scale == net->loss_scale) {
+        /* the graph advances its own dropout counter by one per replay, as a forward does */
+        net->rng_counter++;
+        if (o->graph_replay(be) == CD_OK)
+            return cd_net_read_values(net);
+        net->rng_counter--;
+        g->usable = 0;
+        cd_jsonl_log("warning", "replaying the captured step failed (%s); running it op by op", be->err);
+    } else if (g->usable && !first_pass) {
+        uint64_t counter = net->rng_counter;
+        if (o->graph_begin(be) == CD_OK) {
+            cd_net_forward_device(net);
+            cd_net_backward(net);
+            if (o->graph_end(be) == CD_OK && o->graph_replay(be) == CD_OK) {
+                g->captured = 1;
+                g->scale = net->loss_scale;
+                return cd_net_read_values(net);
+            }
+        }
+        net->rng_counter = counter;
+        g->usable = 0;
+        cd_jsonl_log("warning", "capturing the training step as a device graph failed (%s); running "
+                     "it op by op", be->err);
+    }
+    cd_net_forward_device(net);
+    cd_net_backward(net);
+    return cd_net_read_values(net);
+}
+
 typedef struct loss_scaler {
     int on;
     double scale;
@@ -708,6 +752,13 @@ int cd_train_run(const cd_train_config *c)
 
     loss_scaler ls = {.on = t.be->precision == CD_PREC_FP16 && strcmp(t.be->iface->name, "cpu") != 0,
                       .scale = 65536.0};
+    const char *graphs_env = getenv("CDIGITS_GRAPHS");
+    graph_state graph = {.usable = t.be->iface->graph_begin && t.be->iface->graph_end &&
+                                   t.be->iface->graph_replay && !t.train->host_reads &&
+                                   !(graphs_env && !strcmp(graphs_env, "0"))};
+    if (graph.usable)
+        cd_jsonl_log("info", "the training step runs as a captured device graph from its second pass "
+                     "(CDIGITS_GRAPHS=0 turns this off)");
     double best_val = INFINITY;
     int stale = 0, stopped_early = 0;
     double window_start = cd_now(), waited = 0, excluded = 0; /* excluded: validation, snapshots */
@@ -740,8 +791,7 @@ int cd_train_run(const cd_train_config *c)
                 ready = 1;
             }
             t.train->rng_counter = (uint64_t)(iter * t.iter_size + a);
-            loss += cd_net_forward(t.train) / (float)t.iter_size;
-            cd_net_backward(t.train);
+            loss += train_pass(&t, &graph, iter == start && a == 0) / (float)t.iter_size;
             window_images += t.train_batch;
         }
         if (!isfinite(loss) && !ls.on) {
