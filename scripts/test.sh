@@ -22,7 +22,7 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDIGITS_SANITIZE=ON >
   || { cat "$build.configure.log"; echo "0 passed, 1 failed"; exit 1; }
 grep -E '^-- cdigits:' "$build.configure.log"
 if ! cmake --build "$build" -j"$jobs" >"$build.build.log" 2>&1; then
-  grep -E 'error' "$build.build.log" | head -40
+  grep -E -B3 'error|undefined reference' "$build.build.log" | head -60
   tail -20 "$build.build.log"
   echo "0 passed, 1 failed"
   exit 1
