@@ -26,6 +26,8 @@ typedef struct cd_loader_opts {
     int wrap;           /* 1: endless stream over passes; 0: one pass, last batch partial */
     uint64_t seed;
     long start_batch;   /* first batch of the stream to deliver (resume) */
+    long stride;        /* batch k starts at stream position k*stride + offset (stride 0: */
+    long offset;        /* batch); replicas read interleaved slices of one stream */
     int threads;        /* loader threads (>= 1) */
     int ring;           /* batches prepared ahead (>= 2) */
     /* optional allocator for the pixel buffers (page-locked memory for fast uploads);

@@ -105,6 +105,7 @@ typedef struct cd_train_config {
     int resume;
     char pretrained[4096];   /* weights to start from ("" for none) */
     int loader_threads;      /* 0: automatic */
+    int replicas;            /* data-parallel CPU replicas in this process (threads); 0, 1: one */
     int threads;             /* CPU backend threads; 0: all cores */
     long max_iter_override;  /* > 0: stop after this many iterations (tests, benchmarks) */
 } cd_train_config;

@@ -7,8 +7,22 @@
 #include <stdlib.h>
 
 static pthread_mutex_t g_out = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local int g_quiet;
+
+void cd_jsonl_set_quiet(int quiet) { g_quiet = quiet; }
+
+static void emit(json_t *obj);
 
 void cd_jsonl(json_t *obj)
+{
+    if (g_quiet) {
+        json_decref(obj);
+        return;
+    }
+    emit(obj);
+}
+
+static void emit(json_t *obj)
 {
     if (!obj)
         return;
@@ -31,7 +45,10 @@ static void vline(const char *type, const char *level, const char *fmt, va_list 
     json_t *o = json_pack("{s:s, s:s}", "type", type, "message", msg);
     if (o && level)
         json_object_set_new(o, "level", json_string(level));
-    cd_jsonl(o);
+    if (level)
+        cd_jsonl(o);
+    else
+        emit(o); /* errors print from every thread */
 }
 
 void cd_jsonl_log(const char *level, const char *fmt, ...)

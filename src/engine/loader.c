@@ -64,7 +64,8 @@ struct cd_loader {
 static void fill(cd_loader_t *l, cd_batch *b, long index)
 {
     const cd_loader_opts *o = &l->o;
-    uint64_t first = (uint64_t)index * (uint64_t)o->batch;
+    uint64_t stride = o->stride > 0 ? (uint64_t)o->stride : (uint64_t)o->batch;
+    uint64_t first = (uint64_t)index * stride + (uint64_t)o->offset;
     int n = o->batch;
     if (!o->wrap && first + (uint64_t)n > l->n)
         n = (int)(l->n - first);

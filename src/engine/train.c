@@ -8,6 +8,7 @@
  * after iteration k repeats exactly what the uninterrupted run did from k on.
  */
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "cdigits/dataset.h"
+#include "cdigits/group.h"
 #include "cdigits/jsonl.h"
 #include "cdigits/loader.h"
 #include "cdigits/train.h"
@@ -63,6 +65,8 @@ typedef struct trainer {
     int crop, mirror;
     float scale;
     int iter_size;         /* batch accumulation actually used (may grow on OOM) */
+    int rank, nranks;      /* data-parallel replica (0 reports, validates, snapshots) */
+    cd_group_t *group;
     staging st[2];
     float *mean;           /* (c, h, w) at the stored size, or NULL */
     int loader_threads;
@@ -78,7 +82,7 @@ static double epoch_of(const trainer *t, long iter)
     /* DIGITS: epoch = iteration / iterations per epoch, so a run ends at its epoch count */
     if (t->iters_per_epoch > 0)
         return (double)iter / (double)t->iters_per_epoch;
-    return (double)iter * t->train_batch * t->iter_size / (double)cd_db_count(t->train_db);
+    return (double)iter * t->train_batch * t->nranks * t->iter_size / (double)cd_db_count(t->train_db);
 }
 
 static void metric(const char *phase, const char *name, double value, double epoch, long iter)
@@ -278,11 +282,12 @@ static int open_dataset(trainer *t, char *err, size_t errlen)
     snprintf(path, sizeof path, "%s/train.db", c->dataset_dir);
     if (!(t->train_db = cd_db_open(path, err, errlen)))
         return CD_ERR;
+    /* validation and the test split are rank 0's */
     snprintf(path, sizeof path, "%s/val.db", c->dataset_dir);
-    if (access(path, R_OK) == 0 && !(t->val_db = cd_db_open(path, err, errlen)))
+    if (t->rank == 0 && access(path, R_OK) == 0 && !(t->val_db = cd_db_open(path, err, errlen)))
         return CD_ERR;
     snprintf(path, sizeof path, "%s/test.db", c->dataset_dir);
-    if (access(path, R_OK) == 0 && !(t->test_db = cd_db_open(path, err, errlen)))
+    if (t->rank == 0 && access(path, R_OK) == 0 && !(t->test_db = cd_db_open(path, err, errlen)))
         return CD_ERR;
     t->c_in = cd_db_channels(t->train_db);
     t->h_in = cd_db_height(t->train_db);
@@ -306,7 +311,17 @@ static int open_dataset(trainer *t, char *err, size_t errlen)
 static int choose_backend(trainer *t, char *err, size_t errlen)
 {
     const cd_train_config *c = t->c;
-    if (c->backend != 1) {
+    if (t->nranks > 1) {
+        /* replicas in one process: CPU backends sharing the cores, joined in a group */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        int threads = c->threads > 0 ? c->threads : (int)(cores / t->nranks);
+        t->be = cd_backend_cpu_new(threads > 0 ? threads : 1);
+        if (!t->be || cd_backend_cpu_join_group(t->be, t->group, t->rank) != CD_OK) {
+            snprintf(err, errlen, "cannot start the CPU backend of replica %d", t->rank);
+            return CD_ERR;
+        }
+    }
+    if (c->backend != 1 && !t->be) {
         char why[256] = "";
         int dev = c->ngpus > 0 ? c->gpus[0] : 0;
         if (cd_backend_cuda_device_count() > 0)
@@ -332,7 +347,7 @@ static int choose_backend(trainer *t, char *err, size_t errlen)
     else
         snprintf(name, sizeof name, "cpu (%ld cores)", sysconf(_SC_NPROCESSORS_ONLN));
     cd_jsonl(json_pack("{s:s, s:s, s:s, s:i}", "type", "device", "backend", t->be->iface->name,
-                       "name", name, "ranks", 1));
+                       "name", name, "ranks", t->nranks));
     return CD_OK;
 }
 
@@ -402,6 +417,23 @@ static int fit_nets(trainer *t, char *err, size_t errlen)
         batch = data_top(probe, 0) ? data_top(probe, 0)->dims[0] * accumulation : 0;
         accumulation = 1;
         cd_net_free(probe);
+    }
+    if (t->nranks > 1) {
+        /* the batch asked for is the group's: each replica takes an equal slice */
+        int full = batch;
+        if (full <= 0) {
+            cd_net *probe = build_stage(t, "train", 0, err, errlen);
+            if (!probe)
+                return CD_ERR;
+            full = data_top(probe, 0) ? data_top(probe, 0)->dims[0] : 0;
+            cd_net_free(probe);
+        }
+        if (full % t->nranks != 0 || full < t->nranks) {
+            snprintf(err, errlen, "batch %d does not split evenly over %d replicas; choose a batch "
+                     "size that %d divides", full, t->nranks, t->nranks);
+            return CD_ERR;
+        }
+        batch = full / t->nranks;
     }
     int asked_batch = batch, asked_acc = accumulation;
     for (;;) {
@@ -503,7 +535,7 @@ static int setup(trainer *t, char *err, size_t errlen)
 
     /* epochs to iterations, as DIGITS converts them */
     size_t ntrain = cd_db_count(t->train_db);
-    size_t per_iter = (size_t)t->train_batch * (size_t)t->iter_size;
+    size_t per_iter = (size_t)t->train_batch * (size_t)t->nranks * (size_t)t->iter_size;
     t->iters_per_epoch = (long)((ntrain + per_iter - 1) / per_iter);
     t->max_iter = (long)ceil(t->iters_per_epoch * c->epochs);
     if (t->max_iter < 1)
@@ -702,9 +734,10 @@ static int scaler_check(trainer *t, loss_scaler *ls)
     return 0;
 }
 
-int cd_train_run(const cd_train_config *c)
+/* One replica's training loop (the whole task when there is one). */
+static int train_rank(const cd_train_config *c, int rank, int nranks, cd_group_t *group)
 {
-    trainer t = {.c = c};
+    trainer t = {.c = c, .rank = rank, .nranks = nranks, .group = group};
     char err[1024] = "";
     int rc = 1;
     cd_loader_t *ld = NULL;
@@ -731,6 +764,7 @@ int cd_train_run(const cd_train_config *c)
     int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     t.loader_threads = c->loader_threads > 0 ? c->loader_threads : (cores > 4 ? 4 : 1);
     cd_loader_opts lo = {.db = t.train_db, .batch = t.train_batch, .crop = t.crop, .random_crop = 1,
+                         .stride = (long)t.train_batch * t.nranks, .offset = (long)t.train_batch * t.rank,
                          .mirror = t.mirror, .shuffle = 1, .wrap = 1, .seed = t.seed,
                          .start_batch = start * t.iter_size, .threads = t.loader_threads, .ring = 4,
                          .host_alloc = t.be->iface->host_alloc ? pinned_alloc : NULL,
@@ -744,7 +778,7 @@ int cd_train_run(const cd_train_config *c)
 
     /* DIGITS: report 8 times per epoch or every 5000 images, whichever is more often */
     long display = t.iters_per_epoch / 8;
-    long by_images = (long)ceil(5000.0 / ((double)t.train_batch * t.iter_size));
+    long by_images = (long)ceil(5000.0 / ((double)t.train_batch * t.nranks * t.iter_size));
     if (by_images < display)
         display = by_images;
     if (display < 1)
@@ -792,13 +826,18 @@ int cd_train_run(const cd_train_config *c)
             }
             t.train->rng_counter = (uint64_t)(iter * t.iter_size + a);
             loss += train_pass(&t, &graph, iter == start && a == 0) / (float)t.iter_size;
-            window_images += t.train_batch;
+            window_images += (long)t.train_batch * t.nranks;
         }
         if (!isfinite(loss) && !ls.on) {
             snprintf(err, sizeof err, "the loss became %s at iteration %ld (epoch %.2f); lower the "
                      "learning rate (now %g) and train again", isnan(loss) ? "NaN" : "infinite", iter,
                      epoch_of(&t, iter), cd_lr_at(&c->solver.lr, iter));
             goto fail;
+        }
+        if (t.nranks > 1) {
+            /* the group's gradient: the mean of the replicas' (each averaged its slice) */
+            t.be->iface->allreduce_mean(t.be, t.train->arena_diff, t.train->param_count);
+            cd_group_allreduce_mean(t.group, t.rank, &loss, 1);
         }
         cd_solver_opts so = c->solver;
         so.lr.max_iter = t.max_iter;
@@ -849,6 +888,8 @@ int cd_train_run(const cd_train_config *c)
             window_images = 0;
         }
         int last = done == t.max_iter;
+        if (t.nranks > 1) /* every replica stops where rank 0 does */
+            g_stop = cd_group_broadcast(t.group, t.rank, g_stop);
         double aside = cd_now();
         if (t.val && ((t.val_every && done % t.val_every == 0) || last)) {
             double vloss = 0;
@@ -863,11 +904,14 @@ int cd_train_run(const cd_train_config *c)
                              "%.6g for %d validations", e, best_val, stale);
             }
         }
-        if ((t.snapshot_every && done % t.snapshot_every == 0) || last || g_stop || stopped_early) {
+        if (t.rank == 0 && ((t.snapshot_every && done % t.snapshot_every == 0) || last || g_stop ||
+                            stopped_early)) {
             if (save_snapshot(&t, done, err, sizeof err) != CD_OK)
                 goto fail;
         }
         excluded += cd_now() - aside;
+        if (t.nranks > 1)
+            stopped_early = (int)cd_group_broadcast(t.group, t.rank, stopped_early);
         if (stopped_early)
             break;
         if (g_stop && !last) {
@@ -886,6 +930,11 @@ int cd_train_run(const cd_train_config *c)
     rc = 0;
     goto out;
 fail:
+    if (nranks > 1) {
+        /* the others wait for this replica at the next reduction: stop them all */
+        cd_jsonl_error("replica %d of %d: %s", rank, nranks, err[0] ? err : "training failed");
+        exit(1);
+    }
     cd_jsonl_error("%s", err[0] ? err : "training failed");
     rc = 1;
 out:
@@ -893,5 +942,56 @@ out:
         t.be->iface->upload_wait(t.be);
     cd_loader_stop(ld);
     teardown(&t);
+    return rc;
+}
+
+typedef struct rank_arg {
+    const cd_train_config *c;
+    int rank, nranks;
+    cd_group_t *group;
+    int rc;
+    pthread_t thread;
+} rank_arg;
+
+static void *rank_main(void *p)
+{
+    rank_arg *a = p;
+    cd_jsonl_set_quiet(1); /* rank 0 speaks for the group */
+    a->rc = train_rank(a->c, a->rank, a->nranks, a->group);
+    return NULL;
+}
+
+int cd_train_run(const cd_train_config *c)
+{
+    int n = c->replicas > 1 ? c->replicas : 1;
+    if (n == 1)
+        return train_rank(c, 0, 1, NULL);
+    /* data parallel in one process: n replicas, one thread each, one seed for all */
+    cd_train_config shared = *c;
+    if (!shared.has_seed) {
+        shared.has_seed = 1;
+        shared.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    }
+    cd_group_t *g = cd_group_new(n);
+    if (!g) {
+        cd_jsonl_error("cannot set up %d replicas", n);
+        return 1;
+    }
+    rank_arg *args = cd_xcalloc((size_t)n, sizeof *args);
+    for (int r = 1; r < n; r++) {
+        args[r] = (rank_arg){.c = &shared, .rank = r, .nranks = n, .group = g};
+        if (pthread_create(&args[r].thread, NULL, rank_main, &args[r]) != 0) {
+            cd_jsonl_error("cannot start replica %d", r);
+            exit(1);
+        }
+    }
+    int rc = train_rank(&shared, 0, n, g);
+    for (int r = 1; r < n; r++) {
+        pthread_join(args[r].thread, NULL);
+        if (args[r].rc != 0 && rc == 0)
+            rc = args[r].rc;
+    }
+    free(args);
+    cd_group_free(g);
     return rc;
 }

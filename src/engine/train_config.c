@@ -233,6 +233,10 @@ int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, siz
         goto out;
     if (present)
         c->max_iter_override = (long)v;
+    if (get_num(root, "replicas", &v, &present, 1, 64, err, errlen))
+        goto out;
+    if (present)
+        c->replicas = (int)v;
     if (get_num(root, "loader_threads", &v, &present, 1, 64, err, errlen))
         goto out;
     if (present)

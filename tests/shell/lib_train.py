@@ -300,7 +300,8 @@ def check_resume(log_a, log_b1, log_b2, dir_a, dir_b):
     ck.done()
 
 
-def check_accumulation(log_a, cdw_a, cdw_a_mid, log_b, cdw_b):
+def check_accumulation(log_a, cdw_a, cdw_a_mid, log_b, cdw_b, what_a="64 x 1", what_b="16 x 4",
+                       title="batch accumulation"):
     """(c) batch 64 x 1 against batch 16 x 4: the same images per iteration and the same
     mathematics, so the weights and losses differ only by float rounding.
 
@@ -315,7 +316,7 @@ def check_accumulation(log_a, cdw_a, cdw_a_mid, log_b, cdw_b):
     of training moves the weights (printed, and required to be at least 30 times the
     tolerance), so a missing 1/iter_size (4x the step) or accumulation over the wrong
     images fails by orders of magnitude."""
-    ck = Checker("batch accumulation")
+    ck = Checker(title)
     for log in (log_a, log_b):
         st = read_status(log)
         ck.expect(st["rc"] == 0, "%s: exit status %s" % (log, st["rc"]))
@@ -332,8 +333,8 @@ def check_accumulation(log_a, cdw_a, cdw_a_mid, log_b, cdw_b):
         change = max(abs(x - y) for x, y in zip(va, wm[name][1])) / scale
         worst = max(worst, diff)
         worst_change = min(worst_change, change)
-        print("%-8s max |64x1 - 16x4| = %.2e, the last epoch moved it by %.2e (of max |w|)"
-              % (name, diff, change))
+        print("%-8s max |(%s) - (%s)| = %.2e, the last epoch moved it by %.2e (of max |w|)"
+              % (name, what_a, what_b, diff, change))
         ck.expect(all(math.isfinite(x) for x in va + vb), "%s: non-finite weights" % name)
         ck.expect(diff <= rtol, "%s: the weights differ by %.3g of the tensor's largest, above "
                   "%g" % (name, diff, rtol))
@@ -346,7 +347,7 @@ def check_accumulation(log_a, cdw_a, cdw_a_mid, log_b, cdw_b):
     # ~1e-6 relative; later iterations also carry the weight differences above
     bad = [(i, la[i], lb[i]) for i in common if abs(la[i] - lb[i]) > 1e-4 * abs(la[i]) + 1e-6]
     for i, x, y in bad[:5]:
-        ck.fail("train loss at iteration %d: %.9g (64 x 1) vs %.9g (16 x 4)" % (i, x, y))
+        ck.fail("train loss at iteration %d: %.9g (%s) vs %.9g (%s)" % (i, x, what_a, y, what_b))
     if common:
         print("train losses at %d iterations: largest difference %.2e" % (
             len(common), max(abs(la[i] - lb[i]) for i in common)))
@@ -415,6 +416,10 @@ def main(argv):
         check_resume(*args)
     elif cmd == "accumulation":
         check_accumulation(*args)
+    elif cmd == "replicas":
+        # data-parallel replicas: each replica's gradient is the mean over its slice,
+        # the group's the mean of those, so the same tolerance argument holds
+        check_accumulation(*args, what_a="1 replica", what_b="2 replicas", title="replicas")
     elif cmd == "nan":
         check_nan(*args)
     elif cmd == "bad-value":

@@ -9,7 +9,10 @@
 #  (c) batch accumulation: batch 16 x 4 equals batch 64 x 1 to float tolerance;
 #  (d) a diverging run (learning rate 1000) stops with an error suggesting a lower
 #      learning rate;
-#  (e) a bad train.json value fails before training with an error naming the key.
+#  (e) a bad train.json value fails before training with an error naming the key;
+#  (f) data parallelism: 2 CPU replicas of batch 32 end with the weights of one
+#      replica of batch 64, to float tolerance; a batch the replicas can't split evenly
+#      is refused.
 #
 # The data is made here: 600 synthetic 16x16 gray images in 4 classes written as IDX
 # files, imported and turned into a dataset job by the worker itself. The network is a
@@ -198,6 +201,19 @@ mid=$(ls "$tmp/acc64" | sed -n 's/^snapshot_iter_\([0-9]*\)\.cdw$/\1/p' | sort -
 check "batch accumulation" python3 "$lib" accumulation \
     "$tmp/acc64.log" "$tmp/acc64/snapshot_iter_${last:-0}.cdw" "$tmp/acc64/snapshot_iter_${mid:-0}.cdw" \
     "$tmp/acc16.log" "$tmp/acc16/snapshot_iter_${last:-0}.cdw"
+
+# ---- (f) data-parallel replicas: 2 replicas of batch 32 equal 1 of batch 64 -------------
+
+job "$tmp/rep1" plain "$acc, \"batch_size\": 64, \"replicas\": 1"
+job "$tmp/rep2" plain "$acc, \"batch_size\": 64, \"replicas\": 2"
+run "$tmp/rep1"
+run "$tmp/rep2"
+check "replicas" python3 "$lib" replicas \
+    "$tmp/rep1.log" "$tmp/rep1/snapshot_iter_${last:-0}.cdw" "$tmp/rep1/snapshot_iter_${mid:-0}.cdw" \
+    "$tmp/rep2.log" "$tmp/rep2/snapshot_iter_${last:-0}.cdw"
+job "$tmp/rep3" plain "$acc, \"batch_size\": 64, \"replicas\": 3"
+run "$tmp/rep3"
+check "replicas: uneven split" python3 "$lib" bad-value "$tmp/rep3" "$tmp/rep3.log" "does not split evenly"
 
 # ---- (d) a diverging run --------------------------------------------------------------
 

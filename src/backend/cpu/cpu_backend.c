@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cdigits/util.h"
+#include "cdigits/group.h"
 #include "cpu_internal.h"
 
 /* Declared here as well: some cblas.h variants leave it out. */
@@ -101,6 +102,26 @@ static void cpu_destroy(cd_backend_t *be)
     free(be);
 }
 
+/* Average over the replicas of the group this backend joined (cd_group_allreduce_mean);
+ * a backend in no group is a group of one. */
+static int cpu_allreduce_mean(cd_backend_t *be, float *x, size_t n)
+{
+    cpu_ctx *ctx = be->ctx;
+    if (ctx->group)
+        cd_group_allreduce_mean(ctx->group, ctx->rank, x, n);
+    return CD_OK;
+}
+
+int cd_backend_cpu_join_group(cd_backend_t *be, cd_group_t *g, int rank)
+{
+    if (!be || strcmp(be->iface->name, "cpu") != 0 || rank < 0 || rank >= cd_group_size(g))
+        return CD_ERR;
+    cpu_ctx *ctx = be->ctx;
+    ctx->group = g;
+    ctx->rank = rank;
+    return CD_OK;
+}
+
 static const cd_backend_iface cpu_iface = {
     .name = "cpu",
 
@@ -155,7 +176,7 @@ static const cd_backend_iface cpu_iface = {
     .update = cpu_update,
     .prepare_batch = cpu_prepare_batch,
 
-    .allreduce_mean = NULL, /* one CPU backend per process: nothing to average with */
+    .allreduce_mean = cpu_allreduce_mean, /* the identity until the backend joins a group */
     .destroy = cpu_destroy,
 };
 

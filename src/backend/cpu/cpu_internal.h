@@ -32,6 +32,8 @@ typedef struct cpu_ctx {
     pthread_mutex_t scratch_lock;
     float *scratch;
     size_t scratch_floats;
+    struct cd_group *group; /* data-parallel replicas in this process, or NULL */
+    int rank;
 } cpu_ctx;
 
 static inline int cpu_threads(const cd_backend_t *be)
