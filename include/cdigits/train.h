@@ -106,6 +106,8 @@ typedef struct cd_train_config {
     char pretrained[4096];   /* weights to start from ("" for none) */
     int loader_threads;      /* 0: automatic */
     int replicas;            /* data-parallel CPU replicas in this process (threads); 0, 1: one */
+    int data_parallel;       /* with several GPUs: one replica per GPU (1, the default) or
+                              * only the first GPU (0) */
     int threads;             /* CPU backend threads; 0: all cores */
     long max_iter_override;  /* > 0: stop after this many iterations (tests, benchmarks) */
 } cd_train_config;

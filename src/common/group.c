@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cdigits/util.h"
 
@@ -11,6 +12,7 @@ struct cd_group {
     pthread_barrier_t barrier;
     float **bufs;   /* each rank's buffer for the reduction under way */
     long value;     /* broadcast slot */
+    const void *bytes;
 };
 
 cd_group_t *cd_group_new(int ranks)
@@ -63,4 +65,14 @@ long cd_group_broadcast(cd_group_t *g, int rank, long v)
     long out = g->value;
     pthread_barrier_wait(&g->barrier);
     return out;
+}
+
+void cd_group_broadcast_bytes(cd_group_t *g, int rank, void *buf, size_t len)
+{
+    if (rank == 0)
+        g->bytes = buf;
+    pthread_barrier_wait(&g->barrier);
+    if (rank != 0)
+        memcpy(buf, g->bytes, len);
+    pthread_barrier_wait(&g->barrier);
 }

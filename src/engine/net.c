@@ -119,6 +119,23 @@ cd_param *cd_layer_add_param(cd_net *net, cd_layer *l, int ndim, const int *dims
     p->lr_mult = learnable ? 1.0f : 0.0f;
     p->decay_mult = learnable ? 1.0f : 0.0f;
     const cd_pt_node *spec = l->def ? cd_pt_nth(l->def, "param", l->nparam) : NULL;
+    const char *share = spec ? cd_pt_str(spec, "name", NULL) : NULL;
+    if (share && cd_pt_get(spec, "name")) {
+        for (int i = 0; i < net->nlayers; i++) {
+            cd_layer *o = net->layers[i];
+            for (int j = 0; o != l && o->def && j < cd_pt_count(o->def, "param"); j++) {
+                const char *n = cd_pt_str(cd_pt_nth(o->def, "param", j), "name", NULL);
+                if (n && !strcmp(n, share)) {
+                    cd_layer_error(l, err, errlen, "shares parameter \"%s\" with layer %s; shared "
+                                   "weights are not supported (and can't be split across GPUs); give "
+                                   "each layer its own parameters", share, o->name);
+                    free(p->name);
+                    free(p);
+                    return NULL;
+                }
+            }
+        }
+    }
     if (spec && learnable) {
         p->lr_mult = (float)cd_pt_float(spec, "lr_mult", 1.0);
         p->decay_mult = (float)cd_pt_float(spec, "decay_mult", 1.0);
@@ -682,8 +699,16 @@ cd_net *cd_net_build(const cd_pt_node *def, const char *filename, const cd_net_o
     net->loss_scale = 1.0f;
     net->filename = cd_xstrdup(filename ? filename : "network");
     net->name = cd_xstrdup(cd_pt_str(def, "name", "net"));
-    if (build_layers(net, def, err, errlen) != CD_OK)
+    if (build_layers(net, def, err, errlen) != CD_OK) {
+        /* every message names the file */
+        size_t fl = strlen(net->filename);
+        if (strncmp(err, net->filename, fl) != 0) {
+            char inner[1024];
+            snprintf(inner, sizeof inner, "%s", err);
+            snprintf(err, errlen, "%s: %s", net->filename, inner);
+        }
         goto err;
+    }
     if (net->nlayers == 0) {
         fail(err, errlen, net->filename, "stage %s has no layers; check the include/exclude rules",
              net->opts.stage);

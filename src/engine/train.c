@@ -66,6 +66,7 @@ typedef struct trainer {
     float scale;
     int iter_size;         /* batch accumulation actually used (may grow on OOM) */
     int rank, nranks;      /* data-parallel replica (0 reports, validates, snapshots) */
+    int gpu_ranks;         /* replicas are GPUs (c->gpus[rank]) */
     cd_group_t *group;
     staging st[2];
     float *mean;           /* (c, h, w) at the stored size, or NULL */
@@ -311,7 +312,26 @@ static int open_dataset(trainer *t, char *err, size_t errlen)
 static int choose_backend(trainer *t, char *err, size_t errlen)
 {
     const cd_train_config *c = t->c;
-    if (t->nranks > 1) {
+    if (t->nranks > 1 && t->gpu_ranks) {
+        /* one replica per GPU: its own CUDA backend, the gradients averaged by NCCL */
+        char why[256] = "";
+        t->be = cd_backend_cuda_new(c->gpus[t->rank], why, sizeof why);
+        if (!t->be) {
+            snprintf(err, errlen, "replica %d cannot use GPU %d: %s", t->rank, c->gpus[t->rank], why);
+            return CD_ERR;
+        }
+#ifdef CDIGITS_HAVE_CUDA
+        char id[512] = "";
+        if (t->rank == 0 && cd_cuda_group_id(id, sizeof id, why, sizeof why) != CD_OK)
+            snprintf(id, sizeof id, "!%s", why);
+        cd_group_broadcast_bytes(t->group, t->rank, id, sizeof id);
+        if (id[0] == '!' || cd_cuda_group_join(t->be, id, t->nranks, t->rank, why, sizeof why) != CD_OK) {
+            snprintf(err, errlen, "replica %d cannot join the NCCL group: %s", t->rank,
+                     id[0] == '!' ? id + 1 : why);
+            return CD_ERR;
+        }
+#endif
+    } else if (t->nranks > 1) {
         /* replicas in one process: CPU backends sharing the cores, joined in a group */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         int threads = c->threads > 0 ? c->threads : (int)(cores / t->nranks);
@@ -735,9 +755,9 @@ static int scaler_check(trainer *t, loss_scaler *ls)
 }
 
 /* One replica's training loop (the whole task when there is one). */
-static int train_rank(const cd_train_config *c, int rank, int nranks, cd_group_t *group)
+static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ranks, cd_group_t *group)
 {
-    trainer t = {.c = c, .rank = rank, .nranks = nranks, .group = group};
+    trainer t = {.c = c, .rank = rank, .nranks = nranks, .gpu_ranks = gpu_ranks, .group = group};
     char err[1024] = "";
     int rc = 1;
     cd_loader_t *ld = NULL;
@@ -947,7 +967,7 @@ out:
 
 typedef struct rank_arg {
     const cd_train_config *c;
-    int rank, nranks;
+    int rank, nranks, gpu_ranks;
     cd_group_t *group;
     int rc;
     pthread_t thread;
@@ -957,15 +977,24 @@ static void *rank_main(void *p)
 {
     rank_arg *a = p;
     cd_jsonl_set_quiet(1); /* rank 0 speaks for the group */
-    a->rc = train_rank(a->c, a->rank, a->nranks, a->group);
+    a->rc = train_rank(a->c, a->rank, a->nranks, a->gpu_ranks, a->group);
     return NULL;
 }
 
 int cd_train_run(const cd_train_config *c)
 {
-    int n = c->replicas > 1 ? c->replicas : 1;
+    int n = c->replicas > 1 ? c->replicas : 1, gpu = 0;
+    if (c->backend != 1 && c->ngpus > 1 && cd_backend_cuda_device_count() >= c->ngpus) {
+        if (c->data_parallel) {
+            n = c->ngpus; /* one replica per GPU */
+            gpu = 1;
+        } else {
+            cd_jsonl_log("info", "data parallelism is off for this job: training on GPU %d only",
+                         c->gpus[0]);
+        }
+    }
     if (n == 1)
-        return train_rank(c, 0, 1, NULL);
+        return train_rank(c, 0, 1, 0, NULL);
     /* data parallel in one process: n replicas, one thread each, one seed for all */
     cd_train_config shared = *c;
     if (!shared.has_seed) {
@@ -979,13 +1008,13 @@ int cd_train_run(const cd_train_config *c)
     }
     rank_arg *args = cd_xcalloc((size_t)n, sizeof *args);
     for (int r = 1; r < n; r++) {
-        args[r] = (rank_arg){.c = &shared, .rank = r, .nranks = n, .group = g};
+        args[r] = (rank_arg){.c = &shared, .rank = r, .nranks = n, .gpu_ranks = gpu, .group = g};
         if (pthread_create(&args[r].thread, NULL, rank_main, &args[r]) != 0) {
             cd_jsonl_error("cannot start replica %d", r);
             exit(1);
         }
     }
-    int rc = train_rank(&shared, 0, n, g);
+    int rc = train_rank(&shared, 0, n, gpu, g);
     for (int r = 1; r < n; r++) {
         pthread_join(args[r].thread, NULL);
         if (args[r].rc != 0 && rc == 0)

@@ -17,6 +17,7 @@ void cd_train_config_init(cd_train_config *c)
     c->iter_size = 1;
     c->use_mean = CD_MEAN_IMAGE;
     c->mirror = -1;
+    c->data_parallel = 1;
     cd_solver_opts_defaults(&c->solver, CD_SOLVER_SGD, 0.01);
     c->solver.lr.base_lr = 0.01;
     cd_lr_policy_defaults(&c->solver.lr, CD_LR_STEP);
@@ -252,6 +253,14 @@ int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, siz
             goto out;
         }
         c->mirror = json_is_true(mirror);
+    }
+    json_t *dp = json_object_get(root, "data_parallel");
+    if (dp && !json_is_null(dp)) {
+        if (!json_is_boolean(dp)) {
+            bad(err, errlen, "data_parallel", "true or false");
+            goto out;
+        }
+        c->data_parallel = json_is_true(dp);
     }
     json_t *resume = json_object_get(root, "resume");
     c->resume = resume && json_is_true(resume);

@@ -92,6 +92,11 @@ broken wrong_param 'pooling_param does not apply to Convolution layers' <<'P'
 layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 1 dim: 8 dim: 8 } } }
 layer { name: "c" type: "Convolution" bottom: "data" top: "c" pooling_param { pool: MAX } }
 P
+broken shared_weights 'shared_weights.prototxt: line 3: layer b \(InnerProduct\): shares parameter "w" with layer a' <<'P'
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 4 } } }
+layer { name: "a" type: "InnerProduct" bottom: "data" top: "a" param { name: "w" } inner_product_param { num_output: 4 bias_term: false } }
+layer { name: "b" type: "InnerProduct" bottom: "a" top: "b" param { name: "w" } inner_product_param { num_output: 4 bias_term: false } }
+P
 "$worker" check-net "$tmp/does-not-exist.prototxt" >"$tmp/missing.out" 2>&1 && bad "missing file: exit 0" || ok
 expect missing_file "$tmp/missing.out" 'does-not-exist.prototxt'
 
