@@ -44,6 +44,7 @@ typedef struct sched_config {
     int inference_slots;   /* inference tasks at once (>= 1) */
     double abort_grace;    /* seconds from SIGTERM to SIGKILL */
     double poll_interval;  /* seconds between scheduling passes when nothing happens */
+    double worker_timeout; /* a worker silent this long (stdout and stderr) has hung; 0: never */
 } sched_config_t;
 
 /* ---- resource pools (pure; the scheduler holds one under its lock) ---------------- */
@@ -82,6 +83,10 @@ int pool_gpus_free(const sched_pool_t *p);
 /* ---- the scheduler ------------------------------------------------------------------ */
 
 int sched_new(const sched_config_t *cfg, store_t *store, cd_events_t *events, sched_t **out, cd_err_t *err);
+/* Sets worker_timeout: a running worker that prints nothing for this many seconds is
+ * stopped (SIGTERM, then SIGKILL after the grace period) and its job ends in Error
+ * saying it hung. 0 turns the check off. */
+void sched_set_worker_timeout(sched_t *s, double seconds);
 /* Starts the scheduling thread. */
 int sched_start(sched_t *s, cd_err_t *err);
 /* Stops the scheduling thread and every worker (SIGTERM, the grace period, SIGKILL).

@@ -39,6 +39,18 @@ typedef struct cd_server_config {
     double abort_grace;            /* --abort-grace seconds, default 10 */
     int resume_interrupted;        /* --resume-interrupted */
     double monitor_interval;       /* --monitor-interval seconds, default 1 */
+    /* exposure and authentication (docs/security.md) */
+    char auth[16];                 /* --auth: "none" (DIGITS's username cookie; loopback only) or "password" */
+    int auth_password;             /* auth is "password" */
+    char admin_user[64];           /* --admin-user, default "admin" */
+    char admin_password_file[PATH_MAX]; /* --admin-password-file: creates the admin at start when missing */
+    double session_ttl;            /* --session-ttl seconds, default 12 h */
+    char job_visibility[16];       /* --job-visibility: "all" (default, as DIGITS) or "own" */
+    int visibility_own;            /* job_visibility is "own" */
+    char allowed_hosts[512];       /* --allowed-hosts: Host names this server answers to, comma list */
+    int login_attempts;            /* --login-attempts: failed logins per minute per user or address (5) */
+    int secure_cookies;            /* --secure-cookies: cookies only over HTTPS (behind a TLS proxy) */
+    double worker_timeout;         /* --worker-timeout seconds without worker output; 0: never */
 } cd_server_config_t;
 
 /* Defaults, then the CDIGITS_* environment, then the flags (argv[0] is "serve").

@@ -192,7 +192,41 @@ json_t *store_snapshot_list(store_t *s, const char *job_id);
 
 /* Records a login (creates the user on first login). */
 int store_user_login(store_t *s, const char *name, cd_err_t *err);
+/* {name, created, last_login, is_admin, password_hash (null without one)}; NULL when
+ * there is no such user. The hash never leaves the server. */
 json_t *store_user_get(store_t *s, const char *name);
+/* Creates a user with a password hash (argon2id text); CD_E_CONFLICT when the name is
+ * taken by a user who has a password already (a name only seen at username logins gets
+ * the password). */
+int store_user_create(store_t *s, const char *name, const char *password_hash, int is_admin, cd_err_t *err);
+int store_user_set_password(store_t *s, const char *name, const char *password_hash, cd_err_t *err);
+/* Removes a user with their sessions and tokens (their jobs stay); CD_E_NOTFOUND. */
+int store_user_delete(store_t *s, const char *name, cd_err_t *err);
+/* [{name, created, last_login, is_admin, has_password}] by name */
+json_t *store_user_list(store_t *s);
+/* Users who can log in with a password. */
+int store_user_count_passwords(store_t *s);
+
+/* Login sessions, by the hash of the cookie's value: id_hash and csrf are hex text. */
+int store_session_add(store_t *s, const char *id_hash, const char *username, const char *csrf, double created,
+                      double expires, cd_err_t *err);
+/* {username, is_admin, csrf, created, expires} of a session that has not expired at now. */
+json_t *store_session_get(store_t *s, const char *id_hash, double now);
+int store_session_delete(store_t *s, const char *id_hash, cd_err_t *err);
+/* Ends every session of a user (a new password); and expired sessions of everyone. */
+int store_session_delete_user(store_t *s, const char *username, cd_err_t *err);
+int store_session_purge(store_t *s, double now, cd_err_t *err);
+
+/* API tokens, by the hash of the token: *id gets the new row's id. expires <= 0: never. */
+int store_token_add(store_t *s, const char *username, const char *name, const char *hash, const char *prefix,
+                    double created, double expires, long long *id, cd_err_t *err);
+/* {id, username, is_admin, name} of a token that has not expired at now; NULL otherwise.
+ * Records the use. */
+json_t *store_token_find(store_t *s, const char *hash, double now);
+/* [{id, name, prefix, created, expires, last_used}] of one user */
+json_t *store_token_list(store_t *s, const char *username);
+/* Revokes token id of username (any user's when username is NULL); CD_E_NOTFOUND. */
+int store_token_delete(store_t *s, long long id, const char *username, cd_err_t *err);
 
 #ifdef __cplusplus
 }

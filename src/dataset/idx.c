@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -64,11 +65,14 @@ static int read_gzip(const char *path, uint8_t **data, size_t *len, char *err, s
             break;
         }
     int zerr = Z_OK;
-    const char *msg = n < 0 ? gzerror(gz, &zerr) : NULL;
+    /* gzerror's text lives in the gzFile: copy it before gzclose_r frees it */
+    char msg[256] = "";
+    if (n < 0)
+        snprintf(msg, sizeof msg, "%s", gzerror(gz, &zerr));
     int close_rc = gzclose_r(gz);
     if (rc == CD_OK && (n < 0 || close_rc != Z_OK))
         rc = ds_err(err, errlen, "%s: the gzip data is damaged or truncated (%s); download the "
-                    "file again", path, msg ? msg : "unexpected end of file");
+                    "file again", path, msg[0] ? msg : "unexpected end of file");
     if (rc != CD_OK) {
         free(*data);
         *data = NULL;

@@ -262,6 +262,10 @@ int cd_snapshot_load_state(cd_net *net, long *iter, const char *path, char *err,
         return CD_ERR;
     int rc = CD_ERR;
     *iter = (long)get_u64(&r);
+    if (*iter < 0) {
+        snprintf(err, errlen, "%s is malformed: its iteration is negative; use another snapshot", path);
+        goto out;
+    }
     uint32_t n = get_u32(&r);
     for (uint32_t i = 0; i < n && !r.bad; i++) {
         uint32_t len = get_u32(&r);

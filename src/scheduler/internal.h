@@ -32,6 +32,9 @@ typedef struct stask {
     int abort_requested;
     int delete_requested;
     double kill_at;       /* cd_now() time to send SIGKILL; 0 when none is due */
+    int hung;             /* stopped by the worker timeout */
+    long long oom_kills;  /* the kernel's OOM kill count (/proc/vmstat) when the worker started */
+    long long last_output_ms; /* cd_now() in ms of the worker's last output; the reader stores it atomically */
     char wait_reason[256];
     /* reader-only */
     char last_error[1024];
@@ -69,6 +72,8 @@ int worker_start(sched_t *s, stask_t *t, cd_err_t *err);
 void worker_replay(sched_t *s, stask_t *t);
 /* lines.c: one line of a worker's stdout (or stderr when from_stderr). */
 void lines_handle(sched_t *s, stask_t *t, char *line, int from_stderr);
+/* worker.c: the kernel's count of out-of-memory kills so far (-1 when unknown). */
+long long worker_oom_kills(void);
 /* lines.c: the job's message when its worker failed: the error line or the last lines. */
 void lines_failure_message(const stask_t *t, const char *how, char *out, size_t len);
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -238,6 +239,15 @@ static void schedule_pass(sched_t *s)
     for (stask_t *t = s->tasks, *next; t; t = next) {
         next = t->next;
         if (t->pid > 0) {
+            double quiet = now - (double)__atomic_load_n(&t->last_output_ms, __ATOMIC_RELAXED) / 1000;
+            if (s->cfg.worker_timeout > 0 && quiet > s->cfg.worker_timeout && !t->hung && !t->abort_requested &&
+                !t->delete_requested && !s->stopping) {
+                cd_warn("job %s: worker %d printed nothing for %.0f s (--worker-timeout %g): stopping it as hung",
+                        t->job_id, (int)t->pid, quiet, s->cfg.worker_timeout);
+                t->hung = 1;
+                kill(-t->pid, SIGTERM);
+                t->kill_at = now + s->cfg.abort_grace;
+            }
             if (t->kill_at > 0 && now >= t->kill_at) {
                 cd_warn("job %s: worker %d did not stop within %.0f s of SIGTERM; sending SIGKILL", t->job_id,
                         (int)t->pid, s->cfg.abort_grace);
@@ -280,6 +290,15 @@ static void *sched_thread(void *arg)
     }
     pthread_mutex_unlock(&s->lock);
     return NULL;
+}
+
+void sched_set_worker_timeout(sched_t *s, double seconds)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->cfg.worker_timeout = seconds > 0 ? seconds : 0;
+    pthread_mutex_unlock(&s->lock);
 }
 
 int sched_start(sched_t *s, cd_err_t *err)
@@ -826,14 +845,70 @@ int sched_running(sched_t *s, sched_proc_t *out, int max)
 
 /* ---- a worker has exited --------------------------------------------------------------- */
 
+static const char *signal_name(int sig)
+{
+    static const struct {
+        int sig;
+        const char *name;
+    } names[] = {{SIGKILL, "SIGKILL"}, {SIGTERM, "SIGTERM"}, {SIGSEGV, "SIGSEGV"}, {SIGABRT, "SIGABRT"},
+                 {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},   {SIGILL, "SIGILL"},   {SIGXFSZ, "SIGXFSZ"},
+                 {SIGXCPU, "SIGXCPU"}, {SIGINT, "SIGINT"},   {SIGHUP, "SIGHUP"},   {SIGPIPE, "SIGPIPE"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].sig == sig)
+            return names[i].name;
+    return "signal";
+}
+
 static void describe_exit(int status, char *out, size_t len)
 {
     if (WIFEXITED(status))
         snprintf(out, len, "exited with status %d", WEXITSTATUS(status));
     else if (WIFSIGNALED(status))
-        snprintf(out, len, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+        snprintf(out, len, "was killed by signal %d (%s: %s)", WTERMSIG(status), signal_name(WTERMSIG(status)),
+                 strsignal(WTERMSIG(status)));
     else
         snprintf(out, len, "stopped (wait status %d)", status);
+}
+
+/* Why a worker that nobody asked to stop died, when its exit says more than its lines:
+ * a SIGKILL from outside (the kernel's out-of-memory killer, as a rule), a file size
+ * limit, a full disk. Empty when there is nothing to add. */
+static void failure_cause(const stask_t *t, int status, char *out, size_t len)
+{
+    out[0] = 0;
+    int model = strcmp(t->type, "model") == 0;
+    const char *again = model ? "resume the job (POST /models/<id>/resume)" : "clone the job";
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+        long long now = worker_oom_kills();
+        if (t->oom_kills >= 0 && now > t->oom_kills)
+            snprintf(out, len,
+                     "The worker was killed by signal 9 (SIGKILL) from the kernel's out-of-memory killer, which "
+                     "killed a process while it ran (/proc/vmstat oom_kill went from %lld to %lld): it needed "
+                     "more memory than the machine had. Lower the batch size (or use batch_size=auto) and %s.",
+                     t->oom_kills, now, again);
+        else
+            snprintf(out, len,
+                     "The worker was killed by signal 9 (SIGKILL), which cdigits did not send: most likely the "
+                     "kernel's out-of-memory killer (see dmesg or journalctl -k for \"Out of memory\"). If so, "
+                     "lower the batch size (or use batch_size=auto) and %s.",
+                     again);
+    } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXFSZ) {
+        snprintf(out, len,
+                 "The worker was killed by signal %d (SIGXFSZ): a file it wrote passed the file size limit "
+                 "(ulimit -f) of the server's environment; raise the limit and %s.",
+                 SIGXFSZ, again);
+    } else if (WIFSIGNALED(status)) {
+        return;
+    }
+    struct statvfs vfs;
+    if (statvfs(t->dir, &vfs) == 0) {
+        unsigned long long avail = (unsigned long long)vfs.f_bavail * vfs.f_frsize;
+        if (avail < (1ull << 20)) {
+            size_t n = strlen(out);
+            snprintf(out + n, len - n, "%sThe disk that holds %s is full (%llu KiB free): free space and %s.",
+                     n ? " " : "", t->dir, avail >> 10, again);
+        }
+    }
 }
 
 /* A task that finished its work (lock not held). */
@@ -853,10 +928,22 @@ static void finish_done(sched_t *s, stask_t *t)
     sched_set_state(s, t->job_id, t->task_id, CD_ST_DONE, NULL);
 }
 
+/* Ends a job whose worker failed in Error with msg (lock not held). */
+static void fail_exited(sched_t *s, stask_t *t, const char *msg)
+{
+    cd_err_t err;
+    if (store_job_set_error(s->store, t->job_id, msg, &err) != CD_OK)
+        cd_warn("job %s: %s", t->job_id, err.msg);
+    store_task_set_error(s->store, t->task_id, msg, NULL);
+    store_log_add(s->store, t->job_id, t->task_id, "error", msg, NULL);
+    sched_set_state(s, t->job_id, t->task_id, CD_ST_ERROR, msg);
+}
+
 void sched_task_exited(sched_t *s, stask_t *t, int status)
 {
     pthread_mutex_lock(&s->lock);
-    int aborted = t->abort_requested, deleted = t->delete_requested, stopping = s->stopping;
+    int aborted = t->abort_requested, deleted = t->delete_requested, stopping = s->stopping, hung = t->hung;
+    double timeout = s->cfg.worker_timeout;
     pthread_mutex_unlock(&s->lock);
 
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -865,7 +952,6 @@ void sched_task_exited(sched_t *s, stask_t *t, int status)
     cd_info("job %s: worker %d %s", t->job_id, (int)t->pid, how);
 
     if (!deleted) {
-        cd_err_t err;
         store_task_clear_process(s->store, t->task_id, WIFEXITED(status) ? code : -WTERMSIG(status), NULL);
         if (code == 0) {
             finish_done(s, t);
@@ -873,18 +959,28 @@ void sched_task_exited(sched_t *s, stask_t *t, int status)
             const char *m = "Interrupted: the server stopped; resume it with POST /models/<id>/resume";
             sched_set_state(s, t->job_id, t->task_id, CD_ST_ABORT, m);
             store_job_set_interrupted(s->store, t->job_id, 1, NULL);
+        } else if (hung) {
+            char last[1536];
+            lines_failure_message(t, how, last, sizeof last);
+            snprintf(msg, sizeof msg,
+                     "The worker hung: it printed nothing for %g seconds (--worker-timeout), so cdigits stopped it "
+                     "(it then %s). %s%s",
+                     timeout, how, strcmp(t->type, "model") == 0 ? "Resume it with POST /models/<id>/resume once "
+                                                                   "the cause is found. "
+                                                                 : "",
+                     last);
+            fail_exited(s, t, msg);
         } else if (aborted && (code == 3 || WIFSIGNALED(status) || code == 0)) {
             sched_set_state(s, t->job_id, t->task_id, CD_ST_ABORT, "Aborted");
         } else if (code == 3) {
             sched_set_state(s, t->job_id, t->task_id, CD_ST_ABORT,
                             "Stopped by SIGTERM after saving its state; resume it with POST /models/<id>/resume");
         } else {
-            lines_failure_message(t, how, msg, sizeof msg);
-            if (store_job_set_error(s->store, t->job_id, msg, &err) != CD_OK)
-                cd_warn("job %s: %s", t->job_id, err.msg);
-            store_task_set_error(s->store, t->task_id, msg, NULL);
-            store_log_add(s->store, t->job_id, t->task_id, "error", msg, NULL);
-            sched_set_state(s, t->job_id, t->task_id, CD_ST_ERROR, msg);
+            char cause[768], last[1536];
+            failure_cause(t, status, cause, sizeof cause);
+            lines_failure_message(t, how, last, sizeof last);
+            snprintf(msg, sizeof msg, "%s%s%s", cause, cause[0] ? " " : "", last);
+            fail_exited(s, t, msg);
         }
     } else {
         sched_remove_dir(t->dir, t->job_id);

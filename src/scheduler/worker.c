@@ -69,6 +69,25 @@ static char **worker_env(void)
     return env;
 }
 
+long long worker_oom_kills(void)
+{
+    FILE *f = fopen("/proc/vmstat", "r");
+    if (!f)
+        return -1;
+    char line[128];
+    long long n = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "oom_kill %lld", &n) == 1)
+            break;
+    fclose(f);
+    return n;
+}
+
+static void note_output(stask_t *t)
+{
+    __atomic_store_n(&t->last_output_ms, (long long)(cd_now() * 1000), __ATOMIC_RELAXED);
+}
+
 /* Size of a file, 0 when it does not exist yet. */
 static long long file_size(const char *path)
 {
@@ -255,10 +274,13 @@ static void *reader_thread(void *arg)
         cd_error("job %s: cannot read the worker's output %s/" WORKER_OUT ": %s", t->job_id, t->dir, strerror(errno));
     int status = 0;
     for (;;) {
+        size_t got = 0;
         if (lo.fd >= 0)
-            drain(s, t, &lo, 0, 0);
+            got += drain(s, t, &lo, 0, 0);
         if (le.fd >= 0)
-            drain(s, t, &le, 1, 0);
+            got += drain(s, t, &le, 1, 0);
+        if (got)
+            note_output(t);
         pid_t r;
         do {
             r = waitpid(t->pid, &status, WNOHANG);
@@ -315,6 +337,9 @@ int worker_start(sched_t *s, stask_t *t, cd_err_t *err)
     t->pid = pid;
     t->pid_start = proc_start_ticks(pid);
     t->kill_at = 0;
+    t->hung = 0;
+    t->oom_kills = worker_oom_kills();
+    note_output(t);
     t->abort_requested = 0;
     t->saw_done = 0;
     t->ntail = 0;

@@ -11,6 +11,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+
 #include "cdigits/util.h"
 
 enum opt_kind { O_STR, O_INT, O_SIZE, O_SECONDS, O_LEVEL, O_ROOT, O_FLAG };
@@ -62,6 +64,25 @@ static const option_spec_t g_options[] = {
      "hardware sampling period (1)"},
     {"resume-interrupted", "CDIGITS_RESUME_INTERRUPTED", O_FLAG, OFF(resume_interrupted), 0, NULL,
      "resume the training jobs a server stop interrupted"},
+    {"worker-timeout", "CDIGITS_WORKER_TIMEOUT", O_SECONDS, OFF(worker_timeout), 0, "SECONDS",
+     "end a job in Error when its worker prints nothing for this long (0: never)"},
+    /* exposure and authentication: docs/security.md */
+    {"auth", "CDIGITS_AUTH", O_STR, OFF(auth), SZ(auth), "MODE",
+     "none (DIGITS's username login; loopback only) or password (users, sessions, API tokens)"},
+    {"admin-user", "CDIGITS_ADMIN_USER", O_STR, OFF(admin_user), SZ(admin_user), "NAME",
+     "the administrator created from --admin-password-file (admin)"},
+    {"admin-password-file", "CDIGITS_ADMIN_PASSWORD_FILE", O_STR, OFF(admin_password_file),
+     SZ(admin_password_file), "PATH", "first line: the administrator's password, set at start when that user is new"},
+    {"session-ttl", "CDIGITS_SESSION_TTL", O_SECONDS, OFF(session_ttl), 0, "SECONDS",
+     "a login session ends this long after it began (43200)"},
+    {"job-visibility", "CDIGITS_JOB_VISIBILITY", O_STR, OFF(job_visibility), SZ(job_visibility), "WHO",
+     "all (everyone reads every job, as DIGITS) or own (users read their own jobs; admins all)"},
+    {"allowed-hosts", "CDIGITS_ALLOWED_HOSTS", O_STR, OFF(allowed_hosts), SZ(allowed_hosts), "LIST",
+     "Host names this server answers to, comma list (loopback: addresses, localhost, names without a dot; else any)"},
+    {"login-attempts", "CDIGITS_LOGIN_ATTEMPTS", O_INT, OFF(login_attempts), 0, "N",
+     "failed logins per minute for one user or one address before 429 (5)"},
+    {"secure-cookies", "CDIGITS_SECURE_COOKIES", O_FLAG, OFF(secure_cookies), 0, NULL,
+     "mark cookies Secure (when a TLS proxy serves the server as https)"},
 };
 
 void server_usage(FILE *out)
@@ -180,6 +201,48 @@ static int apply(cd_server_config_t *cfg, const option_spec_t *o, const char *va
     return CD_ERR;
 }
 
+int server_bind_is_loopback(const char *bind)
+{
+    struct in_addr a;
+    if (strcmp(bind, "localhost") == 0)
+        return 1;
+    return inet_pton(AF_INET, bind, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
+/* The authentication and visibility settings, and the rule that keeps an open server
+ * on loopback: DIGITS's username login trusts whoever can reach the port. */
+static int check_exposure(cd_server_config_t *cfg, cd_err_t *err)
+{
+    if (strcmp(cfg->auth, "none") != 0 && strcmp(cfg->auth, "password") != 0)
+        return cd_err_set(err, CD_E_INVALID, "--auth %s: give none (username login, loopback only) or password",
+                          cfg->auth);
+    cfg->auth_password = strcmp(cfg->auth, "password") == 0;
+    if (strcmp(cfg->job_visibility, "all") != 0 && strcmp(cfg->job_visibility, "own") != 0)
+        return cd_err_set(err, CD_E_INVALID, "--job-visibility %s: give all (everyone reads every job) or own",
+                          cfg->job_visibility);
+    cfg->visibility_own = strcmp(cfg->job_visibility, "own") == 0;
+    if (cfg->session_ttl < 60)
+        return cd_err_set(err, CD_E_INVALID, "--session-ttl %g is too short; give at least 60 seconds",
+                          cfg->session_ttl);
+    if (cfg->login_attempts < 1)
+        return cd_err_set(err, CD_E_INVALID, "--login-attempts must be at least 1");
+#ifndef CDIGITS_HAVE_SODIUM
+    if (cfg->auth_password)
+        return cd_err_set(err, CD_E_INVALID,
+                          "--auth password needs libsodium, which this cdigits was built without; install "
+                          "libsodium-dev and build again");
+#endif
+    if (!cfg->auth_password && !server_bind_is_loopback(cfg->bind))
+        return cd_err_set(err, CD_E_INVALID,
+                          "--bind %s would let anyone who reaches this machine use the server under any name: "
+                          "without passwords cdigits listens on loopback only. To serve the network, turn on "
+                          "authentication: --auth password --admin-password-file FILE (a file holding the "
+                          "administrator's password; see docs/security.md). Or keep --bind 127.0.0.1 and reach "
+                          "the server through an SSH tunnel (ssh -L 5000:127.0.0.1:5000 HOST).",
+                          cfg->bind);
+    return CD_OK;
+}
+
 /* The folder of this executable, for the default worker, models and web folders. */
 static void exe_dir(char *out, size_t len)
 {
@@ -222,6 +285,11 @@ int server_config_parse(cd_server_config_t *cfg, int argc, char **argv, cd_err_t
     snprintf(cfg->gpus, sizeof cfg->gpus, "auto");
     cfg->abort_grace = 10;
     cfg->monitor_interval = 1;
+    snprintf(cfg->auth, sizeof cfg->auth, "none");
+    snprintf(cfg->admin_user, sizeof cfg->admin_user, "admin");
+    cfg->session_ttl = 12 * 3600;
+    snprintf(cfg->job_visibility, sizeof cfg->job_visibility, "all");
+    cfg->login_attempts = 5;
 
     for (size_t i = 0; i < CD_ARRAY_LEN(g_options); i++) {
         const char *v = getenv(g_options[i].env);
@@ -274,6 +342,9 @@ int server_config_parse(cd_server_config_t *cfg, int argc, char **argv, cd_err_t
         memmove(cfg->url_prefix + 1, cfg->url_prefix, pl + 1 < sizeof cfg->url_prefix - 1 ? pl + 1 : sizeof cfg->url_prefix - 2);
         cfg->url_prefix[0] = '/';
     }
+
+    if (check_exposure(cfg, err) != CD_OK)
+        return CD_ERR;
 
     char exe[PATH_MAX];
     exe_dir(exe, sizeof exe);

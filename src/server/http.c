@@ -32,6 +32,7 @@ static const struct {
     {405, "Method Not Allowed", "MethodNotAllowed"},
     {409, "Conflict", "Conflict"},
     {413, "Request Entity Too Large", "RequestEntityTooLarge"},
+    {429, "Too Many Requests", "TooManyRequests"},
     {500, "Internal Server Error", "InternalServerError"},
     {503, "Service Unavailable", "ServiceUnavailable"},
 };
@@ -181,6 +182,11 @@ void reply_file(req_t *r, const char *path)
         if (n > e && strcasecmp(path + n - e, g_mime[i].ext) == 0)
             ctype = g_mime[i].type;
     }
+    /* a job's files are what users uploaded or workers wrote: never a page or a script
+     * of this origin */
+    if (r->route && r->route->handler == h_files &&
+        (strstr(ctype, "html") || strstr(ctype, "javascript") || strstr(ctype, "svg")))
+        ctype = "text/plain; charset=utf-8";
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     reply_response(r, 200, resp);
 }
@@ -426,15 +432,10 @@ static void dispatch(req_t *r)
         }
     }
     lower_priority_once(r);
-    const char *cookie = MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, "username");
-    if (cookie)
-        snprintf(r->username, sizeof r->username, "%s", cookie);
-    if ((r->route->flags & R_LOGIN) && !r->username[0]) {
-        reply_error(r, 401, "You must be logged in: POST /login with a username first");
-        return;
-    }
     MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, query_iterator, r);
-    r->route->handler(r);
+    if (security_check_request(r) != CD_OK)
+        return;
+    security_handler(r)(r);
     if (!r->resp)
         reply_error(r, 500, "%s %s produced no reply", r->method, r->path);
 }
@@ -449,6 +450,7 @@ static MHD_Result_t queue(req_t *r)
     r->done = 1;
     if (!r->resp)
         return MHD_NO;
+    security_headers(r, r->resp);
     MHD_Result_t rc = MHD_queue_response(r->conn, (unsigned)r->status, r->resp);
     MHD_destroy_response(r->resp);
     r->resp = NULL;
@@ -495,6 +497,8 @@ static MHD_Result_t on_request(void *cls, struct MHD_Connection *conn, const cha
         }
         int mismatch = 0;
         r->route = find_route(r, &mismatch);
+        if (security_check_early(r) != CD_OK)
+            return queue(r);
         if (r->route && (r->route->flags & R_BODY) && method_has_body(method) && body_begin(r) != CD_OK)
             return queue(r);
         return MHD_YES;
@@ -552,6 +556,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 int http_start(server_t *srv, cd_err_t *err)
 {
+    if (!srv->sec && security_init(srv, err) != CD_OK)
+        return CD_ERR;
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof addr);
     addr.sin_family = AF_INET;
@@ -582,4 +588,5 @@ void http_stop(server_t *srv)
         MHD_stop_daemon(srv->mhd);
         srv->mhd = NULL;
     }
+    security_free(srv);
 }

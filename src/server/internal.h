@@ -46,6 +46,7 @@ typedef struct server {
     uint64_t index_version;
     char *index_body;
     size_t index_len;
+    struct security *sec;                           /* security.c: login throttle, admission */
 } server_t;
 
 /* ---- fields: every request body (urlencoded, multipart, JSON) and the query string
@@ -97,7 +98,10 @@ typedef struct req {
     char params[REQ_MAX_PARAMS][512]; /* the <id>/<path> parts of the pattern */
     int nparams;
     fields_t *fields;
-    char username[64];      /* from the username cookie, "" when not logged in */
+    char username[64];      /* who is asking (security.c), "" when not logged in */
+    int is_admin;           /* an administrator (--auth password) */
+    int auth_via;           /* enum auth_via: how username was established */
+    char csrf[72];          /* the session's CSRF token (sessions only) */
     /* body decoding */
     int body_kind;
     struct MHD_PostProcessor *pp;
@@ -121,6 +125,7 @@ enum route_flags {
     R_LOGIN = 1 << 0, /* needs the username cookie (401 otherwise) */
     R_BODY = 1 << 1,  /* decodes a request body into fields */
     R_RAW = 1 << 2,   /* the last <path> captures the rest of the URL, slashes included */
+    R_ADMIN = 1 << 3, /* administrators only (403 otherwise) */
 };
 
 typedef void (*handler_fn)(req_t *r);
@@ -154,6 +159,10 @@ void reply_response(req_t *r, int status, struct MHD_Response *resp); /* takes r
 void reply_file(req_t *r, const char *path);
 void reply_add_header(req_t *r, const char *name, const char *value);
 int err_http_status(int kind);
+
+/* ---- exposure, authentication, request checks (security.h) ------------------------ */
+
+#include "security.h"
 
 /* ---- paths (paths.c) ------------------------------------------------------------------- */
 
