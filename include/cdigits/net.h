@@ -67,7 +67,8 @@ typedef struct cd_layer_type {
     /* Writes bottom diffs (overwrite) for bottoms that need them, and accumulates
      * parameter gradients. NULL for layers with nothing to propagate. */
     void (*backward)(cd_net *net, cd_layer *l);
-    void (*destroy)(cd_net *net, cd_layer *l); /* free l->priv's host memory */
+    void (*destroy)(cd_net *net, cd_layer *l); /* free what l->priv points to (the net
+                                                 * frees l->priv itself) */
 } cd_layer_type;
 
 enum {
@@ -92,7 +93,7 @@ struct cd_layer {
     cd_param *params[CD_LAYER_MAX_PARAMS];
     float loss_weight;       /* weight of the first top in the total loss */
     int need_backward;       /* run backward for this layer */
-    void *priv;              /* layer-private host state (descriptors) */
+    void *priv;              /* layer-private host state (one malloc'ed block) */
     float *bufs[8];          /* layer device buffers, freed with the net */
     int nbufs;
     float value;             /* last scalar output on the host (loss, accuracy), read by

@@ -11,12 +11,6 @@ static void same_shape(cd_layer *l)
         cd_blob_set_shape(l->top[0], l->bottom[0]->ndim, l->bottom[0]->dims);
 }
 
-static void free_priv(cd_net *net, cd_layer *l)
-{
-    free(l->priv);
-    l->priv = NULL;
-}
-
 /* ---- activations ------------------------------------------------------------------- */
 
 typedef struct act_priv {
@@ -160,19 +154,18 @@ static void dropout_backward(cd_net *net, cd_layer *l)
 const cd_layer_type cd_layers_act[] = {
     {.name = "ReLU", .param_field = "relu_param", .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1,
      .max_tops = 1, .flags = CD_LAYER_IN_PLACE, .setup = relu_setup, .forward = act_forward,
-     .backward = act_backward, .destroy = free_priv},
+     .backward = act_backward},
     {.name = "Sigmoid", .param_field = "sigmoid_param", .min_bottoms = 1, .max_bottoms = 1,
      .min_tops = 1, .max_tops = 1, .flags = CD_LAYER_IN_PLACE, .setup = sigmoid_setup,
-     .forward = act_forward, .backward = act_backward, .destroy = free_priv},
+     .forward = act_forward, .backward = act_backward},
     {.name = "TanH", .param_field = "tanh_param", .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1,
      .max_tops = 1, .flags = CD_LAYER_IN_PLACE, .setup = tanh_setup, .forward = act_forward,
-     .backward = act_backward, .destroy = free_priv},
+     .backward = act_backward},
     {.name = "Power", .param_field = "power_param", .min_bottoms = 1, .max_bottoms = 1,
      .min_tops = 1, .max_tops = 1, .setup = power_setup, .forward = power_forward,
-     .backward = power_backward, .destroy = free_priv},
+     .backward = power_backward},
     {.name = "Dropout", .param_field = "dropout_param", .min_bottoms = 1, .max_bottoms = 1,
      .min_tops = 1, .max_tops = 1, .flags = CD_LAYER_IN_PLACE, .setup = dropout_setup,
-     .init = dropout_init, .forward = dropout_forward, .backward = dropout_backward,
-     .destroy = free_priv},
+     .init = dropout_init, .forward = dropout_forward, .backward = dropout_backward},
     {.name = NULL},
 };

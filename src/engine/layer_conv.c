@@ -124,12 +124,6 @@ static void conv_backward(cd_net *net, cd_layer *l)
         OPS(net)->conv_backward_data(BE(net), &c->d, w->data, l->top[0]->diff, l->bottom[0]->diff);
 }
 
-static void free_priv(cd_net *net, cd_layer *l)
-{
-    free(l->priv);
-    l->priv = NULL;
-}
-
 /* ---- Pooling --------------------------------------------------------------------- */
 
 static int pool_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
@@ -281,12 +275,11 @@ static void ip_backward(cd_net *net, cd_layer *l)
 const cd_layer_type cd_layers_conv[] = {
     {.name = "Convolution", .param_field = "convolution_param", .min_bottoms = 1, .max_bottoms = 1,
      .min_tops = 1, .max_tops = 1, .setup = conv_setup, .forward = conv_forward,
-     .backward = conv_backward, .destroy = free_priv},
+     .backward = conv_backward},
     {.name = "Pooling", .param_field = "pooling_param", .min_bottoms = 1, .max_bottoms = 1,
      .min_tops = 1, .max_tops = 1, .setup = pool_setup, .forward = pool_forward,
-     .backward = pool_backward, .destroy = free_priv},
+     .backward = pool_backward},
     {.name = "InnerProduct", .param_field = "inner_product_param", .min_bottoms = 1, .max_bottoms = 1,
-     .min_tops = 1, .max_tops = 1, .setup = ip_setup, .forward = ip_forward, .backward = ip_backward,
-     .destroy = free_priv},
+     .min_tops = 1, .max_tops = 1, .setup = ip_setup, .forward = ip_forward, .backward = ip_backward},
     {.name = NULL},
 };

@@ -6,12 +6,6 @@
 #include "cdigits/util.h"
 #include "engine_internal.h"
 
-static void free_priv(cd_net *net, cd_layer *l)
-{
-    free(l->priv);
-    l->priv = NULL;
-}
-
 typedef struct axis_view {
     int outer, channels, inner;
 } axis_view;
@@ -220,12 +214,11 @@ static void acc_forward(cd_net *net, cd_layer *l)
 const cd_layer_type cd_layers_loss[] = {
     {.name = "Softmax", .param_field = "softmax_param", .min_bottoms = 1, .max_bottoms = 1,
      .min_tops = 1, .max_tops = 1, .setup = softmax_setup, .forward = softmax_forward,
-     .backward = softmax_backward, .destroy = free_priv},
+     .backward = softmax_backward},
     {.name = "SoftmaxWithLoss", .param_field = "softmax_param", .min_bottoms = 2, .max_bottoms = 2,
      .min_tops = 1, .max_tops = 2, .flags = CD_LAYER_LOSS | CD_LAYER_SCALAR, .setup = swl_setup, .init = swl_init,
-     .forward = swl_forward, .backward = swl_backward, .destroy = free_priv},
+     .forward = swl_forward, .backward = swl_backward},
     {.name = "Accuracy", .param_field = "accuracy_param", .min_bottoms = 2, .max_bottoms = 2,
-     .min_tops = 1, .max_tops = 1, .flags = CD_LAYER_SCALAR, .setup = acc_setup, .init = acc_init, .forward = acc_forward,
-     .destroy = free_priv},
+     .min_tops = 1, .max_tops = 1, .flags = CD_LAYER_SCALAR, .setup = acc_setup, .init = acc_init, .forward = acc_forward},
     {.name = NULL},
 };

@@ -8,12 +8,6 @@
 #include "cdigits/util.h"
 #include "engine_internal.h"
 
-static void free_priv(cd_net *net, cd_layer *l)
-{
-    free(l->priv);
-    l->priv = NULL;
-}
-
 /* (outer, channels, inner) view of a blob around axis 1 */
 static void split_axis1(const cd_blob *b, int *outer, int *channels, int *inner)
 {
@@ -214,16 +208,13 @@ static void affine_backward(cd_net *net, cd_layer *l)
 
 const cd_layer_type cd_layers_norm[] = {
     {.name = "LRN", .param_field = "lrn_param", .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1,
-     .max_tops = 1, .setup = lrn_setup, .forward = lrn_forward, .backward = lrn_backward,
-     .destroy = free_priv},
+     .max_tops = 1, .setup = lrn_setup, .forward = lrn_forward, .backward = lrn_backward},
     {.name = "BatchNorm", .param_field = "batch_norm_param", .min_bottoms = 1, .max_bottoms = 1,
      .min_tops = 1, .max_tops = 1, .setup = bn_setup, .init = bn_init, .forward = bn_forward,
-     .backward = bn_backward, .destroy = free_priv},
+     .backward = bn_backward},
     {.name = "Scale", .param_field = "scale_param", .min_bottoms = 1, .max_bottoms = 2, .min_tops = 1,
-     .max_tops = 1, .setup = scale_setup, .forward = affine_forward, .backward = affine_backward,
-     .destroy = free_priv},
+     .max_tops = 1, .setup = scale_setup, .forward = affine_forward, .backward = affine_backward},
     {.name = "Bias", .param_field = "bias_param", .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1,
-     .max_tops = 1, .setup = bias_setup, .forward = affine_forward, .backward = affine_backward,
-     .destroy = free_priv},
+     .max_tops = 1, .setup = bias_setup, .forward = affine_forward, .backward = affine_backward},
     {.name = NULL},
 };

@@ -6,12 +6,6 @@
 #include "cdigits/util.h"
 #include "engine_internal.h"
 
-static void free_priv(cd_net *net, cd_layer *l)
-{
-    free(l->priv);
-    l->priv = NULL;
-}
-
 /* ---- Concat ------------------------------------------------------------------------- */
 
 typedef struct concat_priv {
@@ -245,7 +239,7 @@ static void eltwise_backward(cd_net *net, cd_layer *l)
 const cd_layer_type cd_layers_shape[] = {
     {.name = "Concat", .param_field = "concat_param", .min_bottoms = 1,
      .max_bottoms = CD_LAYER_MAX_BLOBS, .min_tops = 1, .max_tops = 1, .setup = concat_setup,
-     .forward = concat_forward, .backward = concat_backward, .destroy = free_priv},
+     .forward = concat_forward, .backward = concat_backward},
     {.name = "Flatten", .param_field = "flatten_param", .min_bottoms = 1, .max_bottoms = 1,
      .min_tops = 1, .max_tops = 1, .setup = flatten_setup},
     {.name = "Split", .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1,
@@ -253,7 +247,6 @@ const cd_layer_type cd_layers_shape[] = {
      .backward = split_backward},
     {.name = "Eltwise", .param_field = "eltwise_param", .min_bottoms = 2,
      .max_bottoms = CD_LAYER_MAX_BLOBS, .min_tops = 1, .max_tops = 1, .setup = eltwise_setup,
-     .init = eltwise_init, .forward = eltwise_forward, .backward = eltwise_backward,
-     .destroy = free_priv},
+     .init = eltwise_init, .forward = eltwise_forward, .backward = eltwise_backward},
     {.name = NULL},
 };

@@ -842,6 +842,7 @@ void cd_net_free(cd_net *net)
         cd_layer *l = net->layers[i];
         if (l->type && l->type->destroy)
             l->type->destroy(net, l);
+        free(l->priv); /* one host block per layer, whatever its type */
         for (int j = 0; j < l->nbufs; j++)
             if (be)
                 be->iface->free(be, l->bufs[j]);
