@@ -45,10 +45,9 @@ npm_install web
 copy web/node_modules/uplot/dist/uPlot.iife.min.js web/vendor/uplot/uPlot.iife.min.js
 copy web/node_modules/uplot/dist/uPlot.min.css web/vendor/uplot/uPlot.min.css
 copy web/node_modules/uplot/LICENSE web/vendor/uplot/LICENSE
-# The standard networks, for "Customize" on the new model page.
-for f in models/*.prototxt; do
-  copy "$f" "web/vendor/networks/$(basename "$f")"
-done
+# The standard networks come from the server (GET /models/standard/NAME.prototxt); copies
+# that older versions of this script made are removed.
+rm -rf web/vendor/networks
 
 if [[ "${1:-}" != "--web" ]]; then
   npm_install tests/ui

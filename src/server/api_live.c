@@ -6,13 +6,9 @@
  * connection, so a blocked stream holds only its own thread. */
 #include "internal.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/stat.h>
 
 #include "cdigits/util.h"
 
@@ -145,107 +141,4 @@ void h_files(req_t *r)
         return;
     }
     reply_file(r, path);
-}
-
-/* The folder picker of the dataset form: the sub-folders of a folder inside the data
- * roots (the roots themselves without ?path), and how many images lie directly in it. */
-static int name_cmp(const void *a, const void *b)
-{
-    return strcmp(json_string_value(json_object_get(*(json_t *const *)a, "name")),
-                  json_string_value(json_object_get(*(json_t *const *)b, "name")));
-}
-
-static int is_image_name(const char *n)
-{
-    static const char *const exts[] = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".pgm"};
-    size_t len = strlen(n);
-    for (size_t i = 0; i < CD_ARRAY_LEN(exts); i++) {
-        size_t e = strlen(exts[i]);
-        if (len > e && strcasecmp(n + len - e, exts[i]) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-void h_browse(req_t *r)
-{
-    server_t *srv = r->srv;
-    json_t *roots = json_array();
-    for (int i = 0; i < srv->nroots; i++)
-        json_array_append_new(roots, json_string(srv->roots[i]));
-    const char *path = fields_get(r->fields, "path");
-    if (!path || !*path) {
-        json_t *dirs = json_array();
-        for (int i = 0; i < srv->nroots; i++)
-            json_array_append_new(dirs, json_pack("{s:s, s:s}", "name", srv->roots[i], "path", srv->roots[i]));
-        reply_json(r, 200, json_pack("{s:n, s:n, s:o, s:o, s:n}", "path", "parent", "roots", roots, "dirs", dirs,
-                                     "images"));
-        return;
-    }
-    char real[PATH_MAX], msg[1024];
-    if (paths_check_field(srv, path, 1, 0, real, sizeof real, msg, sizeof msg) != CD_OK) {
-        json_decref(roots);
-        reply_error(r, 400, "%s", msg);
-        return;
-    }
-    DIR *d = opendir(real);
-    if (!d) {
-        json_decref(roots);
-        reply_error(r, 400, "cannot list %s: %s", real, strerror(errno));
-        return;
-    }
-    json_t *dirs = json_array();
-    int images = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && json_array_size(dirs) < 20000) {
-        if (e->d_name[0] == '.')
-            continue;
-        char child[PATH_MAX * 2], creal[PATH_MAX];
-        snprintf(child, sizeof child, "%s/%s", real, e->d_name);
-        struct stat st;
-        if (stat(child, &st) != 0)
-            continue;
-        if (S_ISREG(st.st_mode)) {
-            images += is_image_name(e->d_name);
-            continue;
-        }
-        if (!S_ISDIR(st.st_mode) || !realpath(child, creal))
-            continue;
-        int inside = 0; /* a symlink out of the roots is not offered */
-        for (int i = 0; i < srv->nroots && !inside; i++)
-            inside = paths_inside(creal, srv->roots[i]);
-        json_t *name = json_string(e->d_name);
-        if (inside && name)
-            json_array_append_new(dirs, json_pack("{s:o, s:s}", "name", name, "path", child));
-        else
-            json_decref(name);
-    }
-    closedir(d);
-    size_t n = json_array_size(dirs);
-    json_t **items = calloc(n ? n : 1, sizeof *items);
-    for (size_t i = 0; items && i < n; i++)
-        items[i] = json_incref(json_array_get(dirs, i));
-    if (items) {
-        qsort(items, n, sizeof *items, name_cmp);
-        json_array_clear(dirs);
-        for (size_t i = 0; i < n; i++)
-            json_array_append_new(dirs, items[i]);
-        free(items);
-    }
-    json_t *parent = json_null();
-    int is_root = 0;
-    for (int i = 0; i < srv->nroots; i++)
-        is_root |= strcmp(real, srv->roots[i]) == 0;
-    if (!is_root) {
-        char up[PATH_MAX];
-        snprintf(up, sizeof up, "%s", real);
-        char *slash = strrchr(up, '/');
-        if (slash && slash != up)
-            *slash = 0;
-        else if (slash)
-            slash[1] = 0;
-        parent = json_string(up);
-    }
-    reply_json(r, 200, json_pack("{s:s, s:o, s:o, s:o, s:i}", "path", real, "parent", parent, "roots", roots, "dirs",
-                                 dirs, "images", images));
 }

@@ -1,13 +1,20 @@
 /* Model jobs: creation from DIGITS's form (with learning rate and batch size sweeps),
- * resume, metrics, and the learning rate curve. */
+ * resume, metrics, the learning rate curve, the standard networks' files, and the
+ * network view (the engine's own shapes, from `cdigits-worker check-net --json`). */
+#define _GNU_SOURCE
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cdigits/util.h"
@@ -113,6 +120,44 @@ typedef struct netsrc {
     json_t *desc;          /* {method, standard_network | previous_job, epoch} */
 } netsrc_t;
 
+/* The snapshot that a typed epoch names, or NULL: the nearest one, when the value is as
+ * close as the precision it was written with (the 3 decimals of "snapshots" in the job's
+ * JSON: 2.133 names 2.1333333; "2.13" names it within 0.005) and closer than half the
+ * gap to the next snapshot, so that no value names two snapshots. Borrowed from snaps. */
+static json_t *snapshot_for_epoch(json_t *snaps, const char *text, double epoch)
+{
+    const char *dot = strchr(text, '.');
+    int decimals = 0;
+    if (dot)
+        while (dot[1 + decimals] >= '0' && dot[1 + decimals] <= '9')
+            decimals++;
+    double tol = strpbrk(text, "eE") ? 1e-6 : 0.5 * pow(10, -decimals);
+    if (tol < 5e-4)
+        tol = 5e-4;
+    json_t *best = NULL;
+    double best_diff = INFINITY, best_epoch = 0;
+    size_t i;
+    json_t *sn;
+    json_array_foreach(snaps, i, sn)
+    {
+        double e = json_number_value(json_object_get(sn, "epoch"));
+        if (fabs(e - epoch) < best_diff) {
+            best_diff = fabs(e - epoch);
+            best_epoch = e;
+            best = sn;
+        }
+    }
+    if (!best || best_diff > tol + 1e-9)
+        return NULL;
+    json_array_foreach(snaps, i, sn)
+    {
+        double gap = fabs(json_number_value(json_object_get(sn, "epoch")) - best_epoch);
+        if (sn != best && gap > 0 && best_diff >= gap / 2)
+            return NULL;
+    }
+    return best;
+}
+
 static int load_network(req_t *r, const fields_t *in, json_t *v, netsrc_t *ns, json_t *errors)
 {
     server_t *srv = r->srv;
@@ -171,18 +216,17 @@ static int load_network(req_t *r, const fields_t *in, json_t *v, netsrc_t *ns, j
         json_decref(tj);
     } else if (epoch > 0) {
         json_t *snaps = store_snapshot_list(srv->store, prev);
-        size_t i;
-        json_t *sn;
-        json_array_foreach(snaps, i, sn)
-        {
-            if (fabs(json_number_value(json_object_get(sn, "epoch")) - epoch) < 1e-6)
-                snprintf(ns->pretrained, sizeof ns->pretrained, "%s/%s", sval(old, "dir"), sval(sn, "file"));
+        json_t *sn = snapshot_for_epoch(snaps, es, epoch);
+        if (sn) {
+            snprintf(ns->pretrained, sizeof ns->pretrained, "%s/%s", sval(old, "dir"), sval(sn, "file"));
+            epoch = json_number_value(json_object_get(sn, "epoch"));
         }
         json_decref(snaps);
         if (!ns->pretrained[0] || access(ns->pretrained, R_OK) != 0) {
             form_add_error(errors, "previous_networks",
-                           "For the job %s, the snapshot of epoch %g does not exist; pick one of its snapshots", prev,
-                           epoch);
+                           "For the job %s, the snapshot of epoch %s does not exist; pick one of its snapshots (the "
+                           "epochs in \"snapshots\" of /models/%s/json)",
+                           prev, es, prev);
             json_decref(old);
             return CD_ERR;
         }
@@ -531,4 +575,315 @@ void h_visualize_lr(req_t *r)
         json_array_append_new(columns, col);
     }
     reply_json(r, 200, json_pack("{s:{s:o}}", "data", "columns", columns));
+}
+
+/* ---- standard networks ------------------------------------------------------------------ */
+
+/* GET /models/standard/<name>.prototxt: a file of the models folder (--models), for the
+ * form's Customize. Names are letters, digits, "-" and "_". */
+void h_model_standard(req_t *r)
+{
+    const char *file = r->params[0];
+    static const char ext[] = ".prototxt";
+    size_t n = strlen(file), e = sizeof ext - 1;
+    int ok = n > e && strcmp(file + n - e, ext) == 0;
+    for (size_t i = 0; ok && i < n - e; i++)
+        ok = (file[i] >= 'a' && file[i] <= 'z') || (file[i] >= 'A' && file[i] <= 'Z') ||
+             (file[i] >= '0' && file[i] <= '9') || file[i] == '-' || file[i] == '_';
+    char base[PATH_MAX], path[PATH_MAX];
+    if (!ok || !realpath(r->srv->cfg.models_dir, base) || paths_resolve_under(base, file, path, sizeof path) != CD_OK) {
+        reply_error(r, 404, "No standard network \"%s\" in %s; the standard networks are models/NAME.prototxt "
+                            "(lenet, alexnet, googlenet; start the server with --models DIR)",
+                    file, r->srv->cfg.models_dir[0] ? r->srv->cfg.models_dir : "(no models folder)");
+        return;
+    }
+    reply_file(r, path);
+}
+
+/* ---- the network view: the engine's shapes ------------------------------------------------- */
+
+#define CHECKNET_SECONDS 15.0        /* a check builds three graphs without memory: well under 1 s */
+#define CHECKNET_MAX_RUNNING 4       /* checks at once; more get 503 */
+#define CHECKNET_MAX_OUTPUT (8 << 20) /* bytes of stdout or stderr kept */
+
+static pthread_mutex_t g_checknet_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_checknet_running;
+
+/* Appends what fd has to *buf (NUL-terminated, at most CHECKNET_MAX_OUTPUT bytes kept);
+ * 0 at end of file or on an error, 1 while more may come. */
+static int slurp_fd(int fd, char **buf, size_t *len, size_t *cap)
+{
+    char chunk[16384];
+    ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return 1;
+    if (n <= 0)
+        return 0;
+    if (*len + (size_t)n + 1 > *cap) {
+        if (*len + (size_t)n + 1 > CHECKNET_MAX_OUTPUT)
+            return 1; /* keep reading so the child never blocks, drop the rest */
+        size_t nc = *cap ? *cap * 2 : 65536;
+        while (nc < *len + (size_t)n + 1)
+            nc *= 2;
+        char *nb = realloc(*buf, nc);
+        if (!nb)
+            return 1;
+        *buf = nb;
+        *cap = nc;
+    }
+    memcpy(*buf + *len, chunk, (size_t)n);
+    *len += (size_t)n;
+    (*buf)[*len] = 0;
+    return 1;
+}
+
+/* Runs argv (argv[0]: the program) with stdin from /dev/null and collects its stdout
+ * and stderr until it exits, killing it after timeout_s. CD_OK with its exit status
+ * when it exited by itself; CD_ERR with a message otherwise. Caller frees *out, *errout. */
+static int run_capture(char *const argv[], double timeout_s, char **out, char **errout, int *exit_status, char *msg,
+                       size_t msglen)
+{
+    int po[2] = {-1, -1}, pe[2] = {-1, -1}, rc = CD_ERR, e;
+    size_t olen = 0, ocap = 0, elen = 0, ecap = 0;
+    pid_t pid = -1;
+    posix_spawn_file_actions_t fa;
+    *out = *errout = NULL;
+    *exit_status = -1;
+    if (pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0) {
+        snprintf(msg, msglen, "cannot create a pipe: %s", strerror(errno));
+        goto out;
+    }
+    if ((e = posix_spawn_file_actions_init(&fa)) != 0) {
+        snprintf(msg, msglen, "cannot start %s: %s", argv[0], strerror(e));
+        goto out;
+    }
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, po[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
+    e = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (e != 0) {
+        pid = -1;
+        snprintf(msg, msglen, "cannot start the worker %s: %s; build it or start the server with --worker", argv[0],
+                 strerror(e));
+        goto out;
+    }
+    close(po[1]);
+    close(pe[1]);
+    po[1] = pe[1] = -1;
+    double deadline = cd_now() + timeout_s;
+    struct pollfd pf[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
+    for (int open_fds = 2; open_fds > 0;) {
+        int left = (int)((deadline - cd_now()) * 1000);
+        if (left <= 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            pid = -1;
+            snprintf(msg, msglen, "the worker took longer than %.0f s to check the network and was stopped", timeout_s);
+            goto out;
+        }
+        if (poll(pf, 2, left) < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < 2; i++) {
+            if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            if (!(i == 0 ? slurp_fd(pf[i].fd, out, &olen, &ocap) : slurp_fd(pf[i].fd, errout, &elen, &ecap))) {
+                pf[i].fd = -1;
+                open_fds--;
+            }
+        }
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    pid = -1;
+    if (!WIFEXITED(status)) {
+        snprintf(msg, msglen, "the worker was killed by signal %d while checking the network: %s", WTERMSIG(status),
+                 *errout ? *errout : "it said nothing");
+        goto out;
+    }
+    *exit_status = WEXITSTATUS(status);
+    rc = CD_OK;
+out:
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (po[i] >= 0)
+            close(po[i]);
+        if (pe[i] >= 0)
+            close(pe[i]);
+    }
+    return rc;
+}
+
+/* s with every `from` replaced by `to` (malloc'd), or NULL when out of memory. */
+static char *replace_all(const char *s, const char *from, const char *to)
+{
+    size_t nf = strlen(from), nt = strlen(to), count = 0;
+    for (const char *p = s; nf && (p = strstr(p, from)); p += nf)
+        count++;
+    char *out = malloc(strlen(s) + count * (nt > nf ? nt - nf : 0) + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (const char *p = s, *hit; *p;) {
+        hit = nf ? strstr(p, from) : NULL;
+        if (!hit) {
+            strcpy(o, p);
+            return out;
+        }
+        memcpy(o, p, (size_t)(hit - p));
+        o += hit - p;
+        memcpy(o, to, nt);
+        o += nt;
+        p = hit + nf;
+    }
+    *o = 0;
+    return out;
+}
+
+static const form_field_t g_visualize_form[] = {
+    {"method", F_CHOICE, "standard", NAN, NAN, "standard|custom|previous", ALWAYS, 1, "Network type (method)"},
+    {"standard_networks", F_CHOICE, NULL, NAN, NAN, "lenet|alexnet|googlenet", "method=standard", 1,
+     "Standard network"},
+    {"custom_network", F_TEXT, NULL, NAN, NAN, NULL, "method=custom", 1, "Custom network"},
+    {"previous_networks", F_STRING, NULL, NAN, NAN, NULL, "method=previous", 1, "Previous network"},
+    {"dataset", F_STRING, NULL, NAN, NAN, NULL, ALWAYS, 0, "Dataset"},
+    {"crop_size", F_INT, NULL, 1, 8192, NULL, ALWAYS, 0, "Crop size"},
+    {"batch_size", F_INTS, NULL, 1, 1 << 20, NULL, "batch_size!=auto", 0, "Batch size"},
+};
+
+/* The worker's options for the dataset's images: --input CxHxW and --classes N. */
+static int dataset_args(req_t *r, const char *id, char *input, size_t ilen, char *classes, size_t clen, json_t *errors)
+{
+    json_t *job = store_job_get(r->srv->store, id);
+    if (!job || strcmp(sval(job, "type"), "dataset") != 0) {
+        form_add_error(errors, "dataset", "Dataset \"%s\" does not exist; give the id of a dataset job", id);
+        json_decref(job);
+        return CD_ERR;
+    }
+    json_t *d = view_job_detail(r->srv, job);
+    json_t *dims = json_object_get(d, "image_dims"), *labels = json_object_get(d, "labels");
+    if (json_array_size(dims) == 3)
+        snprintf(input, ilen, "%dx%dx%d", (int)json_integer_value(json_array_get(dims, 2)),
+                 (int)json_integer_value(json_array_get(dims, 0)), (int)json_integer_value(json_array_get(dims, 1)));
+    if (json_array_size(labels) > 0)
+        snprintf(classes, clen, "%zu", json_array_size(labels));
+    json_decref(d);
+    json_decref(job);
+    return CD_OK;
+}
+
+/* POST /models/visualize-network/json: the model form's network fields (method,
+ * standard_networks, custom_network, previous_networks, dataset, crop_size, batch_size)
+ * checked by the engine: {"stages": {"train"|"val"|"deploy": {"layers", "params"}},
+ * "errors", "input", "classes", "crop", "network"}. The network goes to the worker in a
+ * temporary file; its name in messages is replaced by what the form calls it. A
+ * network the engine refuses is an answer (200 with errors), not a failure. */
+void h_visualize_network(req_t *r)
+{
+    server_t *srv = r->srv;
+    json_t *v = NULL, *errors = NULL, *result = NULL;
+    netsrc_t ns = {0};
+    char tmp[PATH_MAX] = "", input[64] = "", classes[32] = "", crop[32] = "", batch[32] = "", msg[1024];
+    char *out = NULL, *errout = NULL;
+    int counted = 0;
+    form_validate(srv, g_visualize_form, CD_ARRAY_LEN(g_visualize_form), r->fields, &v, &errors);
+    const char *ds = sval(v, "dataset");
+    if (json_object_size(errors) == 0 && ds[0])
+        dataset_args(r, ds, input, sizeof input, classes, sizeof classes, errors);
+    if (json_object_size(errors) == 0)
+        load_network(r, r->fields, v, &ns, errors);
+    if (json_object_size(errors) > 0) {
+        reply_form_errors(r, errors);
+        errors = NULL;
+        goto out;
+    }
+    if (json_is_integer(json_object_get(v, "crop_size")))
+        snprintf(crop, sizeof crop, "%d", (int)json_integer_value(json_object_get(v, "crop_size")));
+    if (json_array_size(json_object_get(v, "batch_size")))
+        snprintf(batch, sizeof batch, "%d", (int)json_integer_value(json_array_get(json_object_get(v, "batch_size"), 0)));
+    pthread_mutex_lock(&g_checknet_lock);
+    counted = g_checknet_running < CHECKNET_MAX_RUNNING;
+    g_checknet_running += counted;
+    pthread_mutex_unlock(&g_checknet_lock);
+    if (!counted) {
+        reply_error(r, 503, "%d networks are being checked now; try again in a moment", CHECKNET_MAX_RUNNING);
+        goto out;
+    }
+    snprintf(tmp, sizeof tmp, "%s/../tmp/network-XXXXXX.prototxt", srv->jobs_dir);
+    int fd = mkstemps(tmp, (int)strlen(".prototxt"));
+    if (fd < 0 || write(fd, ns.text, ns.len) != (ssize_t)ns.len) {
+        reply_error(r, 500, "cannot write the network to %s: %s", tmp, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        goto out;
+    }
+    close(fd);
+    char *argv[16];
+    int n = 0;
+    argv[n++] = srv->cfg.worker;
+    argv[n++] = "check-net";
+    argv[n++] = tmp;
+    argv[n++] = "--json";
+    if (input[0]) {
+        argv[n++] = "--input";
+        argv[n++] = input;
+    }
+    if (classes[0]) {
+        argv[n++] = "--classes";
+        argv[n++] = classes;
+    }
+    if (crop[0]) {
+        argv[n++] = "--crop";
+        argv[n++] = crop;
+    }
+    if (batch[0]) {
+        argv[n++] = "--batch";
+        argv[n++] = batch;
+    }
+    argv[n] = NULL;
+    int status;
+    if (run_capture(argv, CHECKNET_SECONDS, &out, &errout, &status, msg, sizeof msg) != CD_OK) {
+        reply_error(r, 500, "%s", msg);
+        goto out;
+    }
+    /* the temporary name means nothing to the user: messages name the network as the form does */
+    const char *method = sval(v, "method");
+    char label[600];
+    if (strcmp(method, "standard") == 0)
+        snprintf(label, sizeof label, "%s.prototxt", sval(v, "standard_networks"));
+    else if (strcmp(method, "previous") == 0)
+        snprintf(label, sizeof label, "%s/network.prototxt", sval(v, "previous_networks"));
+    else
+        snprintf(label, sizeof label, "custom_network");
+    char *named = out ? replace_all(out, tmp, label) : NULL;
+    result = named ? json_loads(named, 0, NULL) : NULL;
+    free(named);
+    if (!json_is_object(result) || !json_is_object(json_object_get(result, "stages"))) {
+        char *why = errout ? replace_all(errout, tmp, label) : NULL;
+        reply_error(r, 500, "the worker %s could not check the network (exit status %d): %.600s", srv->cfg.worker,
+                    status, why && why[0] ? why : "it printed no result; is it a cdigits-worker with check-net --json?");
+        free(why);
+        goto out;
+    }
+    json_object_set_new(result, "network", json_string(label));
+    reply_json(r, 200, result);
+    result = NULL;
+out:
+    if (tmp[0] && counted)
+        unlink(tmp);
+    if (counted) {
+        pthread_mutex_lock(&g_checknet_lock);
+        g_checknet_running--;
+        pthread_mutex_unlock(&g_checknet_lock);
+    }
+    free(out);
+    free(errout);
+    json_decref(result);
+    free(ns.text);
+    json_decref(ns.desc);
+    json_decref(v);
+    json_decref(errors);
 }

@@ -267,6 +267,11 @@ void h_home_events(req_t *r);
 void h_hardware(req_t *r);
 void h_files(req_t *r);
 void h_browse(req_t *r);
+void h_browse_file(req_t *r);
+void h_dataset_explore(req_t *r);
+void h_dataset_image(req_t *r);
+void h_visualize_network(req_t *r);
+void h_model_standard(req_t *r);
 
 /* http.c */
 int http_start(server_t *srv, cd_err_t *err);

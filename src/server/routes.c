@@ -37,6 +37,10 @@ const route_t cd_routes[] = {
      "create an image classification dataset (form post)"},
     {"GET", "/datasets/<id>/json", h_job_json, 0, "a dataset with its ParseFolderTasks and CreateDbTasks"},
     {"GET", "/datasets/<id>/status", h_job_status, 0, "{status, name, type, error}"},
+    {"GET", "/datasets/<id>/explore/json", h_dataset_explore, 0,
+     "one page of a split's records: ?split, ?label, ?page, ?size: {total, items: [{index, label, url}]} (cdigits)"},
+    {"GET", "/datasets/<id>/images/<split>/<index>", h_dataset_image, 0,
+     "record <index> of a split as an image (PNG; JPEG for jpg datasets) (cdigits)"},
     {"POST", "/datasets/<id>/abort", h_job_abort, R_LOGIN | R_BODY, "abort a dataset job"},
     {"DELETE", "/datasets/<id>", h_job_delete, R_LOGIN | R_BODY, "delete a dataset job"},
     {"GET", "/datasets/<id>", h_job_show, 0, "a dataset's page (its JSON without a UI)"},
@@ -46,6 +50,9 @@ const route_t cd_routes[] = {
     {"POST", "/models/images/classification", h_model_create, R_LOGIN | R_BODY,
      "create image classification model(s) (form post)"},
     {"POST", "/models/visualize-lr", h_visualize_lr, R_BODY, "the learning rate curve of a policy: {data: {columns}}"},
+    {"POST", "/models/visualize-network/json", h_visualize_network, R_BODY,
+     "the layers and shapes of a network for each stage, from the engine: {stages, errors} (cdigits)"},
+    {"GET", "/models/standard/<file>", h_model_standard, 0, "a standard network's prototxt: <name>.prototxt (cdigits)"},
     {"POST", "/models/images/classification/classify_one/json", h_classify_one, R_BODY,
      "the top 5 classes of one image: job_id, image_path or image_file, snapshot_epoch"},
     {"POST", "/models/images/classification/classify_many/json", h_classify_many, R_BODY,
@@ -81,6 +88,7 @@ const route_t cd_routes[] = {
     {"GET", "/events", h_home_events, 0, "server-sent events of the home page: jobs, status, progress, gpus (cdigits)"},
     {"GET", "/hardware/json", h_hardware, 0, "GPUs (NVML), worker processes and resource pools (cdigits)"},
     {"GET", "/browse/json", h_browse, 0, "the sub-folders of ?path inside the data roots, for a folder picker (cdigits)"},
+    {"GET", "/browse/file", h_browse_file, 0, "an image file ?path inside the data roots, for the resize preview (cdigits)"},
     {"GET", "/files/<path>", h_files, R_RAW, "a file inside the jobs directory"},
 };
 

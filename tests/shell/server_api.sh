@@ -60,6 +60,22 @@ DS2=$(jv 'd["id"]')
 http POST /datasets/images/classification/json --data-urlencode "dataset_name=ds3" --data-urlencode "folder_train=$IMG/train"
 check '[ "$CODE" = 200 ]' "dataset created from an urlencoded body"
 DS3=$(jv 'd["id"]')
+# text lists, uploaded: DIGITS's form with its defaults (textfile_shuffle among them)
+printf 'cat/1.png 0\ndog/1.png 1\n' >"$T/train.txt"
+printf 'cat\ndog\n' >"$T/labels.txt"
+http POST /datasets/images/classification/json -F method=textfile -F "textfile_train_images=@$T/train.txt" \
+    -F "textfile_labels_file=@$T/labels.txt" -F textfile_train_folder="$IMG/train" -F dataset_name=lists \
+    -F resize_channels=1 -F resize_width=28 -F resize_height=28
+check '[ "$CODE" = 200 ]' "a text-list dataset of uploaded lists is accepted"
+DSL=$(jv 'd["id"]')
+DSL_CFG=$T/data/jobs/$DSL/dataset.json
+check 'cmp -s "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[\"textfile_train\"])" "$DSL_CFG")" "$T/train.txt" && cmp -s "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[\"textfile_labels\"])" "$DSL_CFG")" "$T/labels.txt"' \
+    "the uploaded lists are saved in the job folder and named in dataset.json"
+http POST /datasets/images/classification/json -F method=textfile -F "textfile_train_images=@$T/train.txt" \
+    -F "textfile_labels_file=@$T/labels.txt" -F dataset_name=lists -F textfile_shuffle=maybe
+check '[ "$CODE" = 200 ]' "textfile_shuffle is a checkbox: any value is accepted"
+DSL2=$(jv 'd["id"]')
+check 'wait_status "$DSL" Done 20 && wait_status "$DSL2" Done 20' "the text-list datasets run"
 
 # ---- model ----------------------------------------------------------------------------------
 net plain > "$T/net.prototxt"
@@ -194,7 +210,7 @@ http DELETE "/models/$M1"
 check '[ "$CODE" = 200 ] && [ "$BODY" = "Job deleted." ] && [ ! -d "$DIR_M1" ]' "delete removes the job and its folder"
 http GET "/models/$M1/json"
 check '[ "$CODE" = 404 ] && [ "$(jv "d[\"error\"][\"type\"]")" = NotFound ]' "a deleted job is 404"
-http DELETE /jobs -F "job_ids[]=$DS2" -F "job_ids[]=$DS3"
+http DELETE /jobs -F "job_ids[]=$DS2" -F "job_ids[]=$DS3" -F "job_ids[]=$DSL" -F "job_ids[]=$DSL2"
 check '[ "$CODE" = 200 ] && [ "$BODY" = "Jobs deleted." ]' "DELETE /jobs deletes many"
 
 # ---- bad input ----------------------------------------------------------------------------------
@@ -305,7 +321,8 @@ http GET "/browse/json?path=$IMG"
 check '[ "$(jv "[x[\"name\"] for x in d[\"dirs\"]]")" = "[\"train\"]" ] && [ "$(jv "d[\"parent\"]")" = null ]' \
     "browse lists sub-folders, not the symlink out of the roots"
 http GET "/browse/json?path=$IMG/train/cat"
-check '[ "$(jv "d[\"images\"]")" = 8 ] && [ "$(jv "d[\"parent\"]")" = "$(cd "$IMG/train" && pwd -P)" ]' "browse counts images and names the parent"
+check '[ "$(jv "d[\"images\"]")" = 8 ] && [ "$(jv "d[\"parent\"]")" = "$(cd "$IMG/train" && pwd -P)" ] && [ "$(jv "d[\"sample\"]")" = "$(cd "$IMG/train/cat" && pwd -P)/1.png" ]' \
+    "browse counts images, names the first as a sample and names the parent"
 http GET "/browse/json?path=/etc"
 check '[ "$CODE" = 400 ]' "browse refuses a folder outside the roots"
 

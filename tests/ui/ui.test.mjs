@@ -3,8 +3,10 @@
 //
 //   node tests/ui/ui.test.mjs --base URL --images DIR --out DIR [--chromium PATH]
 //
-// A person's path through the UI: log in, make a dataset from a folder of class folders,
-// make a LeNet model, watch its loss chart gain points while it trains, abort it, resume
+// A person's path through the UI: log in, pick a folder of class folders with the folder
+// picker (the resize preview then shows one of its images), make a dataset from it,
+// explore its records a page at a time, make one from uploaded text lists, see the
+// engine's graph of LeNet (and its message for a broken network), make a LeNet model, watch its loss chart gain points while it trains, abort it, resume
 // it, see it finish; then the home page's groups, phone width, the keyboard, and the pages
 // as a plain `chromium --dump-dom` sees them. Every page's console is watched: a
 // JavaScript error anywhere fails the run. Screenshots of each page go to --out.
@@ -149,7 +151,33 @@ try {
     await shot('dataset-new-errors');
   });
 
+  await step('new dataset: Browse picks a folder inside the data roots and previews one of its images', async () => {
+    const real = fs.realpathSync(IMAGES);
+    await page.fill('#folder_train', '');
+    await page.click('button.browse[data-target="folder_train"]');
+    await page.waitForSelector('#browse-dialog[open]');
+    await page.waitForFunction(() => document.querySelector('#browse-path').textContent === 'Data roots');
+    check(await page.isDisabled('#browse-choose'), 'the roots themselves can be chosen');
+    await page.click(`#browse-list button:text("${real}")`);
+    await page.waitForFunction((r) => document.querySelector('#browse-path').textContent === r, real);
+    const info = await page.textContent('#browse-info');
+    check(/0 images directly in this folder, 3 folders/.test(info), `the folder reads "${info}"`);
+    const names = await page.$$eval('#browse-list button', (bs) => bs.map((b) => b.textContent));
+    check(names.length === 4 && /Data roots/.test(names[0]), `the list reads ${JSON.stringify(names)}`);
+    await shot('dataset-new-browse');
+    await page.click('#browse-choose');
+    check(await page.inputValue('#folder_train') === real, 'Choose did not fill the training folder');
+    await page.waitForFunction(() => /image of the training folder/.test(document.querySelector('#preview-help').textContent));
+    const help = await page.textContent('#preview-help');
+    check(/\(\w+\/\w+\.png, 28×28\)/.test(help), `the preview says "${help}"`);
+    check(!(await page.isHidden('#example-reset')), 'the sample picture cannot be brought back');
+  });
+
   await step('new dataset from a folder: created, done, classes, mean image, explorer, log', async () => {
+    /* the explorer reads pages from the server: no .db file comes to the browser */
+    const dbFetches = [];
+    const onRequest = (req) => { if (/\.db(\?|$)/.test(req.url())) dbFetches.push(req.url()); };
+    page.on('request', onRequest);
     await page.selectOption('#resize_channels', '1');
     await page.fill('#resize_width', '28');
     await page.fill('#resize_height', '28');
@@ -167,11 +195,26 @@ try {
       const img = document.querySelector('#mean-box img');
       return img && img.complete && img.naturalWidth === 28;
     });
-    await page.waitForFunction(() => document.querySelectorAll('#ex-gallery canvas').length > 0);
+    await page.waitForFunction(() => {
+      const imgs = Array.from(document.querySelectorAll('#ex-gallery img'));
+      return imgs.length === 48 && imgs.every((i) => i.complete && i.naturalWidth === 28 && i.naturalHeight === 28);
+    });
+    check(/Page 1 of 2 · 90 images/.test(await page.textContent('#ex-page')), 'the explorer does not read "Page 1 of 2 · 90 images"');
     await page.selectOption('#ex-class', '1');
-    await page.waitForFunction(() => /image/.test(document.querySelector('#ex-page').textContent) &&
+    await page.waitForFunction(() => /Page 1 of 1 · 30 images/.test(document.querySelector('#ex-page').textContent) &&
+      document.querySelectorAll('#ex-gallery figure').length === 30 &&
       Array.from(document.querySelectorAll('#ex-gallery figcaption')).every((f) => f.textContent.includes(
         document.querySelector('#ex-class').selectedOptions[0].textContent.replace(/^\d+ /, ''))));
+    await page.selectOption('#ex-split', 'val');
+    await page.waitForFunction(() => /· 10 images/.test(document.querySelector('#ex-page').textContent) &&
+      Array.from(document.querySelectorAll('#ex-gallery img')).every((i) => i.complete && i.naturalWidth === 28));
+    await page.selectOption('#ex-split', 'train');
+    await page.selectOption('#ex-class', '-1');
+    await page.click('#ex-next');
+    await page.waitForFunction(() => /Page 2 of 2/.test(document.querySelector('#ex-page').textContent) &&
+      document.querySelectorAll('#ex-gallery figure').length === 42);
+    page.off('request', onRequest);
+    check(dbFetches.length === 0, 'the explorer fetched ' + dbFetches.join(', '));
     await page.waitForFunction(() => document.querySelector('#log').textContent.includes('train.db'));
     const tiles = await page.textContent('#split-tiles');
     check(/Training images\s*90/.test(tiles) && /Validation images\s*30/.test(tiles), `the split counts read "${tiles}"`);
@@ -182,8 +225,9 @@ try {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cdigits-lists-'));
     try {
       const classes = fs.readdirSync(IMAGES).filter((c) => !c.startsWith('.')).sort();
-      const lines = classes.flatMap((c, k) => fs.readdirSync(path.join(IMAGES, c)).slice(0, 12).map((f) => `${c}/${f} ${k}`));
-      fs.writeFileSync(path.join(dir, 'train.txt'), lines.join('\n') + '\n');
+      const list = (from, to) => classes.flatMap((c, k) => fs.readdirSync(path.join(IMAGES, c)).sort().slice(from, to).map((f) => `${c}/${f} ${k}`));
+      fs.writeFileSync(path.join(dir, 'train.txt'), list(0, 12).join('\n') + '\n');
+      fs.writeFileSync(path.join(dir, 'val.txt'), list(12, 15).join('\n') + '\n');
       fs.writeFileSync(path.join(dir, 'labels.txt'), classes.join('\n') + '\n');
       await page.goto(BASE + '/dataset-new.html', { waitUntil: 'load' });
       await page.click('#tab-textfile');
@@ -192,23 +236,19 @@ try {
       await page.fill('#resize_height', '28');
       await page.setInputFiles('#textfile_train_images', path.join(dir, 'train.txt'));
       await page.setInputFiles('#textfile_labels_file', path.join(dir, 'labels.txt'));
+      await page.check('#textfile_use_val');
+      await page.setInputFiles('#textfile_val_images', path.join(dir, 'val.txt'));
       await page.fill('#textfile_train_folder', IMAGES);
       await page.fill('#dataset_name', 'ui-lists');
       expected400++;
       await page.click('#create');
       await page.waitForFunction(() => /\/datasets\/[^/]+$/.test(location.pathname) || document.querySelector('.form-error')?.textContent);
-      if (!/\/datasets\//.test(page.url())) {
-        const msg = await page.textContent('.form-error');
-        /* the server's form table gives textfile_shuffle no choices, so it refuses every text-list dataset */
-        if (/Shuffle lines must be one of \(null\)/.test(msg)) {
-          return 'skip: the server refuses every text-list dataset ("' + msg + '"): textfile_shuffle needs choices in src/server/api_datasets.c';
-        }
-        throw new Error('the form answered "' + msg + '"');
-      }
+      if (!/\/datasets\//.test(page.url())) throw new Error('the form answered "' + await page.textContent('.form-error') + '"');
       expected400--;
       await statusIs(['Done'], 90000);
       const tiles = await page.textContent('#split-tiles');
-      check(/Training images\s*27/.test(tiles) && /Validation images\s*9/.test(tiles), `the split counts read "${tiles}"`);
+      check(/Training images\s*36/.test(tiles) && /Validation images\s*9/.test(tiles), `the split counts read "${tiles}"`);
+      await page.waitForFunction(() => Array.from(document.querySelectorAll('#ex-gallery img')).length === 36);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
@@ -219,8 +259,11 @@ try {
     await page.waitForFunction(() => Number(document.querySelector('#lr-chart .chart')?.dataset.points) > 50);
     await page.waitForFunction((id) => document.querySelector('#dataset').value === id && document.querySelector('#ds-summary').textContent.includes('28×28'), state.datasetId);
     await page.check('#net-lenet');
+    const answer = page.waitForResponse((r) => r.url().endsWith('/models/visualize-network/json'));
     await page.click('#visualize');
+    check((await answer).status() === 200, 'visualize-network did not answer 200');
     await page.waitForSelector('#net-graph svg .node');
+    check(await page.getAttribute('#net-summary', 'data-source') === 'engine', 'the graph is not the engine\'s');
     const nodes = await page.locator('#net-graph svg .node').count();
     check(nodes >= 7, `the LeNet graph has ${nodes} nodes`);
     const summary = await page.textContent('#net-summary');
@@ -231,6 +274,14 @@ try {
     await page.click('#net-lenet + .title + button');
     await page.waitForFunction(() => document.querySelector('#custom_network').value.includes('LeNet'));
     check(await page.getAttribute('#tab-custom', 'aria-selected') === 'true', 'Customize does not open the custom network');
+    /* a mistake in the network: the engine's message, with its line and column */
+    const good = await page.inputValue('#custom_network');
+    await page.fill('#custom_network', good.replace('kernel_size: 5', 'kernel_sise: 5'));
+    await page.click('#visualize');
+    await page.waitForFunction(() => /custom_network:\d+:\d+: unknown field "kernel_sise"/.test(document.querySelector('#net-errors').textContent));
+    check(await page.locator('#net-graph svg').count() === 0, 'a network the engine refuses still has a graph');
+    await shot('model-new-graph-error');
+    await page.fill('#custom_network', good);
     await page.click('#tab-standard');
   });
 
@@ -301,6 +352,8 @@ try {
     check(points > state.pointsAtAbort, `a fresh page shows ${points} points (at abort: ${state.pointsAtAbort})`);
     await page.click('#visualize');
     await page.waitForSelector('#net-dialog[open] svg .node');
+    check(await page.getAttribute('#net-summary', 'data-source') === 'engine', 'the model page\'s graph is not the engine\'s');
+    check((await page.textContent('#net-summary')).includes('427,573 parameters'), 'the model page\'s graph does not count 427,573 parameters');
     await page.click('#net-close');
     await page.fill('#job_notes', 'trained by the browser test');
     await page.click('#notes-form button[type=submit]');

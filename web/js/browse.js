@@ -1,21 +1,28 @@
 /* A folder picker limited to the server's data roots, on GET /browse/json?path=DIR:
  *   {"path": "/abs/dir" | null, "parent": "/abs" | null, "roots": ["/data", ...],
- *    "dirs": [{"name": "cats", "path": "/abs/dir/cats"}, ...], "images": 12}
- * (no path: the roots themselves as dirs). A server without the route answers 404 to
- * the first Browse; the buttons are then hidden and folders are typed. (The route is
- * not probed at load: a 404 there would log an error in every page's console.) */
+ *    "dirs": [{"name": "cats", "path": "/abs/dir/cats"}, ...], "images": 12,
+ *    "sample": "/abs/dir/first.png" | null}
+ * (no path: the roots themselves as dirs). A folder the server refuses (typed outside
+ * the roots, or gone) shows the roots with the server's message. A server without the
+ * route answers 404 to the first Browse; the buttons are then hidden and folders are
+ * typed. (The route is not probed at load: a 404 there would log an error in every
+ * page's console.) init({onChoose(input, listing)}) hears each choice with the chosen
+ * folder's listing. */
 'use strict';
 
 (function () {
   const {el, $, $$, clear, api} = CD;
   let target = null;
   let current = null;
+  let listing = null;
+  let onChoose = null;
 
   async function show(path) {
     const list = clear($('#browse-list'));
     CD.setText('#browse-error', '');
     try {
       const d = await api('GET', '/browse/json' + (path ? '?path=' + encodeURIComponent(path) : ''));
+      listing = d;
       current = d.path || null;
       CD.setText('#browse-path', current || 'Data roots');
       const info = [];
@@ -33,8 +40,14 @@
       const firstButton = $('#browse-list button');
       if (firstButton) firstButton.focus();
     } catch (e) {
-      if (e.status === 404 && /requested URL/i.test(e.message)) unsupported();
-      else CD.setText('#browse-error', e.message);
+      if (e.status === 404 && /requested URL/i.test(e.message)) {
+        unsupported();
+      } else if (path && e.status === 400) {
+        await show('');
+        CD.setText('#browse-error', e.message);
+      } else {
+        CD.setText('#browse-error', e.message);
+      }
     }
   }
 
@@ -45,15 +58,17 @@
     show(input.value.trim() || '');
   }
 
-  function init() {
+  function init(opts) {
     const d = $('#browse-dialog');
     if (!d) return;
+    onChoose = opts && opts.onChoose;
     $('#browse-cancel').addEventListener('click', () => d.close());
     $('#browse-choose').addEventListener('click', () => {
       if (target && current) {
         target.value = current;
         target.dispatchEvent(new Event('input', {bubbles: true}));
         target.focus();
+        if (onChoose) onChoose(target, listing);
       }
       d.close();
     });

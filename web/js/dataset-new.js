@@ -1,6 +1,8 @@
 /* New image classification dataset: DIGITS's form (folder or text lists), a preview of
  * the four resize modes drawn on canvases with the worker's arithmetic
- * (docs/formats.md, "Resizing"), and errors next to their fields. */
+ * (docs/formats.md, "Resizing") on a sample picture, an image of the user's, or the
+ * first image of a training folder chosen with Browse (GET /browse/file), and errors
+ * next to their fields. */
 'use strict';
 
 (function () {
@@ -38,6 +40,7 @@
 
   const MODES = [['squash', 'Squash'], ['crop', 'Crop'], ['fill', 'Fill'], ['half_crop', 'Half crop, half fill']];
   let example = null; /* a canvas or ImageBitmap */
+  let exampleKind = 'sample'; /* 'sample', 'server' (an image of the chosen folder) or 'own' */
 
   function samplePicture() {
     const c = document.createElement('canvas');
@@ -154,12 +157,41 @@
   async function useOwnImage(file) {
     try {
       example = await createImageBitmap(file);
+      exampleKind = 'own';
       $('#example-reset').hidden = false;
       CD.setText('#preview-help', 'Your image (' + example.width + '×' + example.height + '), resized in each mode. It stays in your browser.');
     } catch (e) {
       CD.toast('That file is not an image the browser can read: ' + e.message, 'error');
     }
     renderPreviews();
+  }
+
+  /* The first image of a folder chosen with Browse (or of its first class folder), unless
+   * the user picked an image of their own. */
+  async function previewFromFolder(listing) {
+    if (exampleKind === 'own' || !listing) return;
+    try {
+      let sample = listing.sample;
+      if (!sample && listing.dirs && listing.dirs.length) {
+        const sub = await api('GET', '/browse/json?path=' + encodeURIComponent(listing.dirs[0].path));
+        sample = sub.sample;
+      }
+      if (!sample) return;
+      const res = await fetch(CD.url('browse/file?path=' + encodeURIComponent(sample)), {credentials: 'same-origin'});
+      if (!res.ok) return;
+      const bmp = await createImageBitmap(await res.blob());
+      if (exampleKind === 'own') {
+        bmp.close();
+        return;
+      }
+      example = bmp;
+      exampleKind = 'server';
+      $('#example-reset').hidden = false;
+      const short = sample.split('/').slice(-2).join('/');
+      CD.setText('#preview-help', 'An image of the training folder (' + short + ', ' + bmp.width + '×' + bmp.height +
+        '), resized in each mode.');
+      renderPreviews();
+    } catch (e) { /* the picture shown stays */ }
   }
 
   /* ---- submit ------------------------------------------------------------------------------- */
@@ -246,7 +278,9 @@
       $('#login-note').hidden = false;
     }
   });
-  CD.browse.init();
+  CD.browse.init({onChoose: (input, listing) => {
+    if (input.id === 'folder_train' || input.id === 'textfile_train_folder') previewFromFolder(listing);
+  }});
   for (const t of ['folder', 'textfile']) {
     $('#tab-' + t).addEventListener('click', () => selectMethod(t));
     $('#tab-' + t).addEventListener('keydown', (ev) => {
@@ -263,6 +297,7 @@
   $('#example-file').addEventListener('change', (ev) => { if (ev.target.files[0]) useOwnImage(ev.target.files[0]); });
   $('#example-reset').addEventListener('click', () => {
     example = samplePicture();
+    exampleKind = 'sample';
     $('#example-file').value = '';
     $('#example-reset').hidden = true;
     CD.setText('#preview-help', 'A wide sample picture, resized to the size above in each mode.');

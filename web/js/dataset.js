@@ -98,64 +98,12 @@
     }
   }
 
-  /* ---- explorer: the .db of a split, read in the browser ------------------------------------
-   * docs/formats.md: a 128-byte header, the records (raw planar CHW, or PNG/JPEG files with
-   * an index table of u64 offset and size), int32 labels. The file comes whole through
-   * /files/, so only splits up to MAX_DB bytes are shown. */
+  /* ---- explorer: pages of a split from the server ----------------------------------------------
+   * GET /datasets/ID/explore/json?split&label&page&size answers {total, items: [{index, label,
+   * url}]}; each url is the record as an image (PNG, or JPEG for jpg datasets). Only the page
+   * shown travels, so a split of any size can be explored. */
 
-  const MAX_DB = 96 * 1024 * 1024;
-  const dbs = {};
-  const ex = {split: null, label: -1, page: 0, size: 48, list: []};
-
-  async function readDb(split) {
-    if (dbs[split]) return dbs[split];
-    const res = await fetch(fileUrl(split + '.db'), {credentials: 'same-origin'});
-    if (!res.ok) throw new Error('cannot read ' + split + '.db (HTTP ' + res.status + ')');
-    const size = Number(res.headers.get('Content-Length') || 0);
-    if (size > MAX_DB) {
-      res.body.cancel();
-      throw new Error(split + '.db is ' + CD.bytes(size) + ', more than this page reads (' + CD.bytes(MAX_DB) + ').');
-    }
-    const buf = await res.arrayBuffer();
-    const v = new DataView(buf);
-    const magic = String.fromCharCode(v.getUint8(0), v.getUint8(1), v.getUint8(2), v.getUint8(3));
-    if (magic !== 'CDDB') throw new Error(split + '.db is not a cdigits .db file');
-    const u64 = (o) => Number(v.getBigUint64(o, true));
-    const db = {
-      buf, v,
-      channels: v.getUint32(12, true), height: v.getUint32(16, true), width: v.getUint32(20, true),
-      encoding: v.getUint32(24, true), count: u64(32), dataOffset: u64(40),
-      indexOffset: u64(56), labelsOffset: u64(64),
-    };
-    db.labels = new Int32Array(buf.slice(db.labelsOffset, db.labelsOffset + 4 * db.count));
-    dbs[split] = db;
-    return db;
-  }
-
-  async function drawRecord(db, i, canvas) {
-    canvas.width = db.width;
-    canvas.height = db.height;
-    const g = canvas.getContext('2d');
-    if (db.encoding === 0) {
-      const n = db.width * db.height, c = db.channels;
-      const px = new Uint8Array(db.buf, db.dataOffset + i * n * c, n * c);
-      const img = g.createImageData(db.width, db.height);
-      for (let p = 0; p < n; p++) {
-        img.data[4 * p] = px[p];
-        img.data[4 * p + 1] = c === 3 ? px[n + p] : px[p];
-        img.data[4 * p + 2] = c === 3 ? px[2 * n + p] : px[p];
-        img.data[4 * p + 3] = 255;
-      }
-      g.putImageData(img, 0, 0);
-      return;
-    }
-    const off = Number(db.v.getBigUint64(db.indexOffset + 16 * i, true));
-    const len = Number(db.v.getBigUint64(db.indexOffset + 16 * i + 8, true));
-    const blob = new Blob([new Uint8Array(db.buf, off, len)], {type: db.encoding === 1 ? 'image/png' : 'image/jpeg'});
-    const bmp = await createImageBitmap(blob);
-    g.drawImage(bmp, 0, 0);
-    bmp.close();
-  }
+  const ex = {split: null, label: -1, page: 0, size: 48, seq: 0};
 
   function showNote(text) {
     const n = $('#ex-note');
@@ -164,38 +112,46 @@
   }
 
   async function showPage() {
-    const gallery = clear($('#ex-gallery'));
     showNote('');
     ex.split = $('#ex-split').value;
     ex.label = parseInt($('#ex-class').value, 10);
     ex.size = parseInt($('#ex-size').value, 10);
     if (!ex.split) return;
-    let db;
+    const seq = ++ex.seq; /* a newer request wins over a slower older one */
+    let d;
     try {
-      CD.setText('#ex-page', 'Reading ' + ex.split + '.db…');
+      CD.setText('#ex-page', 'Reading the ' + ex.split + ' records…');
       $('#ex-pager').hidden = false;
-      db = await readDb(ex.split);
+      d = await api('GET', '/datasets/' + encodeURIComponent(id) + '/explore/json?split=' + encodeURIComponent(ex.split) +
+        '&label=' + ex.label + '&page=' + ex.page + '&size=' + ex.size);
     } catch (e) {
+      if (seq !== ex.seq) return;
       $('#ex-pager').hidden = true;
+      clear($('#ex-gallery'));
       showNote(e.message);
       return;
     }
-    ex.list = [];
-    for (let i = 0; i < db.count; i++) if (ex.label < 0 || db.labels[i] === ex.label) ex.list.push(i);
-    const pages = Math.max(1, Math.ceil(ex.list.length / ex.size));
-    ex.page = Math.min(ex.page, pages - 1);
-    CD.setText('#ex-page', 'Page ' + (ex.page + 1) + ' of ' + pages + ' · ' + CD.count(ex.list.length) + ' image' + (ex.list.length === 1 ? '' : 's'));
+    if (seq !== ex.seq) return;
+    const pages = Math.max(1, Math.ceil(d.total / ex.size));
+    if (ex.page > pages - 1 && d.total > 0) {
+      ex.page = pages - 1;
+      showPage();
+      return;
+    }
+    CD.setText('#ex-page', 'Page ' + (ex.page + 1) + ' of ' + pages + ' · ' + CD.count(d.total) + ' image' + (d.total === 1 ? '' : 's'));
     $('#ex-prev').disabled = ex.page === 0;
     $('#ex-next').disabled = ex.page >= pages - 1;
     const labels = job.labels || [];
-    const slice = ex.list.slice(ex.page * ex.size, (ex.page + 1) * ex.size);
-    for (const i of slice) {
-      const name = labels[db.labels[i]] !== undefined ? labels[db.labels[i]] : String(db.labels[i]);
-      const canvas = el('canvas', {role: 'img', 'aria-label': ex.split + ' image ' + i + ', class ' + name});
-      gallery.append(el('figure', {}, canvas, el('figcaption', {title: name, text: '#' + i + ' ' + name})));
-      drawRecord(db, i, canvas).catch((e) => { canvas.replaceWith(el('span', {class: 'small muted', text: 'cannot decode: ' + e.message})); });
+    const [h, w] = d.image_dims || [0, 0];
+    const gallery = clear($('#ex-gallery'));
+    for (const it of d.items) {
+      const name = labels[it.label] !== undefined ? labels[it.label] : String(it.label);
+      const img = el('img', {src: it.url, alt: ex.split + ' image ' + it.index + ', class ' + name, loading: 'lazy',
+        width: w || null, height: h || null, decoding: 'async'});
+      img.addEventListener('error', () => img.replaceWith(el('span', {class: 'small muted', text: 'cannot load record ' + it.index})), {once: true});
+      gallery.append(el('figure', {}, img, el('figcaption', {title: name, text: '#' + it.index + ' ' + name})));
     }
-    if (!slice.length) showNote('No image of this class in the ' + ex.split + ' split.');
+    if (!d.items.length) showNote('No image of this class in the ' + ex.split + ' split.');
   }
 
   function renderExplorerControls() {
@@ -216,9 +172,8 @@
     $('#ex-show').disabled = !ready;
     if (!ready) showNote(job.running ? 'The images can be explored once the dataset is done.' : 'This dataset has no records to show.');
     else if ($('#ex-note').textContent.startsWith('The images can')) showNote('');
-    /* a small split is shown at once; a big one waits for the button (it is read whole) */
-    const n = (job.splits || {})[splitSel.value] || 0, dims = job.image_dims || [0, 0, 0];
-    if (ready && !ex.split && n * dims[0] * dims[1] * dims[2] <= 8 * 1024 * 1024) showPage();
+    /* the first page comes at once: only its records travel */
+    if (ready && !ex.split) showPage();
   }
 
   /* ---- models of this dataset -------------------------------------------------------------- */

@@ -1,6 +1,8 @@
 /* New image classification model: dataset, solver options with a live preview of the
  * learning rate (POST /models/visualize-lr), standard / previous / custom networks with
- * Customize and Visualize, GPUs, group and name. Clone (?clone=ID) fills every field
+ * Customize (GET /models/standard/NAME.prototxt) and Visualize (the engine's shapes from
+ * POST /models/visualize-network/json; read in the browser when the server cannot
+ * answer), GPUs, group and name. Clone (?clone=ID) fills every field
  * from another model; ?dataset=ID picks a dataset; ?previous=ID&epoch=E a snapshot. */
 'use strict';
 
@@ -125,8 +127,8 @@
 
   async function standardText(name) {
     if (networkText[name]) return networkText[name];
-    const res = await fetch(CD.url('vendor/networks/' + name + '.prototxt'));
-    if (!res.ok) throw new Error('the ' + name + ' definition is not installed with the UI (run scripts/web-setup.sh)');
+    const res = await fetch(CD.url('models/standard/' + encodeURIComponent(name) + '.prototxt'), {credentials: 'same-origin'});
+    if (!res.ok) throw new Error('the server has no ' + name + ' definition (HTTP ' + res.status + '); start it with --models DIR');
     networkText[name] = await res.text();
     return networkText[name];
   }
@@ -176,8 +178,8 @@
     return modelDetails[id];
   }
 
-  /* Option values are the snapshots' exact epochs: the server matches them within 1e-6,
-   * and the rounded list in "snapshots" would miss (2.133 for 2.13333333). */
+  /* Option values are the snapshots' exact epochs (the server also takes the rounded
+   * values of "snapshots", 2.133 for 2.13333333, but the exact one never needs matching). */
   async function loadSnapshots(id, select, want) {
     if (select.dataset.loaded) return;
     select.dataset.loaded = '1';
@@ -209,44 +211,70 @@
     }
   }
 
-  /* The prototxt of the network chosen now, and where it came from. */
+  /* The prototxt of the network chosen now, where it came from, and the form fields
+   * that name it for the server. */
   async function currentNetwork() {
     const m = $('#method').value;
     if (m === 'standard') {
       const name = (form.querySelector('input[name="standard_networks"]:checked') || {}).value;
       if (!name) throw new Error('Choose a standard network first.');
-      return {text: await standardText(name), label: name};
+      return {text: await standardText(name), label: name, fields: {method: m, standard_networks: name}};
     }
     if (m === 'previous') {
       const id = (form.querySelector('input[name="previous_networks"]:checked') || {}).value;
       if (!id) throw new Error('Choose a previous network first.');
       const res = await fetch(CD.url('files/' + encodeURIComponent(id) + '/network.prototxt'));
       if (!res.ok) throw new Error('cannot read the network of ' + id);
-      return {text: await res.text(), label: 'network of ' + id};
+      return {text: await res.text(), label: 'network of ' + id, fields: {method: m, previous_networks: id}};
     }
     const text = $('#custom_network').value;
     if (!text.trim()) throw new Error('The custom network is empty: write one, or Customize a standard network.');
-    return {text, label: 'custom network'};
+    return {text, label: 'custom network', fields: {method: 'custom', custom_network: text}};
   }
+
+  let netRequest = 0;
 
   async function visualize() {
     const view = $('#net-view');
     view.hidden = false;
     CD.setText('#net-errors', '');
     const graph = clear($('#net-graph'));
+    const seq = ++netRequest; /* a newer click wins over a slower older answer */
     try {
-      const {text} = await currentNetwork();
-      const input = datasetInput() || CD.net.intendedInput(text) || [3, 256, 256];
-      const classes = dataset && dataset.labels ? dataset.labels.length : 10;
-      const crop = parseInt($('#crop_size').value, 10) || 0;
+      const {text, fields} = await currentNetwork();
       const stage = $('#net-stage').value;
-      const a = CD.net.analyze(text, {input, classes, crop, stage});
-      CD.setText('#net-summary', (a.name ? a.name + ': ' : '') + a.layers.filter((l) => l.type !== 'Split').length + ' layers, ' +
+      const crop = parseInt($('#crop_size').value, 10) || 0;
+      const batch = ($('#batch_size').value.split(',')[0] || '').trim();
+      const body = Object.assign({}, fields);
+      if (dataset) body.dataset = dataset.id;
+      if (crop) body.crop_size = String(crop);
+      if (/^\d+$/.test(batch)) body.batch_size = batch;
+      let a, input, classes, source;
+      try {
+        const d = await api('POST', '/models/visualize-network/json', body);
+        a = CD.net.fromEngine(d, stage, text);
+        input = d.input;
+        classes = d.classes;
+        source = 'engine';
+      } catch (e) {
+        if (e.status === 400 && e.fields) throw new Error(Object.values(e.fields).flat().join('\n'));
+        input = datasetInput() || CD.net.intendedInput(text) || [3, 256, 256];
+        classes = dataset && dataset.labels ? dataset.labels.length : 10;
+        a = CD.net.analyze(text, {input, classes, crop, stage});
+        a.errors.unshift('Read in the browser: the server could not check this network (' + e.message + ').');
+        source = 'browser';
+      }
+      if (seq !== netRequest) return;
+      const summary = $('#net-summary');
+      summary.dataset.source = source;
+      CD.setText(summary, !a.layers.length ? 'The ' + stage + ' stage cannot be built:'
+        : (a.name ? a.name + ': ' : '') + a.layers.filter((l) => l.type !== 'Split').length + ' layers, ' +
         CD.count(a.params) + ' parameters (' + stage + ' stage) for ' + input.join('×') + ' input' +
         (crop ? ' cropped to ' + crop : '') + ' and ' + classes + ' classes' + (dataset ? '' : ' (no dataset chosen)'));
       if (a.errors.length) CD.setText('#net-errors', a.errors.join('\n'));
-      CD.net.draw(graph, a);
+      if (a.layers.length) CD.net.draw(graph, a);
     } catch (e) {
+      if (seq !== netRequest) return;
       CD.setText('#net-summary', '');
       CD.setText('#net-errors', e.message);
     }

@@ -1,10 +1,13 @@
 /* A network definition (Caffe prototxt, one file for the train, val and deploy stages,
- * as DIGITS writes them) read in the browser: the layers of a stage with the shape of
- * every top blob and the parameter count of every layer, following the engine's rules
- * (`cdigits-worker check-net` prints the same figures), and a drawing of the graph.
+ * as DIGITS writes them): the layers of a stage with the shape of every top blob and the
+ * parameter count of every layer, and a drawing of the graph. The figures come from the
+ * engine (POST /models/visualize-network/json runs `cdigits-worker check-net --json`);
+ * the reading in the browser follows the engine's rules and stands in when the server
+ * cannot answer, and gives each layer its note (kernel, stride, pooling).
  *
  *   CD.net.parse(text)                         -> message tree, or throws SyntaxError
  *   CD.net.analyze(text, {input, classes, crop, stage}) -> {layers, params, blobs, errors}
+ *   CD.net.fromEngine(answer, stage, text)     -> the same shape from the server's answer
  *   CD.net.draw(container, analysis)           -> draws the graph as SVG with a layer table
  *
  * Shapes leave the batch out: [C, H, W] for images, [N] for vectors, [] for scalars. */
@@ -250,6 +253,26 @@
     return {stage, layers, params, errors, name: get(net, 'name', '')};
   }
 
+  /* The server's answer for one stage in analyze()'s shape: shapes without the batch,
+   * the engine's parameter counts and messages, notes from the browser's reading of text.
+   * A stage the engine could not build has no layers. */
+  function fromEngine(d, stage, text) {
+    const st = (d.stages || {})[stage];
+    let local = null;
+    try {
+      local = analyze(text, {input: d.input, classes: d.classes, crop: d.crop, stage});
+    } catch (e) { /* notes are a nicety */ }
+    const notes = new Map(local ? local.layers.map((l) => [l.name, l.note]) : []);
+    const layers = (st ? st.layers : []).map((l) => ({
+      name: l.name, type: l.type, bottoms: l.bottoms,
+      tops: l.tops.map((t) => t.name),
+      shapes: l.tops.map((t) => t.shape.slice(1)),
+      params: l.params, note: notes.get(l.name) || null,
+      inplace: l.tops.length === 1 && l.bottoms.length >= 1 && l.tops[0].name === l.bottoms[0],
+    }));
+    return {stage, layers, params: st ? st.params : 0, errors: d.errors || [], name: local ? local.name : ''};
+  }
+
   /* ---- drawing ---------------------------------------------------------------------------------- */
 
   function shapeText(s) {
@@ -368,7 +391,7 @@
     return m ? [Number(m[1]), Number(m[2]), Number(m[3])] : null;
   }
 
-  const api = {parse, analyze, draw, intendedInput, shapeText, paramText, get, all};
+  const api = {parse, analyze, fromEngine, draw, intendedInput, shapeText, paramText, get, all};
   root.CD = root.CD || {};
   root.CD.net = api;
   if (typeof module !== 'undefined') module.exports = api;
