@@ -387,7 +387,9 @@ try {
   await step('a new model from a snapshot of the previous one', async () => {
     await page.goto(state.modelUrl, { waitUntil: 'load' });
     await Promise.all([page.waitForURL(/model-new\.html\?previous=/), page.click('#snapshots tbody tr:last-child a:text("new model")')]);
-    check(await page.getAttribute('#tab-previous', 'aria-selected') === 'true', 'the Previous networks tab is not open');
+    /* the page opens the tab once it has read the jobs */
+    await page.waitForFunction(() => document.querySelector('#tab-previous').getAttribute('aria-selected') === 'true', null, { timeout: 10000 })
+      .catch(() => { throw new Error('the Previous networks tab is not open'); });
     await page.waitForFunction((id) => {
       const sel = document.querySelector(`select[name="${id}-snapshot"]`);
       return sel && sel.value !== '' && document.querySelector(`input[name="previous_networks"][value="${id}"]`).checked;
