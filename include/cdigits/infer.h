@@ -2,6 +2,12 @@
  * Inference with a trained model job: the deploy stage of its network with the
  * weights of one snapshot, the dataset's labels, mean image and resize settings, so
  * that any PNG or JPEG is prepared exactly as the training images were.
+ *
+ * A classifier holds a deploy net of one image and, after cd_classifier_set_batch, a
+ * second deploy net of B images that shares its weights (lists are classified B at a
+ * time in bounded memory). It also reports every layer's output and parameters for
+ * one image (visualizations) and exports the model as files a person can take away
+ * (docs/inference.md). Not thread-safe: one classifier per thread.
  */
 #ifndef CDIGITS_INFER_H
 #define CDIGITS_INFER_H
@@ -11,6 +17,8 @@
 #include "cdigits/backend.h"
 #include "cdigits/image.h"
 #include "cdigits/net.h"
+#include "cdigits/prototxt.h"
+#include "cdigits/train.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,14 +27,18 @@ extern "C" {
 typedef struct cd_classifier cd_classifier_t;
 
 /* Open the model in job_dir at snapshot `iteration` (0: the newest). backend NULL
- * means the CPU. Messages name what is missing and what to do. */
+ * means the CPU (owned by the classifier); otherwise the caller keeps it. Messages
+ * name what is missing and what to do. */
 cd_classifier_t *cd_classifier_open(const char *job_dir, long iteration, cd_backend_t *be,
                                     char *err, size_t errlen);
-void cd_classifier_close(cd_classifier_t *c);
+void cd_classifier_close(cd_classifier_t *c); /* accepts NULL */
 
 int cd_classifier_classes(const cd_classifier_t *c);
 const char *cd_classifier_label(const cd_classifier_t *c, int i);
 long cd_classifier_iteration(const cd_classifier_t *c);
+/* The stored image shape of the dataset (what every input is resized to). */
+void cd_classifier_image_shape(const cd_classifier_t *c, int *channels, int *height, int *width);
+const cd_backend_t *cd_classifier_backend(const cd_classifier_t *c);
 
 /* Probabilities of every class for one decoded image of any size and channel count
  * (resized with the dataset's mode, converted to its channels). probs has
@@ -34,8 +46,88 @@ long cd_classifier_iteration(const cd_classifier_t *c);
 int cd_classifier_run(cd_classifier_t *c, const cd_image_t *img, float *probs, char *err,
                       size_t errlen);
 
+/* Builds the batch net of `batch` images (sharing the weights); 1 drops it. */
+int cd_classifier_set_batch(cd_classifier_t *c, int batch, char *err, size_t errlen);
+int cd_classifier_batch(const cd_classifier_t *c); /* 1 when no batch net */
+/* Converts and resizes one image to the dataset's shape on the host (thread-safe for
+ * distinct images: it only reads c). out is allocated here. */
+int cd_classifier_prepare(const cd_classifier_t *c, const cd_image_t *img, cd_image_t *out,
+                          char *err, size_t errlen);
+/* Probabilities of n prepared images (1 <= n <= cd_classifier_batch()): probs is
+ * (n, classes). */
+int cd_classifier_run_prepared(cd_classifier_t *c, const cd_image_t *const *prepared, int n,
+                               float *probs, char *err, size_t errlen);
+
+/* ---- what each layer computed, for visualizations -------------------------------- */
+
+/* A host copy of a tensor: a layer's output for one image or one of its parameters. */
+typedef struct cd_infer_tensor {
+    char *name;              /* blob name, or "<layer>/<index>" for a parameter */
+    int ndim;
+    int dims[CD_MAX_DIMS];   /* outputs: (1, C, H, W) or (1, N); conv weights (O, I, KH, KW) */
+    size_t count;
+    float *data;             /* malloc'd */
+} cd_infer_tensor;
+
+typedef struct cd_infer_layer {
+    char *name, *type;       /* "conv1", "Convolution" */
+    cd_infer_tensor top;     /* the first top right after this layer ran */
+    int nparams;
+    cd_infer_tensor params[CD_LAYER_MAX_PARAMS];
+    size_t param_count;      /* learnable values of the layer */
+} cd_infer_layer;
+
+/* Runs one image layer by layer, copying each layer's first top as soon as the layer
+ * has run (so a ReLU done in place does not hide the convolution before it) and its
+ * parameters. Split layers are left out. *layers (n entries) is freed with
+ * cd_infer_layers_free; probs as in cd_classifier_run. */
+int cd_classifier_run_layers(cd_classifier_t *c, const cd_image_t *img, float *probs,
+                             cd_infer_layer **layers, int *nlayers, char *err, size_t errlen);
+void cd_infer_layers_free(cd_infer_layer *layers, int n);
+
+/* ---- small helpers --------------------------------------------------------------- */
+
+/* Indices of the k largest of p[0..n) in descending order (ties: lower index first);
+ * returns min(k, n). */
+int cd_topk(const float *p, int n, int k, int *idx);
+
 /* Snapshot iterations present in job_dir, ascending; returns the count (<= max). */
 int cd_snapshot_list(const char *job_dir, long *iters, int max);
+
+/* A snapshot with its epoch: from the worker's `snapshot` lines (JOBDIR/worker.out.jsonl)
+ * or an imported model's info.json; iterations without a recorded epoch get one from
+ * the iterations per epoch of the others (-1 when nothing is known). */
+typedef struct cd_snapshot_info {
+    long iteration;
+    double epoch;
+} cd_snapshot_info;
+int cd_snapshot_epochs(const char *job_dir, cd_snapshot_info *out, int max);
+/* The iteration of the snapshot whose epoch is `epoch` (within 1e-3), or -1 with a
+ * message naming the epochs that exist. */
+long cd_snapshot_for_epoch(const char *job_dir, double epoch, char *err, size_t errlen);
+
+/* ---- export (the model download) --------------------------------------------------- */
+
+/* Writes into out_dir (which must exist): deploy.prototxt, original.prototxt,
+ * solver.prototxt, labels.txt, mean.bin and mean.png (when the dataset has a mean),
+ * the snapshot's weights file and info.json with DIGITS's keys. names gets the file
+ * names written (up to max, returns how many). */
+int cd_classifier_export(const cd_classifier_t *c, const char *out_dir, const char *job_name,
+                         char names[][64], int max, char *err, size_t errlen);
+
+/* ---- writing prototxt (prototxt_write.c) ------------------------------------------ */
+
+/* The fields of a parsed message (the root or any message) as prototxt text, two
+ * spaces per level, strings escaped. malloc'd. */
+char *cd_pt_write(const cd_pt_node *msg);
+/* The deploy network of a built net as prototxt: its layers in order without
+ * include/exclude rules, the automatic inputs as Input layers of batch 1, Split
+ * layers left out, and num_output written where the file left it to the dataset.
+ * malloc'd. */
+char *cd_net_write_deploy(const cd_net *net);
+/* Caffe's SolverParameter for a training configuration, with the learning rate
+ * policy in iterations (iters_per_epoch of training). malloc'd. */
+char *cd_solver_write(const cd_train_config *tc, double iters_per_epoch, const char *net_file);
 
 #ifdef __cplusplus
 }

@@ -16,7 +16,8 @@ static const command commands[] = {
     {"dataset", cd_cmd_dataset, "dataset JOBDIR"},
     {"import-idx", cd_cmd_import_idx, "import-idx --images FILE --labels FILE --out DIR [--labels-names a,b,...]"},
     {"train", cd_cmd_train, "train JOBDIR"},
-    {"classify", cd_cmd_classify, "classify --model JOBDIR [--epoch N] IMAGE..."},
+    {"classify", cd_cmd_classify, "classify --model JOBDIR [--iteration N | --epoch E] IMAGE... | --list FILE"},
+    {"serve-model", cd_cmd_serve_model, "serve-model --model JOBDIR [--iteration N] [--gpu N] (JSON lines on stdin)"},
 };
 
 static void usage(FILE *out)

@@ -1,26 +1,36 @@
 /* Inference with a model job's snapshot (see infer.h). */
+#define _GNU_SOURCE
 #include "cdigits/infer.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "cdigits/dataset.h"
-#include "cdigits/train.h"
 #include "cdigits/util.h"
 
 struct cd_classifier {
     cd_backend_t *be;
     int own_be;
-    cd_net *net;
+    cd_train_config tc;
+    char job_dir[4096];
+    cd_net *net;          /* deploy stage, batch 1 */
     cd_blob *input, *output;
+    cd_net *bnet;         /* deploy stage, batch `batch`, sharing net's weights; or NULL */
+    cd_blob *binput, *boutput;
+    int batch;
     char **labels;
     int nlabels;
     int c, h, w;          /* stored image size of the dataset */
     int resize_mode;
     float *mean;          /* device (c, h, w) or NULL */
-    uint8_t *pixels;      /* device staging */
+    float *mean_host;     /* the same on the host, for backends without prepare_batch */
+    uint8_t *pixels;      /* device staging for `batch` images */
     int *oy, *ox;
     uint8_t *mirror;
     float scale;
@@ -51,65 +61,246 @@ int cd_snapshot_list(const char *job_dir, long *iters, int max)
     return n;
 }
 
-static int setup_net(cd_classifier_t *c, const cd_train_config *tc, int classes, char *err,
-                     size_t errlen)
+/* Records (iteration, epoch) pairs seen in the worker's output or an info.json. */
+static void note_epoch(cd_snapshot_info *known, int *nknown, int max, long it, double epoch)
 {
-    cd_net_opts opts = {.stage = "deploy", .batch = 1, .input_c = c->c, .input_h = c->h,
-                        .input_w = c->w, .crop = tc->crop_size, .num_classes = classes};
-    if (!(c->net = cd_net_load(tc->network, &opts, err, errlen)))
-        return CD_ERR;
-    if (cd_net_alloc(c->net, c->be, NULL, err, errlen) != CD_OK)
-        return CD_ERR;
-    c->input = cd_net_blob(c->net, "data");
-    cd_layer *last = c->net->layers[c->net->nlayers - 1];
-    c->output = last->top[0];
-    if (!c->input || c->input->ndim != 4) {
-        snprintf(err, errlen, "%s: the deploy stage has no 4-D input named data", tc->network);
+    for (int i = 0; i < *nknown; i++)
+        if (known[i].iteration == it) {
+            known[i].epoch = epoch;
+            return;
+        }
+    if (*nknown < max)
+        known[(*nknown)++] = (cd_snapshot_info){it, epoch};
+}
+
+int cd_snapshot_epochs(const char *job_dir, cd_snapshot_info *out, int max)
+{
+    long *iters = cd_xmalloc(sizeof(long) * (size_t)(max > 0 ? max : 1));
+    int n = cd_snapshot_list(job_dir, iters, max);
+    cd_snapshot_info *known = cd_xcalloc((size_t)(max > 0 ? max : 1), sizeof *known);
+    int nknown = 0;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/worker.out.jsonl", job_dir);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        char *line = NULL;
+        size_t cap = 0;
+        while (getline(&line, &cap, f) > 0) {
+            if (!strstr(line, "\"snapshot\""))
+                continue;
+            json_t *o = json_loads(line, 0, NULL);
+            const char *type = json_string_value(json_object_get(o, "type"));
+            if (type && !strcmp(type, "snapshot") && json_is_number(json_object_get(o, "epoch")))
+                note_epoch(known, &nknown, max, (long)json_integer_value(json_object_get(o, "iteration")),
+                           json_number_value(json_object_get(o, "epoch")));
+            json_decref(o);
+        }
+        free(line);
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/info.json", job_dir);
+    json_t *info = json_load_file(path, 0, NULL);
+    if (json_is_number(json_object_get(info, "snapshot epoch")) &&
+        json_is_integer(json_object_get(info, "snapshot iteration")))
+        note_epoch(known, &nknown, max, (long)json_integer_value(json_object_get(info, "snapshot iteration")),
+                   json_number_value(json_object_get(info, "snapshot epoch")));
+    json_decref(info);
+    double per_iter = -1; /* epochs per iteration, from the newest known pair */
+    for (int i = 0; i < nknown; i++)
+        if (known[i].iteration > 0 && known[i].epoch > 0)
+            per_iter = known[i].epoch / (double)known[i].iteration;
+    for (int i = 0; i < n; i++) {
+        out[i].iteration = iters[i];
+        out[i].epoch = per_iter > 0 ? per_iter * (double)iters[i] : -1;
+        for (int k = 0; k < nknown; k++)
+            if (known[k].iteration == iters[i])
+                out[i].epoch = known[k].epoch;
+    }
+    free(known);
+    free(iters);
+    return n;
+}
+
+long cd_snapshot_for_epoch(const char *job_dir, double epoch, char *err, size_t errlen)
+{
+    cd_snapshot_info snaps[4096];
+    int n = cd_snapshot_epochs(job_dir, snaps, 4096);
+    for (int i = 0; i < n; i++)
+        if (snaps[i].epoch >= 0 && fabs(snaps[i].epoch - epoch) < 1e-3)
+            return snaps[i].iteration;
+    size_t used = (size_t)snprintf(err, errlen, "there is no snapshot of epoch %g; the snapshots are of epoch%s ",
+                                   epoch, n == 1 ? "" : "s");
+    for (int i = 0; i < n && used < errlen; i++)
+        used += (size_t)snprintf(err + used, errlen - used, "%s%g", i ? ", " : "", snaps[i].epoch);
+    if (n == 0 && used < errlen)
+        snprintf(err + used, errlen - used, "(none yet)");
+    return -1;
+}
+
+int cd_topk(const float *p, int n, int k, int *idx)
+{
+    if (k > n)
+        k = n;
+    /* partial selection: k is small (5), n the class count */
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int i = 0; i < n; i++) {
+            int taken = 0;
+            for (int t = 0; t < j && !taken; t++)
+                taken = idx[t] == i;
+            if (!taken && (best < 0 || p[i] > p[best] || (isnan(p[best]) && !isnan(p[i]))))
+                best = i;
+        }
+        idx[j] = best;
+    }
+    return k;
+}
+
+/* Builds a deploy net of `batch` images; shares `from`'s weights when given. */
+static cd_net *deploy_net(cd_classifier_t *c, int batch, const cd_net *from, cd_blob **in, cd_blob **out,
+                          char *err, size_t errlen)
+{
+    cd_net_opts opts = {.stage = "deploy", .batch = batch, .input_c = c->c, .input_h = c->h,
+                        .input_w = c->w, .crop = c->tc.crop_size, .num_classes = c->nlabels};
+    cd_net *net = cd_net_load(c->tc.network, &opts, err, errlen);
+    if (!net)
+        return NULL;
+    if (cd_net_alloc(net, c->be, from, err, errlen) != CD_OK) {
+        cd_net_free(net);
+        return NULL;
+    }
+    *in = cd_net_blob(net, "data");
+    *out = net->layers[net->nlayers - 1]->top[0];
+    if (!*in || (*in)->ndim != 4) {
+        snprintf(err, errlen, "%s: the deploy stage has no 4-D input named data", c->tc.network);
+        cd_net_free(net);
+        return NULL;
+    }
+    if ((*out)->count != (size_t)c->nlabels * (size_t)batch) {
+        snprintf(err, errlen, "%s: the deploy stage ends in %s with %zu values per image but the dataset has "
+                 "%d classes", c->tc.network, (*out)->name, (*out)->count / (size_t)batch, c->nlabels);
+        cd_net_free(net);
+        return NULL;
+    }
+    return net;
+}
+
+static void free_staging(cd_classifier_t *c)
+{
+    const cd_backend_iface *o = c->be->iface;
+    o->free(c->be, c->pixels);
+    o->free(c->be, c->oy);
+    o->free(c->be, c->ox);
+    o->free(c->be, c->mirror);
+    c->pixels = NULL;
+    c->oy = c->ox = NULL;
+    c->mirror = NULL;
+}
+
+/* Device buffers for `n` images: pixels, centre crop offsets, no mirroring. */
+static int alloc_staging(cd_classifier_t *c, int n, const cd_blob *input, char *err, size_t errlen)
+{
+    const cd_backend_iface *o = c->be->iface;
+    free_staging(c);
+    size_t image = (size_t)c->c * c->h * c->w;
+    c->pixels = o->alloc(c->be, image * (size_t)n);
+    c->oy = o->alloc(c->be, sizeof(int) * (size_t)n);
+    c->ox = o->alloc(c->be, sizeof(int) * (size_t)n);
+    c->mirror = o->alloc(c->be, (size_t)n);
+    if (!c->pixels || !c->oy || !c->ox || !c->mirror) {
+        snprintf(err, errlen, "out of device memory for a batch of %d images", n);
         return CD_ERR;
     }
-    if (c->output->count != (size_t)classes) {
-        snprintf(err, errlen, "%s: the deploy stage ends in %s with %zu values but the dataset has "
-                 "%d classes", tc->network, c->output->name, c->output->count, classes);
-        return CD_ERR;
+    int *oy = cd_xmalloc(sizeof(int) * (size_t)n), *ox = cd_xmalloc(sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        oy[i] = (c->h - input->dims[2]) / 2;
+        ox[i] = (c->w - input->dims[3]) / 2;
     }
+    o->upload(c->be, c->oy, oy, sizeof(int) * (size_t)n);
+    o->upload(c->be, c->ox, ox, sizeof(int) * (size_t)n);
+    free(oy);
+    free(ox);
     return CD_OK;
 }
 
-cd_classifier_t *cd_classifier_open(const char *job_dir, long iteration, cd_backend_t *be,
-                                    char *err, size_t errlen)
+static int load_mean(cd_classifier_t *c, char *err, size_t errlen)
+{
+    int mc, mh, mw;
+    float *mean = NULL;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/mean.bin", c->tc.dataset_dir);
+    if (cd_mean_load(path, &mc, &mh, &mw, &mean) != CD_OK) {
+        snprintf(err, errlen, "%s", cd_dataset_strerror());
+        return CD_ERR;
+    }
+    if (mc != c->c || mh != c->h || mw != c->w) {
+        snprintf(err, errlen, "%s is %dx%dx%d but the images are %dx%dx%d; the mean belongs to another dataset",
+                 path, mc, mh, mw, c->c, c->h, c->w);
+        free(mean);
+        return CD_ERR;
+    }
+    if (c->tc.use_mean == CD_MEAN_PIXEL) {
+        size_t plane = (size_t)mh * mw;
+        for (int ch = 0; ch < mc; ch++) {
+            double s = 0;
+            for (size_t i = 0; i < plane; i++)
+                s += mean[ch * plane + i];
+            for (size_t i = 0; i < plane; i++)
+                mean[ch * plane + i] = (float)(s / (double)plane);
+        }
+    }
+    size_t bytes = (size_t)mc * mh * mw * sizeof(float);
+    c->mean = c->be->iface->alloc(c->be, bytes);
+    if (!c->mean) {
+        free(mean);
+        snprintf(err, errlen, "out of device memory for the mean image");
+        return CD_ERR;
+    }
+    c->be->iface->upload(c->be, c->mean, mean, bytes);
+    c->mean_host = mean;
+    return CD_OK;
+}
+
+cd_classifier_t *cd_classifier_open(const char *job_dir, long iteration, cd_backend_t *be, char *err,
+                                    size_t errlen)
 {
     cd_classifier_t *c = cd_xcalloc(1, sizeof *c);
-    cd_train_config tc;
     cd_dataset_config_t dc;
     int have_dc = 0;
     char path[4400];
-    cd_train_config_init(&tc);
-    if (cd_train_config_load(&tc, job_dir, err, errlen) != CD_OK)
+    snprintf(c->job_dir, sizeof c->job_dir, "%s", job_dir);
+    c->be = be ? be : cd_backend_cpu_new(0);
+    c->own_be = !be;
+    c->batch = 1;
+    c->scale = 1.0f;
+    cd_train_config_init(&c->tc);
+    if (!c->be) {
+        snprintf(err, errlen, "cannot start the CPU backend");
         goto err;
-    snprintf(path, sizeof path, "%s/labels.txt", tc.dataset_dir);
+    }
+    if (cd_train_config_load(&c->tc, job_dir, err, errlen) != CD_OK)
+        goto err;
+    snprintf(path, sizeof path, "%s/labels.txt", c->tc.dataset_dir);
     if (cd_labels_load(path, &c->labels, &c->nlabels) != CD_OK) {
         snprintf(err, errlen, "%s", cd_dataset_strerror());
         goto err;
     }
     cd_dataset_config_init(&dc);
     have_dc = 1;
-    snprintf(path, sizeof path, "%s/dataset.json", tc.dataset_dir);
+    snprintf(path, sizeof path, "%s/dataset.json", c->tc.dataset_dir);
     if (cd_dataset_config_load(path, &dc, err, errlen) != CD_OK)
         goto err;
     c->c = dc.channels;
     c->h = dc.height;
     c->w = dc.width;
     c->resize_mode = dc.resize_mode;
-    c->be = be ? be : cd_backend_cpu_new(0);
-    c->own_be = !be;
-    if (setup_net(c, &tc, c->nlabels, err, errlen) != CD_OK)
+    if (!(c->net = deploy_net(c, 1, NULL, &c->input, &c->output, err, errlen)))
         goto err;
     if (iteration <= 0) {
         long iters[4096];
         int n = cd_snapshot_list(job_dir, iters, 4096);
         if (n == 0) {
-            snprintf(err, errlen, "%s has no snapshot yet; wait for the first one or train the model",
-                     job_dir);
+            snprintf(err, errlen, "%s has no snapshot yet; wait for the first one or train the model", job_dir);
             goto err;
         }
         iteration = iters[n - 1];
@@ -117,49 +308,21 @@ cd_classifier_t *cd_classifier_open(const char *job_dir, long iteration, cd_back
     c->iteration = iteration;
     snprintf(path, sizeof path, "%s/snapshot_iter_%ld.cdw", job_dir, iteration);
     if (access(path, R_OK) != 0) {
-        snprintf(err, errlen, "%s has no snapshot at iteration %ld", job_dir, iteration);
+        long iters[4096];
+        int n = cd_snapshot_list(job_dir, iters, 4096);
+        size_t used = (size_t)snprintf(err, errlen, "%s has no snapshot at iteration %ld; it has", job_dir, iteration);
+        for (int i = 0; i < n && used < errlen; i++)
+            used += (size_t)snprintf(err + used, errlen - used, " %ld", iters[i]);
+        if (n == 0 && used < errlen)
+            snprintf(err + used, errlen - used, " none");
         goto err;
     }
-    if (cd_snapshot_load_weights(c->net, path, 1, NULL, err, errlen) != CD_OK)
+    if (cd_snapshot_load_weights(c->net, path, 0, NULL, err, errlen) != CD_OK)
         goto err;
-    const cd_backend_iface *o = c->be->iface;
-    size_t image = (size_t)c->c * c->h * c->w;
-    c->pixels = o->alloc(c->be, image);
-    c->oy = o->alloc(c->be, sizeof(int));
-    c->ox = o->alloc(c->be, sizeof(int));
-    c->mirror = o->alloc(c->be, 1);
-    if (!c->pixels || !c->oy || !c->ox || !c->mirror) {
-        snprintf(err, errlen, "out of memory");
+    if (alloc_staging(c, 1, c->input, err, errlen) != CD_OK)
         goto err;
-    }
-    c->scale = 1.0f;
-    if (tc.use_mean != CD_MEAN_NONE) {
-        int mc, mh, mw;
-        float *mean = NULL;
-        snprintf(path, sizeof path, "%s/mean.bin", tc.dataset_dir);
-        if (cd_mean_load(path, &mc, &mh, &mw, &mean) != CD_OK) {
-            snprintf(err, errlen, "%s", cd_dataset_strerror());
-            goto err;
-        }
-        if (tc.use_mean == CD_MEAN_PIXEL) {
-            size_t plane = (size_t)mh * mw;
-            for (int ch = 0; ch < mc; ch++) {
-                double s = 0;
-                for (size_t i = 0; i < plane; i++)
-                    s += mean[ch * plane + i];
-                for (size_t i = 0; i < plane; i++)
-                    mean[ch * plane + i] = (float)(s / (double)plane);
-            }
-        }
-        c->mean = o->alloc(c->be, image * sizeof(float));
-        if (c->mean)
-            o->upload(c->be, c->mean, mean, image * sizeof(float));
-        free(mean);
-        if (!c->mean) {
-            snprintf(err, errlen, "out of memory");
-            goto err;
-        }
-    }
+    if (c->tc.use_mean != CD_MEAN_NONE && load_mean(c, err, errlen) != CD_OK)
+        goto err;
     cd_dataset_config_free(&dc);
     return c;
 err:
@@ -174,17 +337,15 @@ void cd_classifier_close(cd_classifier_t *c)
     if (!c)
         return;
     if (c->be) {
-        const cd_backend_iface *o = c->be->iface;
-        o->free(c->be, c->mean);
-        o->free(c->be, c->pixels);
-        o->free(c->be, c->oy);
-        o->free(c->be, c->ox);
-        o->free(c->be, c->mirror);
+        free_staging(c);
+        c->be->iface->free(c->be, c->mean);
     }
+    cd_net_free(c->bnet);
     cd_net_free(c->net);
     if (c->own_be)
         cd_backend_free(c->be);
     cd_labels_free(c->labels, c->nlabels);
+    free(c->mean_host);
     free(c);
 }
 
@@ -194,28 +355,306 @@ const char *cd_classifier_label(const cd_classifier_t *c, int i)
     return i >= 0 && i < c->nlabels ? c->labels[i] : "?";
 }
 long cd_classifier_iteration(const cd_classifier_t *c) { return c->iteration; }
-
-int cd_classifier_run(cd_classifier_t *c, const cd_image_t *img, float *probs, char *err,
-                      size_t errlen)
+void cd_classifier_image_shape(const cd_classifier_t *c, int *channels, int *height, int *width)
 {
-    cd_image_t conv = {0}, sized = {0};
-    const cd_backend_iface *o = c->be->iface;
+    *channels = c->c;
+    *height = c->h;
+    *width = c->w;
+}
+const cd_backend_t *cd_classifier_backend(const cd_classifier_t *c) { return c->be; }
+int cd_classifier_batch(const cd_classifier_t *c) { return c->bnet ? c->batch : 1; }
+
+int cd_classifier_set_batch(cd_classifier_t *c, int batch, char *err, size_t errlen)
+{
+    if (batch < 1 || batch > 4096) {
+        snprintf(err, errlen, "batch %d: use 1 to 4096 images", batch);
+        return CD_ERR;
+    }
+    if (batch == cd_classifier_batch(c))
+        return CD_OK;
+    cd_net_free(c->bnet);
+    c->bnet = NULL;
+    c->batch = 1;
+    if (batch > 1) {
+        if (!(c->bnet = deploy_net(c, batch, c->net, &c->binput, &c->boutput, err, errlen))) {
+            char ignored[256];
+            alloc_staging(c, 1, c->input, ignored, sizeof ignored);
+            return CD_ERR;
+        }
+        c->batch = batch;
+    }
+    return alloc_staging(c, c->batch, c->bnet ? c->binput : c->input, err, errlen);
+}
+
+int cd_classifier_prepare(const cd_classifier_t *c, const cd_image_t *img, cd_image_t *out, char *err,
+                          size_t errlen)
+{
+    cd_image_t conv = {0};
     if (cd_image_convert(img, c->c, &conv, err, errlen) != CD_OK)
         return CD_ERR;
-    int rc = cd_image_resize(&conv, c->w, c->h, c->resize_mode, 0, &sized, err, errlen);
+    int rc = cd_image_resize(&conv, c->w, c->h, c->resize_mode, 0, out, err, errlen);
     cd_image_free(&conv);
-    if (rc != CD_OK)
+    return rc;
+}
+
+/* Fills input (n, C, oh, ow) from n prepared (c, h, w) images: centre crop, mean, scale. */
+static void fill_input(cd_classifier_t *c, cd_blob *input, const cd_image_t *const *prepared, int n)
+{
+    const cd_backend_iface *o = c->be->iface;
+    size_t image = (size_t)c->c * c->h * c->w;
+    int oh = input->dims[2], ow = input->dims[3];
+    if (o->prepare_batch) {
+        for (int i = 0; i < n; i++)
+            o->upload(c->be, c->pixels + image * (size_t)i, prepared[i]->data, image);
+        o->prepare_batch(c->be, n, c->c, c->h, c->w, oh, ow, c->pixels, c->oy, c->ox, c->mirror, c->mean,
+                         c->scale, input->data);
+        return;
+    }
+    /* the same arithmetic on the host for a backend without prepare_batch */
+    size_t plane = (size_t)oh * ow, per = (size_t)c->c * plane;
+    float *host = cd_xcalloc((size_t)n * per, sizeof *host);
+    int y0 = (c->h - oh) / 2, x0 = (c->w - ow) / 2;
+    for (int i = 0; i < n; i++)
+        for (int ch = 0; ch < c->c; ch++)
+            for (int y = 0; y < oh; y++)
+                for (int x = 0; x < ow; x++) {
+                    size_t s = ((size_t)ch * c->h + (size_t)(y + y0)) * c->w + (size_t)(x + x0);
+                    float m = c->mean_host ? c->mean_host[s] : 0.0f;
+                    host[(size_t)i * per + (size_t)ch * plane + (size_t)y * ow + x] =
+                        ((float)prepared[i]->data[s] - m) * c->scale;
+                }
+    o->upload(c->be, input->data, host, (size_t)n * per * sizeof *host);
+    free(host);
+}
+
+int cd_classifier_run_prepared(cd_classifier_t *c, const cd_image_t *const *prepared, int n, float *probs,
+                               char *err, size_t errlen)
+{
+    int batch = cd_classifier_batch(c);
+    if (n < 1 || n > batch) {
+        snprintf(err, errlen, "%d images given to a classifier of batch %d", n, batch);
         return CD_ERR;
-    int oy = (c->h - c->input->dims[2]) / 2, ox = (c->w - c->input->dims[3]) / 2;
-    uint8_t mirror = 0;
-    o->upload(c->be, c->pixels, sized.data, (size_t)c->c * c->h * c->w);
-    o->upload(c->be, c->oy, &oy, sizeof oy);
-    o->upload(c->be, c->ox, &ox, sizeof ox);
-    o->upload(c->be, c->mirror, &mirror, 1);
-    cd_image_free(&sized);
-    o->prepare_batch(c->be, 1, c->c, c->h, c->w, c->input->dims[2], c->input->dims[3], c->pixels,
-                     c->oy, c->ox, c->mirror, c->mean, c->scale, c->input->data);
-    cd_net_forward(c->net);
-    o->download(c->be, probs, c->output->data, c->output->count * sizeof(float));
+    }
+    for (int i = 0; i < n; i++)
+        if (prepared[i]->c != c->c || prepared[i]->h != c->h || prepared[i]->w != c->w) {
+            snprintf(err, errlen, "image %d is %dx%dx%d, not the dataset's %dx%dx%d; prepare it first", i,
+                     prepared[i]->c, prepared[i]->h, prepared[i]->w, c->c, c->h, c->w);
+            return CD_ERR;
+        }
+    cd_net *net = batch > 1 ? c->bnet : c->net;
+    cd_blob *input = batch > 1 ? c->binput : c->input, *output = batch > 1 ? c->boutput : c->output;
+    /* a short last batch runs whole; the rows past n are ignored */
+    fill_input(c, input, prepared, n);
+    cd_net_forward(net);
+    c->be->iface->download(c->be, probs, output->data, (size_t)n * (size_t)c->nlabels * sizeof(float));
     return CD_OK;
+}
+
+/* Prepares one image into the batch-1 net's input. */
+static int load_one(cd_classifier_t *c, const cd_image_t *img, char *err, size_t errlen)
+{
+    cd_image_t sized = {0};
+    if (cd_classifier_prepare(c, img, &sized, err, errlen) != CD_OK)
+        return CD_ERR;
+    const cd_image_t *one[1] = {&sized};
+    fill_input(c, c->input, one, 1);
+    cd_image_free(&sized);
+    return CD_OK;
+}
+
+int cd_classifier_run(cd_classifier_t *c, const cd_image_t *img, float *probs, char *err, size_t errlen)
+{
+    if (load_one(c, img, err, errlen) != CD_OK)
+        return CD_ERR;
+    cd_net_forward(c->net);
+    c->be->iface->download(c->be, probs, c->output->data, (size_t)c->nlabels * sizeof(float));
+    return CD_OK;
+}
+
+static void tensor_copy(cd_backend_t *be, cd_infer_tensor *t, const char *name, int ndim, const int *dims,
+                        size_t count, const float *dev)
+{
+    t->name = cd_xstrdup(name);
+    t->ndim = ndim;
+    for (int d = 0; d < CD_MAX_DIMS; d++)
+        t->dims[d] = d < ndim ? dims[d] : 1;
+    t->count = count;
+    t->data = cd_xmalloc(count ? count * sizeof(float) : 1);
+    if (count)
+        be->iface->download(be, t->data, dev, count * sizeof(float));
+}
+
+int cd_classifier_run_layers(cd_classifier_t *c, const cd_image_t *img, float *probs, cd_infer_layer **layers,
+                             int *nlayers, char *err, size_t errlen)
+{
+    *layers = NULL;
+    *nlayers = 0;
+    if (load_one(c, img, err, errlen) != CD_OK)
+        return CD_ERR;
+    cd_net *net = c->net;
+    cd_infer_layer *out = cd_xcalloc((size_t)net->nlayers, sizeof *out);
+    int n = 0;
+    net->rng_counter++;
+    for (int i = 0; i < net->nlayers; i++) {
+        cd_layer *l = net->layers[i];
+        if (l->type->forward)
+            l->type->forward(net, l);
+        if (!strcmp(l->type->name, "Split") || l->ntop < 1)
+            continue;
+        cd_infer_layer *r = &out[n++];
+        r->name = cd_xstrdup(l->name);
+        r->type = cd_xstrdup(l->type->name);
+        const cd_blob *top = l->top[0];
+        tensor_copy(c->be, &r->top, top->name, top->ndim, top->dims, top->count, top->data);
+        for (int p = 0; p < l->nparam; p++) {
+            const cd_param *pa = l->params[p];
+            tensor_copy(c->be, &r->params[r->nparams++], pa->name, pa->ndim, pa->dims, pa->count, pa->data);
+            if (pa->learnable)
+                r->param_count += pa->count;
+        }
+    }
+    c->be->iface->download(c->be, probs, c->output->data, (size_t)c->nlabels * sizeof(float));
+    *layers = out;
+    *nlayers = n;
+    return CD_OK;
+}
+
+void cd_infer_layers_free(cd_infer_layer *layers, int n)
+{
+    if (!layers)
+        return;
+    for (int i = 0; i < n; i++) {
+        free(layers[i].name);
+        free(layers[i].type);
+        free(layers[i].top.name);
+        free(layers[i].top.data);
+        for (int p = 0; p < layers[i].nparams; p++) {
+            free(layers[i].params[p].name);
+            free(layers[i].params[p].data);
+        }
+    }
+    free(layers);
+}
+
+/* ---- export ---------------------------------------------------------------------- */
+
+/* Hard link src as dst (same file system: the export folder lies in the job folder),
+ * else a copy. */
+static int put_file(const char *src, const char *dst, char *err, size_t errlen)
+{
+    unlink(dst);
+    if (link(src, dst) == 0)
+        return CD_OK;
+    size_t len = 0;
+    char *data = cd_read_file(src, &len);
+    if (!data) {
+        snprintf(err, errlen, "cannot read %s: %s", src, strerror(errno));
+        return CD_ERR;
+    }
+    int rc = cd_write_file_atomic(dst, data, len);
+    if (rc != CD_OK)
+        snprintf(err, errlen, "cannot write %s: %s", dst, strerror(errno));
+    free(data);
+    return rc;
+}
+
+static int put_text(const char *dir, const char *name, const char *text, char *err, size_t errlen)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (!text || cd_write_file_atomic(path, text, strlen(text)) != CD_OK) {
+        snprintf(err, errlen, "cannot write %s: %s", path, text ? strerror(errno) : "out of memory");
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
+static const char *mean_name(int use_mean)
+{
+    return use_mean == CD_MEAN_IMAGE ? "image" : use_mean == CD_MEAN_PIXEL ? "pixel" : "none";
+}
+
+int cd_classifier_export(const cd_classifier_t *c, const char *out_dir, const char *job_name, char names[][64],
+                         int max, char *err, size_t errlen)
+{
+    int n = 0, rc = CD_ERR;
+    char src[4400], dst[4400];
+    char *deploy = NULL, *solver = NULL, *info_text = NULL;
+    json_t *info = NULL;
+#define NAME(x) (n < max ? (void)snprintf(names[n++], 64, "%s", (x)) : (void)0)
+    double epoch = -1;
+    cd_snapshot_info snaps[4096];
+    int ns = cd_snapshot_epochs(c->job_dir, snaps, 4096);
+    for (int i = 0; i < ns; i++)
+        if (snaps[i].iteration == c->iteration)
+            epoch = snaps[i].epoch;
+    double per_epoch = epoch > 0 ? (double)c->iteration / epoch : 0;
+
+    deploy = cd_net_write_deploy(c->net);
+    if (put_text(out_dir, "deploy.prototxt", deploy, err, errlen) != CD_OK)
+        goto out;
+    NAME("deploy.prototxt");
+    snprintf(dst, sizeof dst, "%s/original.prototxt", out_dir);
+    if (put_file(c->tc.network, dst, err, errlen) != CD_OK)
+        goto out;
+    NAME("original.prototxt");
+    solver = cd_solver_write(&c->tc, per_epoch, "original.prototxt");
+    if (put_text(out_dir, "solver.prototxt", solver, err, errlen) != CD_OK)
+        goto out;
+    NAME("solver.prototxt");
+    snprintf(src, sizeof src, "%s/labels.txt", c->tc.dataset_dir);
+    snprintf(dst, sizeof dst, "%s/labels.txt", out_dir);
+    if (put_file(src, dst, err, errlen) != CD_OK)
+        goto out;
+    NAME("labels.txt");
+    int have_mean = 0;
+    static const char *const mean_files[] = {"mean.bin", "mean.png"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(src, sizeof src, "%s/%s", c->tc.dataset_dir, mean_files[i]);
+        if (access(src, R_OK) != 0)
+            continue;
+        snprintf(dst, sizeof dst, "%s/%s", out_dir, mean_files[i]);
+        if (put_file(src, dst, err, errlen) != CD_OK)
+            goto out;
+        NAME(mean_files[i]);
+        have_mean |= i == 0;
+    }
+    char weights[64];
+    snprintf(weights, sizeof weights, "snapshot_iter_%ld.cdw", c->iteration);
+    snprintf(src, sizeof src, "%s/%s", c->job_dir, weights);
+    snprintf(dst, sizeof dst, "%s/%s", out_dir, weights);
+    if (put_file(src, dst, err, errlen) != CD_OK)
+        goto out;
+    NAME(weights);
+    int oh = c->input->dims[2], ow = c->input->dims[3];
+    info = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:[i,i,i], s:s, s:s, s:I, s:o, s:i, s:s}", "name",
+                     job_name ? job_name : "", "framework", "cdigits", "snapshot file", weights, "model file",
+                     "deploy.prototxt", "network file", "original.prototxt", "solver file", "solver.prototxt",
+                     "labels file", "labels.txt", "image dimensions", c->h, c->w, c->c, "image resize mode",
+                     cd_resize_mode_name(c->resize_mode), "use mean", mean_name(c->tc.use_mean),
+                     "snapshot iteration", (json_int_t)c->iteration, "snapshot epoch",
+                     epoch >= 0 ? json_real(epoch) : json_null(), "num classes", c->nlabels, "version",
+                     CDIGITS_VERSION);
+    if (!info) {
+        snprintf(err, errlen, "cannot build info.json");
+        goto out;
+    }
+    if (have_mean) {
+        json_object_set_new(info, "mean file", json_string("mean.bin"));
+        json_object_set_new(info, "mean image file", json_string("mean.png"));
+    }
+    if (oh != c->h || ow != c->w)
+        json_object_set_new(info, "crop size", json_integer(oh));
+    info_text = json_dumps(info, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (put_text(out_dir, "info.json", info_text, err, errlen) != CD_OK)
+        goto out;
+    NAME("info.json");
+#undef NAME
+    rc = CD_OK;
+out:
+    free(deploy);
+    free(solver);
+    free(info_text);
+    json_decref(info);
+    return rc == CD_OK ? n : CD_ERR;
 }

@@ -1,21 +1,32 @@
-/* DIGITS's classify_one and classify_many: the top classes of images with a trained
- * model, run by `cdigits-worker classify` under an inference slot. Images come from
- * the data roots (image_path, image_list lines) or with the request (image_file). */
+/* DIGITS's classify_one and classify_many, and top_n: the top classes of images with a
+ * trained (or pretrained) model, answered by the model's warm serve-model worker under
+ * an inference slot. Images come from the data roots (image_path, image_list lines)
+ * or with the request (image_file). Lists stream through the worker in batches and
+ * their answer is assembled from its result file, so a long list costs no more
+ * memory than its upload (docs/inference.md). */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "api_infer.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "cdigits/model_server.h"
 #include "cdigits/util.h"
 
-#define INFER_WAIT 300.0 /* seconds to wait for an inference slot */
-#define INFER_RUN 600.0  /* seconds an inference may take */
+#define INFER_WAIT 300.0  /* seconds to wait for the model's worker and a slot */
+#define RUN_ONE 120.0     /* seconds one image may take (with visualizations) */
+#define RUN_LIST 7200.0   /* seconds a list may take */
+#define MAX_SKIPPED 1000  /* refused lines listed by name; the rest are counted */
+#define VIS_KEEP 10       /* visualization folders kept per model */
 
 static const char *sval(json_t *o, const char *k)
 {
@@ -23,10 +34,13 @@ static const char *sval(json_t *o, const char *k)
     return s ? s : "";
 }
 
-/* DIGITS's job_from_request: the model named by job_id. NULL after a reply. */
-static json_t *model_from_request(req_t *r)
+/* ---- shared helpers ------------------------------------------------------------------ */
+
+json_t *infer_model_from_request(req_t *r)
 {
     const char *id = fields_get(r->fields, "job_id");
+    if ((!id || !*id) && r->nparams > 0)
+        id = r->params[0];
     if (!id || !*id) {
         reply_error(r, 400, "job_id is a required field");
         return NULL;
@@ -37,132 +51,296 @@ static json_t *model_from_request(req_t *r)
         return NULL;
     }
     if (strcmp(sval(job, "type"), "model") != 0) {
-        reply_error(r, 400, "Job %s is a dataset; classify with a model job", id);
+        reply_error(r, 400, "Job %s is a dataset; use a model job", id);
         json_decref(job);
         return NULL;
     }
     return job;
 }
 
-/* snapshot_epoch -> "--iteration N" (none: the newest snapshot). CD_ERR after a reply. */
-static int snapshot_iteration(req_t *r, json_t *job, char *buf, size_t len)
+/* "1, 2, 3" of the snapshots' epochs (or iterations). */
+static void snapshot_names(json_t *snaps, int by_iteration, char *out, size_t len)
 {
-    buf[0] = 0;
-    const char *e = fields_get(r->fields, "snapshot_epoch");
-    if (!e || !*e)
-        return CD_OK;
-    char *end;
-    double epoch = strtod(e, &end);
-    if (*end || !isfinite(epoch)) {
-        reply_error(r, 400, "snapshot_epoch \"%s\" is not a number", e);
-        return CD_ERR;
-    }
-    json_t *snaps = store_snapshot_list(r->srv->store, sval(job, "id"));
-    size_t i;
+    size_t used = 0, i;
     json_t *s;
-    long long it = -1;
+    out[0] = 0;
     json_array_foreach(snaps, i, s)
     {
-        if (fabs(json_number_value(json_object_get(s, "epoch")) - epoch) < 1e-3)
-            it = json_integer_value(json_object_get(s, "iteration"));
+        if (used >= len)
+            break;
+        if (by_iteration)
+            used += (size_t)snprintf(out + used, len - used, "%s%lld", i ? ", " : "",
+                                     (long long)json_integer_value(json_object_get(s, "iteration")));
+        else
+            used += (size_t)snprintf(out + used, len - used, "%s%g", i ? ", " : "",
+                                     round(json_number_value(json_object_get(s, "epoch")) * 1000) / 1000);
     }
-    json_decref(snaps);
-    if (it <= 0) {
-        reply_error(r, 400, "Job %s has no snapshot of epoch %g; see its snapshots in /models/%s/json", sval(job, "id"),
-                    epoch, sval(job, "id"));
-        return CD_ERR;
-    }
-    snprintf(buf, len, "%lld", it);
-    return CD_OK;
 }
 
-/* Writes an uploaded image into <data>/tmp with its extension; CD_ERR after a reply. */
-static int save_upload(req_t *r, const field_t *f, char *path, size_t len)
+int infer_snapshot(req_t *r, json_t *job, long *iteration, double *epoch)
 {
-    const char *ext = f->filename ? strrchr(f->filename, '.') : NULL;
-    char suffix[16] = ".img";
-    if (ext && strlen(ext) < sizeof suffix) {
-        snprintf(suffix, sizeof suffix, "%s", ext);
-        for (char *p = suffix + 1; *p; p++)
-            if (!isalnum((unsigned char)*p))
-                *p = '_';
+    const char *id = sval(job, "id");
+    const char *es = fields_get(r->fields, "snapshot_epoch");
+    if (!es || !*es)
+        es = fields_get(r->fields, "epoch");
+    const char *is = fields_get(r->fields, "snapshot_iteration");
+    if (!is || !*is)
+        is = fields_get(r->fields, "iteration");
+    json_t *snaps = store_snapshot_list(r->srv->store, id);
+    size_t n = json_array_size(snaps), i;
+    json_t *s, *pick = NULL;
+    char list[1024];
+    int rc = CD_ERR;
+    if (n == 0) {
+        reply_error(r, 404, "Job %s has no snapshot yet; wait for its first snapshot", id);
+        goto out;
     }
-    snprintf(path, len, "%s/../tmp/upload-XXXXXX%s", r->srv->jobs_dir, suffix);
-    int fd = mkstemps(path, (int)strlen(suffix));
-    if (fd < 0) {
-        reply_error(r, 500, "cannot store the uploaded image: %s", strerror(errno));
-        return CD_ERR;
-    }
-    size_t done = 0;
-    while (done < f->len) {
-        ssize_t w = write(fd, f->value + done, f->len - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            close(fd);
-            unlink(path);
-            reply_error(r, 500, "cannot store the uploaded image: %s", strerror(errno));
-            return CD_ERR;
+    if (es && *es) {
+        char *end;
+        double want = strtod(es, &end);
+        if (*end || !isfinite(want)) {
+            reply_error(r, 400, "snapshot_epoch \"%s\" is not a number", es);
+            goto out;
         }
-        done += (size_t)w;
+        json_array_foreach(snaps, i, s) if (fabs(json_number_value(json_object_get(s, "epoch")) - want) < 1e-3) pick = s;
+        if (!pick) {
+            snapshot_names(snaps, 0, list, sizeof list);
+            reply_error(r, 404, "Job %s has no snapshot of epoch %g; its snapshots are of epochs %s", id, want, list);
+            goto out;
+        }
+    } else if (is && *is) {
+        char *end;
+        long long want = strtoll(is, &end, 10);
+        if (*end || want <= 0) {
+            reply_error(r, 400, "snapshot_iteration \"%s\" is not a positive integer", is);
+            goto out;
+        }
+        json_array_foreach(snaps, i, s) if (json_integer_value(json_object_get(s, "iteration")) == want) pick = s;
+        if (!pick) {
+            snapshot_names(snaps, 1, list, sizeof list);
+            reply_error(r, 404, "Job %s has no snapshot at iteration %lld; its snapshots are at iterations %s", id,
+                        want, list);
+            goto out;
+        }
+    } else {
+        json_array_foreach(snaps, i, s) if (!pick || json_integer_value(json_object_get(s, "iteration")) >
+                                                         json_integer_value(json_object_get(pick, "iteration"))) pick = s;
     }
-    close(fd);
+    *iteration = (long)json_integer_value(json_object_get(pick, "iteration"));
+    *epoch = json_is_number(json_object_get(pick, "epoch")) ? json_number_value(json_object_get(pick, "epoch")) : -1;
+    rc = CD_OK;
+out:
+    json_decref(snaps);
+    return rc;
+}
+
+int infer_call(req_t *r, json_t *job, long iteration, json_t *request, double run_s, json_t **answer)
+{
+    cd_err_t err = {0};
+    *answer = NULL;
+    json_t *ans = NULL;
+    if (model_server_call(model_server_get(r->srv->sched), sval(job, "id"), sval(job, "dir"), iteration, request,
+                          INFER_WAIT, run_s, &ans, &err) != CD_OK) {
+        reply_err(r, &err);
+        return CD_ERR;
+    }
+    if (!json_is_true(json_object_get(ans, "ok"))) {
+        int input = !strcmp(sval(ans, "kind"), "input");
+        reply_error(r, input ? 400 : 500, "%s", json_object_get(ans, "error") ? sval(ans, "error")
+                                                                                : "the classifier gave no answer");
+        json_decref(ans);
+        return CD_ERR;
+    }
+    *answer = ans;
     return CD_OK;
 }
 
-/* Runs the classifier; the parsed {"iteration", "classifications"} or NULL after a reply. */
-static json_t *classify(req_t *r, json_t *job, const char *iteration, const char *const *paths, int n, int top)
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+void infer_remove_dir(const char *dir)
 {
-    int nargs = 0;
-    const char **args = calloc((size_t)n + 8, sizeof *args);
-    if (!args) {
-        reply_error(r, 500, "out of memory");
+    if (!strstr(dir, "/inference/"))
+        return; /* only the folders infer_request_dir makes */
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char path[PATH_MAX + 300];
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    closedir(d);
+    rmdir(dir);
+}
+
+/* Removes the oldest folders named *-<what>-* beyond the newest keep. */
+static void prune(const char *base, const char *what, int keep)
+{
+    DIR *d = opendir(base);
+    if (!d)
+        return;
+    char tag[48], **names = NULL;
+    snprintf(tag, sizeof tag, "-%s-", what);
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strstr(e->d_name, tag))
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **nn = realloc(names, cap * sizeof *nn);
+            if (!nn)
+                break;
+            names = nn;
+        }
+        if ((names[n] = strdup(e->d_name)))
+            n++;
+    }
+    closedir(d);
+    if (n > 1)
+        qsort(names, n, sizeof *names, cmp_str); /* names start with the time: oldest first */
+    for (size_t i = 0; i + (size_t)keep < n; i++) {
+        char path[PATH_MAX + 300];
+        snprintf(path, sizeof path, "%s/%s", base, names[i]);
+        infer_remove_dir(path);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+int infer_request_dir(req_t *r, json_t *job, const char *what, int keep, char *dir, size_t len)
+{
+    char base[PATH_MAX];
+    snprintf(base, sizeof base, "%s/inference", sval(job, "dir"));
+    if (mkdir(base, 0755) != 0 && errno != EEXIST) {
+        reply_error(r, 500, "cannot create %s: %s", base, strerror(errno));
+        return CD_ERR;
+    }
+    if (keep > 0)
+        prune(base, what, keep - 1);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    localtime_r(&ts.tv_sec, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    for (int attempt = 0; attempt < 100; attempt++) {
+        snprintf(dir, len, "%s/%s%06ld-%s-%02d", base, stamp, ts.tv_nsec / 1000, what, attempt);
+        if (mkdir(dir, 0755) == 0)
+            return CD_OK;
+        if (errno != EEXIST)
+            break;
+    }
+    reply_error(r, 500, "cannot create a folder in %s: %s", base, strerror(errno));
+    return CD_ERR;
+}
+
+void infer_reply_json(req_t *r, int status, json_t *body)
+{
+    char *text = json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(10));
+    json_decref(body);
+    struct MHD_Response *resp = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE)
+                                     : NULL;
+    if (!resp) {
+        free(text);
+        reply_error(r, 500, "the reply could not be encoded");
+        return;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    reply_response(r, status, resp);
+}
+
+void infer_reply_fd(req_t *r, int fd, const char *ctype, const char *filename)
+{
+    struct stat st;
+    struct MHD_Response *resp = NULL;
+    if (fstat(fd, &st) == 0)
+        resp = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
+    if (!resp) {
+        close(fd);
+        reply_error(r, 500, "cannot send the reply");
+        return;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (filename) {
+        char cd[512];
+        snprintf(cd, sizeof cd, "attachment; filename=\"%s\"", filename);
+        MHD_add_response_header(resp, "Content-Disposition", cd);
+    }
+    reply_response(r, 200, resp);
+}
+
+/* ---- classify_one --------------------------------------------------------------------- */
+
+static char *base64(const unsigned char *p, size_t n)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
+    if (!out)
         return NULL;
+    size_t i = 0;
+    for (; i + 2 < n; i += 3) {
+        unsigned v = (unsigned)p[i] << 16 | (unsigned)p[i + 1] << 8 | p[i + 2];
+        *o++ = tab[v >> 18];
+        *o++ = tab[(v >> 12) & 63];
+        *o++ = tab[(v >> 6) & 63];
+        *o++ = tab[v & 63];
     }
-    char topbuf[16];
-    snprintf(topbuf, sizeof topbuf, "%d", top);
-    args[nargs++] = "--model";
-    args[nargs++] = sval(job, "dir");
-    if (iteration[0]) {
-        args[nargs++] = "--iteration";
-        args[nargs++] = iteration;
+    if (i < n) {
+        unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0);
+        *o++ = tab[v >> 18];
+        *o++ = tab[(v >> 12) & 63];
+        *o++ = i + 1 < n ? tab[(v >> 6) & 63] : '=';
+        *o++ = '=';
     }
-    args[nargs++] = "--top";
-    args[nargs++] = topbuf;
-    for (int i = 0; i < n; i++)
-        args[nargs++] = paths[i];
-    char *out = NULL, *errout = NULL;
-    size_t outlen = 0;
-    int status = -1;
-    cd_err_t err;
-    int rc = sched_run_classify(r->srv->sched, args, nargs, INFER_WAIT, INFER_RUN, &out, &outlen, &errout, &status,
-                                &err);
-    free(args);
-    json_t *res = NULL;
-    if (rc == CD_OK && out)
-        res = json_loadb(out, outlen, 0, NULL);
-    if (rc != CD_OK)
-        reply_err(r, &err);
-    else if (!res || !json_is_object(json_object_get(res, "classifications")))
-        reply_error(r, status == 0 ? 500 : 400, "%s", status == 0 ? "the classifier answered no JSON" : err.msg);
-    if (res && rc == CD_OK && status != 0)
-        json_object_set_new(res, "warnings", json_string(errout ? errout : err.msg));
-    free(out);
-    free(errout);
-    if (r->resp) {
-        json_decref(res);
-        return NULL;
+    *o = 0;
+    return out;
+}
+
+static int is_image(const field_t *f)
+{
+    const unsigned char *p = (const unsigned char *)f->value;
+    return (f->len >= 8 && !memcmp(p, "\x89PNG\r\n\x1a\n", 8)) || (f->len >= 3 && p[0] == 0xff && p[1] == 0xd8 &&
+                                                                   p[2] == 0xff);
+}
+
+/* The worker's file names become URLs under /files/. */
+static void vis_urls(req_t *r, json_t *vis, const char *dir)
+{
+    const char *rel = dir + strlen(r->srv->jobs_dir);
+    while (*rel == '/')
+        rel++;
+    size_t i;
+    json_t *v;
+    json_array_foreach(vis, i, v)
+    {
+        char url[PATH_MAX + 400];
+        snprintf(url, sizeof url, "%s/files/%s/%s", r->srv->cfg.url_prefix, rel, sval(v, "image"));
+        json_object_set_new(v, "image", json_string(url));
     }
-    return res;
+}
+
+static json_t *snapshot_fields(json_t *out, long iteration, double epoch)
+{
+    json_object_set_new(out, "snapshot_iteration", json_integer(iteration));
+    json_object_set_new(out, "snapshot_epoch", epoch >= 0 ? json_real(round(epoch * 1e6) / 1e6) : json_null());
+    return out;
 }
 
 void h_classify_one(req_t *r)
 {
-    json_t *job = model_from_request(r);
+    json_t *job = infer_model_from_request(r), *req = NULL, *ans = NULL;
     if (!job)
         return;
-    char iteration[32], path[PATH_MAX], msg[1024], tmp[PATH_MAX] = "";
-    if (snapshot_iteration(r, job, iteration, sizeof iteration) != CD_OK)
+    long iteration;
+    double epoch;
+    char path[PATH_MAX], msg[1024], vdir[PATH_MAX] = "";
+    if (infer_snapshot(r, job, &iteration, &epoch) != CD_OK)
         goto out;
     const char *image_path = fields_get(r->fields, "image_path");
     const field_t *file = fields_find(r->fields, "image_file");
@@ -173,119 +351,319 @@ void h_classify_one(req_t *r)
             reply_form_errors(r, errors);
             goto out;
         }
+        req = json_pack("{s:s, s:s, s:i}", "op", "classify", "image", path, "top", 5);
     } else if (file && file->len) {
-        if (save_upload(r, file, tmp, sizeof tmp) != CD_OK)
+        if (!is_image(file)) {
+            reply_error(r, 400, "image_file%s%s%s is not a PNG or JPEG image; upload one of those",
+                        file->filename ? " (" : "", file->filename ? file->filename : "", file->filename ? ")" : "");
             goto out;
-        snprintf(path, sizeof path, "%s", tmp);
+        }
+        char *b64 = base64((const unsigned char *)file->value, file->len);
+        if (!b64) {
+            reply_error(r, 500, "out of memory");
+            goto out;
+        }
+        req = json_pack("{s:s, s:s, s:i}", "op", "classify", "image_b64", b64, "top", 5);
+        free(b64);
     } else {
         reply_error(r, 400, "must provide image_path or image_file");
         goto out;
     }
-    const char *one[] = {path};
-    json_t *res = classify(r, job, iteration, one, 1, 5);
-    if (res) {
-        json_t *pred = json_object_get(json_object_get(res, "classifications"), path);
-        if (!pred) {
-            reply_error(r, 400, "the image could not be classified: %s", sval(res, "warnings"));
-        } else {
-            json_t *outj = json_pack("{s:O, s:O}", "predictions", pred, "snapshot_iteration",
-                                     json_object_get(res, "iteration"));
-            reply_json(r, 200, outj);
-        }
-        json_decref(res);
+    int show = field_truthy(fields_get(r->fields, "show_visualizations"));
+    if (show) {
+        if (infer_request_dir(r, job, "vis", VIS_KEEP, vdir, sizeof vdir) != CD_OK)
+            goto out;
+        json_object_set_new(req, "visualize", json_string(vdir));
     }
+    if (infer_call(r, job, iteration, req, RUN_ONE, &ans) != CD_OK) {
+        if (vdir[0])
+            infer_remove_dir(vdir);
+        goto out;
+    }
+    json_t *body = json_pack("{s:O}", "predictions", json_object_get(ans, "predictions"));
+    snapshot_fields(body, iteration, epoch);
+    json_t *vis = json_object_get(ans, "visualizations");
+    if (show && vis) {
+        vis_urls(r, vis, vdir);
+        json_object_set(body, "visualizations", vis);
+    }
+    infer_reply_json(r, 200, body);
 out:
-    if (tmp[0])
-        unlink(tmp);
+    json_decref(ans);
+    json_decref(req);
     json_decref(job);
+}
+
+/* ---- lists ---------------------------------------------------------------------------- */
+
+/* A list request's files: the checked list for the worker, its results, the reply. */
+typedef struct list_job {
+    char dir[PATH_MAX];
+    char list[PATH_MAX + 32], results[PATH_MAX + 32];
+    json_t *skipped;    /* {key: why} of lines refused here, at most MAX_SKIPPED */
+    long nskipped;
+    long written;
+} list_job;
+
+static void skip(list_job *lj, const char *key, long line, const char *why)
+{
+    lj->nskipped++;
+    if (json_object_size(lj->skipped) < MAX_SKIPPED) {
+        char *msg = NULL;
+        if (asprintf(&msg, "line %ld: %s", line, why) >= 0) {
+            json_object_set_new(lj->skipped, key, json_string(msg));
+            free(msg);
+        }
+    }
+}
+
+/* One line of the upload: "path [label]" with the label an integer, DIGITS's rule. */
+static void list_line(req_t *r, list_job *lj, FILE *out, char *line, long lineno, const char *folder)
+{
+    while (isspace((unsigned char)*line))
+        line++;
+    size_t len = strlen(line);
+    while (len && isspace((unsigned char)line[len - 1]))
+        line[--len] = 0;
+    if (!len || line[0] == '#')
+        return;
+    const char *label = "";
+    char *sp = line + len;
+    while (sp > line && !isspace((unsigned char)sp[-1]))
+        sp--;
+    if (sp > line) {
+        char *end;
+        strtol(sp, &end, 10);
+        if (!*end && end != sp && isdigit((unsigned char)*sp)) {
+            label = sp;
+            char *t = sp;
+            while (t > line && isspace((unsigned char)t[-1]))
+                t--;
+            *t = 0;
+        }
+    }
+    char key[PATH_MAX * 2], real[PATH_MAX], msg[1024];
+    if (line[0] != '/' && folder[0])
+        snprintf(key, sizeof key, "%s/%s", folder, line);
+    else
+        snprintf(key, sizeof key, "%s", line);
+    if (strchr(key, '\t')) {
+        skip(lj, key, lineno, "a path with a tab in it cannot be read");
+        return;
+    }
+    if (key[0] != '/') {
+        skip(lj, key, lineno, "a relative path needs image_folder");
+        return;
+    }
+    if (paths_check_field(r->srv, key, 0, 0, real, sizeof real, msg, sizeof msg) != CD_OK) {
+        skip(lj, key, lineno, msg);
+        return;
+    }
+    fprintf(out, "%s\t%s\t%s\n", real, label, key);
+    lj->written++;
+}
+
+/* Checks the uploaded list line by line into lj->list; CD_ERR after a reply. */
+static int prepare_list(req_t *r, json_t *job, const char *what, list_job *lj)
+{
+    const field_t *list = fields_find(r->fields, "image_list");
+    if (!list || !list->len) {
+        reply_error(r, 400, "image_list is a required field: upload a file of \"path [label]\" lines");
+        return CD_ERR;
+    }
+    char folder[PATH_MAX] = "", msg[1024];
+    const char *f = fields_get(r->fields, "image_folder");
+    if (f && *f && paths_check_field(r->srv, f, 1, 0, folder, sizeof folder, msg, sizeof msg) != CD_OK) {
+        json_t *errors = json_object();
+        form_add_error(errors, "image_folder", "%s", msg);
+        reply_form_errors(r, errors);
+        return CD_ERR;
+    }
+    if (f && *f)
+        snprintf(folder, sizeof folder, "%s", f); /* keys keep the folder as given */
+    const char *nt = fields_get(r->fields, "num_test_images");
+    long limit = nt && *nt ? atol(nt) : 0;
+    if (infer_request_dir(r, job, what, 0, lj->dir, sizeof lj->dir) != CD_OK)
+        return CD_ERR;
+    snprintf(lj->list, sizeof lj->list, "%s/list.tsv", lj->dir);
+    snprintf(lj->results, sizeof lj->results, "%s/results.jsonl", lj->dir);
+    FILE *out = fopen(lj->list, "w");
+    if (!out) {
+        reply_error(r, 500, "cannot write %s: %s", lj->list, strerror(errno));
+        return CD_ERR;
+    }
+    const char *p = list->value, *end = list->value + list->len;
+    long lineno = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    while (p < end && (limit <= 0 || lj->written < limit)) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        lineno++;
+        if (n + 1 > cap) {
+            cap = n + 1;
+            char *nb = realloc(line, cap);
+            if (!nb)
+                break;
+            line = nb;
+        }
+        memcpy(line, p, n);
+        line[n] = 0;
+        if (strlen(line) == n) /* a NUL inside: not a text line */
+            list_line(r, lj, out, line, lineno, folder);
+        p += n + 1;
+    }
+    free(line);
+    if (fclose(out) != 0) {
+        reply_error(r, 500, "cannot write %s: %s", lj->list, strerror(errno));
+        return CD_ERR;
+    }
+    if (lj->written == 0) {
+        reply_error(r, 400, "Unable to classify any image from the file: no line names a readable image inside %s%s",
+                    r->srv->roots_text, json_object_size(lj->skipped) ? " (see the skipped lines)" : "");
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
+/* Runs the list through the worker; the answer's summary on CD_OK. */
+static json_t *run_list(req_t *r, json_t *job, long iteration, list_job *lj, int top_n)
+{
+    json_t *req = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i}", "op", "classify_list", "list", lj->list, "out",
+                            lj->results, "top", 5, "top_n", top_n, "batch", 64);
+    json_t *ans = NULL;
+    int rc = infer_call(r, job, iteration, req, RUN_LIST, &ans);
+    json_decref(req);
+    return rc == CD_OK ? ans : NULL;
+}
+
+/* Writes `"key":value` pairs of the result lines that have `field` (as "line N: why"
+ * when as_message), a comma before each unless *count is 0; counts them in *count. */
+static void copy_pairs(FILE *res, FILE *out, const char *field, long *count, int as_message)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    rewind(res);
+    while (getline(&line, &cap, res) > 0) {
+        json_t *o = json_loads(line, 0, NULL);
+        json_t *v = json_object_get(o, field);
+        if (v) {
+            char *msg = NULL;
+            if (as_message && asprintf(&msg, "line %lld: %s", (long long)json_integer_value(json_object_get(o, "line")),
+                                       json_string_value(v) ? json_string_value(v) : "") < 0)
+                msg = NULL;
+            json_t *val = msg ? json_string(msg) : json_incref(v);
+            char *k = json_dumps(json_object_get(o, "path"), JSON_ENCODE_ANY);
+            char *t = json_dumps(val, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(10));
+            if (k && t)
+                fprintf(out, "%s%s:%s", *count ? "," : "", k, t);
+            (*count)++;
+            free(k);
+            free(t);
+            free(msg);
+            json_decref(val);
+        }
+        json_decref(o);
+    }
+    free(line);
+}
+
+/* {"classifications": {...}, "skipped": {...}, snapshot and summary fields} into
+ * dir/reply.json, then sent from the file (memory stays bounded for long lists). */
+static void reply_classifications(req_t *r, list_job *lj, json_t *summary, long iteration, double epoch)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/reply.json", lj->dir);
+    FILE *res = fopen(lj->results, "r"), *out = fopen(path, "w+");
+    if (!res || !out) {
+        reply_error(r, 500, "cannot assemble the reply in %s: %s", lj->dir, strerror(errno));
+        if (res)
+            fclose(res);
+        if (out)
+            fclose(out);
+        return;
+    }
+    long n = 0;
+    fputs("{\"classifications\":{", out);
+    copy_pairs(res, out, "predictions", &n, 0);
+    fputs("},\"skipped\":{", out);
+    char *mine = json_dumps(lj->skipped, JSON_COMPACT);
+    size_t ml = mine ? strlen(mine) : 0;
+    n = ml > 2;
+    if (n)
+        fprintf(out, "%.*s", (int)(ml - 2), mine + 1);
+    free(mine);
+    copy_pairs(res, out, "error", &n, 1);
+    copy_pairs(res, out, "label_error", &n, 1);
+    fclose(res);
+    json_t *tail = json_deep_copy(summary);
+    snapshot_fields(tail, iteration, epoch);
+    json_object_set_new(tail, "skipped_lines", json_integer(lj->nskipped));
+    char *t = json_dumps(tail, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    json_decref(tail);
+    fprintf(out, "},%s\n", t ? t + 1 : "}");
+    free(t);
+    if (fflush(out) != 0 || ferror(out)) {
+        fclose(out);
+        reply_error(r, 500, "cannot write %s: %s", path, strerror(errno));
+        return;
+    }
+    int fd = dup(fileno(out));
+    fclose(out);
+    if (fd < 0 || lseek(fd, 0, SEEK_SET) != 0) {
+        if (fd >= 0)
+            close(fd);
+        reply_error(r, 500, "cannot send the reply: %s", strerror(errno));
+        return;
+    }
+    infer_reply_fd(r, fd, "application/json", NULL);
 }
 
 void h_classify_many(req_t *r)
 {
-    json_t *job = model_from_request(r);
+    json_t *job = infer_model_from_request(r), *ans = NULL;
     if (!job)
         return;
-    char iteration[32], folder[PATH_MAX] = "", msg[1024];
-    char **paths = NULL;
-    int n = 0, cap = 0;
-    json_t *errors = json_object();
-    if (snapshot_iteration(r, job, iteration, sizeof iteration) != CD_OK)
-        goto out;
-    const field_t *list = fields_find(r->fields, "image_list");
-    if (!list || !list->len) {
-        reply_error(r, 400, "image_list is a required field");
-        goto out;
-    }
-    const char *f = fields_get(r->fields, "image_folder");
-    if (f && *f && paths_check_field(r->srv, f, 1, 0, folder, sizeof folder, msg, sizeof msg) != CD_OK) {
-        form_add_error(errors, "image_folder", "%s", msg);
+    list_job lj = {.skipped = json_object()};
+    long iteration;
+    double epoch;
+    if (infer_snapshot(r, job, &iteration, &epoch) == CD_OK && prepare_list(r, job, "many", &lj) == CD_OK &&
+        (ans = run_list(r, job, iteration, &lj, 0)))
+        reply_classifications(r, &lj, json_object_get(ans, "summary"), iteration, epoch);
+    if (lj.dir[0])
+        infer_remove_dir(lj.dir);
+    json_decref(ans);
+    json_decref(lj.skipped);
+    json_decref(job);
+}
+
+void h_classify_top_n(req_t *r)
+{
+    json_t *job = infer_model_from_request(r), *ans = NULL;
+    if (!job)
+        return;
+    list_job lj = {.skipped = json_object()};
+    long iteration;
+    double epoch;
+    const char *tn = fields_get(r->fields, "top_n");
+    char *end = NULL;
+    long top_n = tn && *tn ? strtol(tn, &end, 10) : 9;
+    if ((end && *end) || top_n < 1 || top_n > 1000) {
+        json_t *errors = json_object();
+        form_add_error(errors, "top_n", "Number of images must be a whole number from 1 to 1000");
         reply_form_errors(r, errors);
-        errors = NULL;
-        goto out;
+    } else if (infer_snapshot(r, job, &iteration, &epoch) == CD_OK && prepare_list(r, job, "topn", &lj) == CD_OK &&
+               (ans = run_list(r, job, iteration, &lj, (int)top_n))) {
+        json_t *sum = json_object_get(ans, "summary");
+        json_t *body = json_pack("{s:O, s:O, s:O, s:O, s:O, s:I}", "results", json_object_get(sum, "top_n"), "images",
+                                 json_object_get(sum, "images"), "classified", json_object_get(sum, "classified"),
+                                 "failed", json_object_get(sum, "failed"), "skipped", lj.skipped, "skipped_lines",
+                                 (json_int_t)lj.nskipped);
+        infer_reply_json(r, 200, snapshot_fields(body, iteration, epoch));
     }
-    const char *nt = fields_get(r->fields, "num_test_images");
-    int limit = nt && *nt ? atoi(nt) : 0;
-    /* DIGITS's read_image_list: "path" or "path label" per line, relative to image_folder */
-    char *text = strndup(list->value, list->len), *save = NULL;
-    json_t *skipped = json_object();
-    for (char *line = text ? strtok_r(text, "\r\n", &save) : NULL; line; line = strtok_r(NULL, "\r\n", &save)) {
-        while (isspace((unsigned char)*line))
-            line++;
-        size_t len = strlen(line);
-        while (len && isspace((unsigned char)line[len - 1]))
-            line[--len] = 0;
-        if (!len)
-            continue;
-        char *sp = line + len;
-        while (sp > line && isdigit((unsigned char)sp[-1]))
-            sp--;
-        if (sp > line && sp < line + len && isspace((unsigned char)sp[-1])) {
-            char *e = sp - 1;
-            while (e > line && isspace((unsigned char)e[-1]))
-                e--;
-            *e = 0;
-        }
-        char full[PATH_MAX * 2], real[PATH_MAX];
-        if (line[0] != '/' && folder[0])
-            snprintf(full, sizeof full, "%s/%s", folder, line);
-        else
-            snprintf(full, sizeof full, "%s", line);
-        if (paths_check_field(r->srv, full, 0, 0, real, sizeof real, msg, sizeof msg) != CD_OK) {
-            json_object_set_new(skipped, full, json_string(msg));
-            continue;
-        }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            char **np = realloc(paths, (size_t)cap * sizeof *np);
-            if (!np)
-                break;
-            paths = np;
-        }
-        paths[n++] = strdup(real);
-        if (limit > 0 && n >= limit)
-            break;
-    }
-    free(text);
-    if (n == 0) {
-        json_decref(skipped);
-        reply_error(r, 400, "Unable to classify any image from the file: no line names a readable image inside %s",
-                    r->srv->roots_text);
-        goto out;
-    }
-    json_t *res = classify(r, job, iteration, (const char *const *)paths, n, 5);
-    if (res) {
-        json_t *outj = json_pack("{s:O, s:O}", "classifications", json_object_get(res, "classifications"),
-                                 "snapshot_iteration", json_object_get(res, "iteration"));
-        if (json_object_size(skipped))
-            json_object_set(outj, "skipped", skipped);
-        reply_json(r, 200, outj);
-        json_decref(res);
-    }
-    json_decref(skipped);
-out:
-    for (int i = 0; i < n; i++)
-        free(paths[i]);
-    free(paths);
-    json_decref(errors);
+    if (lj.dir[0])
+        infer_remove_dir(lj.dir);
+    json_decref(ans);
+    json_decref(lj.skipped);
     json_decref(job);
 }

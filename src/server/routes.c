@@ -5,6 +5,8 @@
  * dispatcher checks what is common (method, login, body decoding) once. */
 #include "internal.h"
 
+#include "api_infer.h"
+
 const route_t cd_routes[] = {
     /* home */
     {"GET", "/", h_home, 0, "the browser UI's home page (the index JSON when no UI is installed)"},
@@ -45,18 +47,28 @@ const route_t cd_routes[] = {
     {"DELETE", "/datasets/<id>", h_job_delete, R_LOGIN | R_BODY, "delete a dataset job"},
     {"GET", "/datasets/<id>", h_job_show, 0, "a dataset's page (its JSON without a UI)"},
     /* models */
-    {"POST", "/models/images/classification/json", h_model_create, R_LOGIN | R_BODY,
+    {"POST", "/models/images/classification/json", h_model_create_any, R_LOGIN | R_BODY,
      "create image classification model(s); {\"jobs\": [...]} for a sweep"},
-    {"POST", "/models/images/classification", h_model_create, R_LOGIN | R_BODY,
+    {"POST", "/models/images/classification", h_model_create_any, R_LOGIN | R_BODY,
      "create image classification model(s) (form post)"},
     {"POST", "/models/visualize-lr", h_visualize_lr, R_BODY, "the learning rate curve of a policy: {data: {columns}}"},
     {"POST", "/models/visualize-network/json", h_visualize_network, R_BODY,
      "the layers and shapes of a network for each stage, from the engine: {stages, errors} (cdigits)"},
     {"GET", "/models/standard/<file>", h_model_standard, 0, "a standard network's prototxt: <name>.prototxt (cdigits)"},
     {"POST", "/models/images/classification/classify_one/json", h_classify_one, R_BODY,
-     "the top 5 classes of one image: job_id, image_path or image_file, snapshot_epoch"},
+     "the top 5 classes of one image: job_id, image_path or image_file, snapshot_epoch, show_visualizations"},
     {"POST", "/models/images/classification/classify_many/json", h_classify_many, R_BODY,
-     "the top 5 classes of each image of image_list: job_id, image_list, image_folder, num_test_images"},
+     "the top 5 classes of each image of image_list (with accuracy and confusion matrix for labelled lines)"},
+    {"POST", "/models/images/classification/top_n/json", h_classify_top_n, R_BODY,
+     "the top_n images of image_list that score highest for each class"},
+    {"GET", "/models/<id>/download", h_model_download, 0, "the model's files as a .tar.gz: ?epoch=N"},
+    {"GET", "/models/<id>/download.tar", h_model_download, 0, "the model's files as a .tar"},
+    {"GET", "/models/<id>/download.tar.gz", h_model_download, 0, "the model's files as a .tar.gz"},
+    {"GET", "/models/<id>/download.zip", h_model_download, 0, "the model's files as a .zip"},
+    {"POST", "/models/<id>/download", h_model_download, R_BODY, "the same (DIGITS's form post with snapshot_epoch)"},
+    {"POST", "/models/<id>/download.tar", h_model_download, R_BODY, "the same (form post)"},
+    {"POST", "/models/<id>/download.tar.gz", h_model_download, R_BODY, "the same (form post)"},
+    {"POST", "/models/<id>/download.zip", h_model_download, R_BODY, "the same (form post)"},
     {"GET", "/models/<id>/json", h_job_json, 0, "a model with its snapshots"},
     {"GET", "/models/<id>/status", h_job_status, 0, "{status, name, type, error}"},
     {"POST", "/models/<id>/abort", h_job_abort, R_LOGIN | R_BODY, "abort a model job"},
@@ -66,6 +78,10 @@ const route_t cd_routes[] = {
      "a model's metrics: {metrics, summary}; ?after=ID, ?all=1 (cdigits)"},
     {"DELETE", "/models/<id>", h_job_delete, R_LOGIN | R_BODY, "delete a model job"},
     {"GET", "/models/<id>", h_job_show, 0, "a model's page (its JSON without a UI)"},
+    /* pretrained models */
+    {"POST", "/pretrained_models/upload_archive", h_pretrained_upload, R_LOGIN | R_BODY,
+     "make a pretrained model from an archive of a downloaded model: archive, job_name"},
+    {"GET", "/pretrained_models/json", h_pretrained_list, 0, "the pretrained models: {pretrained_models}"},
     /* jobs of any kind */
     {"GET", "/jobs/<id>/status", h_job_status, 0, "{status, name, type, error}"},
     {"GET", "/jobs/<id>/json", h_job_json, 0, "a job's JSON, dataset or model (cdigits)"},

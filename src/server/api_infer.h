@@ -1,0 +1,42 @@
+/* Using trained models over HTTP: classify_one, classify_many, top_n (api_infer.c),
+ * the model download (api_infer_download.c), pretrained models made from an uploaded
+ * archive and new models that start from them (api_infer_pretrained.c). The work runs
+ * in warm `cdigits-worker serve-model` processes (cdigits/model_server.h). */
+#ifndef CDIGITS_SERVER_API_INFER_H
+#define CDIGITS_SERVER_API_INFER_H
+
+#include "internal.h"
+
+/* handlers (routes.c) */
+void h_classify_one(req_t *r);
+void h_classify_many(req_t *r);
+void h_classify_top_n(req_t *r);
+void h_model_download(req_t *r);
+void h_pretrained_upload(req_t *r);
+void h_pretrained_list(req_t *r);
+void h_model_create_any(req_t *r);
+
+/* ---- shared by the handlers above ------------------------------------------------ */
+
+/* The model job named by the field job_id (or, without it, the route's <id>); NULL
+ * after a reply (400, 404). Caller decrefs. */
+json_t *infer_model_from_request(req_t *r);
+/* The snapshot a request names: snapshot_epoch or epoch (an epoch with a snapshot),
+ * or snapshot_iteration or iteration; the newest without any. CD_OK with *iteration
+ * and *epoch (-1 when unknown), or CD_ERR after a reply (400 for a bad number, 404
+ * naming the snapshots that exist). */
+int infer_snapshot(req_t *r, json_t *job, long *iteration, double *epoch);
+/* Asks the model's warm worker; the answer's "ok" is true on CD_OK. CD_ERR after a
+ * reply: the worker's "input" complaints are 400, the rest 500 (409 without a slot). */
+int infer_call(req_t *r, json_t *job, long iteration, json_t *request, double run_s, json_t **answer);
+/* A folder for one request's files under the job folder: JOBDIR/inference/<stamp>;
+ * CD_ERR after a reply. Older folders beyond the newest `keep` are removed. */
+int infer_request_dir(req_t *r, json_t *job, const char *what, int keep, char *dir, size_t len);
+/* rm -r of a request folder made by infer_request_dir. */
+void infer_remove_dir(const char *dir);
+/* reply_json with numbers written as DIGITS writes them (99.99, not 99.989999...). */
+void infer_reply_json(req_t *r, int status, json_t *body);
+/* Replies with an open file (unlinked or not) as the body; takes fd. */
+void infer_reply_fd(req_t *r, int fd, const char *ctype, const char *filename);
+
+#endif

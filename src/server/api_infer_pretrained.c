@@ -1,0 +1,387 @@
+/* Pretrained models: POST /pretrained_models/upload_archive makes a model job (Done,
+ * without a dataset) from an archive such as /models/<id>/download gives, so it can
+ * classify and be the start of new models; GET /pretrained_models/json lists them;
+ * and model creation accepts DIGITS's method=pretrained with pretrained_networks (a
+ * previous network whose weights are the pretrained model's snapshot). */
+#define _GNU_SOURCE
+#include "api_infer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "archive.h"
+#include "cdigits/model_server.h"
+#include "cdigits/util.h"
+
+#define MAX_FILES 32
+#define RUN_CHECK 120.0
+
+static const char *sval(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+static int has(char names[][ARCHIVE_NAME_MAX], int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(names[i], name))
+            return 1;
+    return 0;
+}
+
+/* The file info.json names under key when the archive has it, else the first of the
+ * fallbacks it has; NULL when none. */
+static const char *pick(json_t *info, const char *key, char names[][ARCHIVE_NAME_MAX], int n,
+                        const char *const *fallbacks)
+{
+    const char *v = json_string_value(json_object_get(info, key));
+    if (v && has(names, n, v))
+        return v;
+    for (; fallbacks && *fallbacks; fallbacks++)
+        if (has(names, n, *fallbacks))
+            return *fallbacks;
+    return NULL;
+}
+
+/* Makes dir/want the file dir/have (a hard link: both names stay). */
+static int same_file(const char *dir, const char *have, const char *want, char *err, size_t errlen)
+{
+    if (!strcmp(have, want))
+        return CD_OK;
+    char a[PATH_MAX + 200], b[PATH_MAX + 200];
+    snprintf(a, sizeof a, "%s/%s", dir, have);
+    snprintf(b, sizeof b, "%s/%s", dir, want);
+    unlink(b);
+    if (link(a, b) != 0) {
+        snprintf(err, errlen, "cannot name %s %s: %s", have, want, strerror(errno));
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
+/* An integer of a field or an info.json key (a number or a numeric string); def. */
+static long num(json_t *info, const char *key, const fields_t *f, const char *field, long def)
+{
+    const char *v = field ? fields_get(f, field) : NULL;
+    if (v && *v)
+        return atol(v);
+    json_t *x = json_object_get(info, key);
+    if (json_is_number(x))
+        return (long)json_number_value(x);
+    if (json_is_string(x))
+        return atol(json_string_value(x));
+    return def;
+}
+
+/* Everything a model job needs, from the unpacked files: dataset.json, train.json,
+ * network.prototxt, snapshot_iter_N.cdw, labels.txt, info.json. CD_ERR with a message
+ * for the user. */
+static int make_model_files(req_t *r, const char *dir, char names[][ARCHIVE_NAME_MAX], int n, json_t *info,
+                            long *iteration, double *epoch, json_t **train_out, char *err, size_t errlen)
+{
+    static const char *const cdw[] = {NULL};
+    const char *weights = pick(info, "snapshot file", names, n, cdw);
+    for (int i = 0; i < n && !weights; i++) {
+        size_t l = strlen(names[i]);
+        if (l > 4 && !strcmp(names[i] + l - 4, ".cdw")) {
+            if (weights) {
+                snprintf(err, errlen, "the archive has several .cdw weights files; name one as \"snapshot file\" in "
+                                      "info.json");
+                return CD_ERR;
+            }
+            weights = names[i];
+        }
+    }
+    if (!weights) {
+        for (int i = 0; i < n; i++)
+            if (strstr(names[i], ".caffemodel")) {
+                snprintf(err, errlen, "%s is Caffe's weights format, which cdigits does not read; export the model "
+                                      "from cdigits (a .cdw file)", names[i]);
+                return CD_ERR;
+            }
+        snprintf(err, errlen, "the archive has no weights (.cdw file)");
+        return CD_ERR;
+    }
+    static const char *const nets[] = {"original.prototxt", "network.prototxt", "train_val.prototxt",
+                                       "deploy.prototxt", NULL};
+    const char *network = pick(info, "network file", names, n, NULL);
+    if (!network)
+        network = pick(info, "model file", names, n, nets);
+    static const char *const lab[] = {"labels.txt", NULL};
+    const char *labels = pick(info, "labels file", names, n, lab);
+    if (!network || !labels) {
+        snprintf(err, errlen, "the archive has no %s; it needs a network (original.prototxt or deploy.prototxt), "
+                              "labels.txt and the weights", network ? "labels.txt" : "network .prototxt file");
+        return CD_ERR;
+    }
+    static const char *const means[] = {"mean.bin", NULL};
+    const char *mean = pick(info, "mean file", names, n, means);
+    if (mean && strcmp(mean, "mean.bin") != 0 && strstr(mean, ".binaryproto")) {
+        snprintf(err, errlen, "%s is Caffe's mean format, which cdigits does not read; include mean.bin", mean);
+        return CD_ERR;
+    }
+    /* the image shape: info.json's [height, width, channels] or the form's fields */
+    json_t *dims = json_object_get(info, "image dimensions");
+    long h = num(NULL, NULL, r->fields, "image_height", json_is_array(dims) ? (long)json_number_value(json_array_get(dims, 0)) : 0);
+    long w = num(NULL, NULL, r->fields, "image_width", json_is_array(dims) ? (long)json_number_value(json_array_get(dims, 1)) : 0);
+    long c = json_is_array(dims) ? (long)json_number_value(json_array_get(dims, 2)) : 0;
+    const char *type = fields_get(r->fields, "image_type");
+    if (type && *type)
+        c = !strcmp(type, "gray") || !strcmp(type, "grayscale") || !strcmp(type, "1") ? 1 : 3;
+    if (h < 1 || w < 1 || h > 4096 || w > 4096 || (c != 1 && c != 3)) {
+        snprintf(err, errlen, "the image size is unknown or wrong (%ldx%ldx%ld): give \"image dimensions\" "
+                              "[height, width, channels] in info.json, or image_width, image_height and image_type",
+                 h, w, c);
+        return CD_ERR;
+    }
+    const char *mode = fields_get(r->fields, "resize_mode");
+    if (!mode || !*mode)
+        mode = json_object_get(info, "image resize mode") ? sval(info, "image resize mode") : "squash";
+    if (strcmp(mode, "squash") && strcmp(mode, "crop") && strcmp(mode, "fill") && strcmp(mode, "half_crop")) {
+        snprintf(err, errlen, "resize mode \"%s\" is not one of squash, crop, fill, half_crop", mode);
+        return CD_ERR;
+    }
+    const char *use_mean = json_object_get(info, "use mean") ? sval(info, "use mean") : mean ? "image" : "none";
+    if (strcmp(use_mean, "none") && !mean) {
+        snprintf(err, errlen, "the model subtracts the mean (use mean: %s) but the archive has no mean.bin", use_mean);
+        return CD_ERR;
+    }
+    long it = num(info, "snapshot iteration", NULL, NULL, 0);
+    if (it <= 0 && sscanf(weights, "snapshot_iter_%ld.cdw", &it) != 1)
+        it = 1;
+    json_t *ep = json_object_get(info, "snapshot epoch");
+    *epoch = json_is_number(ep) && json_number_value(ep) > 0 ? json_number_value(ep) : (double)it;
+    *iteration = it;
+    char wname[64];
+    snprintf(wname, sizeof wname, "snapshot_iter_%ld.cdw", it);
+    if (same_file(dir, weights, wname, err, errlen) != CD_OK || same_file(dir, network, "network.prototxt", err, errlen) != CD_OK ||
+        same_file(dir, labels, "labels.txt", err, errlen) != CD_OK ||
+        (mean && same_file(dir, mean, "mean.bin", err, errlen) != CD_OK))
+        return CD_ERR;
+    cd_err_t e;
+    json_t *ds = json_pack("{s:i, s:i, s:i, s:s}", "channels", (int)c, "width", (int)w, "height", (int)h,
+                           "resize_mode", mode);
+    json_t *train = json_pack("{s:s, s:s, s:s, s:i}", "dataset_dir", dir, "network", "network.prototxt", "use_mean",
+                              use_mean, "epochs", 1);
+    long crop = num(info, "crop size", NULL, NULL, 0);
+    if (crop > 0)
+        json_object_set_new(train, "crop_size", json_integer(crop));
+    /* info.json says which snapshot this is (classify reads its epoch from there) */
+    json_object_set_new(info, "snapshot file", json_string(wname));
+    json_object_set_new(info, "snapshot iteration", json_integer(it));
+    json_object_set_new(info, "snapshot epoch", json_real(*epoch));
+    json_object_set_new(info, "image dimensions", json_pack("[i, i, i]", (int)h, (int)w, (int)c));
+    json_object_set_new(info, "image resize mode", json_string(mode));
+    int rc = api_write_json(dir, "dataset.json", ds, &e) == CD_OK && api_write_json(dir, "train.json", train, &e) == CD_OK &&
+                     api_write_json(dir, "info.json", info, &e) == CD_OK
+                 ? CD_OK
+                 : CD_ERR;
+    if (rc != CD_OK)
+        snprintf(err, errlen, "%s", e.msg);
+    json_decref(ds);
+    *train_out = train;
+    if (rc != CD_OK) {
+        json_decref(train);
+        *train_out = NULL;
+    }
+    return rc;
+}
+
+void h_pretrained_upload(req_t *r)
+{
+    server_t *srv = r->srv;
+    const field_t *f = fields_find(r->fields, "archive");
+    if (!f || !f->len) {
+        json_t *errors = json_object();
+        form_add_error(errors, "archive", "Archive is required: upload a .tar, .tar.gz or .zip of a model");
+        reply_form_errors(r, errors);
+        return;
+    }
+    char id[64], dir[PATH_MAX], err[1024];
+    char names[MAX_FILES][ARCHIVE_NAME_MAX];
+    int n = 0, stored = 0;
+    json_t *info = NULL, *train = NULL, *ans = NULL, *req = NULL, *conf = NULL, *form = NULL;
+    cd_err_t e;
+    if (api_new_job_dir(srv, id, sizeof id, dir, sizeof dir, &e) != CD_OK) {
+        reply_err(r, &e);
+        return;
+    }
+    uint64_t total = (uint64_t)f->len * 16 + (16u << 20);
+    archive_limits lim = {.max_entries = MAX_FILES, .max_file = total, .max_total = total};
+    if (archive_extract(f->value, f->len, dir, &lim, names, MAX_FILES, &n, err, sizeof err) != CD_OK) {
+        reply_error(r, 400, "%s", err);
+        goto fail;
+    }
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/info.json", dir);
+    if (has(names, n, "info.json")) {
+        json_error_t jerr;
+        info = json_load_file(path, 0, &jerr);
+        if (!json_is_object(info)) {
+            reply_error(r, 400, "info.json in the archive is not a JSON object: %s", jerr.text);
+            goto fail;
+        }
+        const char *fw = json_string_value(json_object_get(info, "framework"));
+        if (fw && strcmp(fw, "cdigits") != 0) {
+            reply_error(r, 400, "the archive is a %s model; cdigits reads the models it exports (framework cdigits)", fw);
+            goto fail;
+        }
+    } else {
+        info = json_object();
+    }
+    long iteration;
+    double epoch;
+    if (make_model_files(r, dir, names, n, info, &iteration, &epoch, &train, err, sizeof err) != CD_OK) {
+        reply_error(r, 400, "%s", err);
+        goto fail;
+    }
+    /* does it load? the model's worker says, and stays warm for the first classify */
+    req = json_pack("{s:s}", "op", "info");
+    cd_err_t ce = {0};
+    int rc = model_server_call(model_server_get(srv->sched), id, dir, iteration, req, 300, RUN_CHECK, &ans, &ce);
+    if (rc != CD_OK || !json_is_true(json_object_get(ans, "ok"))) {
+        reply_error(r, rc == CD_OK || ce.kind == CD_E_INVALID ? 400 : err_http_status(ce.kind),
+                    "the archive's model does not load: %s", rc == CD_OK ? sval(ans, "error") : ce.msg);
+        goto fail;
+    }
+    const char *jn = fields_get(r->fields, "job_name");
+    const char *name = jn && *jn ? jn : json_object_get(info, "name") && sval(info, "name")[0] ? sval(info, "name")
+                                                                                            : "pretrained model";
+    form = fields_to_json(r->fields);
+    json_object_del(form, "archive");
+    conf = json_pack("{s:{s:s, s:s}, s:O, s:{s:O, s:s, s:I, s:f, s:O, s:O}}", "network", "method", "pretrained",
+                     "archive", f->filename ? f->filename : "", "train", train, "pretrained", "labels",
+                     json_object_get(ans, "labels"), "framework", "cdigits", "snapshot_iteration",
+                     (json_int_t)iteration, "snapshot_epoch", epoch, "image_dimensions",
+                     json_object_get(info, "image dimensions"), "resize_mode",
+                     json_object_get(info, "image resize mode"));
+    store_job_new_t job = {.id = id, .type = "model", .name = name, .group = fields_get(r->fields, "group_name")
+                                                                           ? fields_get(r->fields, "group_name")
+                                                                           : "",
+                           .username = r->username[0] ? r->username : NULL, .dir = dir, .form = form, .config = conf};
+    if (store_job_insert(srv->store, &job, &e) != CD_OK) {
+        reply_err(r, &e);
+        goto fail;
+    }
+    stored = 1;
+    char msg[512];
+    snprintf(msg, sizeof msg, "Imported from %s", f->filename ? f->filename : "an archive");
+    char wname[64];
+    snprintf(wname, sizeof wname, "snapshot_iter_%ld.cdw", iteration);
+    if (store_snapshot_add(srv->store, id, epoch, iteration, wname, &e) != CD_OK ||
+        store_job_set_progress(srv->store, id, 1.0, &e) != CD_OK ||
+        store_job_set_state(srv->store, id, CD_ST_DONE, msg, &e) != CD_OK) {
+        reply_err(r, &e);
+        goto fail;
+    }
+    json_t *row = store_job_get(srv->store, id);
+    json_t *brief = row ? view_job_brief(row) : NULL;
+    if (brief) {
+        json_t *ev = json_pack("{s:s, s:s, s:O}", "job_id", id, "update", "added", "job", brief);
+        events_publish(srv->events, "home", "job_added", ev);
+        json_decref(ev);
+        json_decref(brief);
+    }
+    json_decref(row);
+    infer_reply_json(r, 200, json_pack("{s:s, s:s, s:s, s:s, s:I, s:f}", "status", "success", "id", id, "job_id", id,
+                                       "name", name, "snapshot_iteration", (json_int_t)iteration, "snapshot_epoch",
+                                       epoch));
+    goto out;
+fail:
+    if (stored)
+        store_job_delete(srv->store, id, NULL);
+    model_server_forget(model_server_get(srv->sched), id);
+    sched_remove_dir(dir, id);
+out:
+    json_decref(info);
+    json_decref(train);
+    json_decref(ans);
+    json_decref(req);
+    json_decref(conf);
+    json_decref(form);
+}
+
+/* A pretrained model is a model job without a dataset. */
+static int is_pretrained(json_t *job)
+{
+    return !strcmp(sval(job, "type"), "model") && !sval(job, "dataset_id")[0];
+}
+
+void h_pretrained_list(req_t *r)
+{
+    json_t *jobs = store_job_list(r->srv->store, "model"), *out = json_array();
+    size_t i;
+    json_t *j;
+    json_array_foreach(jobs, i, j)
+    {
+        if (!is_pretrained(j))
+            continue;
+        json_t *full = store_job_get(r->srv->store, sval(j, "id"));
+        json_t *pre = json_object_get(json_object_get(full, "config"), "pretrained");
+        json_array_append_new(
+            out, json_pack("{s:O, s:O, s:s, s:s, s:O, s:O, s:O, s:O, s:O, s:O, s:I}", "id", json_object_get(j, "id"),
+                           "name", json_object_get(j, "name"), "framework", "cdigits", "status",
+                           cd_state_name((int)json_integer_value(json_object_get(j, "state"))), "username",
+                           json_object_get(j, "username"), "submitted", json_object_get(j, "created"),
+                           "snapshot_epoch", json_object_get(pre, "snapshot_epoch") ? json_object_get(pre, "snapshot_epoch") : json_null(),
+                           "snapshot_iteration", json_object_get(pre, "snapshot_iteration") ? json_object_get(pre, "snapshot_iteration") : json_null(),
+                           "image_dimensions", json_object_get(pre, "image_dimensions") ? json_object_get(pre, "image_dimensions") : json_null(),
+                           "resize_mode", json_object_get(pre, "resize_mode") ? json_object_get(pre, "resize_mode") : json_null(),
+                           "num_classes", (json_int_t)json_array_size(json_object_get(pre, "labels"))));
+        json_decref(full);
+    }
+    json_decref(jobs);
+    infer_reply_json(r, 200, json_pack("{s:o}", "pretrained_models", out));
+}
+
+/* Model creation: DIGITS's method=pretrained becomes a previous network (the
+ * pretrained job's) starting from its snapshot; every other method goes as it came. */
+void h_model_create_any(req_t *r)
+{
+    const char *method = fields_get(r->fields, "method");
+    if (!method || strcmp(method, "pretrained") != 0) {
+        api_model_create_fields(r, r->fields);
+        return;
+    }
+    const char *pid = fields_get(r->fields, "pretrained_networks");
+    json_t *job = pid && *pid ? store_job_get(r->srv->store, pid) : NULL;
+    if (!job || !is_pretrained(job)) {
+        json_t *errors = json_object();
+        if (!pid || !*pid)
+            form_add_error(errors, "pretrained_networks", "Pretrained network is required with method pretrained");
+        else
+            form_add_error(errors, "pretrained_networks",
+                           "Pretrained model \"%s\" does not exist; see GET /pretrained_models/json", pid);
+        reply_form_errors(r, errors);
+        json_decref(job);
+        return;
+    }
+    json_t *snaps = store_snapshot_list(r->srv->store, pid);
+    json_t *last = json_array_get(snaps, json_array_size(snaps) ? json_array_size(snaps) - 1 : 0);
+    char key[600], epoch[64];
+    snprintf(key, sizeof key, "%s-snapshot", pid);
+    snprintf(epoch, sizeof epoch, "%.17g", last ? json_number_value(json_object_get(last, "epoch")) : 0.0);
+    fields_t *f = fields_new();
+    int ok = f != NULL;
+    for (size_t i = 0; ok && i < r->fields->n; i++) {
+        const field_t *x = &r->fields->v[i];
+        if (!strcmp(x->name, "method") || !strcmp(x->name, "previous_networks") || !strcmp(x->name, key))
+            continue;
+        ok = fields_add(f, x->name, x->value, x->len, x->filename) == CD_OK;
+    }
+    ok = ok && fields_add(f, "method", "previous", 8, NULL) == CD_OK &&
+         fields_add(f, "previous_networks", pid, strlen(pid), NULL) == CD_OK &&
+         fields_add(f, key, epoch, strlen(epoch), NULL) == CD_OK;
+    if (ok)
+        api_model_create_fields(r, f);
+    else
+        reply_error(r, 500, "out of memory");
+    fields_free(f);
+    json_decref(snaps);
+    json_decref(job);
+}
