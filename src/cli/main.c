@@ -12,7 +12,7 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"check-net", cd_cmd_check_net, "check-net FILE [--input CxHxW] [--classes N] [--batch N]"},
+    {"check-net", cd_cmd_check_net, "check-net FILE [--input CxHxW] [--classes N] [--batch N] [--crop N] [--json]"},
     {"dataset", cd_cmd_dataset, "dataset JOBDIR"},
     {"import-idx", cd_cmd_import_idx, "import-idx --images FILE --labels FILE --out DIR [--labels-names a,b,...]"},
     {"train", cd_cmd_train, "train JOBDIR"},
