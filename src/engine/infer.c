@@ -261,12 +261,38 @@ static int load_mean(cd_classifier_t *c, char *err, size_t errlen)
     return CD_OK;
 }
 
+/* The stored image shape and resize mode from the dataset's dataset.json (an imported
+ * model has one with just these keys). */
+static int read_image_shape(cd_classifier_t *c, char *err, size_t errlen)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/dataset.json", c->tc.dataset_dir);
+    json_error_t jerr;
+    json_t *o = json_load_file(path, 0, &jerr);
+    if (!json_is_object(o)) {
+        snprintf(err, errlen, "cannot read %s: %s", path, jerr.text);
+        json_decref(o);
+        return CD_ERR;
+    }
+    json_t *ch = json_object_get(o, "channels"), *w = json_object_get(o, "width"), *h = json_object_get(o, "height");
+    const char *mode = json_string_value(json_object_get(o, "resize_mode"));
+    c->c = json_is_integer(ch) ? (int)json_integer_value(ch) : 3;
+    c->w = json_is_integer(w) ? (int)json_integer_value(w) : 256;
+    c->h = json_is_integer(h) ? (int)json_integer_value(h) : 256;
+    c->resize_mode = mode ? cd_resize_mode_parse(mode) : CD_RESIZE_SQUASH;
+    json_decref(o);
+    if ((c->c != 1 && c->c != 3) || c->w < 1 || c->h < 1 || c->w > 32768 || c->h > 32768 || c->resize_mode < 0) {
+        snprintf(err, errlen, "%s: channels must be 1 or 3, width and height 1 to 32768, resize_mode one of %s", path,
+                 cd_resize_mode_list());
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
 cd_classifier_t *cd_classifier_open(const char *job_dir, long iteration, cd_backend_t *be, char *err,
                                     size_t errlen)
 {
     cd_classifier_t *c = cd_xcalloc(1, sizeof *c);
-    cd_dataset_config_t dc;
-    int have_dc = 0;
     char path[4400];
     snprintf(c->job_dir, sizeof c->job_dir, "%s", job_dir);
     c->be = be ? be : cd_backend_cpu_new(0);
@@ -285,15 +311,8 @@ cd_classifier_t *cd_classifier_open(const char *job_dir, long iteration, cd_back
         snprintf(err, errlen, "%s", cd_dataset_strerror());
         goto err;
     }
-    cd_dataset_config_init(&dc);
-    have_dc = 1;
-    snprintf(path, sizeof path, "%s/dataset.json", c->tc.dataset_dir);
-    if (cd_dataset_config_load(path, &dc, err, errlen) != CD_OK)
+    if (read_image_shape(c, err, errlen) != CD_OK)
         goto err;
-    c->c = dc.channels;
-    c->h = dc.height;
-    c->w = dc.width;
-    c->resize_mode = dc.resize_mode;
     if (!(c->net = deploy_net(c, 1, NULL, &c->input, &c->output, err, errlen)))
         goto err;
     if (iteration <= 0) {
@@ -323,11 +342,8 @@ cd_classifier_t *cd_classifier_open(const char *job_dir, long iteration, cd_back
         goto err;
     if (c->tc.use_mean != CD_MEAN_NONE && load_mean(c, err, errlen) != CD_OK)
         goto err;
-    cd_dataset_config_free(&dc);
     return c;
 err:
-    if (have_dc)
-        cd_dataset_config_free(&dc);
     cd_classifier_close(c);
     return NULL;
 }

@@ -753,7 +753,7 @@ static int extract_zip(const unsigned char *d, size_t len, extract *ex, const za
         snprintf(name, sizeof name, "%.*s", nl < 1000 ? nl : 1000, (const char *)d + p + 46);
         p += 46 + (size_t)nl + xl + cl;
         unsigned mode = attrs >> 16;
-        if (made_by == 3 && mode && (mode & 0170000) != 0100000 && (mode & 0170000) != 0040000) {
+        if (made_by == 3 && (mode & 0170000) && (mode & 0170000) != 0100000 && (mode & 0170000) != 0040000) {
             snprintf(err, errlen, "the archive entry \"%.200s\" is %s; only regular files are accepted", name,
                      (mode & 0170000) == 0120000 ? "a symbolic link" : "not a regular file");
             return CD_ERR;
