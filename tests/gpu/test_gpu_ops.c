@@ -704,6 +704,10 @@ static void go_test_allreduce(size_t n)
 {
     const char *sh = go_fmt("n=%zu ranks=1", n);
     char id[CD_CUDA_GROUP_ID_HEX], why[256];
+    if (strcmp(go_be[DEV]->iface->name, "cuda") != 0) {
+        printf("SKIP allreduce_mean (NCCL): the compared backend is not CUDA\n");
+        return;
+    }
     signal(SIGALRM, go_nccl_timeout);
     alarm(60);
     if (cd_cuda_group_id(id, sizeof id, why, sizeof why) != 0 ||

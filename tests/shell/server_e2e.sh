@@ -72,7 +72,7 @@ check '[ "$CODE" = 200 ] && [ "$(jv "d[\"predictions\"][0][0]")" = columns ]' "c
 http POST /models/images/classification/classify_one/json -F job_id="$T1" -F image_path=/etc/passwd
 check '[ "$CODE" = 400 ] && jv "d[\"errors\"][\"image_path\"][0]" | grep -q outside' "classify_one refuses a path outside the roots"
 http POST /models/images/classification/classify_one/json -F job_id="$T1" -F image_path="$IMG1" -F snapshot_epoch=999
-check '[ "$CODE" = 400 ]' "classify_one refuses a missing snapshot epoch"
+check '[ "$CODE" = 404 ]' "classify_one answers 404 for a missing snapshot epoch"
 (cd "$T/images" && ls diagonals/*.png | head -4 | sed 's/$/ 2/'; echo "/etc/passwd 0") >"$T/list.txt"
 http POST /models/images/classification/classify_many/json -F job_id="$T1" -F image_list="@$T/list.txt" \
     -F image_folder="$T/images"

@@ -38,6 +38,10 @@ static int hex_digit(char c)
 int cd_cuda_group_join(cd_backend_t *be, const char *hex, int nranks, int rank, char *why,
                        size_t why_len)
 {
+    if (!be || !be->iface || strcmp(be->iface->name, "cuda") != 0) {
+        snprintf(why, why_len, "only a CUDA backend can join an NCCL group");
+        return -1;
+    }
     cuda_ctx *ctx = cuda_ctx_of(be);
     ncclUniqueId id;
     if (!hex || strlen(hex) != 2 * sizeof id.internal) {
