@@ -366,5 +366,9 @@ int server_config_parse(cd_server_config_t *cfg, int argc, char **argv, cd_err_t
         const char *c3[] = {upweb, CDIGITS_SOURCE_DIR "/web"};
         find_dir(cfg->web_dir, sizeof cfg->web_dir, c3, 2, "index.html");
     }
+    /* files are served only from inside the realpath of the UI folder ("build/../web"
+     * would match nothing) */
+    if (cfg->web_dir[0] && realpath(cfg->web_dir, real))
+        snprintf(cfg->web_dir, sizeof cfg->web_dir, "%s", real);
     return CD_OK;
 }

@@ -29,23 +29,23 @@ static const form_field_t g_spec[] = {
     {"upload", F_UPLOAD, NULL, NAN, NAN, NULL, NULL, 0, "Upload"},
 };
 
-static server_t g_srv;
+static server_t g_form_srv;
 
-static void setup(void)
+static void form_setup(void)
 {
-    if (g_srv.nroots)
+    if (g_form_srv.nroots)
         return;
-    snprintf(g_srv.roots[0], sizeof g_srv.roots[0], "/tmp");
-    snprintf(g_srv.roots_text, sizeof g_srv.roots_text, "/tmp");
-    snprintf(g_srv.jobs_dir, sizeof g_srv.jobs_dir, "/nonexistent-jobs");
-    g_srv.nroots = 1;
+    snprintf(g_form_srv.roots[0], sizeof g_form_srv.roots[0], "/tmp");
+    snprintf(g_form_srv.roots_text, sizeof g_form_srv.roots_text, "/tmp");
+    snprintf(g_form_srv.jobs_dir, sizeof g_form_srv.jobs_dir, "/nonexistent-jobs");
+    g_form_srv.nroots = 1;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1 || size > 65536)
         return 0;
-    setup();
+    form_setup();
     fields_t *f = fields_new();
     if (!f)
         return 0;
@@ -74,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_decref(back);
     if (rc == CD_OK) {
         json_t *values = NULL, *errors = NULL;
-        int ok = form_validate(&g_srv, g_spec, sizeof g_spec / sizeof g_spec[0], f, &values, &errors);
+        int ok = form_validate(&g_form_srv, g_spec, sizeof g_spec / sizeof g_spec[0], f, &values, &errors);
         if (ok != (json_object_size(errors) == 0))
             abort();
         json_decref(values);

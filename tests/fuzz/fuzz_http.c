@@ -51,14 +51,16 @@ static const char *const g_ctypes[] = {
 };
 
 static server_t *g_srv;
+static char g_dir[64];
 
-static void setup(void)
+static void http_setup(void)
 {
     if (g_srv)
         return;
     char tmpl[] = "/tmp/cdigits-fuzz-http-XXXXXX";
     if (!mkdtemp(tmpl))
         abort();
+    snprintf(g_dir, sizeof g_dir, "%s", tmpl);
     char *argv[] = {"serve", NULL};
     cd_server_config_t cfg;
     cd_err_t err;
@@ -87,6 +89,25 @@ static void setup(void)
         fprintf(stderr, "fuzz_http: %s\n", err.msg);
         abort();
     }
+}
+
+/* Stops the server and removes its folder (the regression test calls it; libFuzzer
+ * never returns). */
+void fuzz_http_teardown(void);
+void fuzz_http_teardown(void)
+{
+    if (!g_srv)
+        return;
+    http_stop(g_srv);
+    store_close(g_srv->store);
+    events_free(g_srv->events);
+    free(g_srv->index_body);
+    free(g_srv);
+    g_srv = NULL;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "fuzz_http: could not remove %s\n", g_dir);
 }
 
 /* Appends the extra header lines of text to out: "Name: value" lines only, none that
@@ -123,7 +144,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2 || size > 200000)
         return 0;
-    setup();
+    http_setup();
     const char *method = g_routes[data[0] % (sizeof g_routes / sizeof g_routes[0])].method;
     const char *path = g_routes[data[0] % (sizeof g_routes / sizeof g_routes[0])].path;
     const char *ctype = g_ctypes[data[1] % (sizeof g_ctypes / sizeof g_ctypes[0])];
