@@ -39,6 +39,9 @@ long cd_classifier_iteration(const cd_classifier_t *c);
 /* The stored image shape of the dataset (what every input is resized to). */
 void cd_classifier_image_shape(const cd_classifier_t *c, int *channels, int *height, int *width);
 const cd_backend_t *cd_classifier_backend(const cd_classifier_t *c);
+/* Multiply-adds of one image's forward pass (layers with weights: outputs x fan-in),
+ * to tell a network that is cheap per image from one that needs every core. */
+double cd_classifier_macs(const cd_classifier_t *c);
 
 /* Probabilities of every class for one decoded image of any size and channel count
  * (resized with the dataset's mode, converted to its channels). probs has

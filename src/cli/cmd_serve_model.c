@@ -35,12 +35,14 @@
 #define MAX_LINE ((size_t)512 << 20) /* a request line: a base64 image of up to ~380 MB */
 #define MAX_TILES 256                /* tiles per visualization image */
 #define HIST_BINS 20
+#define SMALL_NET_MACS 2e7            /* below this per image, one CPU thread (LeNet: 2.3e6) */
 
 static void usage(void)
 {
     fprintf(stderr, "usage: cdigits-worker serve-model --model JOBDIR [--iteration N] [--gpu N] [--threads N]\n"
                     "                                  [--idle-exit SECONDS]\n"
-                    "  reads JSON requests on stdin, answers JSON lines on stdout (docs/inference.md)\n");
+                    "  reads JSON requests on stdin, answers JSON lines on stdout (docs/inference.md)\n"
+                    "  --threads 0 (default): every core, one for a small network\n");
 }
 
 static void reply(json_t *o)
@@ -594,21 +596,33 @@ int cd_cmd_serve_model(int argc, char **argv)
     }
     if (be)
         snprintf(device, sizeof device, "%s:%d", be->iface->name, be->device);
-    else {
-        be = cd_backend_cpu_new(threads);
-        snprintf(device, sizeof device, "cpu (%ld cores)", sysconf(_SC_NPROCESSORS_ONLN));
-    }
-    if (!be) {
+    else if (!(be = cd_backend_cpu_new(threads))) {
         reply(json_pack("{s:s, s:s}", "type", "error", "message", "cannot start the CPU backend"));
         return 1;
     }
     server s = {.model = model};
     s.c = cd_classifier_open(model, iteration, be, err, sizeof err);
+    if (s.c && threads <= 0 && !strcmp(be->iface->name, "cpu") && cd_classifier_macs(s.c) < SMALL_NET_MACS &&
+        sysconf(_SC_NPROCESSORS_ONLN) > 1) {
+        /* a small network: one thread answers sooner than a team that waits for its
+         * slowest member on a busy machine */
+        cd_classifier_close(s.c);
+        cd_backend_free(be);
+        threads = 1;
+        if (!(be = cd_backend_cpu_new(1))) {
+            reply(json_pack("{s:s, s:s}", "type", "error", "message", "cannot start the CPU backend"));
+            return 1;
+        }
+        s.c = cd_classifier_open(model, iteration, be, err, sizeof err);
+    }
     if (!s.c) {
         reply(json_pack("{s:s, s:s}", "type", "error", "message", err));
         cd_backend_free(be);
         return 1;
     }
+    if (strcmp(be->iface->name, "cpu") == 0)
+        snprintf(device, sizeof device, "cpu (%d thread%s)", threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN),
+                 threads == 1 ? "" : "s");
     s.probs = cd_xcalloc((size_t)cd_classifier_classes(s.c), sizeof(float));
     s.ready = ready_line(&s, device);
     reply(json_incref(s.ready));

@@ -380,6 +380,19 @@ void cd_classifier_image_shape(const cd_classifier_t *c, int *channels, int *hei
 const cd_backend_t *cd_classifier_backend(const cd_classifier_t *c) { return c->be; }
 int cd_classifier_batch(const cd_classifier_t *c) { return c->bnet ? c->batch : 1; }
 
+double cd_classifier_macs(const cd_classifier_t *c)
+{
+    double macs = 0;
+    for (int i = 0; i < c->net->nlayers; i++) {
+        const cd_layer *l = c->net->layers[i];
+        if (l->nparam < 1 || l->ntop < 1 || l->params[0]->ndim < 2 || l->params[0]->dims[0] < 1)
+            continue;
+        double fan_in = (double)l->params[0]->count / l->params[0]->dims[0];
+        macs += fan_in * (double)l->top[0]->count;
+    }
+    return macs;
+}
+
 int cd_classifier_set_batch(cd_classifier_t *c, int batch, char *err, size_t errlen)
 {
     if (batch < 1 || batch > 4096) {
