@@ -33,6 +33,9 @@ typedef struct model_server_opts {
 /* The model server of a scheduler, made at its first use with the options from the
  * environment; it lives until model_server_stop (or the process ends). */
 model_server_t *model_server_get(sched_t *s);
+/* Makes it now with these options (fields 0: the environment's, then the defaults),
+ * for a server that takes them as flags; NULL when it exists already or on failure. */
+model_server_t *model_server_start(sched_t *s, const model_server_opts_t *o);
 
 /* Sends `request` (a JSON object; an "id" is added) to the warm worker of the model
  * in job_dir at snapshot `iteration` (> 0), starting the worker when there is none,

@@ -297,12 +297,15 @@ static int render_weights(const char *path, const cd_infer_tensor *t, char *err,
         /* at most 1024 rows and columns: sample the others */
         int rows = t->dims[0], cols = t->dims[1];
         int sr = (rows + 1023) / 1024, sc = (cols + 1023) / 1024;
-        tl.th = (rows + sr - 1) / sr;
+        int h = (rows + sr - 1) / sr;
+        /* a few rows (a last layer of 3 classes) are repeated to stay visible */
+        int rep = h < 24 ? (24 + h - 1) / h : 1;
+        tl.th = h * rep;
         tl.tw = (cols + sc - 1) / sc;
         float *s = cd_xmalloc(sizeof(float) * (size_t)tl.th * tl.tw);
         for (int y = 0; y < tl.th; y++)
             for (int x = 0; x < tl.tw; x++)
-                s[(size_t)y * tl.tw + x] = t->data[(size_t)y * sr * cols + (size_t)x * sc];
+                s[(size_t)y * tl.tw + x] = t->data[(size_t)(y / rep) * sr * cols + (size_t)x * sc];
         tl.data = s;
         tl.tile_stride = (size_t)tl.th * tl.tw;
         int rc = render_grid(path, 1, 1, tl.th, tl.tw, zoom_for(tl.th, tl.tw), tile_value, &tl, err, errlen);

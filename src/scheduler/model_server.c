@@ -411,17 +411,19 @@ static double env_num(const char *name, double def, double lo, double hi)
     return d;
 }
 
-model_server_t *model_server_get(sched_t *s)
+/* Finds or makes the model server of s (options o, else the environment's). */
+static model_server_t *get_or_make(sched_t *s, const model_server_opts_t *o, int *made)
 {
+    *made = 0;
     pthread_mutex_lock(&g_servers_lock);
     model_server_t *m = g_servers;
     while (m && m->sched != s)
         m = m->next_server;
     if (!m && (m = calloc(1, sizeof *m))) {
         m->sched = s;
-        m->o.idle_s = env_num("CDIGITS_MODEL_IDLE", 300, 1, 1e7);
-        m->o.max_workers = (int)env_num("CDIGITS_MODEL_WORKERS", 4, 1, 1024);
-        m->o.threads = (int)env_num("CDIGITS_MODEL_THREADS", 0, 0, 1024);
+        m->o.idle_s = o && o->idle_s > 0 ? o->idle_s : env_num("CDIGITS_MODEL_IDLE", 300, 1, 1e7);
+        m->o.max_workers = o && o->max_workers > 0 ? o->max_workers : (int)env_num("CDIGITS_MODEL_WORKERS", 4, 1, 1024);
+        m->o.threads = o && o->threads > 0 ? o->threads : (int)env_num("CDIGITS_MODEL_THREADS", 0, 0, 1024);
         pthread_mutex_init(&m->lock, NULL);
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
@@ -436,10 +438,24 @@ model_server_t *model_server_get(sched_t *s)
         } else {
             m->next_server = g_servers;
             g_servers = m;
+            *made = 1;
         }
     }
     pthread_mutex_unlock(&g_servers_lock);
     return m;
+}
+
+model_server_t *model_server_get(sched_t *s)
+{
+    int made;
+    return get_or_make(s, NULL, &made);
+}
+
+model_server_t *model_server_start(sched_t *s, const model_server_opts_t *o)
+{
+    int made;
+    model_server_t *m = get_or_make(s, o, &made);
+    return made ? m : NULL;
 }
 
 /* Makes room for one more worker by closing the least recently used idle one (lock held). */

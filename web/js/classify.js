@@ -1,0 +1,294 @@
+/* Using a model (classify.html?job=<id>[&epoch=E]): one image with its predictions and,
+ * on request, each layer's activations and weights; a list with its accuracy,
+ * confusion matrix (a heat map) and per-image answers; the top images per class; and
+ * the snapshot's download. Everything goes through the JSON API of docs/inference.md. */
+'use strict';
+
+(function () {
+  const {el, svg, $, $$, clear, api} = CD;
+  const id = CD.param('job') || CD.param('id') || '';
+  const enc = encodeURIComponent(id);
+  let labels = [];
+
+  function pct(v) { return (Math.round(v * 100) / 100).toFixed(2); }
+  function epoch() { return $('#snapshot_epoch').value; }
+  function imageUrl(path) { return CD.url('browse/file?path=' + encodeURIComponent(path)); }
+
+  function fail(message) {
+    const box = $('#page-error');
+    box.textContent = message;
+    box.hidden = false;
+  }
+
+  /* ---- the model and its snapshots ---------------------------------------------------- */
+
+  function setDownloads() {
+    const e = encodeURIComponent(epoch());
+    for (const [idSel, ext] of [['#dl-tgz', 'tar.gz'], ['#dl-zip', 'zip'], ['#dl-tar', 'tar']])
+      $(idSel).href = CD.url('models/' + enc + '/download.' + ext + '?epoch=' + e);
+  }
+
+  async function loadModel() {
+    if (!id) {
+      fail('No model given: open this page from a model\'s page (classify.html?job=<model id>).');
+      return;
+    }
+    let job;
+    try {
+      job = await api('GET', '/models/' + enc + '/json');
+    } catch (e) {
+      fail(e.message);
+      return;
+    }
+    document.title = job.name + ' · Use a model · cdigits';
+    CD.setText('#model-name', job.name);
+    $('#model-link').href = CD.url('models/' + enc);
+    CD.setText('#model-meta', (job.dataset_id ? 'Trained on dataset ' + job.dataset_id : 'Pretrained model') + ' · ' + job.status);
+    const sel = clear($('#snapshot_epoch'));
+    const snaps = (job.snapshot_files || []).slice().sort((a, b) => b.iteration - a.iteration);
+    for (const s of snaps) {
+      const e = Math.round(s.epoch * 1000) / 1000;
+      sel.append(el('option', {value: String(s.epoch), text: e + ' (iteration ' + CD.count(s.iteration) + ')'}));
+    }
+    const want = CD.param('epoch');
+    if (want) sel.value = want;
+    if (!snaps.length) fail('This model has no snapshot yet; classify once its first epoch is done.');
+    setDownloads();
+  }
+
+  /* ---- tabs ------------------------------------------------------------------------------- */
+
+  function selectTab(name, focus) {
+    for (const t of ['one', 'many', 'top']) {
+      const tab = $('#tab-' + t), on = t === name;
+      tab.setAttribute('aria-selected', String(on));
+      tab.tabIndex = on ? 0 : -1;
+      $('#panel-' + t).hidden = !on;
+      if (on && focus) tab.focus();
+    }
+  }
+
+  /* ---- one image ------------------------------------------------------------------------- */
+
+  function bars(target, predictions) {
+    clear(target);
+    for (const [label, p] of predictions) {
+      const fill = el('span', {class: 'seg-train'});
+      fill.style.width = Math.max(0, Math.min(100, p)) + '%';
+      target.append(el('div', {class: 'bar-row'},
+        el('span', {class: 'lbl', title: label, text: label}),
+        el('span', {class: 'bar-track', role: 'img', 'aria-label': label + ' ' + pct(p) + ' percent'}, fill),
+        el('span', {class: 'num', text: pct(p) + ' %'})));
+    }
+  }
+
+  async function preview(file, path) {
+    const canvas = $('#one-preview');
+    const ctx = canvas.getContext('2d');
+    ctx.clearRect(0, 0, canvas.width, canvas.height);
+    CD.setText('#one-caption', file ? file.name : path);
+    try {
+      let bitmap = null;
+      if (file) bitmap = await createImageBitmap(file);
+      else {
+        const blob = await fetch(imageUrl(path), {credentials: 'same-origin'}).then((r) => (r.ok ? r.blob() : null));
+        if (blob) bitmap = await createImageBitmap(blob);
+      }
+      if (!bitmap) return;
+      const s = Math.min(canvas.width / bitmap.width, canvas.height / bitmap.height);
+      const w = bitmap.width * s, h = bitmap.height * s;
+      ctx.imageSmoothingEnabled = s < 1;
+      ctx.drawImage(bitmap, (canvas.width - w) / 2, (canvas.height - h) / 2, w, h);
+    } catch (e) { /* a preview is a nicety: the classification says what went wrong */ }
+  }
+
+  /* 20 bars of a histogram as a small SVG. */
+  function histogram(h) {
+    const counts = h[0] || [], max = Math.max(1, ...counts), W = 120, H = 28, bw = W / Math.max(1, counts.length);
+    const rects = counts.map((c, i) => svg('rect', {x: i * bw, y: H - (c / max) * H, width: Math.max(1, bw - 1), height: (c / max) * H, fill: '#1d6fd1'}));
+    return svg('svg', {width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, role: 'img',
+      'aria-label': 'values from ' + CD.num(h[2] ? h[2][0] : 0) + ' to ' + CD.num(h[2] ? h[2][2] : 0)}, rects);
+  }
+
+  function visualizations(list) {
+    const tbody = clear($('#vis-table tbody'));
+    for (const v of list) {
+      const img = el('img', {src: v.image, alt: v.vis_type + ' of ' + v.name, loading: 'lazy', class: 'mean-image'});
+      img.style.width = 'auto';
+      img.style.height = 'auto';
+      img.style.maxWidth = '260px';
+      img.style.maxHeight = '260px';
+      const st = v.data_stats || {};
+      tbody.append(el('tr', {},
+        el('td', {class: 'mono', text: v.name}),
+        el('td', {class: 'small', text: v.vis_type + ' ' + (st.shape ? st.shape.join('×') : '')}),
+        el('td', {}, el('a', {href: v.image, target: '_blank', rel: 'noopener'}, img)),
+        el('td', {class: 'num', text: CD.num(st.mean, 3)}),
+        el('td', {class: 'num', text: CD.num(st.stddev, 3)}),
+        el('td', {}, st.histogram ? histogram(st.histogram) : ''),
+        el('td', {class: 'num', text: v.param_count !== undefined ? CD.count(v.param_count) : ''})));
+    }
+    $('#visualizations').hidden = list.length === 0;
+  }
+
+  async function classifyOne(ev) {
+    ev.preventDefault();
+    const form = ev.target;
+    CD.clearErrors(form);
+    const fd = new FormData();
+    const file = $('#image_file').files[0], path = $('#image_path').value.trim();
+    fd.append('job_id', id);
+    fd.append('snapshot_epoch', epoch());
+    if (file) fd.append('image_file', file);
+    else if (path) fd.append('image_path', path);
+    if ($('#show_visualizations').checked) fd.append('show_visualizations', '1');
+    CD.setText('#one-state', 'Classifying…');
+    const t0 = performance.now();
+    try {
+      const r = await api('POST', '/models/images/classification/classify_one/json', fd);
+      CD.setText('#one-state', 'Answered in ' + Math.round(performance.now() - t0) + ' ms by iteration ' + CD.count(r.snapshot_iteration) + '.');
+      bars($('#predictions'), r.predictions);
+      $('#one-result').hidden = false;
+      preview(file, path);
+      visualizations(r.visualizations || []);
+    } catch (e) {
+      CD.setText('#one-state', '');
+      CD.showErrors(form, e);
+    }
+  }
+
+  /* ---- lists ------------------------------------------------------------------------------ */
+
+  function listBody(form, fileInput, text) {
+    const fd = new FormData();
+    fd.append('job_id', id);
+    fd.append('snapshot_epoch', epoch());
+    const file = fileInput.files[0];
+    if (file) fd.append('image_list', file);
+    else if (text && text.trim()) fd.append('image_list', text);
+    for (const input of $$('input[type="text"], input[type="number"]', form))
+      if (input.value.trim() && input.name !== 'image_list') fd.append(input.name, input.value.trim());
+    return fd;
+  }
+
+  function tile(k, v) { return el('div', {class: 'tile'}, el('div', {class: 'k', text: k}), el('div', {class: 'v', text: v})); }
+
+  /* The confusion matrix as a table whose cells are shaded by their share of the row. */
+  function confusion(r) {
+    const table = clear($('#confusion'));
+    const names = r.labels || labels;
+    table.append(el('thead', {}, el('tr', {}, el('th', {text: 'label \\ predicted'}),
+      names.map((n) => el('th', {class: 'num', text: n})), el('th', {class: 'num', text: 'accuracy'}))));
+    const tbody = el('tbody');
+    r.confusion_matrix.forEach((row, i) => {
+      const total = row.reduce((a, b) => a + b, 0);
+      const cells = row.map((v, j) => {
+        const share = total ? v / total : 0;
+        const td = el('td', {class: 'num', text: String(v), title: names[i] + ' as ' + names[j] + ': ' + v});
+        td.style.backgroundColor = 'rgba(29, 111, 209, ' + (0.08 + 0.85 * share).toFixed(3) + ')';
+        if (share > 0.5) td.style.color = '#fff';
+        if (i === j) td.style.fontWeight = '700';
+        return td;
+      });
+      const acc = r.per_class_accuracy ? r.per_class_accuracy[i] : null;
+      tbody.append(el('tr', {}, el('th', {text: names[i]}), cells, el('td', {class: 'num', text: acc === null ? '–' : pct(acc) + ' %'})));
+    });
+    table.append(tbody);
+    $('#confusion-wrap').hidden = false;
+  }
+
+  let rows = [];
+  let shown = 0;
+
+  function moreRows() {
+    const tbody = $('#many-table tbody');
+    const next = rows.slice(shown, shown + 100);
+    for (const [path, preds] of next) {
+      const top = preds[0] || ['', 0];
+      const thumb = shown < 60 ? el('img', {src: imageUrl(path), alt: '', loading: 'lazy', class: 'mean-image'}) : '';
+      if (thumb) { thumb.style.width = '48px'; thumb.style.height = '48px'; }
+      tbody.append(el('tr', {},
+        el('td', {}, thumb),
+        el('td', {class: 'mono small', text: path}),
+        el('td', {text: top[0]}),
+        el('td', {class: 'num', text: pct(top[1])}),
+        el('td', {class: 'small muted', text: preds.slice(1).map((p) => p[0] + ' ' + pct(p[1])).join(', ')})));
+      shown++;
+    }
+    const more = $('#many-more');
+    more.hidden = shown >= rows.length;
+    more.textContent = 'Show more (' + (rows.length - shown) + ' left)';
+  }
+
+  async function classifyMany(ev) {
+    ev.preventDefault();
+    const form = ev.target;
+    CD.clearErrors(form);
+    CD.setText('#many-state', 'Classifying…');
+    const t0 = performance.now();
+    try {
+      const r = await api('POST', '/models/images/classification/classify_many/json',
+        listBody(form, $('#image_list'), $('#image_list_text').value));
+      CD.setText('#many-state', CD.count(r.classified) + ' images in ' + CD.duration((performance.now() - t0) / 1000) + '.');
+      const tiles = clear($('#many-tiles'));
+      tiles.append(tile('Images', CD.count(r.classified)));
+      if (r.top1_accuracy !== undefined) {
+        tiles.append(tile('Top-1 accuracy', pct(r.top1_accuracy) + ' %'), tile('Top-5 accuracy', pct(r.top5_accuracy) + ' %'),
+          tile('With labels', CD.count(r.labelled)));
+        confusion(r);
+      } else {
+        $('#confusion-wrap').hidden = true;
+      }
+      const skipped = Object.entries(r.skipped || {});
+      if (skipped.length) tiles.append(tile('Skipped', CD.count(skipped.length)));
+      rows = Object.entries(r.classifications || {});
+      shown = 0;
+      clear($('#many-table tbody'));
+      moreRows();
+      const ul = clear($('#skipped'));
+      for (const [path, why] of skipped) ul.append(el('li', {}, el('span', {class: 'mono', text: path}), ': ', why));
+      $('#skipped-wrap').hidden = skipped.length === 0;
+      $('#many-result').hidden = false;
+    } catch (e) {
+      CD.setText('#many-state', '');
+      CD.showErrors(form, e);
+    }
+  }
+
+  async function topImages(ev) {
+    ev.preventDefault();
+    const form = ev.target;
+    CD.clearErrors(form);
+    CD.setText('#top-state', 'Looking…');
+    try {
+      const r = await api('POST', '/models/images/classification/top_n/json', listBody(form, $('#top_list'), ''));
+      CD.setText('#top-state', CD.count(r.classified) + ' images looked at.');
+      const out = clear($('#top-result'));
+      for (const [label, images] of r.results) {
+        out.append(el('h3', {class: 'sub', text: label}),
+          images.length ? el('div', {class: 'gallery'}, images.map(([path, p]) => el('figure', {},
+            el('img', {src: imageUrl(path), alt: label + ' ' + pct(p) + ' percent', loading: 'lazy', title: path}),
+            el('figcaption', {text: pct(p) + ' %'})))) : el('p', {class: 'empty', text: 'No image.'}));
+      }
+    } catch (e) {
+      CD.setText('#top-state', '');
+      CD.showErrors(form, e);
+    }
+  }
+
+  /* ---- start ------------------------------------------------------------------------------ */
+
+  CD.initTopbar();
+  for (const t of ['one', 'many', 'top']) $('#tab-' + t).addEventListener('click', () => selectTab(t));
+  $$('[role="tab"]').forEach((tab, i, all) => tab.addEventListener('keydown', (e) => {
+    if (e.key !== 'ArrowRight' && e.key !== 'ArrowLeft') return;
+    const next = all[(i + (e.key === 'ArrowRight' ? 1 : all.length - 1)) % all.length];
+    selectTab(next.id.replace('tab-', ''), true);
+  }));
+  $('#snapshot_epoch').addEventListener('change', setDownloads);
+  $('#one-form').addEventListener('submit', classifyOne);
+  $('#many-form').addEventListener('submit', classifyMany);
+  $('#top-form').addEventListener('submit', topImages);
+  $('#many-more').addEventListener('click', moreRows);
+  loadModel();
+})();
