@@ -116,14 +116,6 @@ int sched_resume(sched_t *s, const char *job_id, double *epoch, cd_err_t *err);
  * dataset job started again. */
 int sched_recover(sched_t *s, int resume_interrupted, cd_err_t *err);
 
-/* Runs `worker classify ARGS...` under an inference slot: waits up to wait_s for a
- * slot, kills the worker after run_s. CD_OK when it exited by itself, with its exit
- * status, its standard output (malloc'd, NUL-terminated, may be NULL) in *out and, for a
- * non-zero status, its complaint in err; its stderr goes to *errout when not NULL
- * (caller frees both). CD_ERR when it could not run or was killed. */
-int sched_run_classify(sched_t *s, const char *const *args, int nargs, double wait_s, double run_s, char **out,
-                       size_t *outlen, char **errout, int *exit_status, cd_err_t *err);
-
 /* {"gpus": {"total", "free", "busy": [{"index", "job_id"}]}, "cpu_slots": {"total",
  *  "used"}, "dataset_slots": {...}, "inference_slots": {...}, "queued", "running"} */
 json_t *sched_resources(sched_t *s);

@@ -2,6 +2,7 @@
  * crash left, start the scheduler, the HTTP daemon and the monitor, wait for SIGINT or
  * SIGTERM, then stop in the reverse order. */
 #define _GNU_SOURCE
+#include "cdigits/model_server.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -180,6 +181,7 @@ stop:
         MHD_quiesce_daemon(srv->mhd);
     }
     monitor_stop(srv);
+    model_server_stop(model_server_get(srv->sched)); /* warm inference workers first */
     sched_free(srv->sched);
     http_stop(srv);
     hw_close(srv->hw);

@@ -274,8 +274,12 @@
         el('td', {class: 'num', text: CD.count(s.iteration)}),
         el('td', {class: 'small nowrap'},
           el('a', {href: fileUrl(s.file), download: '', text: 'weights', 'aria-label': 'weights of epoch ' + epoch}), ' · ',
-          el('a', {href: fileUrl(state), download: '', text: 'state', 'aria-label': 'solver state of epoch ' + epoch})),
+          el('a', {href: fileUrl(state), download: '', text: 'state', 'aria-label': 'solver state of epoch ' + epoch}), ' · ',
+          el('a', {href: CD.url('models/' + enc + '/download.tar.gz?iteration=' + s.iteration), download: '',
+            text: 'archive', 'aria-label': 'the model at epoch ' + epoch + ' as a tar.gz archive'})),
         el('td', {class: 'small nowrap'},
+          el('a', {href: CD.url('classify.html?job=' + enc + '&epoch=' + s.epoch), text: 'classify',
+            'aria-label': 'classify images with the weights of epoch ' + epoch}), ' · ',
           el('a', {href: CD.url('model-new.html?previous=' + enc + '&epoch=' + s.epoch), text: 'new model',
             'aria-label': 'a new model from the weights of epoch ' + epoch}))));
     }
