@@ -481,7 +481,7 @@ static int check_login(req_t *r)
                     k += (size_t)snprintf(next + k, sizeof next - k, "%%%02X", ch);
             }
             next[k] = 0;
-            snprintf(where, sizeof where, "%s/login.html?next=%s", srv->cfg.url_prefix, next);
+            snprintf(where, sizeof where, "%s/login.html?next=%s%s", srv->cfg.url_prefix, srv->cfg.url_prefix, next);
             reply_redirect(r, where, NULL);
             return CD_ERR;
         }

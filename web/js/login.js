@@ -1,4 +1,5 @@
-/* Login with a username, as DIGITS: POST /login sets the username cookie. */
+/* Login with a username, as DIGITS: POST /login sets the username cookie. A server
+ * started with --auth password asks for a password too (GET /login says which). */
 'use strict';
 
 (function () {
@@ -11,10 +12,18 @@
     return n && n.startsWith('/') && !n.startsWith('//') ? n : CD.url('');
   }
 
+  let passwords = false;
   CD.initTopbar();
   CD.user().then((u) => {
     if (u) CD.setText('#login-state', 'You are logged in as ' + u + '; log in again to change user.');
   });
+  CD.api('GET', '/login').then((d) => {
+    passwords = !!(d && d.auth === 'password');
+    if (!passwords) return;
+    $('#password-field').hidden = false;
+    CD.setText('#login-intro', 'Log in with your username and password. Your username marks the jobs you ' +
+      'create, and only you (or an administrator) can abort, delete or change them.');
+  }).catch(() => {});
 
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
@@ -22,7 +31,9 @@
     const username = $('#username').value.trim();
     try {
       /* next=/login: the redirect ends on GET /login, which answers who is logged in */
-      const d = await CD.api('POST', '/login', {username, next: '/login'});
+      const body = {username, next: '/login'};
+      if (passwords) body.password = $('#password').value;
+      const d = await CD.api('POST', '/login', body);
       if (!d || d.username !== username) throw new Error('the server did not keep the login; are cookies blocked?');
       location.href = next();
     } catch (e) {
