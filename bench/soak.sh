@@ -2,7 +2,8 @@
 # Soak: the server under continuous API load (wrk over the routes the UI polls) and
 # several server-sent-event clients while training jobs run back to back, for a given
 # time. Every window it records the server's resident memory, its open file
-# descriptors and threads, and wrk's request rate and p99 latency; at the end it
+# descriptors and threads, the size of SQLite's write-ahead log, and wrk's request
+# rate and p99 latency; at the end it
 # compares the last window with the first. Memory must stay flat (after the first
 # window, which warms caches up) and p99 must not drift.
 #
@@ -110,7 +111,7 @@ end
 EOF
 
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$PID/status"; }
-echo "window,elapsed_s,rss_kib,fds,threads,requests_per_s,p50_ms,p99_ms,non2xx,socket_errors" >"$OUT"
+echo "window,elapsed_s,rss_kib,fds,threads,wal_kib,requests_per_s,p50_ms,p99_ms,non2xx,socket_errors" >"$OUT"
 start=$SECONDS
 w=0
 echo "soak: ${DURATION}s on $B ($CONNS connections, $NSSE event streams, jobs back to back), windows of ${WINDOW}s"
@@ -128,7 +129,8 @@ while [ $((SECONDS - start)) -lt "$DURATION" ]; do
     serr=$(awk '/Socket errors/ {gsub(/,/, ""); print $4 + $6 + $8 + $10}' "$T/wrk$w.txt")
     fds=$(ls "/proc/$PID/fd" 2>/dev/null | wc -l)
     thr=$(awk '/^Threads/ {print $2}' "/proc/$PID/status")
-    line="$w,$((SECONDS - start)),$(rss_kib),$fds,$thr,${rps:-0},${p50:-0},${p99:-0},${non2xx:-0},${serr:-0}"
+    wal=$(( $(stat -c %s "$T/data/cdigits.db-wal" 2>/dev/null || echo 0) / 1024 ))
+    line="$w,$((SECONDS - start)),$(rss_kib),$fds,$thr,$wal,${rps:-0},${p50:-0},${p99:-0},${non2xx:-0},${serr:-0}"
     echo "$line" >>"$OUT"
     echo "  $line"
     kill -0 "$PID" 2>/dev/null || { echo "soak: the server died"; tail -20 "$T/server.log"; exit 1; }
@@ -156,7 +158,8 @@ print("  resident memory: first window %.1f MiB, last %.1f MiB, peak %.1f MiB (%
       % (rss0 / 1024, rss1 / 1024, rssmax / 1024, 100.0 * (rss1 - rss0) / rss0))
 print("  p99 latency: first window %.2f ms, last %.2f ms; requests/s first %s, last %s"
       % (p0, p1, first["requests_per_s"], last["requests_per_s"]))
-print("  fds %s -> %s, threads %s -> %s" % (first["fds"], last["fds"], first["threads"], last["threads"]))
+print("  fds %s -> %s, threads %s -> %s, SQLite WAL %s -> %s KiB"
+      % (first["fds"], last["fds"], first["threads"], last["threads"], first["wal_kib"], last["wal_kib"]))
 print("  non-2xx %d, socket errors %d, event lines %d on %d streams, reconnects %d, failed jobs %d"
       % (non2xx, serr, events, nsse, reconnects, len(failed)))
 bad = []

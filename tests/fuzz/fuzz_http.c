@@ -53,6 +53,18 @@ static const char *const g_ctypes[] = {
 static server_t *g_srv;
 static char g_dir[64];
 
+/* libFuzzer ends with exit(): the folder goes then (the server's files may stay open) */
+static void remove_dir(void)
+{
+    if (!g_dir[0])
+        return;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "fuzz_http: could not remove %s\n", g_dir);
+    g_dir[0] = 0;
+}
+
 static void http_setup(void)
 {
     if (g_srv)
@@ -61,6 +73,7 @@ static void http_setup(void)
     if (!mkdtemp(tmpl))
         abort();
     snprintf(g_dir, sizeof g_dir, "%s", tmpl);
+    atexit(remove_dir);
     char *argv[] = {"serve", NULL};
     cd_server_config_t cfg;
     cd_err_t err;
@@ -104,10 +117,7 @@ void fuzz_http_teardown(void)
     free(g_srv->index_body);
     free(g_srv);
     g_srv = NULL;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "fuzz_http: could not remove %s\n", g_dir);
+    remove_dir();
 }
 
 /* Appends the extra header lines of text to out: "Name: value" lines only, none that
