@@ -112,6 +112,8 @@ int cd_labels_save(const char *path, char *const *names, int count, char *err, s
 int cd_mean_load(const char *path, int *c, int *h, int *w, float **data);
 int cd_mean_save(const char *path, int c, int h, int w, uint64_t images, const float *data,
                  char *err, size_t errlen);
+/* Replace each channel of a (c, h, w) mean image by its average: DIGITS's "pixel" mean. */
+void cd_mean_to_pixel(float *mean, int c, int h, int w);
 /* mean.png: the mean rounded to uint8, for people to look at. */
 int cd_mean_save_png(const char *path, int c, int h, int w, const float *data, char *err,
                      size_t errlen);

@@ -102,3 +102,15 @@ int cd_mean_save_png(const char *path, int c, int h, int w, const float *data, c
     cd_image_free(&img);
     return rc;
 }
+
+void cd_mean_to_pixel(float *mean, int c, int h, int w)
+{
+    size_t plane = (size_t)h * (size_t)w;
+    for (int ch = 0; ch < c; ch++) {
+        double s = 0;
+        for (size_t i = 0; i < plane; i++)
+            s += mean[(size_t)ch * plane + i];
+        for (size_t i = 0; i < plane; i++)
+            mean[(size_t)ch * plane + i] = (float)(s / (double)plane);
+    }
+}

@@ -240,14 +240,7 @@ static int load_mean(cd_classifier_t *c, char *err, size_t errlen)
         return CD_ERR;
     }
     if (c->tc.use_mean == CD_MEAN_PIXEL) {
-        size_t plane = (size_t)mh * mw;
-        for (int ch = 0; ch < mc; ch++) {
-            double s = 0;
-            for (size_t i = 0; i < plane; i++)
-                s += mean[ch * plane + i];
-            for (size_t i = 0; i < plane; i++)
-                mean[ch * plane + i] = (float)(s / (double)plane);
-        }
+        cd_mean_to_pixel(mean, mc, mh, mw);
     }
     size_t bytes = (size_t)mc * mh * mw * sizeof(float);
     c->mean = c->be->iface->alloc(c->be, bytes);

@@ -496,14 +496,7 @@ static int load_mean(trainer *t, char *err, size_t errlen)
         return CD_ERR;
     }
     if (c->use_mean == CD_MEAN_PIXEL) {
-        size_t plane = (size_t)mh * mw;
-        for (int ch = 0; ch < mc; ch++) {
-            double s = 0;
-            for (size_t i = 0; i < plane; i++)
-                s += mean[ch * plane + i];
-            for (size_t i = 0; i < plane; i++)
-                mean[ch * plane + i] = (float)(s / (double)plane);
-        }
+        cd_mean_to_pixel(mean, mc, mh, mw);
     }
     t->mean = t->be->iface->alloc(t->be, image_bytes * sizeof(float));
     if (t->mean)

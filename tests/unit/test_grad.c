@@ -481,9 +481,9 @@ static void gc_check_tensor(gc_net *g, const char *what, float *v, const float *
 {
     int nbad = 0, nkink = 0, shown = 0;
     int all = n <= (size_t)g->max_check;
-    size_t todo = all ? n : (size_t)g->max_check, ntried = 0, cap = 21 * todo;
+    size_t wanted = all ? n : (size_t)g->max_check, ntried = 0, cap = 21 * wanted;
     size_t *tried = calloc(cap, sizeof *tried);
-    for (size_t k = 0; k < todo; k++) {
+    for (size_t k = 0; k < wanted; k++) {
         size_t i = k;
         if (!all) { /* a random element not drawn before */
             for (int dup = 1; dup;) {
@@ -520,7 +520,7 @@ static void gc_check_tensor(gc_net *g, const char *what, float *v, const float *
     }
     free(tried);
     CHECK(nbad == 0, "%s: %s: %d of %zu elements differ from the finite difference", g->name, what,
-          nbad, todo);
+          nbad, wanted);
     CHECK(nkink == 0, "%s: %s: %d samples straddle a kink at every step", g->name, what, nkink);
 }
 
