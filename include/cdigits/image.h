@@ -25,6 +25,10 @@ extern "C" {
 
 /* Largest width or height accepted by the decoders (a guard against absurd headers). */
 #define CD_IMAGE_MAX_SIDE 32768
+/* Largest width x height accepted by the decoders: 64 megapixels (8192 x 8192). A few
+ * hundred bytes of PNG or progressive JPEG can declare a gigapixel image; decoding it
+ * would cost seconds and gigabytes before the data ran out. */
+#define CD_IMAGE_MAX_PIXELS (1u << 26)
 
 typedef struct cd_image {
     int c, h, w;   /* channels (1 or 3), height, width */

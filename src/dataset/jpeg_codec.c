@@ -33,6 +33,27 @@ static void on_emit_message(j_common_ptr cinfo, int level)
         e->truncated = 1;
 }
 
+/* A progressive JPEG of a few hundred bytes can hold thousands of tiny scans, each one a
+ * pass over the whole coefficient buffer; real encoders write about ten. */
+#define JPEG_MAX_SCANS 1000
+
+/* Called by libjpeg once per row of blocks while it reads a multi-scan file into its
+ * coefficient buffer: stops at the first sign that the data ran out, instead of decoding
+ * a whole declared image of padding, and at an absurd number of scans. */
+static void on_progress(j_common_ptr cinfo)
+{
+    jpeg_err *e = (jpeg_err *)cinfo->err;
+    j_decompress_ptr d = (j_decompress_ptr)cinfo;
+    if (e->truncated) {
+        snprintf(e->msg, sizeof e->msg, "the file ends early (truncated JPEG)");
+        longjmp(e->jb, 1);
+    }
+    if (d->input_scan_number > JPEG_MAX_SCANS) {
+        snprintf(e->msg, sizeof e->msg, "more than %d progressive scans", JPEG_MAX_SCANS);
+        longjmp(e->jb, 1);
+    }
+}
+
 /* Adobe CMYK/YCCK JPEGs come out of libjpeg as inverted CMYK: R = C * K / 255. */
 static void cmyk_to_rgb(const uint8_t *cmyk, uint8_t *rgb, size_t n)
 {
@@ -46,6 +67,7 @@ static void cmyk_to_rgb(const uint8_t *cmyk, uint8_t *rgb, size_t n)
 typedef struct jpeg_dec {
     struct jpeg_decompress_struct cinfo;
     jpeg_err jerr;
+    struct jpeg_progress_mgr progress;
     uint8_t *pixels, *row;
 } jpeg_dec;
 
@@ -67,6 +89,8 @@ int ds_jpeg_decode(const uint8_t *buf, size_t len, int want_c, uint8_t **pixels,
         return CD_ERR;
     }
     jpeg_create_decompress(&d->cinfo);
+    d->progress.progress_monitor = on_progress;
+    d->cinfo.progress = &d->progress;
     jpeg_mem_src(&d->cinfo, buf, (unsigned long)len);
     jpeg_read_header(&d->cinfo, TRUE);
     if (d->jerr.truncated) {
@@ -81,6 +105,12 @@ int ds_jpeg_decode(const uint8_t *buf, size_t len, int want_c, uint8_t **pixels,
     if (d->cinfo.image_width > CD_IMAGE_MAX_SIDE || d->cinfo.image_height > CD_IMAGE_MAX_SIDE) {
         snprintf(d->jerr.msg, sizeof d->jerr.msg, "%ux%u is larger than %d pixels a side",
                  d->cinfo.image_width, d->cinfo.image_height, CD_IMAGE_MAX_SIDE);
+        longjmp(d->jerr.jb, 1);
+    }
+    if ((uint64_t)d->cinfo.image_width * d->cinfo.image_height > CD_IMAGE_MAX_PIXELS) {
+        snprintf(d->jerr.msg, sizeof d->jerr.msg,
+                 "%ux%u is more than %u pixels; resize the image before importing it",
+                 d->cinfo.image_width, d->cinfo.image_height, CD_IMAGE_MAX_PIXELS);
         longjmp(d->jerr.jb, 1);
     }
     jpeg_start_decompress(&d->cinfo);

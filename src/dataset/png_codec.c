@@ -84,6 +84,12 @@ int ds_png_decode(const uint8_t *buf, size_t len, int want_c, uint8_t **pixels, 
     png_set_user_limits(png, CD_IMAGE_MAX_SIDE, CD_IMAGE_MAX_SIDE);
     png_set_read_fn(png, ctx, mem_read);
     png_read_info(png, info);
+    if ((uint64_t)png_get_image_width(png, info) * png_get_image_height(png, info) > CD_IMAGE_MAX_PIXELS) {
+        snprintf(ctx->msg, sizeof ctx->msg,
+                 "%ux%u is more than %u pixels; resize the image before importing it",
+                 png_get_image_width(png, info), png_get_image_height(png, info), CD_IMAGE_MAX_PIXELS);
+        png_longjmp(png, 1);
+    }
     int color = png_get_color_type(png, info);
     int depth = png_get_bit_depth(png, info);
     if (depth == 16)

@@ -4,6 +4,7 @@
 #include <png.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "cdigits/image.h"
 #include "cdigits/util.h"
@@ -289,6 +290,46 @@ static void test_png_jpeg_roundtrip(void)
     CHECK(strstr(err, "not a PNG or JPEG") != NULL, "junk message: %s", err);
 }
 
+/* Writes a big-endian 16- or 32-bit value. */
+static void put_be(uint8_t *p, uint32_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        p[i] = (uint8_t)(v >> (8 * (bytes - 1 - i)));
+}
+
+/* A small file whose header declares 9000 x 9000 pixels (each side allowed, the product
+ * over CD_IMAGE_MAX_PIXELS) is refused from its header, with the sizes in the message. */
+static void test_pixel_cap(void)
+{
+    cd_image_t s = random_image(3, 16, 16), d;
+    char want[64];
+    snprintf(want, sizeof want, "9000x9000 is more than %u pixels", CD_IMAGE_MAX_PIXELS);
+    uint8_t *buf;
+    size_t len;
+    char err[256] = "";
+    CHECK(cd_image_encode_png(&s, 6, &buf, &len, NULL, 0) == CD_OK, "png encode");
+    /* IHDR: signature(8) length(4) "IHDR"(4) width(4) height(4) ... crc over type+data */
+    CHECK(len > 33 && memcmp(buf + 12, "IHDR", 4) == 0, "IHDR first");
+    put_be(buf + 16, 9000, 4);
+    put_be(buf + 20, 9000, 4);
+    put_be(buf + 29, (uint32_t)crc32(0, buf + 12, 17), 4);
+    CHECK(cd_image_decode(buf, len, 3, &d, err, sizeof err) == CD_ERR, "huge png refused");
+    CHECK(strstr(err, want) != NULL, "png message: %s", err);
+    free(buf);
+    CHECK(cd_image_encode_jpeg(&s, 90, &buf, &len, NULL, 0) == CD_OK, "jpeg encode");
+    size_t sof = 2;
+    while (sof + 9 < len && !(buf[sof] == 0xFF && buf[sof + 1] == 0xC0))
+        sof++;
+    CHECK(sof + 9 < len, "jpeg has a baseline SOF");
+    put_be(buf + sof + 5, 9000, 2);
+    put_be(buf + sof + 7, 9000, 2);
+    err[0] = 0;
+    CHECK(cd_image_decode(buf, len, 3, &d, err, sizeof err) == CD_ERR, "huge jpeg refused");
+    CHECK(strstr(err, want) != NULL, "jpeg message: %s", err);
+    free(buf);
+    cd_image_free(&s);
+}
+
 /* PNG flavours written directly with libpng: palette, 16-bit, alpha, 1-bit gray. */
 typedef struct membuf {
     uint8_t *p;
@@ -411,6 +452,7 @@ int main(void)
     test_half_crop();
     test_mode_names();
     test_png_jpeg_roundtrip();
+    test_pixel_cap();
     test_png_flavours();
     test_write_png_file();
     return cd_test_finish();
