@@ -244,8 +244,17 @@ typedef struct cd_backend_iface {
                           const uint8_t *src, const int *oy, const int *ox,
                           const uint8_t *mirror, const float *mean, float scale, float *dst);
 
-    /* optional: average n floats across the ranks of a data-parallel group */
+    /* optional: average n floats across the ranks of a data-parallel group, in order
+     * with the ops queued before (the identity outside a group) */
     int (*allreduce_mean)(cd_backend_t *be, float *x, size_t n);
+    /* optional: the same average started on a communication stream once the ops queued
+     * so far are done, so that it runs beside the ops queued after it; allreduce_wait
+     * makes the ops queued after it wait for every average started. Without them the
+     * engine calls allreduce_mean at the same points. */
+    int (*allreduce_start)(cd_backend_t *be, float *x, size_t n);
+    int (*allreduce_wait)(cd_backend_t *be);
+    /* optional: rank 0's n floats copied to every rank of the group */
+    int (*broadcast)(cd_backend_t *be, float *x, size_t n);
 
     /* optional: device memory free and total in bytes (CD_OK), for the batch-size
      * search and the performance advisor */

@@ -131,6 +131,10 @@ struct cd_net {
     int out_of_memory;       /* the last failure of cd_net_alloc was a failed allocation */
     float loss_scale;        /* loss gradients are multiplied by this (mixed precision) */
     int host_reads;          /* some layer reads the device in its forward: no capture */
+    /* when set, called by cd_net_backward after each layer's backward (layer index): the
+     * trainer starts averaging the gradients already final while earlier layers run */
+    void (*after_backward)(cd_net *net, int layer, void *ctx);
+    void *after_backward_ctx;
     cd_pt_node *owned_tree;  /* the parsed file when built by cd_net_load */
 };
 

@@ -108,6 +108,10 @@ typedef struct cd_train_config {
     int replicas;            /* data-parallel CPU replicas in this process (threads); 0, 1: one */
     int data_parallel;       /* with several GPUs: one replica per GPU (1, the default) or
                               * only the first GPU (0) */
+    int force_data_parallel; /* the data-parallel path (a group, bucketed averaging, an NCCL
+                              * communicator on a GPU) even for one replica: tests it */
+    double bucket_mb;        /* data parallel: gradients averaged in buckets of this many
+                              * MiB, each started as soon as the backward has written it */
     int threads;             /* CPU backend threads; 0: all cores */
     long max_iter_override;  /* > 0: stop after this many iterations (tests, benchmarks) */
 } cd_train_config;

@@ -932,6 +932,8 @@ void cd_net_backward(cd_net *net)
         g_running = l;
         if (l->need_backward)
             l->type->backward(net, l);
+        if (net->after_backward)
+            net->after_backward(net, i, net->after_backward_ctx);
     }
     g_running = NULL;
 }

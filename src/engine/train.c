@@ -23,6 +23,7 @@
 #include "cdigits/loader.h"
 #include "cdigits/train.h"
 #include "cdigits/util.h"
+#include "grad_reduce.h"
 #ifdef CDIGITS_HAVE_CUDA
 #include "cdigits/cuda_check.h"
 #endif
@@ -312,7 +313,7 @@ static int open_dataset(trainer *t, char *err, size_t errlen)
 static int choose_backend(trainer *t, char *err, size_t errlen)
 {
     const cd_train_config *c = t->c;
-    if (t->nranks > 1 && t->gpu_ranks) {
+    if (t->group && t->gpu_ranks) {
         /* one replica per GPU: its own CUDA backend, the gradients averaged by NCCL */
         char why[256] = "";
         t->be = cd_backend_cuda_new(c->gpus[t->rank], why, sizeof why);
@@ -331,7 +332,7 @@ static int choose_backend(trainer *t, char *err, size_t errlen)
             return CD_ERR;
         }
 #endif
-    } else if (t->nranks > 1) {
+    } else if (t->group) {
         /* replicas in one process: CPU backends sharing the cores, joined in a group */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         int threads = c->threads > 0 ? c->threads : (int)(cores / t->nranks);
@@ -438,7 +439,7 @@ static int fit_nets(trainer *t, char *err, size_t errlen)
         accumulation = 1;
         cd_net_free(probe);
     }
-    if (t->nranks > 1) {
+    if (t->group) {
         /* the batch asked for is the group's: each replica takes an equal slice */
         int full = batch;
         if (full <= 0) {
@@ -448,7 +449,13 @@ static int fit_nets(trainer *t, char *err, size_t errlen)
             full = data_top(probe, 0) ? data_top(probe, 0)->dims[0] : 0;
             cd_net_free(probe);
         }
-        if (full % t->nranks != 0 || full < t->nranks) {
+        if (full < t->nranks) {
+            snprintf(err, errlen, "batch %d can't be split over %d replicas (each needs at least one "
+                     "image); use a batch of at least %d, or turn data parallelism off for this "
+                     "network", full, t->nranks, t->nranks);
+            return CD_ERR;
+        }
+        if (full % t->nranks != 0) {
             snprintf(err, errlen, "batch %d does not split evenly over %d replicas; choose a batch "
                      "size that %d divides", full, t->nranks, t->nranks);
             return CD_ERR;
@@ -616,6 +623,23 @@ static int starting_point(trainer *t, long *start, char *err, size_t errlen)
     return CD_OK;
 }
 
+/* Data parallel: every replica starts from rank 0's weights and solver state (the same
+ * seed, snapshot or pretrained file gives the same anyway; this makes it so). */
+static int same_start(trainer *t, char *err, size_t errlen)
+{
+    cd_net *net = t->train;
+    cd_backend_t *be = t->be;
+    if (!be->iface->broadcast || net->param_count == 0)
+        return CD_OK;
+    float *arenas[] = {net->arena_data, net->arena_h1, net->arena_h2};
+    for (size_t i = 0; i < CD_ARRAY_LEN(arenas); i++)
+        if (arenas[i] && be->iface->broadcast(be, arenas[i], net->param_count) != CD_OK) {
+            snprintf(err, errlen, "copying rank 0's weights to replica %d failed: %s", t->rank, be->err);
+            return CD_ERR;
+        }
+    return CD_OK;
+}
+
 /* The limit of the last window and what to change, from what the worker measures
  * itself (the server adds GPU utilization from NVML). Printed when it changes. */
 static void advise(trainer *t, double wait_share, double images_per_sec, double epoch)
@@ -755,6 +779,7 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     int rc = 1;
     cd_loader_t *ld = NULL;
     const cd_batch *pending = NULL; /* fetched and staged ahead, released after the wait */
+    cd_grad_reduce reduce = {0};
     g_stop = 0;
     struct sigaction sa = {.sa_handler = on_term};
     sigemptyset(&sa.sa_mask);
@@ -769,6 +794,18 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     long start;
     if (starting_point(&t, &start, err, sizeof err) != CD_OK)
         goto fail;
+    if (t.group) {
+        if (same_start(&t, err, sizeof err) != CD_OK)
+            goto fail;
+        cd_grad_reduce_init(&reduce, t.train, c->bucket_mb);
+        if (t.rank == 0)
+            cd_jsonl_log("info", "data parallel over %d replica%s: %.0f KiB of gradients averaged in %d "
+                         "bucket%s (up to %g MiB), %s", t.nranks, t.nranks == 1 ? "" : "s",
+                         (double)t.train->param_count * sizeof(float) / 1024, reduce.n,
+                         reduce.n == 1 ? "" : "s", c->bucket_mb,
+                         reduce.overlapped ? "each started during the backward pass"
+                                           : "each as the backward pass reaches it");
+    }
     cd_jsonl_log("info", "training %s on %zu images (%d classes, %dx%dx%d), batch %d x %d, %ld "
                  "iterations (%ld per epoch), backend %s", c->network, cd_db_count(t.train_db),
                  t.classes, t.c_in, t.h_in, t.w_in, t.train_batch, t.iter_size, t.max_iter,
@@ -803,6 +840,13 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     graph_state graph = {.usable = t.be->iface->graph_begin && t.be->iface->graph_end &&
                                    t.be->iface->graph_replay && !t.train->host_reads &&
                                    !(graphs_env && !strcmp(graphs_env, "0"))};
+    if (graph.usable && t.group) {
+        /* the buckets' averages start from the host between the layers of the backward */
+        graph.usable = 0;
+        if (t.rank == 0)
+            cd_jsonl_log("info", "data parallel: the step runs op by op, not as a device graph, so "
+                         "that averaging the gradients overlaps the backward pass");
+    }
     if (graph.usable)
         cd_jsonl_log("info", "the training step runs as a captured device graph from its second pass "
                      "(CDIGITS_GRAPHS=0 turns this off)");
@@ -838,6 +882,8 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
                 ready = 1;
             }
             t.train->rng_counter = (uint64_t)(iter * t.iter_size + a);
+            if (t.group && a == t.iter_size - 1)
+                cd_grad_reduce_arm(&reduce); /* the gradients are final in this pass */
             loss += train_pass(&t, &graph, iter == start && a == 0) / (float)t.iter_size;
             window_images += (long)t.train_batch * t.nranks;
         }
@@ -847,9 +893,10 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
                      epoch_of(&t, iter), cd_lr_at(&c->solver.lr, iter));
             goto fail;
         }
-        if (t.nranks > 1) {
+        if (t.group) {
             /* the group's gradient: the mean of the replicas' (each averaged its slice) */
-            t.be->iface->allreduce_mean(t.be, t.train->arena_diff, t.train->param_count);
+            if (cd_grad_reduce_finish(&reduce, err, sizeof err) != CD_OK)
+                goto fail;
             cd_group_allreduce_mean(t.group, t.rank, &loss, 1);
         }
         cd_solver_opts so = c->solver;
@@ -901,7 +948,7 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
             window_images = 0;
         }
         int last = done == t.max_iter;
-        if (t.nranks > 1) /* every replica stops where rank 0 does */
+        if (t.group) /* every replica stops where rank 0 does */
             g_stop = cd_group_broadcast(t.group, t.rank, g_stop);
         double aside = cd_now();
         if (t.val && ((t.val_every && done % t.val_every == 0) || last)) {
@@ -923,7 +970,7 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
                 goto fail;
         }
         excluded += cd_now() - aside;
-        if (t.nranks > 1)
+        if (t.group)
             stopped_early = (int)cd_group_broadcast(t.group, t.rank, stopped_early);
         if (stopped_early)
             break;
@@ -943,7 +990,7 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     rc = 0;
     goto out;
 fail:
-    if (nranks > 1) {
+    if (group) {
         /* the others wait for this replica at the next reduction: stop them all */
         cd_jsonl_error("replica %d of %d: %s", rank, nranks, err[0] ? err : "training failed");
         exit(1);
@@ -951,6 +998,7 @@ fail:
     cd_jsonl_error("%s", err[0] ? err : "training failed");
     rc = 1;
 out:
+    cd_grad_reduce_free(&reduce);
     if (pending && t.be && t.be->iface->upload_wait)
         t.be->iface->upload_wait(t.be);
     cd_loader_stop(ld);
@@ -977,7 +1025,8 @@ static void *rank_main(void *p)
 int cd_train_run(const cd_train_config *c)
 {
     int n = c->replicas > 1 ? c->replicas : 1, gpu = 0;
-    if (c->backend != 1 && c->ngpus > 1 && cd_backend_cuda_device_count() >= c->ngpus) {
+    int min_gpus = c->force_data_parallel ? 1 : 2;
+    if (c->backend != 1 && c->ngpus >= min_gpus && cd_backend_cuda_device_count() >= c->ngpus) {
         if (c->data_parallel) {
             n = c->ngpus; /* one replica per GPU */
             gpu = 1;
@@ -986,7 +1035,7 @@ int cd_train_run(const cd_train_config *c)
                          c->gpus[0]);
         }
     }
-    if (n == 1)
+    if (n == 1 && !(c->force_data_parallel && c->data_parallel))
         return train_rank(c, 0, 1, 0, NULL);
     /* data parallel in one process: n replicas, one thread each, one seed for all */
     cd_train_config shared = *c;

@@ -18,6 +18,7 @@ void cd_train_config_init(cd_train_config *c)
     c->use_mean = CD_MEAN_IMAGE;
     c->mirror = -1;
     c->data_parallel = 1;
+    c->bucket_mb = 25;
     cd_solver_opts_defaults(&c->solver, CD_SOLVER_SGD, 0.01);
     c->solver.lr.base_lr = 0.01;
     cd_lr_policy_defaults(&c->solver.lr, CD_LR_STEP);
@@ -238,6 +239,10 @@ int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, siz
         goto out;
     if (present)
         c->replicas = (int)v;
+    if (get_num(root, "allreduce_bucket_mb", &v, &present, 1e-6, 4096, err, errlen))
+        goto out;
+    if (present)
+        c->bucket_mb = v;
     if (get_num(root, "loader_threads", &v, &present, 1, 64, err, errlen))
         goto out;
     if (present)
@@ -261,6 +266,14 @@ int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, siz
             goto out;
         }
         c->data_parallel = json_is_true(dp);
+    }
+    json_t *force = json_object_get(root, "force_data_parallel");
+    if (force && !json_is_null(force)) {
+        if (!json_is_boolean(force)) {
+            bad(err, errlen, "force_data_parallel", "true or false");
+            goto out;
+        }
+        c->force_data_parallel = json_is_true(force);
     }
     json_t *resume = json_object_get(root, "resume");
     c->resume = resume && json_is_true(resume);

@@ -10,6 +10,11 @@ the same seed, and compares what the worker reports:
     differ only in rounding, which grows slowly);
   - both runs learn (last loss well under the first) and end at about the same
     validation accuracy.
+A backend written "cuda+nccl" is the GPU run through the data-parallel path with one
+rank (an NCCL communicator of one, the gradients averaged in buckets on the reduce
+stream during the backward pass, rank 0's weights broadcast): it must say so in its log
+and follow the plain GPU run as closely as the GPU follows the CPU. Each run is compared
+with the one before it.
 Exit status 0 when all hold; the last line is a one-line summary.
 """
 import argparse
@@ -88,6 +93,28 @@ def metrics(lines, phase, name):
             if j.get("type") == "metric" and j.get("phase") == phase and j.get("name") == name]
 
 
+def compare(ka, a, kb, b, problems):
+    """Losses and accuracy of two runs; adds to problems, returns a one-line summary."""
+    common = sorted(set(i for i, _ in a["loss"]) & set(i for i, _ in b["loss"]))
+    la, lb = dict(a["loss"]), dict(b["loss"])
+    early = common[:5]
+    diffs = [abs(la[i] - lb[i]) / max(abs(la[i]), 1e-6) for i in early]
+    print("  loss at iterations %s: %s vs %s" % (early, [round(la[i], 5) for i in early],
+                                               [round(lb[i], 5) for i in early]))
+    acc_a, acc_b = a["val_acc"][-1][1], b["val_acc"][-1][1]
+    if not diffs:
+        problems.append("%s vs %s: no common iterations to compare" % (ka, kb))
+    elif diffs[0] > 1e-3:
+        problems.append("%s vs %s: first loss differs by %.2g (relative)" % (ka, kb, diffs[0]))
+    elif max(diffs) > 0.05:
+        problems.append("%s vs %s: early losses differ by up to %.1f%%" % (ka, kb, 100 * max(diffs)))
+    if abs(acc_a - acc_b) > 0.05:
+        problems.append("%s vs %s: validation accuracy %.3f vs %.3f" % (ka, kb, acc_a, acc_b))
+    return ("%s vs %s: first loss %.4f vs %.4f, early loss diff <= %.2g%%, val acc %.3f vs %.3f"
+            % (ka, kb, la[common[0]] if common else 0, lb[common[0]] if common else 0,
+               100 * max(diffs) if diffs else 0, acc_a, acc_b))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--worker", required=True)
@@ -119,20 +146,32 @@ def main():
         return 1
 
     results = {}
-    for backend in args.backends.split(","):
-        job = os.path.join(w, "train_" + backend + "_%d" % len(results))
+    for spec in args.backends.split(","):
+        backend, _, variant = spec.partition("+")
+        job = os.path.join(w, "train_" + backend + variant + "_%d" % len(results))
         os.makedirs(job, exist_ok=True)
         shutil.copy(args.network, os.path.join(job, "network.prototxt"))
+        conf = {"dataset_dir": ds, "network": "network.prototxt", "epochs": args.epochs,
+                "snapshot_interval": args.epochs, "validation_interval": 1,
+                "random_seed": 7, "batch_size": 64, "solver_type": "SGD",
+                "learning_rate": 0.01, "momentum": 0.9, "weight_decay": 0.0005,
+                "lr_policy": {"policy": "fixed"}, "use_mean": "image",
+                "backend": backend, "precision": "fp32"}  # no TF32: a close comparison
+        if variant == "nccl":
+            # LeNet's 1.7 MB of gradients in 2 buckets: ip2 and ip1 (averaged while the
+            # convolutions run backward), then the convolutions
+            conf.update({"gpus": [0], "force_data_parallel": True, "allreduce_bucket_mb": 0.25})
         with open(os.path.join(job, "train.json"), "w") as f:
-            json.dump({"dataset_dir": ds, "network": "network.prototxt", "epochs": args.epochs,
-                       "snapshot_interval": args.epochs, "validation_interval": 1,
-                       "random_seed": 7, "batch_size": 64, "solver_type": "SGD",
-                       "learning_rate": 0.01, "momentum": 0.9, "weight_decay": 0.0005,
-                       "lr_policy": {"policy": "fixed"}, "use_mean": "image",
-                       "backend": backend, "precision": "fp32"}, f)  # no TF32: a close comparison
+            json.dump(conf, f)
         rc, lines, _ = run([args.worker, "train", job])
         dev = [j for j in lines if j.get("type") == "device"]
-        results[backend + "_%d" % len(results)] = {
+        logs = [j.get("message", "") for j in lines if j.get("type") == "log"]
+        if variant == "nccl":
+            said = [m for m in logs if m.startswith("data parallel over 1 replica")]
+            print("  %s: %s" % (spec, said[0] if said else "no data-parallel line in the log"))
+            if rc == 0 and not (said and "during the backward pass" in said[0]):
+                rc = 99  # not the overlapped NCCL path
+        results[spec + "_%d" % len(results)] = {
             "rc": rc, "device": dev[0].get("backend") if dev else None,
             "loss": metrics(lines, "train", "loss"),
             "val_acc": metrics(lines, "val", "accuracy"),
@@ -144,7 +183,10 @@ def main():
     problems = []
     for k in keys:
         r = results[k]
-        want = k.rsplit("_", 1)[0]
+        want = k.rsplit("_", 1)[0].partition("+")[0]
+        if r["rc"] == 99:
+            problems.append("%s: did not take the overlapped data-parallel path" % k)
+            continue
         if r["rc"] != 0:
             problems.append("%s: training failed (exit %d)" % (k, r["rc"]))
             continue
@@ -161,27 +203,12 @@ def main():
         if not last < 0.5 * first:
             problems.append("%s: loss went from %.4f to %.4f only" % (k, first, last))
 
-    detail = ""
-    if not problems and len(keys) == 2:
-        a, b = results[keys[0]], results[keys[1]]
-        common = sorted(set(i for i, _ in a["loss"]) & set(i for i, _ in b["loss"]))
-        la, lb = dict(a["loss"]), dict(b["loss"])
-        early = common[:5]
-        diffs = [abs(la[i] - lb[i]) / max(abs(la[i]), 1e-6) for i in early]
-        print("  loss at iterations %s: %s vs %s" % (early, [round(la[i], 5) for i in early],
-                                                   [round(lb[i], 5) for i in early]))
-        acc_a, acc_b = a["val_acc"][-1][1], b["val_acc"][-1][1]
-        if not diffs:
-            problems.append("no common iterations to compare")
-        elif diffs[0] > 1e-3:
-            problems.append("first loss differs by %.2g (relative)" % diffs[0])
-        elif max(diffs) > 0.05:
-            problems.append("early losses differ by up to %.1f%%" % (100 * max(diffs)))
-        if abs(acc_a - acc_b) > 0.05:
-            problems.append("validation accuracy %.3f vs %.3f" % (acc_a, acc_b))
-        detail = ("%s vs %s: first loss %.4f vs %.4f, early loss diff <= %.2g%%, val acc %.3f vs %.3f"
-                  % (keys[0], keys[1], la[common[0]] if common else 0, lb[common[0]] if common else 0,
-                     100 * max(diffs) if diffs else 0, acc_a, acc_b))
+    details = []
+    for ka, kb in zip(keys, keys[1:]):
+        if problems:
+            break
+        details.append(compare(ka, results[ka], kb, results[kb], problems))
+    detail = "; ".join(details)
     if problems:
         print("lenet_compare: " + "; ".join(problems))
         return 1

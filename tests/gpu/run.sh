@@ -7,7 +7,9 @@
 #            with a plain C sgemm instead of OpenBLAS) and tests/gpu/test_gpu_ops.c,
 #            compiled for this GPU only; every backend op compared with the CPU.
 #   stage 2  LeNet trained on both backends with the same seed on a small synthetic
-#            digit set, loss curves and accuracy compared. Needs cdigits-worker: a
+#            digit set, loss curves and accuracy compared; then on the GPU once more
+#            through the data-parallel path with one NCCL rank (buckets averaged on
+#            their own stream during the backward pass), compared with the plain run. Needs cdigits-worker: a
 #            build carried here (CDIGITS_CARRY_DIR, made by tests/gpu/make_carry.sh),
 #            or one built with CMake when jansson, libpng, libjpeg and OpenBLAS are
 #            installed; skipped (and said so) otherwise.
@@ -215,7 +217,7 @@ stage2() {
     rm -rf "$work"
     mkdir -p "$work"
     out=$(timeout 420 python3 "$root/tests/gpu/lenet_compare.py" --worker "$worker" \
-        --network "$root/models/lenet.prototxt" --work "$work" 2>&1 | tee /dev/stderr | tail -1)
+        --network "$root/models/lenet.prototxt" --work "$work" --backends cpu,cuda,cuda+nccl 2>&1 | tee /dev/stderr | tail -1)
     rc=${PIPESTATUS[0]}
     if ((rc == 0)); then
         add lenet ok "${out#lenet_compare: }"

@@ -11,8 +11,9 @@
 #      learning rate;
 #  (e) a bad train.json value fails before training with an error naming the key;
 #  (f) data parallelism: 2 CPU replicas of batch 32 end with the weights of one
-#      replica of batch 64, to float tolerance; a batch the replicas can't split evenly
-#      is refused.
+#      replica of batch 64, to float tolerance; averaging the gradients in small buckets
+#      during the backward pass gives bit-identical weights to one average after it; a
+#      batch the replicas can't split evenly is refused.
 #
 # The data is made here: 600 synthetic 16x16 gray images in 4 classes written as IDX
 # files, imported and turned into a dataset job by the worker itself. The network is a
@@ -211,9 +212,27 @@ run "$tmp/rep2"
 check "replicas" python3 "$lib" replicas \
     "$tmp/rep1.log" "$tmp/rep1/snapshot_iter_${last:-0}.cdw" "$tmp/rep1/snapshot_iter_${mid:-0}.cdw" \
     "$tmp/rep2.log" "$tmp/rep2/snapshot_iter_${last:-0}.cdw"
+# the data-parallel path with one replica (a group of one, as a one-GPU NCCL run) is the
+# plain path, bit for bit
+job "$tmp/rep1f" plain "$acc, \"batch_size\": 64, \"replicas\": 1, \"force_data_parallel\": true"
+run "$tmp/rep1f"
+check "replicas: a group of one trains as no group" cmp "$tmp/rep1/snapshot_iter_${last:-0}.cdw" \
+    "$tmp/rep1f/snapshot_iter_${last:-0}.cdw"
+check "replicas: a group of one says so" grep -q "data parallel over 1 replica" "$tmp/rep1f.log"
+# gradients averaged in small buckets while the backward runs: the same weights, bit for bit
+job "$tmp/rep2b" plain "$acc, \"batch_size\": 64, \"replicas\": 2, \"allreduce_bucket_mb\": 0.0001"
+run "$tmp/rep2b"
+check "replicas: buckets give the same weights" cmp "$tmp/rep2/snapshot_iter_${last:-0}.cdw" \
+    "$tmp/rep2b/snapshot_iter_${last:-0}.cdw"
+nb=$(sed -n 's/.*averaged in \([0-9]*\) bucket.*/\1/p' "$tmp/rep2b.log" | head -1)
+n1=$(sed -n 's/.*averaged in \([0-9]*\) bucket.*/\1/p' "$tmp/rep2.log" | head -1)
+check "replicas: several buckets ($n1 at 25 MiB, ${nb:-none} at 0.0001 MiB)" test "${nb:-0}" -gt "${n1:-0}" -a "${n1:-0}" -ge 1
 job "$tmp/rep3" plain "$acc, \"batch_size\": 64, \"replicas\": 3"
 run "$tmp/rep3"
 check "replicas: uneven split" python3 "$lib" bad-value "$tmp/rep3" "$tmp/rep3.log" "does not split evenly"
+job "$tmp/rep4" plain "$acc, \"batch_size\": 1, \"replicas\": 2"
+run "$tmp/rep4"
+check "replicas: batch 1 can't be split" python3 "$lib" bad-value "$tmp/rep4" "$tmp/rep4.log" "turn data parallelism off"
 
 # ---- (d) a diverging run --------------------------------------------------------------
 

@@ -112,6 +112,14 @@ static int cpu_allreduce_mean(cd_backend_t *be, float *x, size_t n)
     return CD_OK;
 }
 
+static int cpu_broadcast(cd_backend_t *be, float *x, size_t n)
+{
+    cpu_ctx *ctx = be->ctx;
+    if (ctx->group)
+        cd_group_broadcast_bytes(ctx->group, ctx->rank, x, n * sizeof *x);
+    return CD_OK;
+}
+
 int cd_backend_cpu_join_group(cd_backend_t *be, cd_group_t *g, int rank)
 {
     if (!be || strcmp(be->iface->name, "cpu") != 0 || rank < 0 || rank >= cd_group_size(g))
@@ -177,6 +185,7 @@ static const cd_backend_iface cpu_iface = {
     .prepare_batch = cpu_prepare_batch,
 
     .allreduce_mean = cpu_allreduce_mean, /* the identity until the backend joins a group */
+    .broadcast = cpu_broadcast,
     .destroy = cpu_destroy,
 };
 

@@ -78,6 +78,9 @@ static const cd_backend_iface cuda_iface = {
     .update = cuda_update,
     .prepare_batch = cuda_prepare_batch,
     .allreduce_mean = cuda_allreduce_mean,
+    .allreduce_start = cuda_allreduce_start,
+    .allreduce_wait = cuda_allreduce_wait,
+    .broadcast = cuda_broadcast,
 
     .mem_info = cuda_mem_info,
     .host_alloc = cuda_host_alloc,

@@ -71,6 +71,12 @@ typedef struct cuda_ctx {
 
     ncclComm_t comm; /* data-parallel group; NULL until cd_cuda_group_join */
     int nranks;
+    /* allreduce_start's averages run on `reduce` (the highest priority, so they are not
+     * queued behind the backward's kernels); `grads` is recorded on stream before each,
+     * `reduced` on reduce when the compute stream has to wait for them */
+    cudaStream_t reduce;
+    cudaEvent_t grads, reduced;
+    int reducing; /* averages started since the last allreduce_wait */
 
     char name[256]; /* the device's name */
 } cuda_ctx;
@@ -227,6 +233,9 @@ void cuda_prepare_batch(cd_backend_t *be, int n, int c, int sh, int sw, int oh, 
 
 /* nccl.c */
 int cuda_allreduce_mean(cd_backend_t *be, float *x, size_t n);
+int cuda_allreduce_start(cd_backend_t *be, float *x, size_t n);
+int cuda_allreduce_wait(cd_backend_t *be);
+int cuda_broadcast(cd_backend_t *be, float *x, size_t n);
 void cuda_group_release(cd_backend_t *be);
 
 #endif

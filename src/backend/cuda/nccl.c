@@ -1,7 +1,9 @@
-/* Data-parallel groups on NCCL: one rank per process and GPU, joined through an id
- * that rank 0 makes and the scheduler hands to every rank (see cuda_check.h). The
- * averaging runs on the backend's stream, in order with the backward that made the
- * gradients, so no host wait is needed before the solver update. */
+/* Data-parallel groups on NCCL: one rank per GPU, joined through an id that rank 0
+ * makes and hands to every rank (see cuda_check.h). allreduce_mean averages on the
+ * backend's stream, in order with the ops before and after it; allreduce_start averages
+ * a bucket of gradients on a stream of its own as soon as the backward has written
+ * them, while the backward goes on, and allreduce_wait joins the streams again before
+ * the solver update. No call waits on the host. */
 #include <stdio.h>
 #include <string.h>
 
@@ -71,6 +73,15 @@ int cd_cuda_group_join(cd_backend_t *be, const char *hex, int nranks, int rank, 
         return -1;
     }
     ctx->nranks = nranks;
+    int least = 0, greatest = 0;
+    if (CD_CUDA_TRY(be, cudaDeviceGetStreamPriorityRange(&least, &greatest)) ||
+        CD_CUDA_TRY(be, cudaStreamCreateWithPriority(&ctx->reduce, cudaStreamNonBlocking, greatest)) ||
+        CD_CUDA_TRY(be, cudaEventCreateWithFlags(&ctx->grads, cudaEventDisableTiming)) ||
+        CD_CUDA_TRY(be, cudaEventCreateWithFlags(&ctx->reduced, cudaEventDisableTiming))) {
+        snprintf(why, why_len, "%s", be->err);
+        cuda_group_release(be);
+        return -1;
+    }
     return 0;
 }
 
@@ -86,9 +97,58 @@ int cuda_allreduce_mean(cd_backend_t *be, float *x, size_t n)
     return 0;
 }
 
+int cuda_allreduce_start(cd_backend_t *be, float *x, size_t n)
+{
+    cuda_ctx *ctx = cuda_ctx_of(be);
+    if (!ctx->comm || n == 0)
+        return 0;
+    cuda_use_device(be);
+    if (CD_CUDA_TRY(be, cudaEventRecord(ctx->grads, ctx->stream)) ||
+        CD_CUDA_TRY(be, cudaStreamWaitEvent(ctx->reduce, ctx->grads, 0)) ||
+        CD_NCCL_TRY(be, ncclAllReduce(x, x, n, ncclFloat, ncclAvg, ctx->comm, ctx->reduce)))
+        return -1;
+    ctx->reducing = 1;
+    return 0;
+}
+
+int cuda_allreduce_wait(cd_backend_t *be)
+{
+    cuda_ctx *ctx = cuda_ctx_of(be);
+    if (!ctx->reducing)
+        return 0;
+    cuda_use_device(be);
+    ctx->reducing = 0;
+    if (CD_CUDA_TRY(be, cudaEventRecord(ctx->reduced, ctx->reduce)) ||
+        CD_CUDA_TRY(be, cudaStreamWaitEvent(ctx->stream, ctx->reduced, 0)))
+        return -1;
+    return 0;
+}
+
+int cuda_broadcast(cd_backend_t *be, float *x, size_t n)
+{
+    cuda_ctx *ctx = cuda_ctx_of(be);
+    if (!ctx->comm || n == 0)
+        return 0;
+    cuda_use_device(be);
+    if (CD_NCCL_TRY(be, ncclBroadcast(x, x, n, ncclFloat, 0, ctx->comm, ctx->stream)))
+        return -1;
+    return 0;
+}
+
 void cuda_group_release(cd_backend_t *be)
 {
     cuda_ctx *ctx = cuda_ctx_of(be);
+    if (ctx->reduce) {
+        CD_CUDA_TRY(be, cudaStreamSynchronize(ctx->reduce));
+        CD_CUDA_TRY(be, cudaStreamDestroy(ctx->reduce));
+        ctx->reduce = NULL;
+    }
+    if (ctx->grads)
+        CD_CUDA_TRY(be, cudaEventDestroy(ctx->grads));
+    if (ctx->reduced)
+        CD_CUDA_TRY(be, cudaEventDestroy(ctx->reduced));
+    ctx->grads = ctx->reduced = NULL;
+    ctx->reducing = 0;
     if (!ctx->comm)
         return;
     CD_NCCL_TRY(be, ncclCommDestroy(ctx->comm));
