@@ -6,6 +6,8 @@ Run by bench/gpu_bench.sh (which finds the worker and the right python); by hand
     python3 bench/torch_gpu_bench.py run --worker build/cdigits-worker --work /tmp/gb \
         [--torch-python python3] [--cases lenet:64:fp32,alexnet:128:bf16] [--scale 1.0] \
         [--device cpu]    # a smoke run of the whole path on the CPU, not a benchmark
+    python3 bench/torch_gpu_bench.py scaling --worker ... --work ... --gpus 8 \
+        [--case alexnet:128:bf16]    # data-parallel efficiency (bench/scaling_bench.sh)
 
 For each case it trains with cdigits (`cdigits-worker train`, the real worker, on a
 dataset made by `cdigits-worker dataset` from generated images) and then with PyTorch
@@ -258,18 +260,21 @@ class Sampler:
 
 # ---- one case with cdigits ----------------------------------------------------------------
 
-def run_cdigits(worker, work, data, net, batch, prec, iters, warm, device):
-    job = os.path.join(work, "job_%s_%d_%s" % (net, batch, prec))
+def run_cdigits(worker, work, data, net, batch, prec, iters, warm, device, extra=None, tag=""):
+    """One training job; batch is the whole step's (split over the replicas in extra)."""
+    job = os.path.join(work, "job_%s_%d_%s%s" % (net, batch, prec, tag))
     shutil.rmtree(job, ignore_errors=True)
     os.makedirs(job)
     shutil.copy(os.path.join(ROOT, "models", net + ".prototxt"), os.path.join(job, "network.prototxt"))
+    conf = {"dataset_dir": data["dataset"], "network": "network.prototxt",
+            "epochs": 100000, "max_iterations": iters, "batch_size": batch,
+            "solver_type": "SGD", "learning_rate": LR[net], "momentum": 0.9,
+            "weight_decay": 0.0005, "lr_policy": {"policy": "fixed"}, "random_seed": 1,
+            "snapshot_interval": 0, "validation_interval": 0, "use_mean": "image",
+            "backend": "cpu" if device == "cpu" else "cuda", "precision": prec}
+    conf.update(extra or {})
     with open(os.path.join(job, "train.json"), "w") as f:
-        json.dump({"dataset_dir": data["dataset"], "network": "network.prototxt",
-                   "epochs": 100000, "max_iterations": iters, "batch_size": batch,
-                   "solver_type": "SGD", "learning_rate": LR[net], "momentum": 0.9,
-                   "weight_decay": 0.0005, "lr_policy": {"policy": "fixed"}, "random_seed": 1,
-                   "snapshot_interval": 0, "validation_interval": 0, "use_mean": "image",
-                   "backend": "cpu" if device == "cpu" else "cuda", "precision": prec}, f)
+        json.dump(conf, f)
     t_start = time.time()
     p = subprocess.Popen([worker, "train", job], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stderr = []
@@ -398,6 +403,55 @@ def cmd_run(a):
           % (len(good), len(rows), time.time() - t0,
              ", cdigits failed in %d" % len(failed) if failed else "", "--" if math.isnan(geo) else "%.2f" % geo))
     return 1 if failed else 0
+
+
+# ---- data-parallel scaling -----------------------------------------------------------------
+
+def cmd_scaling(a):
+    """Images/s on 1, 2, 4, ... GPUs (the batch per GPU fixed), each over N times the
+    one-GPU figure of the same run; with the gradients averaged in buckets during the
+    backward pass (the default) and in one bucket after it, to show what the overlap
+    buys. --device cpu: CPU replicas instead of GPUs, a smoke run of the path."""
+    worker, work = os.path.abspath(a.worker), os.path.abspath(a.work)
+    os.makedirs(work, exist_ok=True)
+    net, per, prec = a.case.split(":")
+    per = int(per)
+    counts = [n for n in (1, 2, 4, 8, 16) if n <= a.gpus]
+    smoke = a.device == "cpu"
+    iters, warm = ITERS.get((net, per), (60, 15))
+    iters, warm = max(4, int(iters * a.scale)), max(1, int(warm * a.scale))
+    if smoke:
+        iters, warm = 8, 2
+    data = make_datasets(worker, work, {net})[net]
+    print("scaling: %s, batch %d per %s, %s, %d iterations (%d untimed)"
+          % (net, per, "replica" if smoke else "GPU", prec, iters, warm))
+    rows, one = [], {}
+    for mode, bucket in (("overlapped", 25), ("after backward", 4096)):
+        for n in counts:
+            extra = {"allreduce_bucket_mb": bucket}
+            extra.update({"replicas": n, "threads": 1} if smoke else {"gpus": list(range(n))})
+            r = run_cdigits(worker, work, data, net, per * n, prec, iters, warm, a.device, extra,
+                            "_x%d_%s" % (n, bucket))
+            if not r.get("ok"):
+                print("  %d: failed: %s" % (n, r.get("error", "?")))
+                rows.append((mode, n, float("nan"), float("nan")))
+                continue
+            if n == 1:
+                one[mode] = r["ips"]
+            eff = r["ips"] / (n * one[mode]) if one.get(mode) else float("nan")
+            rows.append((mode, n, r["ips"], eff))
+            print("  %-14s %2d: %9.0f images/s, efficiency %.2f" % (mode, n, r["ips"], eff))
+            sys.stdout.flush()
+    print()
+    print("| averaging | GPUs | images/s | efficiency (images/s over N x one GPU) |")
+    print("|---|---|---|---|")
+    for mode, n, ips, eff in rows:
+        print("| %s | %d | %s | %s |" % (mode, n, "failed" if math.isnan(ips) else "%.0f" % ips,
+                                       "--" if math.isnan(eff) else "%.2f" % eff))
+    best = [eff for mode, n, ips, eff in rows if mode == "overlapped" and n == counts[-1]]
+    print("scaling: %s on %d %s: efficiency %s" % (net, counts[-1], "replicas" if smoke else "GPUs",
+                                                   "%.2f" % best[0] if best and not math.isnan(best[0]) else "--"))
+    return 0 if all(not math.isnan(r[2]) for r in rows) else 1
 
 
 # ---- one case with PyTorch ----------------------------------------------------------------
@@ -559,6 +613,13 @@ def main():
     r.add_argument("--cases", default=DEFAULT_CASES)
     r.add_argument("--scale", type=float, default=1.0, help="iterations x scale")
     r.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    sc = sub.add_parser("scaling", help="cdigits on 1, 2, 4, ... GPUs: data-parallel efficiency")
+    sc.add_argument("--worker", required=True)
+    sc.add_argument("--work", required=True)
+    sc.add_argument("--gpus", type=int, required=True, help="the most GPUs (or CPU replicas) to use")
+    sc.add_argument("--case", default="alexnet:128:bf16", help="net:batch per GPU:precision")
+    sc.add_argument("--scale", type=float, default=1.0, help="iterations x scale")
+    sc.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     t = sub.add_parser("torch", help="one case with PyTorch; prints one JSON line")
     t.add_argument("--net", required=True, choices=["lenet", "alexnet"])
     t.add_argument("--batch", type=int, required=True)
@@ -571,7 +632,7 @@ def main():
     t.add_argument("--classes", type=int, default=10)
     t.add_argument("--lr", type=float, default=0.01)
     a = ap.parse_args()
-    return cmd_run(a) if a.cmd == "run" else cmd_torch(a)
+    return {"run": cmd_run, "scaling": cmd_scaling, "torch": cmd_torch}[a.cmd](a)
 
 
 if __name__ == "__main__":
