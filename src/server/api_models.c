@@ -57,6 +57,7 @@ static const form_field_t g_model_form[] = {
     {"use_mean", F_CHOICE, "image", NAN, NAN, "none|image|pixel", ALWAYS, 1, "Subtract mean"},
     {"crop_size", F_INT, NULL, 1, 8192, NULL, ALWAYS, 0, "Crop size"},
     {"use_mirror", F_BOOL, "false", NAN, NAN, NULL, ALWAYS, 0, "Mirror images"},
+    {"data_parallel", F_BOOL, "true", NAN, NAN, NULL, ALWAYS, 0, "Data parallelism"},
     {"aug_flip", F_CHOICE, "none", NAN, NAN, "none|fliplr|flipud|fliplrud", ALWAYS, 0, "Flipping"},
     {"shuffle", F_BOOL, "true", NAN, NAN, NULL, ALWAYS, 0, "Shuffle train data"},
     {"precision", F_CHOICE, NULL, NAN, NAN, "fp32|tf32|fp16|bf16", ALWAYS, 0, "Precision"},
@@ -236,7 +237,11 @@ static int load_network(req_t *r, const fields_t *in, json_t *v, netsrc_t *ns, j
     return CD_OK;
 }
 
-/* What the job asks of the scheduler: GPUs (some count, or exactly these) or the CPU. */
+/* What the job asks of the scheduler: GPUs (some count, or exactly these) or the CPU.
+ * Without data parallelism the worker trains on the first GPU of its list only, so the
+ * job asks for exactly one: count 1, or the first of the listed GPUs; "selected" then
+ * keeps what the form asked for, so the job's JSON shows why it holds one GPU. Every
+ * listed GPU is still checked: a GPU the server lacks is a mistake either way. */
 static json_t *gpu_request(server_t *srv, const fields_t *in, json_t *v, json_t *errors)
 {
     int ngpus = 0;
@@ -271,8 +276,17 @@ static json_t *gpu_request(server_t *srv, const fields_t *in, json_t *v, json_t 
             return NULL;
         }
     }
-    if (json_array_size(ids))
-        return json_pack("{s:s, s:o}", "kind", "gpu", "ids", ids);
+    int parallel = json_is_true(json_object_get(v, "data_parallel"));
+    if (json_array_size(ids)) {
+        json_t *out = json_pack("{s:s, s:b}", "kind", "gpu", "data_parallel", parallel);
+        if (!parallel && json_array_size(ids) > 1) {
+            json_t *first = json_pack("[O]", json_array_get(ids, 0));
+            json_object_set_new(out, "selected", json_pack("{s:o}", "ids", ids));
+            ids = first;
+        }
+        json_object_set_new(out, "ids", ids);
+        return out;
+    }
     json_decref(ids);
     json_t *count = json_object_get(v, "select_gpu_count");
     if (ngpus == 0)
@@ -282,7 +296,12 @@ static json_t *gpu_request(server_t *srv, const fields_t *in, json_t *v, json_t 
                        ngpus);
         return NULL;
     }
-    return json_pack("{s:s, s:I}", "kind", "gpu", "count", json_is_integer(count) ? json_integer_value(count) : 1);
+    json_int_t n = json_is_integer(count) ? json_integer_value(count) : 1;
+    json_t *out = json_pack("{s:s, s:I, s:b}", "kind", "gpu", "count", parallel ? n : 1, "data_parallel",
+                            parallel);
+    if (!parallel && n > 1)
+        json_object_set_new(out, "selected", json_pack("{s:I}", "count", n));
+    return out;
 }
 
 /* Makes one job of a sweep; returns its brief JSON or NULL after replying. */
@@ -324,7 +343,8 @@ static json_t *make_job(req_t *r, json_t *v, json_t *form, json_t *dataset, cons
         reply_error(r, 500, "cannot build train.json");
         goto fail;
     }
-    static const char *const extras[] = {"precision", "early_stopping_patience", "early_stopping_min_delta"};
+    static const char *const extras[] = {"precision", "early_stopping_patience", "early_stopping_min_delta",
+                                         "data_parallel"};
     for (size_t i = 0; i < CD_ARRAY_LEN(extras); i++) {
         json_t *x = json_object_get(v, extras[i]);
         if (x && !json_is_null(x))

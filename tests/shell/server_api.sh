@@ -91,6 +91,8 @@ check '[ "$(jv "d[\"train\"][\"lr_policy\"][\"steps\"]")" = "30,60" ] && [ "$(jv
 TRAIN_JSON=$(jv 'd["directory"]')/train.json
 check 'python3 -c "import json,sys; c=json.load(open(sys.argv[1])); sys.exit(not (c[\"random_seed\"]==7 and c[\"learning_rate\"]==0.02 and c[\"backend\"]==\"cpu\" and c[\"lr_policy\"][\"policy\"]==\"multistep\"))" "$TRAIN_JSON"' \
     "train.json holds the mapped fields and the CPU backend"
+check 'python3 -c "import json,sys; c=json.load(open(sys.argv[1])); sys.exit(c[\"data_parallel\"] is not True)" "$TRAIN_JSON"' \
+    "data_parallel defaults to true in train.json"
 http GET "/models/$M1/metrics/json"
 check '[ "$(jv "len([m for m in d[\"metrics\"] if m[\"name\"]==\"loss\" and m[\"phase\"]==\"train\"])")" = 30 ]' "every train loss line is stored (30)"
 http GET /completed_jobs/json
@@ -113,6 +115,22 @@ check '[ "$(jv "d[\"batch\"][\"effective\"]")" = 8 ] && [ "$(jv "d[\"advice\"][\
 http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" \
     -F model_name=x -F precision=fp8
 check '[ "$CODE" = 400 ] && [ -n "$(jv "d[\"errors\"][\"precision\"][0]")" ]' "an unknown precision is a form error"
+
+# data_parallel=false (a JSON false here) reaches train.json; without GPUs the job still
+# asks for the CPU, whatever GPU count the form names
+python3 -c 'import json, sys
+print(json.dumps({"dataset": sys.argv[1], "method": "custom", "custom_network": open(sys.argv[2]).read(),
+                  "train_epochs": 1, "model_name": "nodp", "data_parallel": False, "select_gpu_count": 2}))' \
+    "$DS" "$T/net.prototxt" >"$T/nodp.json"
+http POST /models/images/classification/json -H 'Content-Type: application/json' --data-binary "@$T/nodp.json"
+check '[ "$CODE" = 200 ]' "a model with data_parallel false is created"
+MNODP=$(jv 'd["id"]')
+http GET "/models/$MNODP/json"
+check 'python3 -c "import json,sys; c=json.load(open(sys.argv[1])); sys.exit(c[\"data_parallel\"] is not False)" "$(jv "d[\"directory\"]")/train.json"' \
+    "its train.json says \"data_parallel\": false"
+check '[ "$(jv "d[\"train\"][\"data_parallel\"]")" = false ] && [ "$(jv "d[\"resources\"]")" = "{\"kind\": \"cpu\"}" ]' \
+    "its JSON shows data_parallel false and a CPU request on a server without GPUs"
+check 'wait_status "$MNODP" Done 30' "it trains on the CPU"
 
 # sweep: two learning rates make two jobs
 http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" \

@@ -2,7 +2,8 @@
 # The scheduler through the API, with tests/shell/fake_worker.py and two pretend GPUs
 # (--gpus 0,1): a model waits for its dataset and says so, GPU requests are all or
 # nothing, a job asking for GPUs 0 and 1 waits until both are free, train.json gets the
-# GPUs it was given, the home event stream announces jobs, and --url-prefix,
+# GPUs it was given, a job without data parallelism asks for one GPU whatever the form
+# selected, the home event stream announces jobs, and --url-prefix,
 # --server-name and --log-file do what they say.
 . "$(dirname "$0")/server_lib.bash"
 need_server
@@ -81,6 +82,42 @@ check '[ "$(jv "len(d[\"workers\"])")" = 1 ] && [ "$(jv "d[\"workers\"][0][\"rss
     "the monitor reports the running worker's memory"
 http POST /abort_jobs -F "job_ids[]=$MB"
 check 'wait_status "$MB" Aborted 10' "bulk abort"
+
+# data parallelism off: the job asks for one GPU, holds one, and train.json says so
+train_json() { python3 -c "import json,sys; c=json.load(open(sys.argv[1])); print(json.dumps([c['gpus'], c['data_parallel']]))" "$(jv 'd["directory"]')/train.json"; }
+MD=$(make_model nodp -F select_gpu_count=2 -F data_parallel=false)
+http GET "/models/$MD/json"
+check '[ "$(jv "d[\"resources\"] == {\"kind\": \"gpu\", \"count\": 1, \"data_parallel\": False, \"selected\": {\"count\": 2}}")" = true ]' \
+    "select_gpu_count=2 without data parallelism asks for 1 GPU and keeps the 2 selected ($(jv 'd.get("resources")'))"
+check 'wait_status "$MD" Running 10' "it runs"
+http GET "/models/$MD/json"
+check '[ "$(jv "len(d[\"tasks\"][0][\"gpus\"])")" = 1 ] && [ "$(train_json)" = "[$(jv "d[\"tasks\"][0][\"gpus\"]"), false]" ]' \
+    "it holds one GPU and its train.json names that GPU with data_parallel false ($(train_json))"
+http GET /hardware/json
+check '[ "$(jv "d[\"resources\"][\"gpus\"][\"free\"]")" = 1 ]' "the other GPU stays free"
+http POST "/models/$MD/abort"
+check 'wait_status "$MD" Aborted 10' "aborted"
+MD=$(make_model dp -F select_gpu_count=2 -F data_parallel=true)
+http GET "/models/$MD/json"
+check '[ "$(jv "d[\"resources\"] == {\"kind\": \"gpu\", \"count\": 2, \"data_parallel\": True}")" = true ]' \
+    "select_gpu_count=2 with data parallelism asks for 2 GPUs ($(jv 'd.get("resources")'))"
+check 'wait_status "$MD" Running 10' "it runs"
+http GET "/models/$MD/json"
+check '[ "$(jv "d[\"tasks\"][0][\"gpus\"]")" = "[0, 1]" ] && [ "$(train_json)" = "[[0, 1], true]" ]' \
+    "it holds both GPUs and its train.json names them with data_parallel true ($(train_json))"
+http POST "/models/$MD/abort"
+check 'wait_status "$MD" Aborted 10' "aborted"
+MD=$(make_model nodplist -F select_gpus=1,0 -F data_parallel=false)
+http GET "/models/$MD/json"
+check '[ "$(jv "d[\"resources\"] == {\"kind\": \"gpu\", \"ids\": [1], \"data_parallel\": False, \"selected\": {\"ids\": [1, 0]}}")" = true ]' \
+    "GPUs 1,0 without data parallelism keep only GPU 1 ($(jv 'd.get("resources")'))"
+check 'wait_status "$MD" Running 10' "it runs"
+http GET "/models/$MD/json"
+check '[ "$(jv "d[\"tasks\"][0][\"gpus\"]")" = "[1]" ] && [ "$(train_json)" = "[[1], false]" ]' \
+    "it holds GPU 1 only ($(train_json))"
+http POST "/models/$MD/abort"
+check 'wait_status "$MD" Aborted 10' "aborted"
+
 http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/slow.prototxt" \
     -F model_name=toomany -F select_gpu_count=3
 check '[ "$CODE" = 400 ] && [ -n "$(jv "d[\"errors\"][\"select_gpu_count\"][0]")" ]' "3 GPUs of 2 is a form error"

@@ -285,7 +285,7 @@ try {
     await page.click('#tab-standard');
   });
 
-  await step('new model: GPUs to choose from, and the server\'s answer next to them', async () => {
+  await step('new model: GPUs to choose from, data parallelism, and the server\'s answer next to them', async () => {
     /* this machine has no GPU: the page is shown one, and the server refuses it */
     await page.route('**/hardware/json', (route) => route.fulfill({ json: {
       gpus: [{ index: 0, name: 'Test GPU', memory: { used: 2 ** 30, total: 16 * 2 ** 30 }, utilization: { gpu: 3, memory: 1 }, temperature: 41 }],
@@ -295,8 +295,15 @@ try {
     check(/GPUs available 1\/1/.test(await page.textContent('#gpu-pill')), 'the top bar does not say "GPUs available 1/1"');
     await page.check('#gpu-0');
     await page.fill('#model_name', 'ui-gpu');
+    check(await page.isChecked('#data_parallel'), 'data parallelism is not ticked by default');
+    await page.uncheck('#data_parallel');
     expected400++;
-    await page.click('#create');
+    const [sent] = await Promise.all([
+      page.waitForRequest((r) => r.method() === 'POST' && /\/models\/images\/classification\/json$/.test(r.url())),
+      page.click('#create')]);
+    const posted = sent.postDataJSON();
+    check(posted.data_parallel === 'false' && JSON.stringify(posted.select_gpus) === '[0]',
+      'the form posts ' + JSON.stringify(posted) + ', not data_parallel=false with GPU 0');
     await page.waitForFunction(() => /GPU 0/.test(document.querySelector('.field-error[data-for="select_gpus"]').textContent));
     await shot('model-new-gpus');
     await page.unroute('**/hardware/json');

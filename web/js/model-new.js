@@ -2,7 +2,7 @@
  * learning rate (POST /models/visualize-lr), standard / previous / custom networks with
  * Customize (GET /models/standard/NAME.prototxt) and Visualize (the engine's shapes from
  * POST /models/visualize-network/json; read in the browser when the server cannot
- * answer), GPUs, group and name. Clone (?clone=ID) fills every field
+ * answer), GPUs and data parallelism, group and name. Clone (?clone=ID) fills every field
  * from another model; ?dataset=ID picks a dataset; ?previous=ID&epoch=E a snapshot. */
 'use strict';
 
@@ -370,7 +370,7 @@
       if (input.type === 'radio') {
         if (input.checked) body[name] = input.value;
       } else if (input.type === 'checkbox') {
-        if (input.checked) body[name] = 'true';
+        body[name] = input.checked ? 'true' : 'false'; /* unticked says so: data_parallel defaults to true */
       } else if (input.value.trim() !== '') {
         body[name] = name === 'custom_network' ? input.value : input.value.trim();
       }

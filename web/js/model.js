@@ -320,7 +320,9 @@
     row('Crop, mirror', (t.crop_size ? 'crop ' + t.crop_size : 'no crop') + ', ' + (t.use_mirror ? 'mirror' : 'no mirror'));
     row('Random seed', t.random_seed === null || t.random_seed === undefined ? 'none' : String(t.random_seed));
     const r = job.resources || {};
-    row('Hardware', r.kind === 'gpu' ? (r.ids ? 'GPUs ' + r.ids.join(', ') : r.count + ' GPU' + (r.count > 1 ? 's' : '')) : 'CPU');
+    const sel = r.selected ? (r.selected.ids ? 'GPUs ' + r.selected.ids.join(', ') : r.selected.count + ' GPUs') : '';
+    row('Hardware', r.kind === 'gpu' ? (r.ids ? 'GPU' + (r.ids.length > 1 ? 's ' : ' ') + r.ids.join(', ') : r.count + ' GPU' + (r.count > 1 ? 's' : '')) +
+      (r.data_parallel === false ? ', data parallelism off' + (sel ? ' (' + sel + ' selected)' : '') : '') : 'CPU');
     row('Job folder', el('span', {class: 'mono small', text: job.directory}));
   }
 
