@@ -307,11 +307,6 @@ out:
 }
 
 /* A pretrained model is a model job without a dataset. */
-static int is_pretrained(json_t *job)
-{
-    return !strcmp(sval(job, "type"), "model") && !sval(job, "dataset_id")[0];
-}
-
 void h_pretrained_list(req_t *r)
 {
     json_t *jobs = store_job_list(r->srv->store, "model"), *out = json_array();
@@ -319,7 +314,7 @@ void h_pretrained_list(req_t *r)
     json_t *j;
     json_array_foreach(jobs, i, j)
     {
-        if (!is_pretrained(j))
+        if (!view_job_is_pretrained(j))
             continue;
         json_t *full = store_job_get(r->srv->store, sval(j, "id"));
         json_t *pre = json_object_get(json_object_get(full, "config"), "pretrained");
@@ -350,7 +345,7 @@ void h_model_create_any(req_t *r)
     }
     const char *pid = fields_get(r->fields, "pretrained_networks");
     json_t *job = pid && *pid ? store_job_get(r->srv->store, pid) : NULL;
-    if (!job || !is_pretrained(job)) {
+    if (!job || !view_job_is_pretrained(job)) {
         json_t *errors = json_object();
         if (!pid || !*pid)
             form_add_error(errors, "pretrained_networks", "Pretrained network is required with method pretrained");

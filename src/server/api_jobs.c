@@ -81,6 +81,7 @@ void h_completed_jobs(req_t *r)
     server_t *srv = r->srv;
     json_t *jobs = store_job_list(srv->store, NULL);
     json_t *fields = json_object(), *running = json_array(), *datasets = json_array(), *models = json_array();
+    json_t *pretrained = json_array();
     size_t i;
     json_t *j;
     json_array_foreach(jobs, i, j)
@@ -88,6 +89,8 @@ void h_completed_jobs(req_t *r)
         json_t *d = view_job_table(srv, j, fields);
         if (cd_state_is_running(job_state(j)))
             json_array_append_new(running, d);
+        else if (view_job_is_pretrained(j))
+            json_array_append_new(pretrained, d);
         else
             json_array_append_new(strcmp(jstr(j, "type"), "model") == 0 ? models : datasets, d);
     }
@@ -108,8 +111,8 @@ void h_completed_jobs(req_t *r)
             json_array_set_new(names, b, x);
         }
     reply_json(r, 200,
-               json_pack("{s:o, s:o, s:o, s:[], s:o}", "running", running, "datasets", datasets, "models", models,
-                         "pretrained_models", "model_output_fields", names));
+               json_pack("{s:o, s:o, s:o, s:o, s:o}", "running", running, "datasets", datasets, "models", models,
+                         "pretrained_models", pretrained, "model_output_fields", names));
 }
 
 void h_job_table_data(req_t *r)

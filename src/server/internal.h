@@ -216,6 +216,7 @@ void form_add_error(json_t *errors, const char *field, const char *fmt, ...) __a
 
 const char *view_job_type(json_t *job); /* "Image Classification Dataset" / "... Model" */
 json_t *view_job_brief(json_t *job);     /* {id, name, status} (+ dataset_id for models) */
+int view_job_is_pretrained(json_t *job); /* a model uploaded as an archive (no dataset) */
 /* completed_jobs' per-job dict; adds the output field names to fields (a set object). */
 json_t *view_job_table(server_t *srv, json_t *job, json_t *fields);
 json_t *view_job_detail(server_t *srv, json_t *job); /* /datasets/<id>/json, /models/<id>/json */

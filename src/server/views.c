@@ -75,6 +75,13 @@ static void add_outputs(server_t *srv, json_t *job, json_t *d, json_t *fields)
     json_decref(summary);
 }
 
+int view_job_is_pretrained(json_t *job)
+{
+    const char *type = json_string_value(json_object_get(job, "type"));
+    const char *dataset = json_string_value(json_object_get(job, "dataset_id"));
+    return type && !strcmp(type, "model") && !(dataset && dataset[0]);
+}
+
 json_t *view_job_table(server_t *srv, json_t *job, json_t *fields)
 {
     int st = job_state(job);

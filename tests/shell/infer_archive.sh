@@ -69,6 +69,9 @@ PT=$(jv 'd["id"]')
 http GET /pretrained_models/json
 check '[ "$(jv "[(m[\"id\"], m[\"snapshot_epoch\"], m[\"image_dimensions\"], m[\"num_classes\"]) for m in d[\"pretrained_models\"]]")" = "[[\"$PT\", 1.0, [28, 28, 1], 3]]" ]' \
     "GET /pretrained_models/json lists it with its epoch, image size and classes"
+http GET /completed_jobs/json
+check '[ "$(jv "[[m[\"id\"] for m in d[\"pretrained_models\"]], \"$PT\" in [m[\"id\"] for m in d[\"models\"]]]")" = "[[\"$PT\"], false]" ]' \
+    "GET /completed_jobs/json lists it under pretrained_models, not models"
 check '[ "$(predict "$PT")" = "$REF1" ]' "the pretrained model classifies exactly as epoch 1 did"
 http POST /pretrained_models/upload_archive -F archive="@$T/m2.zip" -F job_name=fromzip
 PT2=$(jv 'd["id"]')
