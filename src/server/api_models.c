@@ -275,6 +275,13 @@ static json_t *gpu_request(server_t *srv, const fields_t *in, json_t *v, json_t 
             json_decref(ids);
             return NULL;
         }
+        for (size_t k = 0; k < i; k++)
+            if (json_integer_value(json_array_get(ids, k)) == json_integer_value(x)) {
+                form_add_error(errors, "select_gpus", "GPU %d is selected twice; select each GPU once",
+                               (int)json_integer_value(x));
+                json_decref(ids);
+                return NULL;
+            }
     }
     int parallel = json_is_true(json_object_get(v, "data_parallel"));
     if (json_array_size(ids)) {

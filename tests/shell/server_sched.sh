@@ -121,6 +121,10 @@ check 'wait_status "$MD" Aborted 10' "aborted"
 http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/slow.prototxt" \
     -F model_name=toomany -F select_gpu_count=3
 check '[ "$CODE" = 400 ] && [ -n "$(jv "d[\"errors\"][\"select_gpu_count\"][0]")" ]' "3 GPUs of 2 is a form error"
+http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/slow.prototxt" \
+    -F model_name=twice -F select_gpus=0,0
+check '[ "$CODE" = 400 ] && [ "$(jv "d[\"errors\"][\"select_gpus\"][0]")" = "GPU 0 is selected twice; select each GPU once" ]' \
+    "the same GPU twice is a form error ($(jv 'd.get("errors")'))"
 wait $HOME_PID 2>/dev/null
 check 'grep -q "event: job_added" "$T/home.txt" && grep -q "event: gpus" "$T/home.txt"' "the home stream announces jobs and GPUs"
 
