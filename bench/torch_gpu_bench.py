@@ -426,7 +426,7 @@ def cmd_scaling(a):
     print("scaling: %s, batch %d per %s, %s, %d iterations (%d untimed)"
           % (net, per, "replica" if smoke else "GPU", prec, iters, warm))
     rows, one = [], {}
-    for mode, bucket in (("overlapped", 25), ("after backward", 4096)):
+    for mode, bucket in (("overlapped", 25), ("after backward", 0)):
         for n in counts:
             extra = {"allreduce_bucket_mb": bucket}
             extra.update({"replicas": n, "threads": 1} if smoke else {"gpus": list(range(n))})

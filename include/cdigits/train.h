@@ -111,7 +111,8 @@ typedef struct cd_train_config {
     int force_data_parallel; /* the data-parallel path (a group, bucketed averaging, an NCCL
                               * communicator on a GPU) even for one replica: tests it */
     double bucket_mb;        /* data parallel: gradients averaged in buckets of this many
-                              * MiB, each started as soon as the backward has written it */
+                              * MiB, each started as soon as the backward has written it;
+                              * 0: one average after the backward pass */
     int threads;             /* CPU backend threads; 0: all cores */
     long max_iter_override;  /* > 0: stop after this many iterations (tests, benchmarks) */
 } cd_train_config;

@@ -8,7 +8,8 @@
  * starts each bucket's average (allreduce_start) right after the layer that completes
  * it; the backend runs it beside the rest of the backward. cd_grad_reduce_finish joins
  * them before the solver reads the gradients. Every replica makes the same plan from
- * the same net, so the ranks issue the same averages in the same order.
+ * the same net, so the ranks issue the same averages in the same order. A bucket size of
+ * 0 asks for one average after the backward pass (no overlap).
  *
  * Backends without allreduce_start average each bucket in place with allreduce_mean at
  * the same points (the CPU replicas): the same plan, the same result.
@@ -72,13 +73,14 @@ void cd_grad_reduce_init(cd_grad_reduce *r, cd_net *net, double bucket_mb)
 {
     *r = (cd_grad_reduce){.net = net};
     r->buckets = cd_xcalloc((size_t)net->nlayers + 1, sizeof *r->buckets);
-    if (net->param_count > 0 && !plan(r, net, bucket_mb)) {
-        /* not in layer order: one average of the whole arena after the last layer */
+    if (net->param_count > 0 && (bucket_mb <= 0 || !plan(r, net, bucket_mb))) {
+        /* asked for, or not in layer order: one average of the whole arena after the
+         * backward pass */
         r->n = 0;
         r->buckets[r->n++] = (cd_grad_bucket){.after_layer = 0, .lo = 0, .hi = net->param_count};
     }
-    const cd_backend_iface *o = net->be->iface;
-    r->overlapped = o->allreduce_start && o->allreduce_wait;
+    const cd_backend_iface *o = net->be ? net->be->iface : NULL; /* NULL: not allocated yet */
+    r->overlapped = o && o->allreduce_start && o->allreduce_wait;
 }
 
 void cd_grad_reduce_free(cd_grad_reduce *r)

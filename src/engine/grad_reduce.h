@@ -21,7 +21,8 @@ typedef struct cd_grad_reduce {
     int failed;
 } cd_grad_reduce;
 
-/* Plans the buckets of net's gradients (net allocated on a backend in a group). */
+/* Plans the buckets of net's gradients (to run, net must be allocated on a backend in a
+ * group; the plan itself needs only the built net). */
 void cd_grad_reduce_init(cd_grad_reduce *r, cd_net *net, double bucket_mb);
 void cd_grad_reduce_free(cd_grad_reduce *r);
 /* The next cd_net_backward starts the buckets' averages as it goes. */

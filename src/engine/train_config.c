@@ -239,7 +239,7 @@ int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, siz
         goto out;
     if (present)
         c->replicas = (int)v;
-    if (get_num(root, "allreduce_bucket_mb", &v, &present, 1e-6, 4096, err, errlen))
+    if (get_num(root, "allreduce_bucket_mb", &v, &present, 0, 4096, err, errlen))
         goto out;
     if (present)
         c->bucket_mb = v;
