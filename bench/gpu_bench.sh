@@ -32,10 +32,7 @@ say() { echo "gpu_bench: $*"; }
 # shellcheck source=tests/gpu/env.sh
 source "$root/tests/gpu/env.sh"
 
-ngpu=0
-if command -v nvidia-smi >/dev/null 2>&1; then
-    ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-fi
+ngpu=$(gpu_count)
 
 # python with torch, and whether it sees a GPU
 torch_py="" torch_cuda=0

@@ -24,10 +24,7 @@ say() { echo "scaling_bench: $*"; }
 # shellcheck source=tests/gpu/env.sh
 source "$root/tests/gpu/env.sh"
 
-ngpu=0
-if command -v nvidia-smi >/dev/null 2>&1; then
-    ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-fi
+ngpu=$(gpu_count)
 work=$build/scaling
 mkdir -p "$work"
 case=${CDIGITS_SCALING_CASE:-alexnet:128:bf16}

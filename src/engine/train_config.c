@@ -56,6 +56,18 @@ static int get_num(json_t *root, const char *key, double *out, int *present, dou
     return CD_OK;
 }
 
+/* true or false (or null for "unset": *out keeps its default) */
+static int get_bool(json_t *root, const char *key, int *out, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v))
+        return CD_OK;
+    if (!json_is_boolean(v))
+        return bad(err, errlen, key, "true or false");
+    *out = json_is_true(v);
+    return CD_OK;
+}
+
 static int get_str(json_t *root, const char *key, char *out, size_t len, char *err, size_t errlen)
 {
     json_t *v = json_object_get(root, key);
@@ -251,30 +263,10 @@ int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, siz
         goto out;
     if (present)
         c->threads = (int)v;
-    json_t *mirror = json_object_get(root, "use_mirror");
-    if (mirror && !json_is_null(mirror)) {
-        if (!json_is_boolean(mirror)) {
-            bad(err, errlen, "use_mirror", "true or false");
-            goto out;
-        }
-        c->mirror = json_is_true(mirror);
-    }
-    json_t *dp = json_object_get(root, "data_parallel");
-    if (dp && !json_is_null(dp)) {
-        if (!json_is_boolean(dp)) {
-            bad(err, errlen, "data_parallel", "true or false");
-            goto out;
-        }
-        c->data_parallel = json_is_true(dp);
-    }
-    json_t *force = json_object_get(root, "force_data_parallel");
-    if (force && !json_is_null(force)) {
-        if (!json_is_boolean(force)) {
-            bad(err, errlen, "force_data_parallel", "true or false");
-            goto out;
-        }
-        c->force_data_parallel = json_is_true(force);
-    }
+    if (get_bool(root, "use_mirror", &c->mirror, err, errlen) ||
+        get_bool(root, "data_parallel", &c->data_parallel, err, errlen) ||
+        get_bool(root, "force_data_parallel", &c->force_data_parallel, err, errlen))
+        goto out;
     json_t *resume = json_object_get(root, "resume");
     c->resume = resume && json_is_true(resume);
     static const name_value means[] = {{"none", CD_MEAN_NONE}, {"image", CD_MEAN_IMAGE},

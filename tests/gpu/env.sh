@@ -1,8 +1,18 @@
-# Sourced by tests/gpu/run.sh and bench/gpu_bench.sh: finds CUDA (nvcc), cuDNN, NCCL,
-# cuBLAS and the CUDA runtime (python3's nvidia.* packages first, then the toolkit and
-# the system; CUDNN_ROOT / NCCL_ROOT override), the GPU's compute capability (arch),
-# puts the libraries' folders on LD_LIBRARY_PATH, and defines gpu_env_report and
-# find_worker. The caller sets root, build and jobs and defines say before sourcing.
+# Sourced by tests/gpu/run.sh, bench/gpu_bench.sh and bench/scaling_bench.sh: finds
+# CUDA (nvcc), cuDNN, NCCL, cuBLAS and the CUDA runtime (python3's nvidia.* packages
+# first, then the toolkit and the system; CUDNN_ROOT / NCCL_ROOT override), the GPU's
+# compute capability (arch), puts the libraries' folders on LD_LIBRARY_PATH, and defines
+# gpu_env_report, gpu_count and find_worker. The caller sets root, build and jobs and
+# defines say before sourcing.
+
+# the number of GPUs nvidia-smi lists (0 without it)
+gpu_count() {
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        nvidia-smi -L 2>/dev/null | grep -c '^GPU'
+    else
+        echo 0
+    fi
+}
 
 # the folder of a python package (namespace packages have no __file__)
 pydir() {
