@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cdigits/model_server.h"
 #include "cdigits/util.h"
 
 /* ---- small helpers ------------------------------------------------------------------ */
@@ -503,6 +504,7 @@ int sched_delete(sched_t *s, const char *job_id, cd_err_t *err)
         return CD_ERR;
     }
     pthread_mutex_unlock(&s->lock);
+    model_server_forget(model_server_get(s), job_id); /* its warm inference workers go too */
     if (!running)
         sched_remove_dir(dir, job_id);
     json_t *ev = json_pack("{s:s, s:s}", "job_id", job_id, "update", "deleted");
