@@ -193,6 +193,14 @@ static cd_param *find_param(cd_net *net, const char *name, size_t len)
     return NULL;
 }
 
+static int param_index(const cd_net *net, const cd_param *p)
+{
+    for (int i = 0; i < net->nparams; i++)
+        if (net->params[i] == p)
+            return i;
+    return net->nparams; /* not reached: p comes from find_param */
+}
+
 int cd_snapshot_load_weights(cd_net *net, const char *path, int allow_partial, int *loaded,
                              char *err, size_t errlen)
 {
@@ -210,26 +218,33 @@ int cd_snapshot_load_weights(cd_net *net, const char *path, int allow_partial, i
         for (int d = 0; d < 4; d++)
             dims[d] = get_u32(&r);
         uint64_t count = get_u64(&r);
-        if (r.bad || count > r.n / 4)
+        if (r.bad || count > r.n / 4) {
+            r.bad = 1;
             break;
+        }
         const float *values = take(&r, count * 4);
         if (!values)
             break;
         cd_param *p = find_param(net, name, len);
-        if (!p || p->count != count || (uint32_t)p->ndim != ndim) {
+        int same_shape = p && p->count == count && (uint32_t)p->ndim == ndim;
+        for (int d = 0; same_shape && d < p->ndim && d < 4; d++)
+            same_shape = (uint32_t)p->dims[d] == dims[d];
+        if (!same_shape) {
             if (!allow_partial && p) {
-                snprintf(err, errlen, "%s: parameter %.*s has %llu values in the snapshot but the "
-                         "network needs %zu; the snapshot belongs to another network", path, (int)len,
-                         name, (unsigned long long)count, p->count);
+                snprintf(err, errlen, "%s: parameter %.*s has another shape in the snapshot (%llu "
+                         "values) than in the network (%zu); the snapshot belongs to another network",
+                         path, (int)len, name, (unsigned long long)count, p->count);
                 goto out;
             }
             continue;
         }
-        (void)dims;
+        int j = param_index(net, p);
+        if (seen[j]) {
+            snprintf(err, errlen, "%s holds parameter %s twice; the file is damaged", path, p->name);
+            goto out;
+        }
         net->be->iface->upload(net->be, p->data, values, count * 4);
-        for (int j = 0; j < net->nparams; j++)
-            if (net->params[j] == p)
-                seen[j] = 1;
+        seen[j] = 1;
         taken++;
     }
     if (r.bad) {
@@ -271,8 +286,10 @@ int cd_snapshot_load_state(cd_net *net, long *iter, const char *path, char *err,
         uint32_t len = get_u32(&r);
         const char *name = take(&r, len);
         uint64_t count = get_u64(&r);
-        if (r.bad || count > r.n / 8)
+        if (r.bad || count > r.n / 8) {
+            r.bad = 1;
             break;
+        }
         const float *h1 = take(&r, count * 4), *h2 = take(&r, count * 4);
         if (!h1 || !h2)
             break;

@@ -14,12 +14,14 @@
 #include "../../src/server/internal.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <ctype.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 
 static const struct {
@@ -150,6 +152,37 @@ static size_t extra_headers(const char *text, size_t len, char *out, size_t cap)
     return used;
 }
 
+/* A connection to the server. Hundreds of connections a second use up the loopback's
+ * ephemeral ports for a while (each closed one waits in TIME_WAIT), so a refused or
+ * timed-out connect is tried again for up to a minute before it counts as the server
+ * being gone; the client side resets on close (linger 0) so it keeps no TIME_WAIT. */
+static int server_connect(void)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_srv->cfg.port)};
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int last = 0;
+    for (int attempt = 0; attempt < 600; attempt++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            fprintf(stderr, "fuzz_http: socket: %s\n", strerror(errno));
+            abort();
+        }
+        struct timeval tv = {.tv_sec = 10};
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+        if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0)
+            return fd;
+        last = errno;
+        close(fd);
+        usleep(100000);
+    }
+    fprintf(stderr, "fuzz_http: the server at port %d does not accept connections: %s\n",
+            g_srv->cfg.port, strerror(last));
+    abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2 || size > 200000)
@@ -185,14 +218,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(req + n, body, bodylen);
     size_t total = (size_t)n + bodylen;
 
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_srv->cfg.port)};
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    struct timeval tv = {.tv_sec = 10};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0)
-        abort();
+    int fd = server_connect();
     for (size_t off = 0; off < total;) {
         ssize_t w = send(fd, req + off, total - off, MSG_NOSIGNAL);
         if (w <= 0)

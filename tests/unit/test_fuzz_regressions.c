@@ -77,7 +77,7 @@ int main(void)
         int min_crashes; /* findings kept as regression inputs */
     } targets[] = {
         {"png", fuzz_png_one, 0},         {"jpeg", fuzz_jpeg_one, 0},   {"idx", fuzz_idx_one, 1},
-        {"db", fuzz_db_one, 0},           {"snapshot", fuzz_snapshot_one, 1},
+        {"db", fuzz_db_one, 0},           {"snapshot", fuzz_snapshot_one, 2},
         {"prototxt", fuzz_prototxt_one, 0},
     };
     for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
