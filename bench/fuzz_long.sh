@@ -7,11 +7,41 @@
 # since targets running together share the cores.
 #
 #   bench/fuzz_long.sh [SECONDS [JOBS [OUT]]]    defaults: 3600, all at once, build-fuzz/long
+#   bench/fuzz_long.sh table [OUT]               the table of a finished run again
 #
 # Builds build-fuzz (clang, ASan, UBSan) when it is missing. Exit status 1 when any
 # target had a finding.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+
+# Sums over a target's rounds: executions, CPU seconds, peak RSS; coverage of the last.
+table() {
+    local out=$1 status=0 dir name runs cpu rss last cov ft size findings per
+    echo "| target | wall | CPU | executions | executions per CPU second | coverage (edges) | features | corpus at the end | peak RSS | findings |"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
+    for dir in "$out"/fuzz_*; do
+        name=$(basename "$dir")
+        runs=$(cat "$dir"/round-*.log | awk '/stat::number_of_executed_units/ {s += $2} END {print s + 0}')
+        cpu=$(awk '$1 == "cpu" {s += $2 + $3} END {printf "%d", s}' "$dir/cpu")
+        rss=$(awk '$1 == "cpu" && $4 > m {m = $4} END {printf "%d", m / 1024}' "$dir/cpu")
+        last=$(ls -v "$dir"/round-*.log | tail -1)
+        cov=$(grep -oE 'cov: [0-9]+' "$last" | tail -1 | awk '{print $2}')
+        ft=$(grep -oE 'ft: [0-9]+' "$last" | tail -1 | awk '{print $2}')
+        size=$(ls "$dir/corpus" | wc -l)
+        findings=$(ls "$dir/findings" | wc -l)
+        ((findings > 0)) && status=1
+        per=$((cpu > 0 ? runs / cpu : 0))
+        printf '| `%s` | %s s | %s s | %s | %s | %s | %s | %s | %s MB | %s |\n' "$name" "$(cat "$dir/wall")" \
+            "$cpu" "$runs" "$per" "${cov:-?}" "${ft:-?}" "$size" "$rss" \
+            "$( ((findings > 0)) && echo "$findings inputs ($(ls -v "$dir"/round-*.log | wc -l) rounds)" || echo none)"
+    done
+    return $status
+}
+
+if [[ ${1:-} == table ]]; then
+    table "${2:-build-fuzz/long}"
+    exit
+fi
 seconds=${1:-3600}
 out=${3:-build-fuzz/long}
 per_input_timeout=${CDIGITS_FUZZ_TIMEOUT:-60}
@@ -42,7 +72,7 @@ run_target() {
     left=$((seconds - (now - start)))
     ((left > 5)) || break
     round=$((round + 1))
-    /usr/bin/time -a -o "$dir/cpu" -f "%U %S %M" \
+    /usr/bin/time -a -o "$dir/cpu" -f "cpu %U %S %M" \
       "$target" -max_total_time="$left" -rss_limit_mb=2048 -timeout="$per_input_timeout" \
       -print_final_stats=1 -artifact_prefix="$dir/findings/" "$corpus" >"$dir/round-$round.log" 2>&1
   done
@@ -60,25 +90,4 @@ for target in "${targets[@]}"; do
 done
 wait
 
-# Sums over a target's rounds: executions, CPU seconds, peak RSS; coverage of the last.
-echo "| target | wall | CPU | executions | executions per CPU second | coverage (edges) | features | corpus at the end | peak RSS | findings |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
-status=0
-for target in "${targets[@]}"; do
-  name=$(basename "$target")
-  dir="$out/$name"
-  runs=$(cat "$dir"/round-*.log | awk '/stat::number_of_executed_units/ {s += $2} END {print s + 0}')
-  cpu=$(awk '{s += $1 + $2} END {printf "%d", s}' "$dir/cpu")
-  rss=$(awk '{if ($3 > m) m = $3} END {printf "%d", m / 1024}' "$dir/cpu")
-  last=$(ls -v "$dir"/round-*.log | tail -1)
-  cov=$(grep -oE 'cov: [0-9]+' "$last" | tail -1 | awk '{print $2}')
-  ft=$(grep -oE 'ft: [0-9]+' "$last" | tail -1 | awk '{print $2}')
-  size=$(ls "$dir/corpus" | wc -l)
-  findings=$(ls "$dir/findings" | wc -l)
-  ((findings > 0)) && status=1
-  per=$((cpu > 0 ? runs / cpu : 0))
-  printf '| `%s` | %s s | %s s | %s | %s | %s | %s | %s | %s MB | %s |\n' "$name" "$(cat "$dir/wall")" \
-    "$cpu" "$runs" "$per" "${cov:-?}" "${ft:-?}" "$size" "$rss" \
-    "$( ((findings > 0)) && ls "$dir/findings" | tr '\n' ' ' || echo none)"
-done
-exit $status
+table "$out"
