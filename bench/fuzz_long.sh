@@ -9,7 +9,8 @@
 #   bench/fuzz_long.sh [SECONDS [JOBS [OUT]]]    defaults: 3600, all at once, build-fuzz/long
 #   bench/fuzz_long.sh table [OUT]               the table of a finished run again
 #
-# Builds build-fuzz (clang, ASan, UBSan) when it is missing. Exit status 1 when any
+# CDIGITS_FUZZ_TARGETS="fuzz_http fuzz_png" runs only those. Builds build-fuzz (clang,
+# ASan, UBSan) when it is missing. Exit status 1 when any
 # target had a finding.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -52,6 +53,9 @@ if ! ls build-fuzz/tests/fuzz/fuzz_* >/dev/null 2>&1; then
 fi
 cmake --build build-fuzz -j"$(nproc)" >/dev/null || { echo "fuzz_long: build failed"; exit 2; }
 mapfile -t targets < <(ls build-fuzz/tests/fuzz/fuzz_* | grep -v '\.' )
+if [[ -n ${CDIGITS_FUZZ_TARGETS:-} ]]; then
+    mapfile -t targets < <(for t in $CDIGITS_FUZZ_TARGETS; do echo "build-fuzz/tests/fuzz/$t"; done)
+fi
 jobs=${2:-${#targets[@]}}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:protect_shadow_gap=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
