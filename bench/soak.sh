@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Soak: the server under continuous API load (wrk over the routes the UI polls) and
 # several server-sent-event clients while training jobs run back to back, for a given
-# time. Every window it records the server's resident memory, its open file
-# descriptors and threads, the size of SQLite's write-ahead log, and wrk's request
-# rate and p99 latency; at the end it
+# time. Every window it records the server's resident memory, its C heap in use and
+# SQLite's share of it (GET /hardware/json), its open file descriptors and threads, the
+# size of SQLite's write-ahead log, and wrk's request rate and p99 latency; at the end it
 # compares the last window with the first. Memory must stay flat (after the first
 # window, which warms caches up) and p99 must not drift.
 #
@@ -111,7 +111,13 @@ end
 EOF
 
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$PID/status"; }
-echo "window,elapsed_s,rss_kib,fds,threads,wal_kib,requests_per_s,p50_ms,p99_ms,non2xx,socket_errors" >"$OUT"
+# the C heap in use and SQLite's share of it, as the server reports them (KiB)
+heap_kib() {
+    curl -s --max-time 5 "$B/hardware/json" | python3 -c 'import json, sys
+s = json.load(sys.stdin).get("server", {})
+print("%d,%d" % (s.get("heap_in_use_bytes", 0) // 1024, s.get("sqlite_bytes", 0) // 1024))' 2>/dev/null || echo 0,0
+}
+echo "window,elapsed_s,rss_kib,fds,threads,wal_kib,requests_per_s,p50_ms,p99_ms,non2xx,socket_errors,heap_kib,sqlite_kib" >"$OUT"
 start=$SECONDS
 w=0
 echo "soak: ${DURATION}s on $B ($CONNS connections, $NSSE event streams, jobs back to back), windows of ${WINDOW}s"
@@ -130,7 +136,7 @@ while [ $((SECONDS - start)) -lt "$DURATION" ]; do
     fds=$(ls "/proc/$PID/fd" 2>/dev/null | wc -l)
     thr=$(awk '/^Threads/ {print $2}' "/proc/$PID/status")
     wal=$(( $(stat -c %s "$T/data/cdigits.db-wal" 2>/dev/null || echo 0) / 1024 ))
-    line="$w,$((SECONDS - start)),$(rss_kib),$fds,$thr,$wal,${rps:-0},${p50:-0},${p99:-0},${non2xx:-0},${serr:-0}"
+    line="$w,$((SECONDS - start)),$(rss_kib),$fds,$thr,$wal,${rps:-0},${p50:-0},${p99:-0},${non2xx:-0},${serr:-0},$(heap_kib)"
     echo "$line" >>"$OUT"
     echo "  $line"
     kill -0 "$PID" 2>/dev/null || { echo "soak: the server died"; tail -20 "$T/server.log"; exit 1; }
@@ -160,6 +166,10 @@ print("  p99 latency: first window %.2f ms, last %.2f ms; requests/s first %s, l
       % (p0, p1, first["requests_per_s"], last["requests_per_s"]))
 print("  fds %s -> %s, threads %s -> %s, SQLite WAL %s -> %s KiB"
       % (first["fds"], last["fds"], first["threads"], last["threads"], first["wal_kib"], last["wal_kib"]))
+h0, h1 = int(first["heap_kib"]), int(last["heap_kib"])
+q0, q1 = int(first["sqlite_kib"]), int(last["sqlite_kib"])
+print("  C heap in use %.1f -> %.1f MiB, of which SQLite %.1f -> %.1f MiB; the rest %.1f -> %.1f MiB"
+      % (h0 / 1024, h1 / 1024, q0 / 1024, q1 / 1024, (h0 - q0) / 1024, (h1 - q1) / 1024))
 print("  non-2xx %d, socket errors %d, event lines %d on %d streams, reconnects %d, failed jobs %d"
       % (non2xx, serr, events, nsse, reconnects, len(failed)))
 bad = []

@@ -64,6 +64,8 @@ void store_close(store_t *s); /* accepts NULL */
 int store_batch_begin(store_t *s, cd_err_t *err);
 int store_batch_end(store_t *s, cd_err_t *err);
 int store_schema_version(store_t *s);
+/* bytes SQLite holds in this process now (page caches, statements), and its peak */
+void store_memory(long long *now, long long *peak);
 /* A number that changes whenever anything may have been written: a reply built from
  * the store at version v is still right while store_version() == v. */
 uint64_t store_version(store_t *s);

@@ -6,9 +6,11 @@
  * connection, so a blocked stream holds only its own thread. */
 #include "internal.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cdigits/util.h"
 
@@ -120,6 +122,26 @@ void h_home_events(req_t *r)
     sse_start(r, "home", "gpus", hello);
 }
 
+/* The server process's own memory: resident, the C heap in use, and SQLite's share of
+ * that heap (its page caches grow until their cap of 2 MiB per connection), so a soak
+ * can tell a cache filling up from a leak. */
+static json_t *server_memory(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    struct mallinfo2 mi = mallinfo2();
+    long long sql = 0, sql_peak = 0;
+    store_memory(&sql, &sql_peak);
+    return json_pack("{s:I, s:I, s:I, s:I}", "resident_bytes", (json_int_t)resident * sysconf(_SC_PAGESIZE),
+                     "heap_in_use_bytes", (json_int_t)mi.uordblks, "sqlite_bytes", (json_int_t)sql,
+                     "sqlite_peak_bytes", (json_int_t)sql_peak);
+}
+
 void h_hardware(req_t *r)
 {
     server_t *srv = r->srv;
@@ -129,6 +151,7 @@ void h_hardware(req_t *r)
     if (!latest)
         latest = json_pack("{s:o, s:[]}", "gpus", hw_gpus_json(srv->hw), "workers");
     json_object_set_new(latest, "resources", sched_resources(srv->sched));
+    json_object_set_new(latest, "server", server_memory());
     reply_json(r, 200, latest);
 }
 

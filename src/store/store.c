@@ -622,3 +622,9 @@ int store_schema_version(store_t *s)
     store_release(c);
     return v;
 }
+
+void store_memory(long long *now, long long *peak)
+{
+    *now = (long long)sqlite3_memory_used();
+    *peak = (long long)sqlite3_memory_highwater(0);
+}

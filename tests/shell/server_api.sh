@@ -347,6 +347,8 @@ check '[ "$CODE" = 400 ]' "browse refuses a folder outside the roots"
 http GET /hardware/json
 check '[ "$CODE" = 200 ] && [ "$(jv "d[\"gpus\"]")" = "[]" ] && [ "$(jv "d[\"resources\"][\"cpu_slots\"][\"total\"]")" = 1 ]' \
     "hardware/json: no GPU here is an empty list, not an error"
+check '[ "$(jv "(s := d[\"server\"]) and 1 << 20 < s[\"resident_bytes\"] < 1 << 30 and 0 < s[\"sqlite_bytes\"] <= s[\"sqlite_peak_bytes\"] and s[\"heap_in_use_bytes\"] in (0, max(s[\"heap_in_use_bytes\"], s[\"sqlite_bytes\"]))")" = true ]' \
+    "hardware/json: the server's memory: resident, heap (0 under AddressSanitizer), SQLite's share ($(jv 'd.get("server")'))"
 
 http POST /models/visualize-lr -F lr_policy=step -F learning_rate=0.1 -F lr_step_size=50 -F lr_step_gamma=0.5
 check '[ "$(jv "len(d[\"data\"][\"columns\"][0])")" = 102 ] && [ "$(jv "d[\"data\"][\"columns\"][0][100]")" = 0.05 ]' "visualize-lr draws the step policy"
