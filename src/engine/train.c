@@ -1025,20 +1025,23 @@ static void *rank_main(void *p)
 int cd_train_run(const cd_train_config *c)
 {
     int n = c->replicas > 1 ? c->replicas : 1, gpu = 0;
-    int min_gpus = c->force_data_parallel ? 1 : 2;
-    if (c->backend != 1 && c->ngpus >= min_gpus && cd_backend_cuda_device_count() >= c->ngpus) {
+    int force = c->force_data_parallel && c->data_parallel;
+    cd_train_config shared = *c;
+    if (force && c->backend != 1 && c->ngpus == 0 && cd_backend_cuda_device_count() > 0)
+        shared.gpus[shared.ngpus++] = 0; /* a group of one on the first GPU */
+    if (c->backend != 1 && shared.ngpus >= (force ? 1 : 2) &&
+        cd_backend_cuda_device_count() >= shared.ngpus) {
         if (c->data_parallel) {
-            n = c->ngpus; /* one replica per GPU */
+            n = shared.ngpus; /* one replica per GPU */
             gpu = 1;
         } else {
             cd_jsonl_log("info", "data parallelism is off for this job: training on GPU %d only",
                          c->gpus[0]);
         }
     }
-    if (n == 1 && !(c->force_data_parallel && c->data_parallel))
+    if (n == 1 && !force)
         return train_rank(c, 0, 1, 0, NULL);
     /* data parallel in one process: n replicas, one thread each, one seed for all */
-    cd_train_config shared = *c;
     if (!shared.has_seed) {
         shared.has_seed = 1;
         shared.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
