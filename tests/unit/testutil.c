@@ -1,10 +1,13 @@
 #include "testutil.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "cdigits/util.h"
 
 int cd_test_passed, cd_test_failed;
 static uint64_t g_state;
@@ -80,4 +83,38 @@ const char *cd_test_tmpdir(void)
         }
     }
     return dir;
+}
+
+int cd_test_replay_corpus(const char *name, int (*target)(const uint8_t *, size_t), int *crashes)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/%s", cd_test_source_path("tests/fuzz/corpus"), name);
+    DIR *d = opendir(dir);
+    CHECK(d != NULL, "cannot open %s", dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[4500];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        size_t len = 0;
+        char *data = cd_read_file(path, &len);
+        CHECK(data != NULL, "cannot read %s", path);
+        if (!data)
+            continue;
+        /* printed first: if the target aborts, this names the input */
+        printf("replay %s/%s (%zu bytes)\n", name, e->d_name, len);
+        fflush(stdout);
+        target((const uint8_t *)data, len);
+        free(data);
+        n++;
+        if (crashes && strncmp(e->d_name, "crash-", 6) == 0)
+            (*crashes)++;
+        cd_test_passed++;
+    }
+    closedir(d);
+    return n;
 }

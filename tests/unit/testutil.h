@@ -39,6 +39,10 @@ void cd_test_fill_uniform(float *x, size_t n, double lo, double hi);
 
 /* Path helpers: $CDIGITS_SOURCE_DIR/rel and a fresh temporary directory. */
 const char *cd_test_source_path(const char *rel);
+/* Runs every file of tests/fuzz/corpus/NAME through a fuzz target (which aborts on a
+ * finding), printing each name first; returns how many, and how many are crash-* in
+ * *crashes (may be NULL). */
+int cd_test_replay_corpus(const char *name, int (*target)(const uint8_t *, size_t), int *crashes);
 const char *cd_test_tmpdir(void);
 
 #endif
