@@ -1,10 +1,10 @@
-/* Data preparation on the device: crop, mirror, mean subtraction and scaling of a batch
+/* Data preparation on the device: crop, flips, mean subtraction and scaling of a batch
  * of uint8 images, as Caffe's DataTransformer does it: the mean is taken at the source
- * pixel (the crop of the mean at the same offset), mirroring flips the output column.
+ * pixel (the crop of the mean at the same offset), a flip flips the source column or row.
  *   src (n, c, sh, sw) uint8; oy, ox, mirror (n); mean (c, sh, sw); mirror and mean
- *   may be NULL;
- *   dst (n, c, oh, ow) = (src[i, ch, oy+y, sx] - mean[ch, oy+y, sx]) * scale
- *   with sx = mirror[i] ? ox + ow-1-x : ox + x. */
+ *   may be NULL; mirror[i] holds flip bits: 1 left-right, 2 upside down (enum cd_flip);
+ *   dst (n, c, oh, ow) = (src[i, ch, sy, sx] - mean[ch, sy, sx]) * scale
+ *   with sx = mirror[i] & 1 ? ox + ow-1-x : ox + x, sy = mirror[i] & 2 ? oy + oh-1-y : oy + y. */
 #include "cdk_common.cuh"
 
 __global__ void k_prepare_batch(size_t total, int c, int sh, int sw, int oh, int ow,
@@ -17,8 +17,9 @@ __global__ void k_prepare_batch(size_t total, int c, int sh, int sw, int oh, int
         int y = (int)((idx / ow) % oh);
         int ch = (int)((idx / ((size_t)ow * oh)) % c);
         size_t img = idx / ((size_t)ow * oh * c);
-        int sy = oy[img] + y;
-        int sx = mirror && mirror[img] ? ox[img] + ow - 1 - x : ox[img] + x;
+        int flip = mirror ? mirror[img] : 0;
+        int sy = flip & 2 ? oy[img] + oh - 1 - y : oy[img] + y;
+        int sx = flip & 1 ? ox[img] + ow - 1 - x : ox[img] + x;
         size_t mi = ((size_t)ch * sh + sy) * sw + sx;
         float v = (float)src[img * (size_t)c * sh * sw + mi];
         if (mean)

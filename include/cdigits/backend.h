@@ -238,8 +238,9 @@ typedef struct cd_backend_iface {
 
     /* Data preparation on the device (optional; NULL means the engine does it on the
      * host). src is a batch of uint8 images (n, c, sh, sw); dst (n, c, oh, ow) floats:
-     * dst = (src[crop at (oy[i], ox[i]), mirrored when mirror[i]] - mean) * scale, with
-     * mean a (c, sh, sw) float image or NULL. */
+     * dst = (src[crop at (oy[i], ox[i]), flipped as mirror[i] says] - mean) * scale, with
+     * mirror[i] a mask of enum cd_flip (or mirror NULL: no flips) and mean a (c, sh, sw)
+     * float image or NULL. The mean is read at the source pixel. */
     void (*prepare_batch)(cd_backend_t *be, int n, int c, int sh, int sw, int oh, int ow,
                           const uint8_t *src, const int *oy, const int *ox,
                           const uint8_t *mirror, const float *mean, float scale, float *dst);
@@ -306,6 +307,9 @@ typedef struct cd_backend_iface {
 /* Arithmetic of the gemm-shaped ops (conv, gemm) on backends with several: values
  * are stored in fp32 either way; fp16 and bf16 round the inputs of those ops and
  * accumulate in fp32 (master weights stay fp32; the engine scales the loss for fp16). */
+/* how prepare_batch flips an image: left-right (Caffe's mirror), upside down, or both */
+enum cd_flip { CD_FLIP_LR = 1, CD_FLIP_UD = 2 };
+
 enum cd_precision { CD_PREC_FP32 = 0, CD_PREC_TF32, CD_PREC_FP16, CD_PREC_BF16, CD_PREC_COUNT };
 
 struct cd_backend {

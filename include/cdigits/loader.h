@@ -21,7 +21,7 @@ typedef struct cd_loader_opts {
     int batch;          /* images per batch */
     int crop;           /* > 0: crop size (offsets chosen here, applied by prepare_batch) */
     int random_crop;    /* 1: random crop offsets (training); 0: center */
-    int mirror;         /* 1: mirror half the images at random */
+    int flip;           /* enum cd_flip bits: each flip is drawn for half the images */
     int shuffle;        /* 1: a new pseudo-random order on every pass */
     int wrap;           /* 1: endless stream over passes; 0: one pass, last batch partial */
     uint64_t seed;
@@ -43,7 +43,7 @@ typedef struct cd_batch {
     uint8_t *pixels;    /* n x (c, h, w) uint8 at the stored size */
     float *labels;      /* n */
     int *oy, *ox;       /* crop offsets */
-    uint8_t *mirror;    /* n flags */
+    uint8_t *mirror;    /* n: the enum cd_flip bits drawn for each image */
 } cd_batch;
 
 typedef struct cd_loader cd_loader_t;

@@ -99,6 +99,10 @@ typedef struct cd_train_config {
     int use_mean;            /* 0 none, 1 image, 2 pixel */
     int crop_size;           /* 0: the network's transform_param or none */
     int mirror;              /* -1: the network's transform_param */
+    int flip;                /* random flips drawn per image: CD_FLIP_LR and/or CD_FLIP_UD,
+                              * on top of mirror (which is CD_FLIP_LR) */
+    int shuffle;             /* 1 (the default): a new order of the training images every
+                              * epoch; 0: the dataset's stored order */
     int backend;             /* 0 auto, 1 cpu, 2 cuda */
     int gpus[16];
     int ngpus;

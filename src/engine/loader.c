@@ -102,7 +102,9 @@ static void fill(cd_loader_t *l, cd_batch *b, long index)
             b->oy[j] = range_y / 2;
             b->ox[j] = range_x / 2;
         }
-        b->mirror[j] = o->mirror && cd_rand_uniform(o->seed ^ 0x31415926ULL, k, 2) < 0.5f;
+        int lr = (o->flip & CD_FLIP_LR) && cd_rand_uniform(o->seed ^ 0x31415926ULL, k, 2) < 0.5f;
+        int ud = (o->flip & CD_FLIP_UD) && cd_rand_uniform(o->seed ^ 0x31415926ULL, k, 3) < 0.5f;
+        b->mirror[j] = (uint8_t)((lr ? CD_FLIP_LR : 0) | (ud ? CD_FLIP_UD : 0));
     }
 }
 

@@ -63,7 +63,7 @@ typedef struct trainer {
     int c_in, h_in, w_in;
     cd_net *train, *val, *val_tail;
     int train_batch, val_batch;
-    int crop, mirror;
+    int crop, flip; /* flip: enum cd_flip bits drawn per training image */
     float scale;
     int iter_size;         /* batch accumulation actually used (may grow on OOM) */
     int rank, nranks;      /* data-parallel replica (0 reports, validates, snapshots) */
@@ -397,7 +397,8 @@ static int make_nets(trainer *t, int batch, int *oom, char *err, size_t errlen)
     t->train_batch = data->dims[0];
     const cd_pt_node *tp = cd_pt_get(data_layer_def(t->train), "transform_param");
     t->crop = data->dims[2] != t->h_in || data->dims[3] != t->w_in ? data->dims[2] : 0;
-    t->mirror = c->mirror >= 0 ? c->mirror : (tp && cd_pt_bool(tp, "mirror", 0));
+    int mirror = c->mirror >= 0 ? c->mirror : (tp && cd_pt_bool(tp, "mirror", 0));
+    t->flip = (mirror ? CD_FLIP_LR : 0) | c->flip;
     t->scale = tp ? (float)cd_pt_float(tp, "scale", 1.0) : 1.0f;
     if (cd_net_alloc(t->train, t->be, NULL, err, errlen) != CD_OK) {
         *oom = t->train->out_of_memory;
@@ -815,7 +816,7 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     t.loader_threads = c->loader_threads > 0 ? c->loader_threads : (cores > 4 ? 4 : 1);
     cd_loader_opts lo = {.db = t.train_db, .batch = t.train_batch, .crop = t.crop, .random_crop = 1,
                          .stride = (long)t.train_batch * t.nranks, .offset = (long)t.train_batch * t.rank,
-                         .mirror = t.mirror, .shuffle = 1, .wrap = 1, .seed = t.seed,
+                         .flip = t.flip, .shuffle = c->shuffle, .wrap = 1, .seed = t.seed,
                          .start_batch = start * t.iter_size, .threads = t.loader_threads, .ring = 4,
                          .host_alloc = t.be->iface->host_alloc ? pinned_alloc : NULL,
                          .host_free = t.be->iface->host_free ? pinned_free : NULL, .host_ctx = t.be};

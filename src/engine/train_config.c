@@ -17,6 +17,7 @@ void cd_train_config_init(cd_train_config *c)
     c->iter_size = 1;
     c->use_mean = CD_MEAN_IMAGE;
     c->mirror = -1;
+    c->shuffle = 1;
     c->data_parallel = 1;
     c->bucket_mb = 25;
     cd_solver_opts_defaults(&c->solver, CD_SOLVER_SGD, 0.01);
@@ -265,18 +266,25 @@ int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, siz
         c->threads = (int)v;
     if (get_bool(root, "use_mirror", &c->mirror, err, errlen) ||
         get_bool(root, "data_parallel", &c->data_parallel, err, errlen) ||
-        get_bool(root, "force_data_parallel", &c->force_data_parallel, err, errlen))
+        get_bool(root, "force_data_parallel", &c->force_data_parallel, err, errlen) ||
+        get_bool(root, "shuffle", &c->shuffle, err, errlen))
         goto out;
     json_t *resume = json_object_get(root, "resume");
     c->resume = resume && json_is_true(resume);
     static const name_value means[] = {{"none", CD_MEAN_NONE}, {"image", CD_MEAN_IMAGE},
                                        {"pixel", CD_MEAN_PIXEL}};
     static const name_value backends[] = {{"auto", 0}, {"cpu", 1}, {"cuda", 2}, {"gpu", 2}};
+    static const name_value flips[] = {{"none", 0},
+                                       {"fliplr", CD_FLIP_LR},
+                                       {"flipud", CD_FLIP_UD},
+                                       {"fliplrud", CD_FLIP_LR | CD_FLIP_UD}};
     static const name_value precisions[] = {{"fp32", CD_PREC_FP32}, {"tf32", CD_PREC_TF32},
                                             {"fp16", CD_PREC_FP16}, {"bf16", CD_PREC_BF16}};
     if (get_enum(root, "use_mean", means, CD_ARRAY_LEN(means), &c->use_mean, "none, image, pixel",
                  err, errlen) ||
         get_enum(root, "backend", backends, CD_ARRAY_LEN(backends), &c->backend, "auto, cpu, cuda",
+                 err, errlen) ||
+        get_enum(root, "flip", flips, CD_ARRAY_LEN(flips), &c->flip, "none, fliplr, flipud, fliplrud",
                  err, errlen) ||
         get_enum(root, "precision", precisions, CD_ARRAY_LEN(precisions), &c->precision,
                  "fp32, tf32, fp16, bf16", err, errlen))
@@ -286,11 +294,19 @@ int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, siz
         size_t i;
         json_t *g;
         json_array_foreach(gpus, i, g) {
-            if (!json_is_integer(g) || c->ngpus >= 16) {
-                bad(err, errlen, "gpus", "a list of GPU numbers");
+            if (!json_is_integer(g) || json_integer_value(g) < 0 || json_integer_value(g) > 1023 ||
+                c->ngpus >= 16) {
+                bad(err, errlen, "gpus", "a list of up to 16 GPU numbers");
                 goto out;
             }
-            c->gpus[c->ngpus++] = (int)json_integer_value(g);
+            int id = (int)json_integer_value(g);
+            for (int k = 0; k < c->ngpus; k++)
+                if (c->gpus[k] == id) {
+                    /* two replicas on one device: NCCL does not support it (it may hang) */
+                    snprintf(err, errlen, "train.json: \"gpus\" lists GPU %d twice; list each GPU once", id);
+                    goto out;
+                }
+            c->gpus[c->ngpus++] = id;
         }
     }
     rc = CD_OK;

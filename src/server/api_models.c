@@ -342,20 +342,26 @@ static json_t *make_job(req_t *r, json_t *v, json_t *form, json_t *dataset, cons
                       json_object_get(v, "momentum"), "weight_decay", json_is_number(wd) ? json_number_value(wd) : lr / 100.0,
                       "rms_decay", json_object_get(v, "rms_decay"), "lr_policy", lr_policy(v), "use_mean",
                       json_object_get(v, "use_mean"), "crop_size", crop ? crop : json_null(), "use_mirror",
-                      json_is_true(json_object_get(v, "use_mirror")) ||
-                          (sval(v, "aug_flip")[0] && strcmp(sval(v, "aug_flip"), "none") != 0),
+                      json_is_true(json_object_get(v, "use_mirror")),
                       "backend", "auto", "gpus", "resume", 0, "pretrained",
                       ns->pretrained[0] ? json_string(ns->pretrained) : json_null());
     if (!train) {
         reply_error(r, 500, "cannot build train.json");
         goto fail;
     }
-    static const char *const extras[] = {"precision", "early_stopping_patience", "early_stopping_min_delta",
-                                         "data_parallel"};
+    /* form fields that train.json takes as they are, under the form's name or its own */
+    static const struct {
+        const char *form, *train;
+    } extras[] = {{"precision", "precision"},
+                  {"early_stopping_patience", "early_stopping_patience"},
+                  {"early_stopping_min_delta", "early_stopping_min_delta"},
+                  {"data_parallel", "data_parallel"},
+                  {"shuffle", "shuffle"},
+                  {"aug_flip", "flip"}};
     for (size_t i = 0; i < CD_ARRAY_LEN(extras); i++) {
-        json_t *x = json_object_get(v, extras[i]);
+        json_t *x = json_object_get(v, extras[i].form);
         if (x && !json_is_null(x))
-            json_object_set(train, extras[i], x);
+            json_object_set(train, extras[i].train, x);
     }
     if (api_write_json(dir, "train.json", train, &err) != CD_OK) {
         reply_err(r, &err);

@@ -533,7 +533,7 @@ static void go_test_prepare(int n, int c, int sh_, int sw, int oh, int ow, int w
                             int with_mirror)
 {
     const char *sh = go_fmt("%dx%dx%dx%d->%dx%d%s%s", n, c, sh_, sw, oh, ow,
-                            with_mean ? " mean" : "", with_mirror ? " mirror" : "");
+                            with_mean ? " mean" : "", with_mirror ? " flips" : "");
     size_t in = (size_t)n * c * sh_ * sw;
     uint8_t *img = malloc(in), *mir = malloc(n);
     int *oy = malloc(n * sizeof(int)), *ox = malloc(n * sizeof(int));
@@ -542,7 +542,7 @@ static void go_test_prepare(int n, int c, int sh_, int sw, int oh, int ow, int w
     for (int i = 0; i < n; i++) {
         oy[i] = go_int(0, sh_ - oh);
         ox[i] = go_int(0, sw - ow);
-        mir[i] = (uint8_t)(i % 2);
+        mir[i] = (uint8_t)(i % 4); /* no flip, left-right, upside down, both */
     }
     go_t mean = go_rand((size_t)c * sh_ * sw, 0, 255), dst = go_rand((size_t)n * c * oh * ow, -1, 1);
     void *p_img[2], *p_oy[2], *p_ox[2], *p_mir[2];

@@ -102,19 +102,26 @@ check '[ "$(jv "[m for m in d[\"models\"] if m[\"id\"]==\"$M1\"][0][\"progress\"
 http GET "/files/$M1/train.json"
 check '[ "$CODE" = 200 ] && [ "$(jv "d[\"epochs\"]")" = 3 ]' "/files/ serves a job file"
 
-# batch_size=auto, precision and early stopping reach train.json; batch and advice lines show
+# batch_size=auto, precision, early stopping, flips and shuffle reach train.json; batch
+# and advice lines show
 http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" \
-    -F train_epochs=1 -F model_name=auto -F batch_size=auto -F precision=fp16 -F early_stopping_patience=3
+    -F train_epochs=1 -F model_name=auto -F batch_size=auto -F precision=fp16 -F early_stopping_patience=3 \
+    -F aug_flip=fliplrud -F shuffle=false
 MAUTO=$(jv 'd["id"]')
 check 'wait_status "$MAUTO" Done 30' "a batch_size=auto model trains"
 http GET "/models/$MAUTO/json"
 check '[ "$(jv "d[\"train\"][\"batch_size\"]")" = auto ] && [ "$(jv "d[\"train\"][\"precision\"]")" = fp16 ] && [ "$(jv "d[\"train\"][\"early_stopping_patience\"]")" = 3 ]' \
     "batch_size auto, precision and early_stopping_patience reach train.json"
+check '[ "$(jv "d[\"train\"][\"flip\"]")" = fliplrud ] && [ "$(jv "d[\"train\"][\"shuffle\"]")" = false ] && [ "$(jv "d[\"train\"][\"use_mirror\"]")" = false ]' \
+    "aug_flip and shuffle reach train.json as flip and shuffle (use_mirror stays false)"
 check '[ "$(jv "d[\"batch\"][\"effective\"]")" = 8 ] && [ "$(jv "d[\"advice\"][\"limit\"]")" = data ]' \
     "the worker's batch and advice lines show in the model JSON"
 http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" \
     -F model_name=x -F precision=fp8
 check '[ "$CODE" = 400 ] && [ -n "$(jv "d[\"errors\"][\"precision\"][0]")" ]' "an unknown precision is a form error"
+http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" \
+    -F model_name=x -F aug_flip=sideways
+check '[ "$CODE" = 400 ] && [ -n "$(jv "d[\"errors\"][\"aug_flip\"][0]")" ]' "an unknown aug_flip is a form error"
 
 # data_parallel=false (a JSON false here) reaches train.json; without GPUs the job still
 # asks for the CPU, whatever GPU count the form names

@@ -1256,7 +1256,7 @@ static void test_prepare_batch(void)
     const cd_backend_iface *f = be->iface;
     int n = 4, c = 3, sh = 7, sw = 9, oh = 5, ow = 6;
     size_t ns = (size_t)n * c * sh * sw, nd = (size_t)n * c * oh * ow;
-    uint8_t *src = malloc(ns), mirror[4] = {0, 1, 1, 0};
+    uint8_t *src = malloc(ns), mirror[4] = {0, CD_FLIP_LR, CD_FLIP_UD, CD_FLIP_LR | CD_FLIP_UD};
     for (size_t i = 0; i < ns; i++)
         src[i] = (uint8_t)(cd_test_rand_u64() & 255);
     int oy[4], ox[4];
@@ -1277,16 +1277,17 @@ static void test_prepare_batch(void)
                 for (int ch = 0; ch < c; ch++)
                     for (int y = 0; y < oh; y++)
                         for (int x = 0; x < ow; x++) {
-                            int sy = oy[i] + y;
-                            int sx = with_mirror && mirror[i] ? ox[i] + ow - 1 - x : ox[i] + x;
+                            int flip = with_mirror ? mirror[i] : 0;
+                            int sy = flip & CD_FLIP_UD ? oy[i] + oh - 1 - y : oy[i] + y;
+                            int sx = flip & CD_FLIP_LR ? ox[i] + ow - 1 - x : ox[i] + x;
                             double v = src[(((size_t)i * c + ch) * sh + sy) * sw + sx];
                             double m = with_mean ? mean[((size_t)ch * sh + sy) * sw + sx] : 0;
                             ref[(((size_t)i * c + ch) * oh + y) * ow + x] = (v - m) * scale;
                         }
             f->prepare_batch(be, n, c, sh, sw, oh, ow, src, oy, ox, with_mirror ? mirror : NULL,
                              with_mean ? mean : NULL, scale, dst);
-            check_arr(with_mean ? (with_mirror ? "prepare_batch mean+mirror" : "prepare_batch mean")
-                                : (with_mirror ? "prepare_batch mirror" : "prepare_batch"),
+            check_arr(with_mean ? (with_mirror ? "prepare_batch mean+flips" : "prepare_batch mean")
+                                : (with_mirror ? "prepare_batch flips" : "prepare_batch"),
                       dst, ref, nd, RTOL_ELEM);
         }
     free(src);

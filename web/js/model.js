@@ -317,7 +317,10 @@
     if (t.solver_type === 'RMSPROP') row('RMS decay', CD.num(t.rms_decay));
     row('Intervals', 'validation every ' + t.validation_interval + ', snapshot every ' + t.snapshot_interval + ' epoch(s)');
     row('Mean', t.use_mean);
-    row('Crop, mirror', (t.crop_size ? 'crop ' + t.crop_size : 'no crop') + ', ' + (t.use_mirror ? 'mirror' : 'no mirror'));
+    const FLIP = {fliplr: 'horizontal flips', flipud: 'vertical flips', fliplrud: 'horizontal and vertical flips'};
+    row('Crop, flips', (t.crop_size ? 'crop ' + t.crop_size : 'no crop') + ', ' +
+      (t.use_mirror || FLIP[t.flip] ? [t.use_mirror ? 'mirror' : '', FLIP[t.flip] || ''].filter(Boolean).join(', ') : 'no flips') +
+      (t.shuffle === false ? ', stored order' : ', shuffled'));
     row('Random seed', t.random_seed === null || t.random_seed === undefined ? 'none' : String(t.random_seed));
     const r = job.resources || {};
     const sel = r.selected ? (r.selected.ids ? 'GPUs ' + r.selected.ids.join(', ') : r.selected.count + ' GPUs') : '';

@@ -1,14 +1,15 @@
 /*
- * Batch preparation: crop, mirror, mean subtraction and scale, as Caffe's data
+ * Batch preparation: crop, flips, mean subtraction and scale, as Caffe's data
  * transformer does it. The mean is read at the source pixel (the same crop and
- * mirror as the image), so a mean image of the stored size works with any crop.
+ * flips as the image), so a mean image of the stored size works with any crop.
  */
 #include "cpu_internal.h"
 
 /*
- * dst[i,ch,y,x] = (src[i,ch,oy[i]+y,sx] - mean[ch,oy[i]+y,sx]) * scale with
- * sx = mirror[i] ? ox[i]+ow-1-x : ox[i]+x. mean and mirror may be NULL. The caller
- * keeps crops inside the image: 0 <= oy[i] <= sh-oh, 0 <= ox[i] <= sw-ow.
+ * dst[i,ch,y,x] = (src[i,ch,sy,sx] - mean[ch,sy,sx]) * scale with
+ * sx = mirror[i] & CD_FLIP_LR ? ox[i]+ow-1-x : ox[i]+x and
+ * sy = mirror[i] & CD_FLIP_UD ? oy[i]+oh-1-y : oy[i]+y. mean and mirror may be NULL.
+ * The caller keeps crops inside the image: 0 <= oy[i] <= sh-oh, 0 <= ox[i] <= sw-ow.
  */
 // src is (n, c, sh, sw) uint8; oy, ox, mirror are (n); mean is (c, sh, sw); dst is (n, c, oh, ow)
 void cpu_prepare_batch(cd_backend_t *be, int n, int c, int sh, int sw, int oh, int ow,
@@ -21,12 +22,14 @@ void cpu_prepare_batch(cd_backend_t *be, int n, int c, int sh, int sw, int oh, i
     for (int i = 0; i < n; i++) {
         for (int ch = 0; ch < c; ch++) {
             for (int y = 0; y < oh; y++) {
-                size_t srow = (((size_t)i * c + ch) * sh + oy[i] + y) * sw + ox[i];
-                size_t mrow = ((size_t)ch * sh + oy[i] + y) * sw + ox[i];
+                int flip = mirror ? mirror[i] : 0;
+                int sy = oy[i] + (flip & CD_FLIP_UD ? oh - 1 - y : y);
+                size_t srow = (((size_t)i * c + ch) * sh + sy) * sw + ox[i];
+                size_t mrow = ((size_t)ch * sh + sy) * sw + ox[i];
                 float *d = dst + (((size_t)i * c + ch) * oh + y) * ow;
                 const uint8_t *s = src + srow;
                 const float *m = mean ? mean + mrow : NULL;
-                if (mirror && mirror[i]) {
+                if (flip & CD_FLIP_LR) {
                     for (int x = 0; x < ow; x++) {
                         int sx = ow - 1 - x;
                         d[x] = ((float)s[sx] - (m ? m[sx] : 0.0f)) * scale;
