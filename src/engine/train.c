@@ -781,11 +781,6 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     cd_loader_t *ld = NULL;
     const cd_batch *pending = NULL; /* fetched and staged ahead, released after the wait */
     cd_grad_reduce reduce = {0};
-    g_stop = 0;
-    struct sigaction sa = {.sa_handler = on_term};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
 
 #ifdef CDIGITS_HAVE_CUDA
     cd_cuda_set_fail_hook(device_failed);
@@ -949,8 +944,11 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
             window_images = 0;
         }
         int last = done == t.max_iter;
-        if (t.group) /* every replica stops where rank 0 does */
-            g_stop = cd_group_broadcast(t.group, t.rank, g_stop);
+        /* read the signal once per iteration: the snapshot and the stop below must agree,
+         * and every replica stops where rank 0 does */
+        int stop = g_stop;
+        if (t.group)
+            stop = (int)cd_group_broadcast(t.group, t.rank, stop);
         double aside = cd_now();
         if (t.val && ((t.val_every && done % t.val_every == 0) || last)) {
             double vloss = 0;
@@ -965,7 +963,7 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
                              "%.6g for %d validations", e, best_val, stale);
             }
         }
-        if (t.rank == 0 && ((t.snapshot_every && done % t.snapshot_every == 0) || last || g_stop ||
+        if (t.rank == 0 && ((t.snapshot_every && done % t.snapshot_every == 0) || last || stop ||
                             stopped_early)) {
             if (save_snapshot(&t, done, err, sizeof err) != CD_OK)
                 goto fail;
@@ -975,7 +973,7 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
             stopped_early = (int)cd_group_broadcast(t.group, t.rank, stopped_early);
         if (stopped_early)
             break;
-        if (g_stop && !last) {
+        if (stop && !last) {
             cd_jsonl_log("info", "stopped at iteration %ld (epoch %.3f) with its snapshot saved; "
                          "resume to continue", done, e);
             rc = 3;
@@ -992,9 +990,13 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     goto out;
 fail:
     if (group) {
-        /* the others wait for this replica at the next reduction: stop them all */
+        /* the others wait for this replica at the next reduction, perhaps inside an
+         * NCCL kernel that will never finish: end the process at once, without the
+         * exit handlers that would tear the runtime down under them */
         cd_jsonl_error("replica %d of %d: %s", rank, nranks, err[0] ? err : "training failed");
-        exit(1);
+        fflush(stdout);
+        fflush(stderr);
+        _exit(1);
     }
     cd_jsonl_error("%s", err[0] ? err : "training failed");
     rc = 1;
@@ -1025,6 +1027,12 @@ static void *rank_main(void *p)
 
 int cd_train_run(const cd_train_config *c)
 {
+    /* SIGTERM and SIGINT: snapshot at the end of the step and exit 3 (every replica) */
+    g_stop = 0;
+    struct sigaction sa = {.sa_handler = on_term};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
     int n = c->replicas > 1 ? c->replicas : 1, gpu = 0;
     int force = c->force_data_parallel && c->data_parallel;
     cd_train_config shared = *c;
@@ -1057,7 +1065,8 @@ int cd_train_run(const cd_train_config *c)
         args[r] = (rank_arg){.c = &shared, .rank = r, .nranks = n, .gpu_ranks = gpu, .group = g};
         if (pthread_create(&args[r].thread, NULL, rank_main, &args[r]) != 0) {
             cd_jsonl_error("cannot start replica %d", r);
-            exit(1);
+            fflush(stdout);
+            _exit(1);
         }
     }
     int rc = train_rank(&shared, 0, n, gpu, g);

@@ -396,6 +396,31 @@ def check_bad_value(jobdir, log, key):
     ck.done()
 
 
+def corrupt_record(db, index):
+    """Overwrites the first 8 bytes (the PNG or JPEG signature) of record `index` of an
+    encoded .db (docs/formats.md): the file still opens, the record fails to decode."""
+    index = int(index)
+    with open(db, "r+b") as f:
+        head = f.read(128)
+        count, index_offset = struct.unpack_from("<Q", head, 32)[0], struct.unpack_from("<Q", head, 56)[0]
+        if index_offset == 0 or index >= count:
+            raise SystemExit("%s: no record %d in an encoded dataset" % (db, index))
+        f.seek(index_offset + 16 * index)
+        offset, size = struct.unpack("<QQ", f.read(16))
+        f.seek(offset)
+        f.write(b"\0" * min(8, size))
+
+
+def check_replica_died(log, rank, nranks, record):
+    """(f) one replica fails reading its data: the whole run ends at once with exit 1 and
+    one error line that names the replica and says what went wrong."""
+    ck, lines = check_error("a replica dies", log, r"replica %s of %s" % (rank, nranks),
+                            r"record %s\b" % record)
+    ck.expect(not snapshots(lines), "a snapshot was written")
+    ck.expect(not [l for l in lines if l.get("type") == "metric"], "a step finished")
+    ck.done()
+
+
 def main(argv):
     cmd, args = argv[1], argv[2:]
     if cmd == "make-idx":
@@ -424,6 +449,10 @@ def main(argv):
         check_nan(*args)
     elif cmd == "bad-value":
         check_bad_value(*args)
+    elif cmd == "corrupt-record":
+        corrupt_record(*args)
+    elif cmd == "replica-died":
+        check_replica_died(*args)
     else:
         raise SystemExit("unknown command %s" % cmd)
 

@@ -13,7 +13,9 @@
 #  (f) data parallelism: 2 CPU replicas of batch 32 end with the weights of one
 #      replica of batch 64, to float tolerance; averaging the gradients in small buckets
 #      during the backward pass gives bit-identical weights to one average after it; a
-#      batch the replicas can't split evenly is refused.
+#      batch the replicas can't split evenly is refused; 2 replicas stopped by SIGTERM
+#      and resumed match a run never stopped; a replica that fails (a damaged record
+#      only it reads) ends the whole run at once, its error naming the replica.
 #
 # The data is made here: 600 synthetic 16x16 gray images in 4 classes written as IDX
 # files, imported and turned into a dataset job by the worker itself. The network is a
@@ -133,12 +135,13 @@ layer { name: "softmax" type: "Softmax" bottom: "ip2" top: "softmax" include { s
 EOF
 }
 
-# job DIR NETKIND JSON-FIELDS: a fresh job folder with network.prototxt and train.json
+# job DIR NETKIND JSON-FIELDS [DATASET]: a fresh job folder with network.prototxt and
+# train.json (on $tmp/dataset unless DATASET is given)
 job() {
     rm -rf "$1" "$1.log"*
     mkdir -p "$1"
     write_net "$1/network.prototxt" "$2"
-    printf '{"dataset_dir": "%s", %s}\n' "$tmp/dataset" "$3" >"$1/train.json"
+    printf '{"dataset_dir": "%s", %s}\n' "${4:-$tmp/dataset}" "$3" >"$1/train.json"
 }
 
 # set_resume DIR: the same train.json with "resume": true
@@ -233,6 +236,22 @@ check "replicas: uneven split" python3 "$lib" bad-value "$tmp/rep3" "$tmp/rep3.l
 job "$tmp/rep4" plain "$acc, \"batch_size\": 1, \"replicas\": 2"
 run "$tmp/rep4"
 check "replicas: batch 1 can't be split" python3 "$lib" bad-value "$tmp/rep4" "$tmp/rep4.log" "turn data parallelism off"
+# snapshot and resume with 2 replicas: rank 0 saves, every replica continues from it
+resume_case replicas plain '"random_seed": 9, "batch_size": 32, "replicas": 2, "learning_rate": 0.02'
+# a replica that dies: the same images stored as PNG, record 40 damaged; in stored order
+# (shuffle off) with batch 64 over 2 replicas, replica 1 reads positions 32..63 of the
+# first batch, replica 0 never reaches record 40 before the run ends
+mkdir -p "$tmp/dataset-png"
+sed 's/"encoding": "none"/"encoding": "png"/' "$tmp/dataset/dataset.json" >"$tmp/dataset-png/dataset.json"
+if "$worker" dataset "$tmp/dataset-png" >"$tmp/dataset-png.log" 2>&1 &&
+        python3 "$lib" corrupt-record "$tmp/dataset-png/train.db" 40; then
+    job "$tmp/rep-dies" plain "$acc, \"batch_size\": 64, \"replicas\": 2, \"shuffle\": false" "$tmp/dataset-png"
+    run "$tmp/rep-dies"
+    check "replicas: one dies, all stop" python3 "$lib" replica-died "$tmp/rep-dies.log" 1 2 40
+else
+    cat "$tmp/dataset-png.log"
+    check "replicas: a PNG dataset to damage" false
+fi
 
 # ---- (d) a diverging run --------------------------------------------------------------
 
