@@ -27,6 +27,9 @@ void cd_group_allreduce_mean(cd_group_t *g, int rank, float *x, size_t n);
 /* Rank 0's value of v, on every rank (a barrier). */
 long cd_group_broadcast(cd_group_t *g, int rank, long v);
 
+/* The smallest v of all ranks, on every rank (a barrier). */
+long cd_group_min(cd_group_t *g, int rank, long v);
+
 /* Rank 0's len bytes of buf, copied into every rank's buf (a barrier). */
 void cd_group_broadcast_bytes(cd_group_t *g, int rank, void *buf, size_t len);
 

@@ -12,6 +12,7 @@ struct cd_group {
     pthread_barrier_t barrier;
     float **bufs;   /* each rank's buffer for the reduction under way */
     long value;     /* broadcast slot */
+    long *values;   /* each rank's value (cd_group_min) */
     const void *bytes;
 };
 
@@ -20,7 +21,9 @@ cd_group_t *cd_group_new(int ranks)
     cd_group_t *g = cd_xcalloc(1, sizeof *g);
     g->ranks = ranks;
     g->bufs = cd_xcalloc((size_t)ranks, sizeof *g->bufs);
+    g->values = cd_xcalloc((size_t)ranks, sizeof *g->values);
     if (pthread_barrier_init(&g->barrier, NULL, (unsigned)ranks) != 0) {
+        free(g->values);
         free(g->bufs);
         free(g);
         return NULL;
@@ -33,6 +36,7 @@ void cd_group_free(cd_group_t *g)
     if (!g)
         return;
     pthread_barrier_destroy(&g->barrier);
+    free(g->values);
     free(g->bufs);
     free(g);
 }
@@ -63,6 +67,17 @@ long cd_group_broadcast(cd_group_t *g, int rank, long v)
         g->value = v;
     pthread_barrier_wait(&g->barrier);
     long out = g->value;
+    pthread_barrier_wait(&g->barrier);
+    return out;
+}
+
+long cd_group_min(cd_group_t *g, int rank, long v)
+{
+    g->values[rank] = v;
+    pthread_barrier_wait(&g->barrier);
+    long out = g->values[0];
+    for (int r = 1; r < g->ranks; r++)
+        out = g->values[r] < out ? g->values[r] : out;
     pthread_barrier_wait(&g->barrier);
     return out;
 }

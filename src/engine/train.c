@@ -70,6 +70,8 @@ typedef struct trainer {
     int gpu_ranks;         /* replicas are GPUs (c->gpus[rank]) */
     cd_group_t *group;
     staging st[2];
+    int free_slot;         /* the staging slot validation may use: not the one holding the
+                            * next training batch, uploaded ahead */
     float *mean;           /* (c, h, w) at the stored size, or NULL */
     int loader_threads;
     char advice[64];       /* the last limit reported */
@@ -151,11 +153,11 @@ static void prepare(trainer *t, cd_net *net, const staging *st)
         o->copy(be, label->data, st->labels, (size_t)st->n * sizeof(float));
 }
 
-/* A batch through a staging slot, synchronously (validation). */
+/* A batch through the free staging slot, synchronously (validation). */
 static void feed(trainer *t, cd_net *net, const cd_batch *b)
 {
-    stage(t, &t->st[0], b);
-    prepare(t, net, &t->st[0]);
+    stage(t, &t->st[t->free_slot], b);
+    prepare(t, net, &t->st[t->free_slot]);
 }
 
 static cd_net *build_stage(trainer *t, const char *stage, int batch, char *err, size_t errlen)
@@ -465,17 +467,27 @@ static int fit_nets(trainer *t, char *err, size_t errlen)
     }
     int asked_batch = batch, asked_acc = accumulation;
     for (;;) {
-        int oom = 0;
-        if (make_nets(t, batch, &oom, err, errlen) == CD_OK)
+        int oom = 0, ok = make_nets(t, batch, &oom, err, errlen) == CD_OK;
+        int cur = batch > 0 ? batch : t->train_batch;
+        if (!ok && (!oom || cur <= 1)) {
+            free_nets(t);
+            return CD_ERR;
+        }
+        /* replicas train equal slices: the group takes the smallest batch that fits
+         * every device (each halves the same way from the same batch) */
+        int fits = ok ? cur : (cur + 1) / 2;
+        int agreed = t->group ? (int)cd_group_min(t->group, t->rank, fits) : fits;
+        if (ok && agreed == cur)
             break;
         free_nets(t);
-        int cur = batch > 0 ? batch : t->train_batch;
-        if (!oom || cur <= 1)
-            return CD_ERR;
-        batch = (cur + 1) / 2;
-        accumulation *= 2;
-        cd_jsonl_log("warning", "batch %d does not fit in %s memory; trying batch %d with "
-                     "accumulation %d", cur, t->be->iface->name, batch, accumulation);
+        batch = cur;
+        while (batch > agreed) {
+            batch = (batch + 1) / 2;
+            accumulation *= 2;
+        }
+        cd_jsonl_log("warning", "batch %d does not fit in %s memory%s; trying batch %d with "
+                     "accumulation %d", cur, t->be->iface->name,
+                     ok ? " on another replica" : "", batch, accumulation);
     }
     t->iter_size = accumulation;
     if (batch != asked_batch || accumulation != asked_acc || c->batch_auto)
@@ -793,6 +805,10 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     if (t.group) {
         if (same_start(&t, err, sizeof err) != CD_OK)
             goto fail;
+        /* every replica starts its first step with the broadcast done on its device,
+         * none still allocating while another already averages */
+        t.be->iface->sync(t.be);
+        cd_group_broadcast(t.group, t.rank, 0);
         cd_grad_reduce_init(&reduce, t.train, c->bucket_mb);
         if (t.rank == 0)
             cd_jsonl_log("info", "data parallel over %d replica%s: %.0f KiB of gradients averaged in %d "
@@ -952,6 +968,7 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
         double aside = cd_now();
         if (t.val && ((t.val_every && done % t.val_every == 0) || last)) {
             double vloss = 0;
+            t.free_slot = ready ? slot ^ 1 : slot;
             if (evaluate(&t, t.val_db, "val", done, &vloss, err, sizeof err) != CD_OK)
                 goto fail;
             if (vloss < best_val - c->early_stop_min_delta) {
@@ -982,6 +999,7 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     }
     if (t.test_db && t.val) {
         /* the held-out test split, once, with the final weights */
+        t.free_slot = ready ? slot ^ 1 : slot;
         if (evaluate(&t, t.test_db, "test", t.max_iter, NULL, err, sizeof err) != CD_OK)
             goto fail;
     }

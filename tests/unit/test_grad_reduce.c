@@ -6,14 +6,18 @@
  * 1 MiB); smaller sizes give at least as many buckets; 0 MiB is one bucket after the
  * backward pass; and one backward pass with the
  * plan armed starts every bucket exactly once and leaves the gradients as they are
- * outside a group. */
+ * outside a group. Also the in-process group's collectives on 3 threads: the mean is
+ * the same on every rank, broadcast gives rank 0's value and min the smallest (how
+ * replicas agree on a batch that fits every device). */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../src/engine/grad_reduce.h"
 #include "cdigits/backend.h"
+#include "cdigits/group.h"
 #include "cdigits/net.h"
 #include "cdigits/prototxt.h"
 #include "cdigits/util.h"
@@ -129,6 +133,59 @@ static void plan_net(const char *file, const char *what, int c, int h, int w, cd
     cd_net_free(net);
 }
 
+enum { RANKS = 3, VALUES = 1000 };
+
+typedef struct rank_out {
+    cd_group_t *g;
+    int rank;
+    float x[VALUES];
+    long bcast, min, min2;
+} rank_out;
+
+static void *group_rank(void *p)
+{
+    rank_out *o = p;
+    for (int i = 0; i < VALUES; i++)
+        o->x[i] = (float)(o->rank * 1000 + i) * 0.001f;
+    cd_group_allreduce_mean(o->g, o->rank, o->x, VALUES);
+    o->bcast = cd_group_broadcast(o->g, o->rank, 100 + o->rank);
+    /* the batch each device fits: rank 1 fits the least */
+    o->min = cd_group_min(o->g, o->rank, o->rank == 1 ? 16 : 64 - o->rank);
+    o->min2 = cd_group_min(o->g, o->rank, 7);
+    return NULL;
+}
+
+static void test_group(void)
+{
+    cd_group_t *g = cd_group_new(RANKS);
+    CHECK(g && cd_group_size(g) == RANKS, "a group of %d", RANKS);
+    if (!g)
+        return;
+    static rank_out out[RANKS];
+    pthread_t th[RANKS];
+    for (int r = 0; r < RANKS; r++) {
+        out[r] = (rank_out){.g = g, .rank = r};
+        CHECK(pthread_create(&th[r], NULL, group_rank, &out[r]) == 0, "thread %d", r);
+    }
+    for (int r = 0; r < RANKS; r++)
+        pthread_join(th[r], NULL);
+    int same = 1, near = 1;
+    for (int i = 0; i < VALUES; i++) {
+        float want = (float)(1000 + i) * 0.001f; /* the mean of rank*1000 + i over 0, 1, 2 */
+        near &= fabsf(out[0].x[i] - want) <= 1e-5f * fabsf(want) + 1e-6f;
+        for (int r = 1; r < RANKS; r++)
+            same &= memcmp(&out[r].x[i], &out[0].x[i], sizeof(float)) == 0;
+    }
+    CHECK(near, "allreduce_mean gives the mean");
+    CHECK(same, "allreduce_mean is bit-identical on every rank");
+    for (int r = 0; r < RANKS; r++) {
+        CHECK(out[r].bcast == 100, "rank %d: broadcast gave %ld, rank 0's is 100", r, out[r].bcast);
+        CHECK(out[r].min == 16 && out[r].min2 == 7, "rank %d: min gave %ld and %ld, want 16 and 7", r,
+              out[r].min, out[r].min2);
+    }
+    cd_group_free(g);
+}
+
 int main(void)
 {
     cd_test_init("test_grad_reduce");
@@ -137,5 +194,6 @@ int main(void)
     plan_net("models/alexnet.prototxt", "AlexNet", 3, 256, 256, NULL);
     plan_net("models/googlenet.prototxt", "GoogLeNet", 3, 256, 256, NULL);
     cd_backend_free(be);
+    test_group();
     return cd_test_finish();
 }

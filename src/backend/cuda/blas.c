@@ -29,12 +29,19 @@ void cuda_gemm(cd_backend_t *be, int trans_a, int trans_b, int m, int n, int k, 
         return;
     cuda_use_device(be);
     cuda_ctx *ctx = cuda_ctx_of(be);
+    if (k <= 0) { /* an empty product: C = beta*C, as cuBLAS (which wants lda >= 1) */
+        if (beta == 0.0f)
+            CD_CUDA_CHECK(be, cudaMemsetAsync(c, 0, (size_t)m * n * sizeof(float), ctx->stream));
+        else
+            CD_LAUNCH(be, cdk_scale(ctx->stream, (size_t)m * n, beta, c, c));
+        return;
+    }
     int lda = trans_a ? m : k; /* row length of A as stored */
     int ldb = trans_b ? k : n;
     cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     int kind = cuda_lowp_kind(be);
-    if (kind < 0 || k <= 0) {
+    if (kind < 0) {
         set_math(be, be->precision == CD_PREC_TF32);
         CD_CUBLAS_CHECK(be, cublasSgemm(ctx->blas, op_b, op_a, n, m, k, &alpha, b, ldb, a, lda,
                                         &beta, c, n));

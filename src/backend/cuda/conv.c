@@ -234,6 +234,7 @@ static void choose(cd_backend_t *be, conv_plan *p, int dir, const void *x, const
     void *ws = NULL;
     void *tmp = NULL;
     if (find) {
+        cuda_quiesce(be);
         CD_CUDA_CHECK(be, cudaStreamSynchronize(ctx->stream));
         ws = find_workspace(be, limit, &limit);
     }

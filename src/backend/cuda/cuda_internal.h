@@ -237,5 +237,7 @@ int cuda_allreduce_start(cd_backend_t *be, float *x, size_t n);
 int cuda_allreduce_wait(cd_backend_t *be);
 int cuda_broadcast(cd_backend_t *be, float *x, size_t n);
 void cuda_group_release(cd_backend_t *be);
+/* before any cudaMalloc or cudaFree: lets the averages in flight finish first */
+void cuda_quiesce(cd_backend_t *be);
 
 #endif

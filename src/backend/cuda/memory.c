@@ -38,6 +38,7 @@ void *cuda_alloc(cd_backend_t *be, size_t bytes)
     void *p = NULL;
     if (bytes == 0)
         bytes = 1;
+    cuda_quiesce(be);
     if (CD_CUDA_TRY(be, cudaMalloc(&p, bytes))) {
         size_t free_b = 0, total_b = 0;
         if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
@@ -59,6 +60,7 @@ void cuda_free(cd_backend_t *be, void *ptr)
     cuda_not_capturing(be, "free");
     cuda_use_device(be);
     /* queued work may still use the buffer */
+    cuda_quiesce(be);
     CD_CUDA_CHECK(be, cudaStreamSynchronize(cuda_ctx_of(be)->stream));
     CD_CUDA_CHECK(be, cudaFree(ptr));
 }
@@ -201,6 +203,7 @@ static void *grow(cd_backend_t *be, void **buf, size_t *have, size_t want)
     if (want <= *have && *buf)
         return *buf;
     cuda_ctx *ctx = cuda_ctx_of(be);
+    cuda_quiesce(be);
     if (*buf) {
         if (ctx->capturing || ctx->graph) {
             retire(be, *buf);

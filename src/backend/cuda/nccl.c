@@ -79,10 +79,26 @@ int cd_cuda_group_join(cd_backend_t *be, const char *hex, int nranks, int rank, 
         CD_CUDA_TRY(be, cudaEventCreateWithFlags(&ctx->grads, cudaEventDisableTiming)) ||
         CD_CUDA_TRY(be, cudaEventCreateWithFlags(&ctx->reduced, cudaEventDisableTiming))) {
         snprintf(why, why_len, "%s", be->err);
+        /* ncclCommDestroy is collective and the other ranks won't call it now: abort */
+        CD_NCCL_TRY(be, ncclCommAbort(ctx->comm));
+        ctx->comm = NULL;
         cuda_group_release(be);
         return -1;
     }
     return 0;
+}
+
+/* Waits on the host for the averages in flight on the reduce stream. cudaMalloc and
+ * cudaFree may wait for the whole device while holding a lock of the runtime, and an
+ * NCCL kernel in flight waits for the other ranks, which may need that lock to launch
+ * their half: so a rank never allocates or frees while its own averages are in flight.
+ * It costs overlap only where memory changes hands (the first step: the convolution
+ * algorithm search, workspaces growing). */
+void cuda_quiesce(cd_backend_t *be)
+{
+    cuda_ctx *ctx = cuda_ctx_of(be);
+    if (ctx->reducing && ctx->reduce)
+        CD_CUDA_CHECK(be, cudaStreamSynchronize(ctx->reduce));
 }
 
 /* x = mean of x over the group's ranks; the identity outside a group */
