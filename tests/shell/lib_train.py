@@ -396,6 +396,29 @@ def check_bad_value(jobdir, log, key):
     ck.done()
 
 
+def check_val_neutral(log_a, cdw_a, log_b, cdw_b):
+    """Validating often (A) trains exactly as validating once at the end (B): the same
+    train metrics at every iteration and the same final weights, byte for byte.
+    Validation shares the staging buffers that hold the next training batch."""
+    ck = Checker("validation leaves training alone")
+    a, b = read_log(log_a), read_log(log_b)
+    ck.expect(read_status(log_a)["rc"] == 0 and read_status(log_b)["rc"] == 0, "a run failed")
+    va = [l for l in a if l.get("type") == "metric" and l.get("phase") == "val"]
+    vb = [l for l in b if l.get("type") == "metric" and l.get("phase") == "val"]
+    ck.expect(len({l["iteration"] for l in va}) > len({l["iteration"] for l in vb}) >= 1,
+              "run A should validate more often than run B")
+    ta = {k: v for k, v in metrics(a).items() if k[0] == "train"}
+    tb = {k: v for k, v in metrics(b).items() if k[0] == "train"}
+    ck.expect(ta and set(ta) == set(tb), "the runs report different train metrics")
+    diff = [k for k in sorted(set(ta) & set(tb)) if ta[k] != tb[k]]
+    for k in diff[:3]:
+        ck.fail("%s at iteration %d: %r validating often, %r validating once" % (k[1], k[2], ta[k][0], tb[k][0]))
+    print("%d train metrics compared, %d differ" % (len(set(ta) & set(tb)), len(diff)))
+    with open(cdw_a, "rb") as x, open(cdw_b, "rb") as y:
+        ck.expect(x.read() == y.read(), "the final weights differ")
+    ck.done()
+
+
 def corrupt_record(db, index):
     """Overwrites the first 8 bytes (the PNG or JPEG signature) of record `index` of an
     encoded .db (docs/formats.md): the file still opens, the record fails to decode."""
@@ -449,6 +472,8 @@ def main(argv):
         check_nan(*args)
     elif cmd == "bad-value":
         check_bad_value(*args)
+    elif cmd == "val-neutral":
+        check_val_neutral(*args)
     elif cmd == "corrupt-record":
         corrupt_record(*args)
     elif cmd == "replica-died":

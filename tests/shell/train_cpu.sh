@@ -6,6 +6,8 @@
 #      seconds, and resumed it reports exactly the metrics of a run never stopped, with
 #      byte-identical snapshots (SGD; and ADAM with dropout, random crops and mirroring,
 #      so that every source of randomness must continue where it stopped);
+#      validating often trains exactly as validating once (validation never touches
+#      the training batch staged ahead);
 #  (c) batch accumulation: batch 16 x 4 equals batch 64 x 1 to float tolerance;
 #  (d) a diverging run (learning rate 1000) stops with an error suggesting a lower
 #      learning rate;
@@ -191,6 +193,16 @@ resume_case() {
 resume_case sgd plain '"random_seed": 5, "solver_type": "SGD", "learning_rate": 0.01'
 resume_case adam dropout '"random_seed": 6, "solver_type": "ADAM", "learning_rate": 0.002,
     "crop_size": 14, "use_mirror": true, "lr_policy": {"policy": "exp", "gamma": 0.5}'
+
+# validating every quarter epoch trains exactly as validating once at the end: the
+# validation batches go through the staging slot not holding the next training batch
+job "$tmp/val-often" plain '"epochs": 2, "snapshot_interval": 2, "validation_interval": 0.25, "random_seed": 4'
+job "$tmp/val-once" plain '"epochs": 2, "snapshot_interval": 2, "validation_interval": 2, "random_seed": 4'
+run "$tmp/val-often"
+run "$tmp/val-once"
+fin=$(ls "$tmp/val-once" | sed -n 's/^snapshot_iter_\([0-9]*\)\.cdw$/\1/p' | sort -n | tail -1)
+check "validation leaves training alone" python3 "$lib" val-neutral "$tmp/val-often.log" \
+    "$tmp/val-often/snapshot_iter_${fin:-0}.cdw" "$tmp/val-once.log" "$tmp/val-once/snapshot_iter_${fin:-0}.cdw"
 
 # ---- (c) batch accumulation ---------------------------------------------------------
 
