@@ -15,5 +15,13 @@ void cd_jsonl_log(const char *level, const char *fmt, ...) __attribute__((format
 void cd_jsonl_set_quiet(int quiet);
 /* {"type":"error","message":...} */
 void cd_jsonl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Name this thread in its error lines ("who: message") and in the line a crash on it
+ * prints (see cd_jsonl_catch_crashes); NULL or "" forgets it. who is plain ASCII. */
+void cd_jsonl_set_speaker(const char *who);
+/* From now on a fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) on a thread
+ * with a speaker prints {"type":"error","message":"<who> crashed with SIGSEGV ..."}
+ * first, unless that thread already printed an error line; then the signal takes its
+ * course (the handler that was there before, e.g. a sanitizer's, or the default). */
+void cd_jsonl_catch_crashes(void);
 
 #endif

@@ -7,6 +7,7 @@
  * functions of the seed and those numbers, so a run resumed from the snapshot taken
  * after iteration k repeats exactly what the uninterrupted run did from k on.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <dirent.h>
 #include <pthread.h>
 #include <errno.h>
@@ -793,6 +794,15 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     cd_loader_t *ld = NULL;
     const cd_batch *pending = NULL; /* fetched and staged ahead, released after the wait */
     cd_grad_reduce reduce = {0};
+    if (group) {
+        /* this replica's error lines, and a crash on its thread, say which it is */
+        char who[64];
+        if (gpu_ranks)
+            snprintf(who, sizeof who, "replica %d of %d (GPU %d)", rank, nranks, c->gpus[rank]);
+        else
+            snprintf(who, sizeof who, "replica %d of %d", rank, nranks);
+        cd_jsonl_set_speaker(who);
+    }
 
 #ifdef CDIGITS_HAVE_CUDA
     cd_cuda_set_fail_hook(device_failed);
@@ -1011,7 +1021,7 @@ fail:
         /* the others wait for this replica at the next reduction, perhaps inside an
          * NCCL kernel that will never finish: end the process at once, without the
          * exit handlers that would tear the runtime down under them */
-        cd_jsonl_error("replica %d of %d: %s", rank, nranks, err[0] ? err : "training failed");
+        cd_jsonl_error("%s", err[0] ? err : "training failed"); /* names the replica */
         fflush(stdout);
         fflush(stderr);
         _exit(1);
@@ -1039,6 +1049,9 @@ static void *rank_main(void *p)
 {
     rank_arg *a = p;
     cd_jsonl_set_quiet(1); /* rank 0 speaks for the group */
+    char name[16];
+    snprintf(name, sizeof name, "cd-replica-%d", a->rank);
+    pthread_setname_np(pthread_self(), name); /* top -H, gdb and the tests can tell them apart */
     a->rc = train_rank(a->c, a->rank, a->nranks, a->gpu_ranks, a->group);
     return NULL;
 }
@@ -1073,6 +1086,7 @@ int cd_train_run(const cd_train_config *c)
         shared.has_seed = 1;
         shared.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     }
+    cd_jsonl_catch_crashes();
     cd_group_t *g = cd_group_new(n);
     if (!g) {
         cd_jsonl_error("cannot set up %d replicas", n);

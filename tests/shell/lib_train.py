@@ -55,10 +55,28 @@ def make_idx(images_path, labels_path, per_class=150, size=16, seed=20240611):
 # ---- running the worker ------------------------------------------------------------
 
 
-def run_worker(worker, jobdir, log, term_on=None, timeout=600):
+def signal_thread(pid, name, sig):
+    """Sends sig to the thread of process pid named name (tgkill: to that thread only)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        if comm == name:
+            if libc.tgkill(pid, int(tid), sig) != 0:
+                raise SystemExit("tgkill: %s" % os.strerror(ctypes.get_errno()))
+            return
+    raise SystemExit("process %d has no thread named %s" % (pid, name))
+
+
+def run_worker(worker, jobdir, log, term_on=None, timeout=600, sig=signal.SIGTERM, thread=None):
     """Run `worker train jobdir`, stdout to log, stderr to log + ".err". With term_on
-    ("snapshot" or "progress"), send SIGTERM as soon as the first line of that type
-    appears. Writes log + ".status" (JSON: rc, term_sent, term_to_exit_s, wall_s)."""
+    ("snapshot" or "progress"), send sig (SIGTERM) as soon as the first line of that
+    type appears, to the process or to its thread named `thread`. Writes log +
+    ".status" (JSON: rc, term_sent, term_to_exit_s, wall_s)."""
     start = time.monotonic()
     term_at = None
     with open(log, "w") as out, open(log + ".err", "w") as err:
@@ -74,7 +92,10 @@ def run_worker(worker, jobdir, log, term_on=None, timeout=600):
                     except ValueError:
                         t = None
                     if t == term_on:
-                        p.send_signal(signal.SIGTERM)
+                        if thread:
+                            signal_thread(p.pid, thread, sig)
+                        else:
+                            p.send_signal(sig)
                         term_at = time.monotonic()
                 if time.monotonic() - start > timeout:
                     raise subprocess.TimeoutExpired(p.args, timeout)
@@ -419,6 +440,22 @@ def check_val_neutral(log_a, cdw_a, log_b, cdw_b):
     ck.done()
 
 
+def check_crashed(log, who):
+    """(f) a replica thread killed by SIGSEGV: the process ends (by the signal, or with
+    the sanitizer's report), its last error line names the replica and the signal."""
+    ck = Checker("a replica crashes")
+    st, lines = read_status(log), read_log(log)
+    ck.expect(st["term_sent"], "the signal was never sent")
+    ck.expect(st["rc"] not in (0, 3, "timeout"), "exit status %s: the run went on or hung" % st["rc"])
+    errs = [l["message"] for l in lines if l.get("type") == "error"]
+    if ck.expect(errs, "no error line"):
+        print("error: %s" % errs[-1])
+        ck.expect(errs[-1].startswith(who + " crashed with SIGSEGV"),
+                  "the last error does not name %s and SIGSEGV: %s" % (who, errs[-1]))
+    ck.expect(not [l for l in lines if l.get("type") == "done"], "printed done")
+    ck.done()
+
+
 def corrupt_record(db, index):
     """Overwrites the first 8 bytes (the PNG or JPEG signature) of record `index` of an
     encoded .db (docs/formats.md): the file still opens, the record fails to decode."""
@@ -454,6 +491,13 @@ def main(argv):
         st = run_worker(worker, jobdir, log, term_on)
         print("%s: exit %s in %.1f s%s" % (os.path.basename(jobdir), st["rc"], st["wall_s"],
               "" if not st["term_sent"] else ", SIGTERM sent"))
+    elif cmd == "run-crash":
+        # run-crash WORKER JOBDIR LOG THREAD: SIGSEGV to that thread at the first progress line
+        worker, jobdir, log, thread = args[:4]
+        st = run_worker(worker, jobdir, log, "progress", sig=signal.SIGSEGV, thread=thread)
+        print("%s: exit %s in %.1f s" % (os.path.basename(jobdir), st["rc"], st["wall_s"]))
+    elif cmd == "crashed":
+        check_crashed(*args)
     elif cmd == "rc":
         print(read_status(args[0])["rc"])
     elif cmd == "plain":

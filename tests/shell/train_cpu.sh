@@ -17,7 +17,8 @@
 #      during the backward pass gives bit-identical weights to one average after it; a
 #      batch the replicas can't split evenly is refused; 2 replicas stopped by SIGTERM
 #      and resumed match a run never stopped; a replica that fails (a damaged record
-#      only it reads) ends the whole run at once, its error naming the replica.
+#      only it reads) ends the whole run at once, its error naming the replica, and so
+#      does a crash (SIGSEGV) on one replica's thread.
 #
 # The data is made here: 600 synthetic 16x16 gray images in 4 classes written as IDX
 # files, imported and turned into a dataset job by the worker itself. The network is a
@@ -264,6 +265,10 @@ else
     cat "$tmp/dataset-png.log"
     check "replicas: a PNG dataset to damage" false
 fi
+# a replica's thread crashes (SIGSEGV sent to it alone): the line before the end names it
+job "$tmp/rep-crash" plain '"epochs": 4, "random_seed": 2, "batch_size": 32, "replicas": 2'
+python3 "$lib" run-crash "$worker" "$tmp/rep-crash" "$tmp/rep-crash.log" cd-replica-1
+check "replicas: one crashes" python3 "$lib" crashed "$tmp/rep-crash.log" "replica 1 of 2"
 
 # ---- (d) a diverging run --------------------------------------------------------------
 
