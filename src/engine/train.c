@@ -335,8 +335,9 @@ static int choose_backend(trainer *t, char *err, size_t errlen)
             return CD_ERR;
         }
 #endif
-    } else if (t->group) {
-        /* replicas in one process: CPU backends sharing the cores, joined in a group */
+    } else if (t->group && c->backend != 2) {
+        /* replicas in one process: CPU backends sharing the cores, joined in a group
+         * (a job that asked for a GPU gets the error below instead) */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         int threads = c->threads > 0 ? c->threads : (int)(cores / t->nranks);
         t->be = cd_backend_cpu_new(threads > 0 ? threads : 1);

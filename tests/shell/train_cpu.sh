@@ -265,6 +265,12 @@ else
     cat "$tmp/dataset-png.log"
     check "replicas: a PNG dataset to damage" false
 fi
+# asking for a GPU where there is none is an error, also on the data-parallel path
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    job "$tmp/rep-gpu" plain "$acc, \"batch_size\": 64, \"backend\": \"cuda\", \"force_data_parallel\": true"
+    run "$tmp/rep-gpu"
+    check "replicas: a GPU job without a GPU fails" python3 "$lib" bad-value "$tmp/rep-gpu" "$tmp/rep-gpu.log" "a GPU was asked for"
+fi
 # a replica's thread crashes (SIGSEGV sent to it alone): the line before the end names it
 job "$tmp/rep-crash" plain '"epochs": 4, "random_seed": 2, "batch_size": 32, "replicas": 2'
 python3 "$lib" run-crash "$worker" "$tmp/rep-crash" "$tmp/rep-crash.log" cd-replica-1
