@@ -34,11 +34,19 @@ source "$root/tests/gpu/env.sh"
 
 ngpu=$(gpu_count)
 
-# python with torch, and whether it sees a GPU
+# python with torch, and whether it sees a GPU (with the library path PyTorch had before
+# env.sh, as torch_gpu_bench.py runs it)
 torch_py="" torch_cuda=0
+probe_err=$(mktemp)
+trap 'rm -f "$probe_err"' EXIT
 for p in "${CDIGITS_TORCH_PYTHON:-}" python3 /usr/bin/python3; do
     [[ -n $p ]] && command -v "$p" >/dev/null 2>&1 || continue
-    v=$("$p" -c 'import torch; print(torch.__version__, int(torch.cuda.is_available()))' 2>/dev/null) || continue
+    if ! v=$(LD_LIBRARY_PATH=$CDIGITS_TORCH_LD_LIBRARY_PATH "$p" -c \
+        'import torch; print(torch.__version__, int(torch.cuda.is_available()))' 2>"$probe_err"); then
+        ((ngpu > 0)) && grep -q . "$probe_err" &&
+            say "$p cannot import torch: $(tail -1 "$probe_err")"
+        continue
+    fi
     torch_py=$p
     [[ ${v#* } == 1 ]] && torch_cuda=1
     say "PyTorch ${v% *} in $p (CUDA: $([[ $torch_cuda == 1 ]] && echo yes || echo no))"

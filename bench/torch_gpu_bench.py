@@ -324,7 +324,12 @@ def run_torch(python, data, net, batch, prec, iters, warm, device, classes):
            "--data", data["torch_data"], "--labels", data["torch_labels"], "--classes", str(classes),
            "--lr", str(LR[net])]
     t_start = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    # PyTorch with the library path from before tests/gpu/env.sh put ours first: it
+    # loads the CUDA libraries it was built with
+    env = dict(os.environ)
+    if "CDIGITS_TORCH_LD_LIBRARY_PATH" in env:
+        env["LD_LIBRARY_PATH"] = env["CDIGITS_TORCH_LD_LIBRARY_PATH"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     res = {"rc": p.returncode, "wall": time.time() - t_start}
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if p.returncode != 0 or not lines:

@@ -3,7 +3,18 @@
 # first, then the toolkit and the system; CUDNN_ROOT / NCCL_ROOT override), the GPU's
 # compute capability (arch), puts the libraries' folders on LD_LIBRARY_PATH, and defines
 # gpu_env_report, gpu_count and find_worker. The caller sets root, build and jobs and
-# defines say before sourcing.
+# defines say before sourcing. The LD_LIBRARY_PATH from before is kept in
+# CDIGITS_TORCH_LD_LIBRARY_PATH for PyTorch, which finds its own CUDA libraries (ours
+# first on the path could be older than the ones it was built with).
+
+export CDIGITS_TORCH_LD_LIBRARY_PATH=${CDIGITS_TORCH_LD_LIBRARY_PATH-${LD_LIBRARY_PATH-}}
+# a carried build, as an absolute path (it goes on LD_LIBRARY_PATH), runnable even if
+# the transfer lost the files' modes
+if [[ -n ${CDIGITS_CARRY_DIR:-} && -d $CDIGITS_CARRY_DIR ]]; then
+    CDIGITS_CARRY_DIR=$(cd "$CDIGITS_CARRY_DIR" && pwd)
+    export CDIGITS_CARRY_DIR
+    chmod +x "$CDIGITS_CARRY_DIR"/cdigits-worker "$CDIGITS_CARRY_DIR"/test_gpu_ops 2>/dev/null
+fi
 
 # the number of GPUs nvidia-smi lists (0 without it)
 gpu_count() {
@@ -69,14 +80,16 @@ done
 sys_inc=(/usr/include /usr/include/x86_64-linux-gnu /usr/local/include)
 sys_lib=(/usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /usr/local/lib)
 
+# (CUDA 13 wheels may put a library under nvidia/cu13/{include,lib} rather than its own
+# package folder)
 cudnn_inc=$(first_with cudnn.h "${CUDNN_ROOT:-/nonexistent}/include" "$py_cudnn/include" \
-    "$cuda_home/include" "${sys_inc[@]}")
+    "$py_cu/include" "$cuda_home/include" "${sys_inc[@]}")
 cudnn_lib=$(find_lib libcudnn.so "${CUDNN_ROOT:-/nonexistent}/lib" "${CUDNN_ROOT:-/nonexistent}/lib64" \
-    "$py_cudnn/lib" "$cuda_home/lib64" "$cuda_home/lib" "${sys_lib[@]}")
+    "$py_cudnn/lib" "$py_cu/lib" "$cuda_home/lib64" "$cuda_home/lib" "${sys_lib[@]}")
 nccl_inc=$(first_with nccl.h "${NCCL_ROOT:-/nonexistent}/include" "$py_nccl/include" \
-    "$cuda_home/include" "${sys_inc[@]}")
+    "$py_cu/include" "$cuda_home/include" "${sys_inc[@]}")
 nccl_lib=$(find_lib libnccl.so "${NCCL_ROOT:-/nonexistent}/lib" "${NCCL_ROOT:-/nonexistent}/lib64" \
-    "$py_nccl/lib" "$cuda_home/lib64" "$cuda_home/lib" "${sys_lib[@]}")
+    "$py_nccl/lib" "$py_cu/lib" "$cuda_home/lib64" "$cuda_home/lib" "${sys_lib[@]}")
 cublas_lib=$(find_lib libcublas.so "$cuda_home/lib64" "$cuda_home/lib" \
     "$cuda_home/targets/x86_64-linux/lib" "$py_cublas/lib" "$py_cu/lib" "${sys_lib[@]}")
 cublaslt_lib=$(find_lib libcublasLt.so "$(dirname "${cublas_lib:-/x/y}")")
@@ -111,7 +124,9 @@ for f in "$cudnn_lib" "$nccl_lib" "$cublas_lib" "$cudart_lib"; do
     [[ -n $f ]] && lib_dirs+=("$(dirname "$f")")
 done
 ld_path=$(printf '%s:' "${lib_dirs[@]}")
-export LD_LIBRARY_PATH="${ld_path}${LD_LIBRARY_PATH:-}"
+ld_path=${ld_path%:}
+# no empty entry (it would mean the current folder)
+export LD_LIBRARY_PATH="${ld_path}${LD_LIBRARY_PATH:+${ld_path:+:}$LD_LIBRARY_PATH}"
 
 # find_worker: sets worker to a cdigits-worker that runs here: CDIGITS_WORKER, a build
 # carried here (CDIGITS_CARRY_DIR, made by tests/gpu/make_carry.sh), or one built with
@@ -125,7 +140,7 @@ find_worker() {
         return 0
     fi
     if [[ -n ${CDIGITS_CARRY_DIR:-} && -x ${CDIGITS_CARRY_DIR}/cdigits-worker ]]; then
-        export LD_LIBRARY_PATH="$CDIGITS_CARRY_DIR/lib:$LD_LIBRARY_PATH"
+        export LD_LIBRARY_PATH="$CDIGITS_CARRY_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
         worker=$CDIGITS_CARRY_DIR/cdigits-worker
         say "worker: carried $worker"
         return 0

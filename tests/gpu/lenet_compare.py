@@ -72,7 +72,12 @@ def make_idx(path_images, path_labels, count, seed):
 def run(cmd, env=None, timeout=300):
     """Runs the worker; returns (exit status, parsed JSON lines, stderr text)."""
     t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        print("  %s: no end after %d s; stopped it" % (" ".join(cmd[1:3]), timeout))
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        p = subprocess.CompletedProcess(cmd, 124, out, "timed out")
     lines = []
     for ln in p.stdout.splitlines():
         try:

@@ -2,25 +2,53 @@
 # Packs a worker built here for tests/gpu/run.sh on a machine that cannot build it
 # (no jansson, libpng, libjpeg or OpenBLAS there):
 #   tests/gpu/make_carry.sh BUILD_DIR OUT_DIR
-# copies BUILD_DIR/cdigits-worker (configured with -DCDIGITS_CUDA=ON), build-gpu's
-# test_gpu_ops when there is one, and into OUT_DIR/lib every library they load except
-# the C runtime and CUDA's own (cuBLAS, cuDNN, NCCL: the GPU machine's are used, so
-# they must be the same major versions). Then, there:
+# first brings BUILD_DIR's cdigits-worker up to date (configuring BUILD_DIR as a
+# Release build with -DCDIGITS_CUDA=ON for sm_90 when it has no CMake cache yet) and
+# build-gpu's test_gpu_ops (tests/gpu/run.sh stage 1, which here ends "no GPU:
+# skipped"), then copies both, and into OUT_DIR/lib every library they load except the
+# C runtime and CUDA's own (cuBLAS, cuDNN, NCCL: the GPU machine's are used, so they
+# must be the same major versions). Then, there:
 #   CDIGITS_CARRY_DIR=OUT_DIR tests/gpu/run.sh
+# An OUT_DIR under the repository named build-* is ignored by git (the device tool's
+# `carry` then names it).
 set -euo pipefail
 build=${1:?usage: make_carry.sh BUILD_DIR OUT_DIR}
 out=${2:?usage: make_carry.sh BUILD_DIR OUT_DIR}
 root=$(cd "$(dirname "$0")/../.." && pwd)
-[[ -x $build/cdigits-worker ]] || { echo "make_carry: no $build/cdigits-worker"; exit 1; }
+jobs=$(nproc 2>/dev/null || echo 2)
+
+if [[ ! -f $build/CMakeCache.txt ]]; then
+    echo "make_carry: configuring $build (Release, CUDA on, sm_90)"
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCDIGITS_CUDA=ON -DCDIGITS_TESTS=OFF \
+        -DCMAKE_CUDA_ARCHITECTURES=90 >"$build.configure.log" 2>&1 ||
+        { tail -30 "$build.configure.log"; echo "make_carry: configuring $build failed"; exit 1; }
+fi
+grep -q '^CDIGITS_CUDA:[A-Z]*=ON' "$build/CMakeCache.txt" ||
+    { echo "make_carry: $build is configured without -DCDIGITS_CUDA=ON"; exit 1; }
+echo "make_carry: building cdigits-worker in $build"
+cmake --build "$build" --target cdigits-worker -j"$jobs" >"$build.carry.log" 2>&1 ||
+    { tail -40 "$build.carry.log"; echo "make_carry: the worker did not build"; exit 1; }
+echo "make_carry: building test_gpu_ops in build-gpu (tests/gpu/run.sh stage 1)"
+CDIGITS_GPU_STAGES=1 CDIGITS_GPU_BUILD="$root/build-gpu" bash "$root/tests/gpu/run.sh" \
+    >"$root/build-gpu.carry.log" 2>&1 || true
+# (stage 1 removes the old binary before it builds)
+[[ -x $root/build-gpu/test_gpu_ops ]] ||
+    { tail -40 "$root/build-gpu.carry.log"; echo "make_carry: test_gpu_ops did not build"; exit 1; }
+
+rm -rf "$out/lib" "$out/cdigits-worker" "$out/test_gpu_ops"
 mkdir -p "$out/lib"
-bins=("$build/cdigits-worker")
-[[ -x $root/build-gpu/test_gpu_ops ]] && bins+=("$root/build-gpu/test_gpu_ops")
+bins=("$build/cdigits-worker" "$root/build-gpu/test_gpu_ops")
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libgcc_s\.|libstdc\+\+\.|libcublas|libcublasLt|libcudnn|libnccl|libcudart|libcuda\.)'
 for b in "${bins[@]}"; do
     cp "$b" "$out/"
-    ldd "$b" | awk '/=>/ {print $1, $3}' | while read -r name path; do
+    while read -r name arrow path _; do
+        [[ $arrow == "=>" ]] || continue
         [[ $name =~ $skip ]] && continue
-        [[ -f $path ]] && cp -L "$path" "$out/lib/$name"
-    done
+        if [[ ! -f $path ]]; then
+            echo "make_carry: $(basename "$b") needs $name, which is not found here"
+            exit 1
+        fi
+        cp -L "$path" "$out/lib/$name"
+    done < <(ldd "$b")
 done
-echo "make_carry: $(ls "$out" | grep -v lib | tr '\n' ' ')+ $(ls "$out/lib" | wc -l) libraries in $out ($(du -sh "$out" | cut -f1))"
+echo "make_carry: $(ls "$out" | grep -v '^lib$' | tr '\n' ' ')+ $(ls "$out/lib" | wc -l) libraries in $out ($(du -sh "$out" | cut -f1))"

@@ -27,8 +27,17 @@
 #                       places don't know
 #   CDIGITS_GPU_STAGES  "1 2 3" (default); "1" for the op test only, "1 2" without
 #                       the benchmark
+#   CDIGITS_GPU_TIMEOUTS  the three stages' time limits in seconds (default "240 240
+#                       300"; a device call allows 600 in all)
+#   CDIGITS_GPU_STRICT  1: a stage skipped for want of a worker, PyTorch or a carried
+#                       binary counts as a failure (for a run on a GPU machine)
+#   OUT                 a folder: the logs and tables (op table, LeNet comparison,
+#                       benchmark) are copied there as well
+# Where nvidia-smi lists a GPU that CUDA cannot use, that is a failure, not "no GPU".
+# A TERM or INT (an outer time limit) still prints the summary.
 # Exit status: 0 when every stage that ran passed (or no GPU), 1 otherwise.
 set -uo pipefail
+export PYTHONUNBUFFERED=1
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
@@ -39,22 +48,42 @@ jobs=$(nproc 2>/dev/null || echo 4)
 t_start=$(date +%s)
 summary=()
 failed=0
+read -r t_ops t_lenet t_bench <<<"${CDIGITS_GPU_TIMEOUTS:-240 240 300}"
+strict=${CDIGITS_GPU_STRICT:-0}
+cur=""
 
 say() { echo "run.sh: $*"; }
 add() {
-    summary+=("$(printf "%-8s | %-6s | %s" "$1" "$2" "$3")")
-    [[ $2 == FAIL ]] && failed=1
+    local result=$2
+    [[ $result == skip && $strict == 1 ]] && result=FAIL
+    summary+=("$(printf "%-8s | %-6s | %s" "$1" "$result" "$3")")
+    [[ $result == FAIL ]] && failed=1
+    return 0
+}
+# keep LOG in $OUT too, when the caller gave one
+keep() {
+    [[ -n ${OUT:-} && -d ${OUT:-} && -f $1 ]] && cp "$1" "$OUT/${2:-$(basename "$1")}"
     return 0
 }
 finish() {
+    trap - TERM INT
     echo
     echo "== summary ($(($(date +%s) - t_start)) s)"
-    printf '%-8s | %-6s | %s\n' "stage" "result" "detail"
-    printf '%s\n' "${summary[@]}"
+    {
+        printf '%-8s | %-6s | %s\n' "stage" "result" "detail"
+        printf '%s\n' "${summary[@]}"
+    } | tee "$build/summary.txt"
+    keep "$build/summary.txt"
     if ((failed)); then echo "run.sh: FAIL"; exit 1; fi
     echo "run.sh: PASS"
     exit 0
 }
+on_signal() {
+    add "${cur:-?}" FAIL "stopped by a signal (an outer time limit?) after $(($(date +%s) - t_start)) s"
+    finish
+}
+trap on_signal TERM INT
+mkdir -p "$build"
 
 # CUDA, cuDNN, NCCL, the GPU, and find_worker
 # shellcheck source=tests/gpu/env.sh
@@ -67,16 +96,21 @@ gpu_env_report
 stage1() {
     echo
     echo "== stage 1: build the op test ($build)"
-    local test_bin=""
+    local test_bin="" tried=0
+    cur=build
     if [[ -n $nvcc && -n $cudnn_inc && -n $cudnn_lib && -n $nccl_inc && -n $nccl_lib &&
         -n $cublas_inc && -n $cublas_lib && -n $cublaslt_lib && -n $cudart_lib ]]; then
+        tried=1
         build_ops_test && test_bin=$build/test_gpu_ops
-    elif [[ -n ${CDIGITS_CARRY_DIR:-} && -x ${CDIGITS_CARRY_DIR}/test_gpu_ops ]]; then
-        say "no complete CUDA toolchain here; running the carried $CDIGITS_CARRY_DIR/test_gpu_ops"
+    fi
+    if [[ -z $test_bin && -n ${CDIGITS_CARRY_DIR:-} && -x ${CDIGITS_CARRY_DIR}/test_gpu_ops ]]; then
+        say "no op test built here; running the carried $CDIGITS_CARRY_DIR/test_gpu_ops"
         test_bin=$CDIGITS_CARRY_DIR/test_gpu_ops
-        export LD_LIBRARY_PATH="$CDIGITS_CARRY_DIR/lib:$LD_LIBRARY_PATH"
+        export LD_LIBRARY_PATH="$CDIGITS_CARRY_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
         add build ok "carried binary"
-    else
+    elif [[ -z $test_bin && $tried == 1 ]]; then
+        return 1 # build_ops_test said why
+    elif [[ -z $test_bin ]]; then
         say "missing: ${nvcc:-nvcc} ${cudnn_lib:-cuDNN} ${nccl_lib:-NCCL} ${cublas_lib:-cuBLAS}"
         add build FAIL "CUDA, cuDNN or NCCL not found (set CUDNN_ROOT / NCCL_ROOT)"
         return 1
@@ -86,10 +120,18 @@ stage1() {
     echo
     echo "== stage 1: every backend op against the CPU reference"
     local log=$build/test_gpu_ops.log rc
-    mkdir -p "$build"
-    OMP_NUM_THREADS=${OMP_NUM_THREADS:-$jobs} timeout 300 "$test_bin" 2>&1 | tee "$log"
+    cur=ops
+    OMP_NUM_THREADS=${OMP_NUM_THREADS:-$jobs} timeout "$t_ops" "$test_bin" 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
+    keep "$log"
     if grep -q '^SKIP' "$log"; then
+        local listed
+        listed=$(gpu_count)
+        if ((listed > 0)); then
+            # a GPU CUDA cannot use (driver, container, visibility): a failure
+            add ops FAIL "nvidia-smi lists $listed GPU(s) but CUDA sees none: $(grep -m1 '^SKIP' "$log")"
+            return 2
+        fi
         say "no GPU: skipped"
         add ops skip "no GPU: skipped ($(grep -m1 '^SKIP' "$log"))"
         return 2
@@ -99,7 +141,7 @@ stage1() {
     if [[ $rc -eq 0 ]]; then
         add ops ok "${line#test_gpu_ops: }"
     elif [[ $rc -eq 124 ]]; then
-        add ops FAIL "timed out after 300 s"
+        add ops FAIL "timed out after $t_ops s"
     else
         add ops FAIL "${line:-exit status $rc (crashed or aborted; the device error is above)}"
     fi
@@ -193,7 +235,7 @@ stage2() {
     echo
     echo "== stage 2: LeNet on the CPU and the GPU, same seed"
     local worker="" rc
-    mkdir -p "$build"
+    cur=lenet
     find_worker
     rc=$?
     ((rc == 0)) && found_worker=$worker
@@ -216,11 +258,16 @@ stage2() {
     local work=$build/lenet out
     rm -rf "$work"
     mkdir -p "$work"
-    out=$(timeout 420 python3 "$root/tests/gpu/lenet_compare.py" --worker "$worker" \
-        --network "$root/models/lenet.prototxt" --work "$work" --backends cpu,cuda,cuda+nccl 2>&1 | tee /dev/stderr | tail -1)
+    timeout "$t_lenet" python3 "$root/tests/gpu/lenet_compare.py" --worker "$worker" \
+        --network "$root/models/lenet.prototxt" --work "$work" --backends cpu,cuda,cuda+nccl 2>&1 |
+        tee "$build/lenet_compare.log"
     rc=${PIPESTATUS[0]}
+    keep "$build/lenet_compare.log"
+    out=$(tail -1 "$build/lenet_compare.log")
     if ((rc == 0)); then
         add lenet ok "${out#lenet_compare: }"
+    elif ((rc == 124)); then
+        add lenet FAIL "timed out after $t_lenet s (log above)"
     else
         add lenet FAIL "${out#lenet_compare: } (exit $rc; log above)"
     fi
@@ -232,12 +279,16 @@ stage3() {
     echo
     echo "== stage 3: training throughput against PyTorch (bench/gpu_bench.sh)"
     local out rc
-    out=$(CDIGITS_WORKER=${found_worker:-} CDIGITS_GPU_BUILD=$build timeout 360 \
-        "$root/bench/gpu_bench.sh" 2>&1 | tee /dev/stderr | tail -1)
+    cur=bench
+    CDIGITS_WORKER=${found_worker:-} CDIGITS_GPU_BUILD=$build timeout "$t_bench" \
+        bash "$root/bench/gpu_bench.sh" 2>&1 | tee "$build/gpu_bench.log"
     rc=${PIPESTATUS[0]}
+    keep "$build/gpu_bench.log"
+    keep "$build/bench/last.txt" gpu_bench_table.txt
+    out=$(tail -1 "$build/gpu_bench.log")
     case $rc in
     0) if [[ $out == *skipped* ]]; then add bench skip "${out#*: }"; else add bench ok "${out#*: }"; fi ;;
-    124) add bench FAIL "timed out after 360 s" ;;
+    124) add bench FAIL "timed out after $t_bench s" ;;
     *) add bench FAIL "${out#*: } (exit $rc; log above)" ;;
     esac
 }
