@@ -16,8 +16,12 @@ void cd_jsonl_set_quiet(int quiet);
 /* {"type":"error","message":...} */
 void cd_jsonl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Name this thread in its error lines ("who: message") and in the line a crash on it
- * prints (see cd_jsonl_catch_crashes); NULL or "" forgets it. who is plain ASCII. */
+ * prints (see cd_jsonl_catch_crashes), and give it an alternate signal stack so that
+ * line is printed after a stack overflow too; NULL or "" forgets both. who is plain
+ * ASCII. */
 void cd_jsonl_set_speaker(const char *who);
+/* Whether this thread has a speaker (a data-parallel replica's thread). */
+int cd_jsonl_has_speaker(void);
 /* From now on a fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) on a thread
  * with a speaker prints {"type":"error","message":"<who> crashed with SIGSEGV ..."}
  * first, unless that thread already printed an error line; then the signal takes its

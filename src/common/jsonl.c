@@ -77,10 +77,32 @@ void cd_jsonl_error(const char *fmt, ...)
     va_end(ap);
 }
 
+static _Thread_local void *g_altstack;
+
 void cd_jsonl_set_speaker(const char *who)
 {
     snprintf(g_speaker, sizeof g_speaker, "%s", who ? who : "");
+    stack_t ss = {0}, old;
+    if (g_speaker[0] && !g_altstack) {
+        /* only where the thread has none (a sanitizer may have set its own) */
+        if (sigaltstack(NULL, &old) == 0 && (old.ss_flags & SS_DISABLE)) {
+            ss.ss_size = 64 * 1024;
+            ss.ss_sp = g_altstack = malloc(ss.ss_size);
+            if (!g_altstack || sigaltstack(&ss, NULL) != 0) {
+                free(g_altstack);
+                g_altstack = NULL;
+            }
+        }
+    } else if (!g_speaker[0] && g_altstack) {
+        ss.ss_flags = SS_DISABLE;
+        if (sigaltstack(&ss, NULL) == 0) {
+            free(g_altstack);
+            g_altstack = NULL;
+        }
+    }
 }
+
+int cd_jsonl_has_speaker(void) { return g_speaker[0] != 0; }
 
 /* ---- a crash on a named thread -------------------------------------------------------- */
 

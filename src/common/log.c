@@ -5,8 +5,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
-#include <jansson.h>
+#include "cdigits/jsonl.h"
 
 static int g_level = CD_LOG_INFO;
 static FILE *g_file;
@@ -47,15 +48,10 @@ void cd_die(const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fprintf(stderr, "cdigits-worker: %s\n", msg);
-    json_t *j = json_pack("{s:s, s:s}", "type", "error", "message", msg);
-    if (j) {
-        char *s = json_dumps(j, JSON_COMPACT);
-        if (s) {
-            fprintf(stdout, "%s\n", s);
-            free(s);
-        }
-        json_decref(j);
-    }
+    cd_jsonl_error("%s", msg); /* with the replica's name on a replica's thread */
     fflush(stdout);
+    fflush(stderr);
+    if (cd_jsonl_has_speaker())
+        _exit(1); /* the other replicas may be inside a collective: no exit handlers */
     exit(1);
 }

@@ -1,5 +1,6 @@
 /* Checked allocation, file helpers and clocks. */
 #include "cdigits/util.h"
+#include "cdigits/jsonl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +14,8 @@
 static void oom(size_t n)
 {
     fprintf(stderr, "cdigits: out of memory allocating %zu bytes; free memory or lower the batch size\n", n);
+    /* the same on the report, where there is one (small allocations may still work) */
+    cd_jsonl_error("out of memory allocating %zu bytes; free memory or lower the batch size", n);
     abort();
 }
 

@@ -1,4 +1,5 @@
 /* Loader threads filling a ring of batches in stream order (see loader.h). */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include "cdigits/loader.h"
 
 #include <pthread.h>
@@ -111,6 +112,7 @@ static void fill(cd_loader_t *l, cd_batch *b, long index)
 static void *worker(void *arg)
 {
     cd_loader_t *l = arg;
+    pthread_setname_np(pthread_self(), "cd-loader");
     int ring = l->o.ring;
     pthread_mutex_lock(&l->lock);
     for (;;) {

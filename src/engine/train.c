@@ -335,9 +335,17 @@ static int choose_backend(trainer *t, char *err, size_t errlen)
             return CD_ERR;
         }
 #endif
+    } else if (t->group && c->backend == 2 && cd_backend_cuda_device_count() > 0) {
+        /* replicas on GPUs are one per GPU listed: unjoined backends on one GPU would
+         * train apart */
+        snprintf(err, errlen, "%d replica%s on GPUs need%s as many usable GPUs listed in \"gpus\", one "
+                 "each (%d listed, %d usable here); list them, or use backend cpu for CPU replicas",
+                 t->nranks, t->nranks == 1 ? "" : "s", t->nranks == 1 ? "s" : "", c->ngpus,
+                 cd_backend_cuda_device_count());
+        return CD_ERR;
     } else if (t->group && c->backend != 2) {
         /* replicas in one process: CPU backends sharing the cores, joined in a group
-         * (a job that asked for a GPU gets the error below instead) */
+         * (a job that asked for a GPU on a machine without one fails below) */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         int threads = c->threads > 0 ? c->threads : (int)(cores / t->nranks);
         t->be = cd_backend_cpu_new(threads > 0 ? threads : 1);
@@ -795,7 +803,7 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     cd_loader_t *ld = NULL;
     const cd_batch *pending = NULL; /* fetched and staged ahead, released after the wait */
     cd_grad_reduce reduce = {0};
-    if (group) {
+    if (group && nranks > 1) {
         /* this replica's error lines, and a crash on its thread, say which it is */
         char who[64];
         if (gpu_ranks)
@@ -1030,6 +1038,7 @@ fail:
     cd_jsonl_error("%s", err[0] ? err : "training failed");
     rc = 1;
 out:
+    cd_jsonl_set_speaker(NULL);
     cd_grad_reduce_free(&reduce);
     if (pending && t.be && t.be->iface->upload_wait)
         t.be->iface->upload_wait(t.be);

@@ -4,7 +4,9 @@
  * cpu_lrn.c, cpu_norm.c, cpu_solver.c, cpu_data.c). This backend is the reference
  * every other backend is tested against.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -218,6 +220,11 @@ cd_backend_t *cd_backend_cpu_new(int threads)
     omp_set_num_threads(threads);
     /* one pool: OpenMP's; OpenBLAS runs single-threaded inside it (see cpu_gemm) */
     openblas_set_num_threads(1);
+    /* the pool's threads start here and are named for what they are, not after the
+     * thread that made them (a data-parallel replica's name is its own) */
+#pragma omp parallel num_threads(threads)
+    if (omp_get_thread_num() != 0)
+        pthread_setname_np(pthread_self(), "cd-cpu");
     return be;
 }
 
