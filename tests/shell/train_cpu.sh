@@ -270,6 +270,9 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
     job "$tmp/rep-gpu" plain "$acc, \"batch_size\": 64, \"backend\": \"cuda\", \"force_data_parallel\": true"
     run "$tmp/rep-gpu"
     check "replicas: a GPU job without a GPU fails" python3 "$lib" bad-value "$tmp/rep-gpu" "$tmp/rep-gpu.log" "a GPU was asked for"
+    job "$tmp/rep-gpu2" plain "$acc, \"batch_size\": 64, \"backend\": \"cuda\", \"replicas\": 2"
+    run "$tmp/rep-gpu2"
+    check "replicas: 2 GPU replicas without a GPU fail" python3 "$lib" bad-value "$tmp/rep-gpu2" "$tmp/rep-gpu2.log" "a GPU was asked for"
 fi
 # a replica's thread crashes (SIGSEGV sent to it alone): the line before the end names it
 job "$tmp/rep-crash" plain '"epochs": 4, "random_seed": 2, "batch_size": 32, "replicas": 2'
