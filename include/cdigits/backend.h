@@ -322,6 +322,10 @@ struct cd_backend {
 
 /* Create the CPU backend (always available). threads <= 0 means all cores. */
 cd_backend_t *cd_backend_cpu_new(int threads);
+/* Caps what this CPU backend's alloc hands out at bytes (0: no cap, the default):
+ * past it alloc returns NULL as a GPU out of memory does, so batch halving and
+ * batch_size auto behave as on a device, and mem_info reports the cap. */
+void cd_backend_cpu_limit_memory(cd_backend_t *be, size_t bytes);
 
 /* Create the CUDA backend on `device`; NULL (and a reason in why) when CUDA is not
  * compiled in or no GPU is usable. */

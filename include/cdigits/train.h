@@ -118,6 +118,8 @@ typedef struct cd_train_config {
                               * MiB, each started as soon as the backward has written it;
                               * 0: one average after the backward pass */
     int threads;             /* CPU backend threads; 0: all cores */
+    double cpu_memory_mb;    /* > 0: cap on each CPU backend's memory (batch halving and
+                              * batch_size auto then work as on a GPU) */
     long max_iter_override;  /* > 0: stop after this many iterations (tests, benchmarks) */
 } cd_train_config;
 

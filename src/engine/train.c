@@ -349,6 +349,8 @@ static int choose_backend(trainer *t, char *err, size_t errlen)
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         int threads = c->threads > 0 ? c->threads : (int)(cores / t->nranks);
         t->be = cd_backend_cpu_new(threads > 0 ? threads : 1);
+        if (t->be && c->cpu_memory_mb > 0)
+            cd_backend_cpu_limit_memory(t->be, (size_t)(c->cpu_memory_mb * 1048576.0));
         if (!t->be || cd_backend_cpu_join_group(t->be, t->group, t->rank) != CD_OK) {
             snprintf(err, errlen, "cannot start the CPU backend of replica %d", t->rank);
             return CD_ERR;
@@ -368,8 +370,11 @@ static int choose_backend(trainer *t, char *err, size_t errlen)
         if (!t->be)
             cd_jsonl_log("info", "%s; training on the CPU", why);
     }
-    if (!t->be)
+    if (!t->be) {
         t->be = cd_backend_cpu_new(c->threads);
+        if (t->be && c->cpu_memory_mb > 0)
+            cd_backend_cpu_limit_memory(t->be, (size_t)(c->cpu_memory_mb * 1048576.0));
+    }
     if (!t->be) {
         snprintf(err, errlen, "cannot start the CPU backend");
         return CD_ERR;
@@ -500,6 +505,11 @@ static int fit_nets(trainer *t, char *err, size_t errlen)
                      ok ? " on another replica" : "", batch, accumulation);
     }
     t->iter_size = accumulation;
+    size_t free_b = 0, total_b = 0;
+    if (t->be->iface->mem_info && t->be->iface->mem_info(t->be, &free_b, &total_b) == CD_OK && total_b)
+        cd_jsonl_log("info", "with the nets at batch %d: %.3f MiB of %.3f MiB %s memory in use",
+                     t->train_batch, (double)(total_b - free_b) / 1048576.0, (double)total_b / 1048576.0,
+                     t->be->iface->name);
     if (batch != asked_batch || accumulation != asked_acc || c->batch_auto)
         cd_jsonl(json_pack("{s:s, s:i, s:i, s:i, s:s}", "type", "batch", "batch", t->train_batch,
                            "accumulation", t->iter_size, "effective", t->train_batch * t->iter_size,

@@ -264,6 +264,10 @@ int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, siz
         goto out;
     if (present)
         c->threads = (int)v;
+    if (get_num(root, "cpu_memory_mb", &v, &present, 0.001, 1e9, err, errlen))
+        goto out;
+    if (present)
+        c->cpu_memory_mb = v;
     if (get_bool(root, "use_mirror", &c->mirror, err, errlen) ||
         get_bool(root, "data_parallel", &c->data_parallel, err, errlen) ||
         get_bool(root, "force_data_parallel", &c->force_data_parallel, err, errlen) ||

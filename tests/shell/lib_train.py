@@ -456,6 +456,33 @@ def check_crashed(log, who):
     ck.done()
 
 
+def mem_in_use(log):
+    """The MiB the worker reports in use with its nets built (capped CPU backend)."""
+    for l in read_log(log):
+        m = re.search(r"with the nets at batch \d+: ([0-9.]+) MiB of", l.get("message", ""))
+        if l.get("type") == "log" and m:
+            print(m.group(1))
+            return
+    raise SystemExit("%s: no memory line" % log)
+
+
+def check_halved(log, per_replica):
+    """A capped run halved its batch on running out of memory and kept the effective
+    batch: a batch line (reason out of memory) with batch < per_replica and batch x
+    accumulation = per_replica, and the run finished."""
+    ck = Checker("halved on out of memory")
+    lines = read_log(log)
+    ck.expect(read_status(log)["rc"] == 0, "exit status %s, want 0" % read_status(log)["rc"])
+    b = [l for l in lines if l.get("type") == "batch"]
+    if ck.expect(b, "no batch line"):
+        b = b[-1]
+        print("batch %s x accumulation %s (%s)" % (b["batch"], b["accumulation"], b["reason"]))
+        ck.expect(b["reason"] == "out of memory", "reason %r" % b["reason"])
+        ck.expect(b["batch"] < int(per_replica) and b["batch"] * b["accumulation"] == int(per_replica),
+                  "batch %s x %s is not a smaller split of %s" % (b["batch"], b["accumulation"], per_replica))
+    ck.done()
+
+
 def corrupt_record(db, index):
     """Overwrites the first 8 bytes (the PNG or JPEG signature) of record `index` of an
     encoded .db (docs/formats.md): the file still opens, the record fails to decode."""
@@ -518,6 +545,10 @@ def main(argv):
         check_bad_value(*args)
     elif cmd == "val-neutral":
         check_val_neutral(*args)
+    elif cmd == "mem-in-use":
+        mem_in_use(*args)
+    elif cmd == "halved":
+        check_halved(*args)
     elif cmd == "corrupt-record":
         corrupt_record(*args)
     elif cmd == "replica-died":

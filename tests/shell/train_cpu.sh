@@ -249,6 +249,19 @@ check "replicas: uneven split" python3 "$lib" bad-value "$tmp/rep3" "$tmp/rep3.l
 job "$tmp/rep4" plain "$acc, \"batch_size\": 1, \"replicas\": 2"
 run "$tmp/rep4"
 check "replicas: batch 1 can't be split" python3 "$lib" bad-value "$tmp/rep4" "$tmp/rep4.log" "turn data parallelism off"
+# out of memory (a capped CPU backend: cpu_memory_mb): both replicas halve their slice
+# together, with accumulation making up the rest, and still end with the weights of
+# one replica of batch 64
+job "$tmp/rep2-roomy" plain "$acc, \"batch_size\": 64, \"replicas\": 2, \"cpu_memory_mb\": 100000"
+run "$tmp/rep2-roomy"
+used=$(python3 "$lib" mem-in-use "$tmp/rep2-roomy.log")
+cap=$(python3 -c "print(round(${used:-0} * 0.85, 4))")
+job "$tmp/rep2-mem" plain "$acc, \"batch_size\": 64, \"replicas\": 2, \"cpu_memory_mb\": $cap"
+run "$tmp/rep2-mem"
+check "replicas: out of memory at ${used:-?} MiB, capped at $cap MiB" python3 "$lib" halved "$tmp/rep2-mem.log" 32
+check "replicas: halved on out of memory" python3 "$lib" replicas \
+    "$tmp/rep1.log" "$tmp/rep1/snapshot_iter_${last:-0}.cdw" "$tmp/rep1/snapshot_iter_${mid:-0}.cdw" \
+    "$tmp/rep2-mem.log" "$tmp/rep2-mem/snapshot_iter_${last:-0}.cdw"
 # snapshot and resume with 2 replicas: rank 0 saves, every replica continues from it
 resume_case replicas plain '"random_seed": 9, "batch_size": 32, "replicas": 2, "learning_rate": 0.02'
 # a replica that dies: the same images stored as PNG, record 40 damaged; in stored order

@@ -6,6 +6,8 @@
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <omp.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,25 +21,57 @@ void openblas_set_num_threads(int);
 
 #define CPU_ALIGN 64
 
-/* Returns zeroed memory aligned to 64 bytes, or NULL when there is none. Zero bytes
- * still give a valid (non-NULL) block so that NULL always means failure. */
+/* Returns zeroed memory aligned to 64 bytes, or NULL when there is none (or the cap
+ * would be passed). Zero bytes still give a valid (non-NULL) block so that NULL always
+ * means failure. The block's size sits in the 64 bytes before it, for free and the
+ * count of what is in use. */
 static void *cpu_alloc(cd_backend_t *be, size_t bytes)
 {
-    (void)be;
+    cpu_ctx *ctx = be->ctx;
     size_t size = bytes ? (bytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN : CPU_ALIGN;
-    if (size < bytes)
+    if (size < bytes || size > SIZE_MAX - CPU_ALIGN)
         return NULL;
-    void *p = NULL;
-    if (posix_memalign(&p, CPU_ALIGN, size) != 0)
+    size_t was = atomic_fetch_add(&ctx->used, size);
+    if (ctx->limit && was + size > ctx->limit) {
+        atomic_fetch_sub(&ctx->used, size);
         return NULL;
-    memset(p, 0, size);
-    return p;
+    }
+    char *p = NULL;
+    if (posix_memalign((void **)&p, CPU_ALIGN, size + CPU_ALIGN) != 0) {
+        atomic_fetch_sub(&ctx->used, size);
+        return NULL;
+    }
+    memcpy(p, &size, sizeof size);
+    memset(p + CPU_ALIGN, 0, size);
+    return p + CPU_ALIGN;
 }
 
 static void cpu_free(cd_backend_t *be, void *ptr)
 {
-    (void)be;
-    free(ptr);
+    if (!ptr)
+        return;
+    cpu_ctx *ctx = be->ctx;
+    char *p = (char *)ptr - CPU_ALIGN;
+    size_t size;
+    memcpy(&size, p, sizeof size);
+    atomic_fetch_sub(&ctx->used, size);
+    free(p);
+}
+
+static int cpu_mem_info(cd_backend_t *be, size_t *free_bytes, size_t *total_bytes)
+{
+    cpu_ctx *ctx = be->ctx;
+    if (!ctx->limit)
+        return CD_ERR; /* no cap: the machine's memory is not this backend's to report */
+    size_t used = atomic_load(&ctx->used);
+    *free_bytes = used < ctx->limit ? ctx->limit - used : 0;
+    *total_bytes = ctx->limit;
+    return CD_OK;
+}
+
+void cd_backend_cpu_limit_memory(cd_backend_t *be, size_t bytes)
+{
+    ((cpu_ctx *)be->ctx)->limit = bytes;
 }
 
 static void cpu_upload(cd_backend_t *be, void *dst_dev, const void *src_host, size_t bytes)
@@ -145,6 +179,7 @@ static const cd_backend_iface cpu_iface = {
     .upload = cpu_upload,
     .upload_async = cpu_upload,
     .upload_wait = cpu_upload_wait,
+    .mem_info = cpu_mem_info,
     .download = cpu_download,
     .copy = cpu_copy,
     .sync = cpu_sync,

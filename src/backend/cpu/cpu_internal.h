@@ -11,6 +11,7 @@
 #define CDIGITS_CPU_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +35,8 @@ typedef struct cpu_ctx {
     size_t scratch_floats;
     struct cd_group *group; /* data-parallel replicas in this process, or NULL */
     int rank;
+    size_t limit;           /* cap on what alloc hands out (0: none) */
+    _Atomic size_t used;    /* bytes handed out by alloc and not freed */
 } cpu_ctx;
 
 static inline int cpu_threads(const cd_backend_t *be)
