@@ -76,6 +76,8 @@ typedef struct trainer {
     float *mean;           /* (c, h, w) at the stored size, or NULL */
     int loader_threads;
     char advice[64];       /* the last limit reported */
+    char advice_next[64];  /* a different limit seen in the last window(s), not yet */
+    int advice_seen;       /* reported: how many windows in a row */
     float *acc_scalars; /* device: correct, count */
     long max_iter, iters_per_epoch;
     long snapshot_every, val_every;
@@ -683,7 +685,10 @@ static void advise(trainer *t, double wait_share, double images_per_sec, double 
     int gpu = strcmp(t->be->iface->name, "cpu") != 0;
     int have_mem = t->be->iface->mem_info && t->be->iface->mem_info(t->be, &free_b, &total_b) == CD_OK &&
                    total_b > 0;
-    if (wait_share > 0.10) {
+    /* data-bound from 10% of the step waiting, and no longer below 5%: a share near
+     * the line does not flip the advice every window */
+    double data_line = strcmp(t->advice, "data") ? 0.10 : 0.05;
+    if (wait_share > data_line) {
         limit = "data";
         snprintf(buf, sizeof buf, "the step waits for data %.0f%% of the time with %d loader threads; "
                  "cdigits adds loader threads up to two per core; a dataset with encoding none decodes "
@@ -706,8 +711,18 @@ static void advise(trainer *t, double wait_share, double images_per_sec, double 
         snprintf(buf, sizeof buf, "compute-bound on the GPU at %.0f images/s", images_per_sec);
     }
     message = buf;
-    if (!strcmp(limit, t->advice))
+    if (!strcmp(limit, t->advice)) {
+        t->advice_next[0] = 0;
         return;
+    }
+    /* a new limit is reported once it held for two windows in a row (the first at once) */
+    if (strcmp(limit, t->advice_next) != 0) {
+        snprintf(t->advice_next, sizeof t->advice_next, "%s", limit);
+        t->advice_seen = 0;
+    }
+    if (++t->advice_seen < 2 && t->advice[0])
+        return;
+    t->advice_next[0] = 0;
     snprintf(t->advice, sizeof t->advice, "%s", limit);
     cd_jsonl(json_pack("{s:s, s:s, s:s, s:f, s:f, s:f}", "type", "advice", "limit", limit, "message",
                        message, "data_wait", wait_share, "images_per_sec", images_per_sec, "epoch", epoch));

@@ -77,7 +77,7 @@ check '[ "$(jv "set(range($SNAP, $EPOCHS + 1, $SNAP)) <= set(d[\"snapshots\"])")
     "a snapshot for every snapshot interval ($(jv 'len(d["snapshots"])') snapshots, $((EPOCHS / SNAP)) intervals)"
 check '[ "$(jv "d[\"snapshots\"] == sorted(set(d[\"snapshots\"]))")" = true ]' "snapshot epochs are distinct and ordered"
 check '[ "$(jv "d[\"tasks\"][0][\"attempt\"]")" = 3 ]' "three attempts are recorded"
-http GET "/jobs/$M/log/json?n=1000"
+http GET "/jobs/$M/log/json?n=100000"
 check '[ "$(jv "len([l for l in d[\"log\"] if \"resuming from iteration\" in l[\"message\"]])")" -ge 1 ]' "the worker resumed from its solver state"
 http GET "/models/$M/metrics/json?all=1"
 ids_to "$T/after2.ids"
