@@ -508,54 +508,49 @@ def check_replica_died(log, rank, nranks, record):
     ck.done()
 
 
-def main(argv):
-    cmd, args = argv[1], argv[2:]
-    if cmd == "make-idx":
-        make_idx(*args)
-    elif cmd == "run":
-        worker, jobdir, log = args[:3]
-        term_on = args[3] if len(args) > 3 else None
-        st = run_worker(worker, jobdir, log, term_on)
-        print("%s: exit %s in %.1f s%s" % (os.path.basename(jobdir), st["rc"], st["wall_s"],
-              "" if not st["term_sent"] else ", SIGTERM sent"))
-    elif cmd == "run-crash":
-        # run-crash WORKER JOBDIR LOG THREAD: SIGSEGV to that thread at the first progress line
-        worker, jobdir, log, thread = args[:4]
-        st = run_worker(worker, jobdir, log, "progress", sig=signal.SIGSEGV, thread=thread)
-        print("%s: exit %s in %.1f s" % (os.path.basename(jobdir), st["rc"], st["wall_s"]))
-    elif cmd == "crashed":
-        check_crashed(*args)
-    elif cmd == "rc":
-        print(read_status(args[0])["rc"])
-    elif cmd == "plain":
-        check_plain(*args)
-    elif cmd == "stopped":
-        check_stopped(args[0], float(args[1]))
-    elif cmd == "resume":
-        check_resume(*args)
-    elif cmd == "accumulation":
-        check_accumulation(*args)
-    elif cmd == "replicas":
-        # data-parallel replicas: each replica's gradient is the mean over its slice,
-        # the group's the mean of those, so the same tolerance argument holds
-        check_accumulation(*args, what_a="1 replica", what_b="2 replicas", title="replicas")
-    elif cmd == "nan":
-        check_nan(*args)
-    elif cmd == "bad-value":
-        check_bad_value(*args)
-    elif cmd == "val-neutral":
-        check_val_neutral(*args)
-    elif cmd == "mem-in-use":
-        mem_in_use(*args)
-    elif cmd == "halved":
-        check_halved(*args)
-    elif cmd == "corrupt-record":
-        corrupt_record(*args)
-    elif cmd == "replica-died":
-        check_replica_died(*args)
-    else:
-        raise SystemExit("unknown command %s" % cmd)
+def cmd_run(worker, jobdir, log, term_on=None):
+    st = run_worker(worker, jobdir, log, term_on)
+    print("%s: exit %s in %.1f s%s" % (os.path.basename(jobdir), st["rc"], st["wall_s"],
+          "" if not st["term_sent"] else ", SIGTERM sent"))
 
+
+def cmd_run_crash(worker, jobdir, log, thread):
+    """SIGSEGV to the worker's thread named THREAD at the first progress line."""
+    st = run_worker(worker, jobdir, log, "progress", sig=signal.SIGSEGV, thread=thread)
+    print("%s: exit %s in %.1f s" % (os.path.basename(jobdir), st["rc"], st["wall_s"]))
+
+
+def check_replicas(*args):
+    # data-parallel replicas: each replica's gradient is the mean over its slice, the
+    # group's the mean of those, so the same tolerance argument as accumulation holds
+    check_accumulation(*args, what_a="1 replica", what_b="2 replicas", title="replicas")
+
+
+COMMANDS = {
+    "make-idx": make_idx,
+    "run": cmd_run,
+    "run-crash": cmd_run_crash,
+    "rc": lambda log: print(read_status(log)["rc"]),
+    "plain": check_plain,
+    "stopped": lambda log, seconds: check_stopped(log, float(seconds)),
+    "resume": check_resume,
+    "accumulation": check_accumulation,
+    "replicas": check_replicas,
+    "nan": check_nan,
+    "bad-value": check_bad_value,
+    "val-neutral": check_val_neutral,
+    "mem-in-use": mem_in_use,
+    "halved": check_halved,
+    "corrupt-record": corrupt_record,
+    "replica-died": check_replica_died,
+    "crashed": check_crashed,
+}
+
+
+def main(argv):
+    if len(argv) < 2 or argv[1] not in COMMANDS:
+        raise SystemExit("usage: lib_train.py %s ..." % "|".join(sorted(COMMANDS)))
+    COMMANDS[argv[1]](*argv[2:])
 
 if __name__ == "__main__":
     main(sys.argv)

@@ -243,12 +243,14 @@ check "replicas: buckets give the same weights" cmp "$tmp/rep2/snapshot_iter_${l
 nb=$(sed -n 's/.*averaged in \([0-9]*\) bucket.*/\1/p' "$tmp/rep2b.log" | head -1)
 n1=$(sed -n 's/.*averaged in \([0-9]*\) bucket.*/\1/p' "$tmp/rep2.log" | head -1)
 check "replicas: several buckets ($n1 at 25 MiB, ${nb:-none} at 0.0001 MiB)" test "${nb:-0}" -gt "${n1:-0}" -a "${n1:-0}" -ge 1
-job "$tmp/rep3" plain "$acc, \"batch_size\": 64, \"replicas\": 3"
-run "$tmp/rep3"
-check "replicas: uneven split" python3 "$lib" bad-value "$tmp/rep3" "$tmp/rep3.log" "does not split evenly"
-job "$tmp/rep4" plain "$acc, \"batch_size\": 1, \"replicas\": 2"
-run "$tmp/rep4"
-check "replicas: batch 1 can't be split" python3 "$lib" bad-value "$tmp/rep4" "$tmp/rep4.log" "turn data parallelism off"
+# refused NAME FIELDS PATTERN: a run of FIELDS fails before training, its error matching PATTERN
+refused() {
+    job "$tmp/$1" plain "$acc, $2"
+    run "$tmp/$1"
+    check "replicas: $1 refused" python3 "$lib" bad-value "$tmp/$1" "$tmp/$1.log" "$3"
+}
+refused rep3 '"batch_size": 64, "replicas": 3' "does not split evenly"
+refused rep4 '"batch_size": 1, "replicas": 2' "turn data parallelism off"
 # out of memory (a capped CPU backend: cpu_memory_mb): both replicas halve their slice
 # together, with accumulation making up the rest, and still end with the weights of
 # one replica of batch 64
@@ -280,12 +282,8 @@ else
 fi
 # asking for a GPU where there is none is an error, also on the data-parallel path
 if ! nvidia-smi -L >/dev/null 2>&1; then
-    job "$tmp/rep-gpu" plain "$acc, \"batch_size\": 64, \"backend\": \"cuda\", \"force_data_parallel\": true"
-    run "$tmp/rep-gpu"
-    check "replicas: a GPU job without a GPU fails" python3 "$lib" bad-value "$tmp/rep-gpu" "$tmp/rep-gpu.log" "a GPU was asked for"
-    job "$tmp/rep-gpu2" plain "$acc, \"batch_size\": 64, \"backend\": \"cuda\", \"replicas\": 2"
-    run "$tmp/rep-gpu2"
-    check "replicas: 2 GPU replicas without a GPU fail" python3 "$lib" bad-value "$tmp/rep-gpu2" "$tmp/rep-gpu2.log" "a GPU was asked for"
+    refused rep-gpu '"batch_size": 64, "backend": "cuda", "force_data_parallel": true' "a GPU was asked for"
+    refused rep-gpu2 '"batch_size": 64, "backend": "cuda", "replicas": 2' "a GPU was asked for"
 fi
 # a replica's thread crashes (SIGSEGV sent to it alone): the line before the end names it
 job "$tmp/rep-crash" plain '"epochs": 4, "random_seed": 2, "batch_size": 32, "replicas": 2'
