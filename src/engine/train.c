@@ -73,6 +73,8 @@ typedef struct trainer {
     staging st[2];
     int free_slot;         /* the staging slot validation may use: not the one holding the
                             * next training batch, uploaded ahead */
+    int group_error;       /* the error is the group's (every replica finds the same): rank 0
+                            * says it once, without a replica's name */
     float *mean;           /* (c, h, w) at the stored size, or NULL */
     int loader_threads;
     char advice[64];       /* the last limit reported */
@@ -469,6 +471,7 @@ static int fit_nets(trainer *t, char *err, size_t errlen)
             full = data_top(probe, 0) ? data_top(probe, 0)->dims[0] : 0;
             cd_net_free(probe);
         }
+        t->group_error = 1; /* until the checks below pass */
         if (full < t->nranks) {
             snprintf(err, errlen, "batch %d can't be split over %d replicas (each needs at least one "
                      "image); use a batch of at least %d, or turn data parallelism off for this "
@@ -481,6 +484,7 @@ static int fit_nets(trainer *t, char *err, size_t errlen)
             return CD_ERR;
         }
         batch = full / t->nranks;
+        t->group_error = 0;
     }
     int asked_batch = batch, asked_acc = accumulation;
     for (;;) {
@@ -1051,6 +1055,11 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     rc = 0;
     goto out;
 fail:
+    if (group && t.group_error) {
+        if (rank != 0)
+            goto out; /* rank 0 says it for the group */
+        cd_jsonl_set_speaker(NULL);
+    }
     if (group) {
         /* the others wait for this replica at the next reduction, perhaps inside an
          * NCCL kernel that will never finish: end the process at once, without the
