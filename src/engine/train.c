@@ -317,6 +317,15 @@ static int open_dataset(trainer *t, char *err, size_t errlen)
     return CD_OK;
 }
 
+/* A CPU backend with the job's memory cap (cpu_memory_mb), or NULL. */
+static cd_backend_t *cpu_backend(const cd_train_config *c, int threads)
+{
+    cd_backend_t *be = cd_backend_cpu_new(threads);
+    if (be && c->cpu_memory_mb > 0)
+        cd_backend_cpu_limit_memory(be, (size_t)(c->cpu_memory_mb * 1048576.0));
+    return be;
+}
+
 static int choose_backend(trainer *t, char *err, size_t errlen)
 {
     const cd_train_config *c = t->c;
@@ -352,9 +361,7 @@ static int choose_backend(trainer *t, char *err, size_t errlen)
          * (a job that asked for a GPU on a machine without one fails below) */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         int threads = c->threads > 0 ? c->threads : (int)(cores / t->nranks);
-        t->be = cd_backend_cpu_new(threads > 0 ? threads : 1);
-        if (t->be && c->cpu_memory_mb > 0)
-            cd_backend_cpu_limit_memory(t->be, (size_t)(c->cpu_memory_mb * 1048576.0));
+        t->be = cpu_backend(c, threads > 0 ? threads : 1);
         if (!t->be || cd_backend_cpu_join_group(t->be, t->group, t->rank) != CD_OK) {
             snprintf(err, errlen, "cannot start the CPU backend of replica %d", t->rank);
             return CD_ERR;
@@ -374,11 +381,8 @@ static int choose_backend(trainer *t, char *err, size_t errlen)
         if (!t->be)
             cd_jsonl_log("info", "%s; training on the CPU", why);
     }
-    if (!t->be) {
-        t->be = cd_backend_cpu_new(c->threads);
-        if (t->be && c->cpu_memory_mb > 0)
-            cd_backend_cpu_limit_memory(t->be, (size_t)(c->cpu_memory_mb * 1048576.0));
-    }
+    if (!t->be)
+        t->be = cpu_backend(c, c->threads);
     if (!t->be) {
         snprintf(err, errlen, "cannot start the CPU backend");
         return CD_ERR;
