@@ -181,6 +181,9 @@ int64_t store_metric_count(store_t *s, const char *job_id, int with_superseded);
 
 int store_log_add(store_t *s, const char *job_id, int64_t task_id, const char *level,
                   const char *message, cd_err_t *err);
+/* the same, answering the stored row {id, time, level, message} (NULL on error, err set) */
+json_t *store_log_insert(store_t *s, const char *job_id, int64_t task_id, const char *level,
+                         const char *message, cd_err_t *err);
 /* the last n log rows [{id, time, level, message}], oldest first */
 json_t *store_log_tail(store_t *s, const char *job_id, int n);
 

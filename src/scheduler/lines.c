@@ -35,15 +35,19 @@ static void remember(stask_t *t, const char *line)
     snprintf(t->tail[t->ntail++], sizeof t->tail[0], "%s", line);
 }
 
+/* Stores the line, then sends it to the job's page with its row id: a page that reads the
+ * log and listens to the events sees each line once, whichever comes first. */
 static void add_log(sched_t *s, stask_t *t, const char *level, const char *message)
 {
-    json_t *ev = json_pack("{s:s, s:s, s:f}", "level", level, "message", message, "time", cd_wall_time());
-    if (ev) /* NULL when the worker printed bytes that are not UTF-8 */
-        events_publish_job(s->events, t->job_id, "log", ev, 0);
-    json_decref(ev);
     cd_err_t err;
-    if (store_log_add(s->store, t->job_id, t->task_id, level, message, &err) != CD_OK && !t->delete_requested)
+    json_t *row = store_log_insert(s->store, t->job_id, t->task_id, level, message, &err);
+    if (!row && !t->delete_requested)
         cd_warn("job %s: %s", t->job_id, err.msg);
+    if (!row) /* not stored: the page still sees it, without an id */
+        row = json_pack("{s:s, s:s, s:f}", "level", level, "message", message, "time", cd_wall_time());
+    if (row) /* NULL when the worker printed bytes that are not UTF-8 */
+        events_publish_job(s->events, t->job_id, "log", row, 0);
+    json_decref(row);
 }
 
 static void on_log(sched_t *s, stask_t *t, json_t *j)

@@ -129,20 +129,43 @@ double store_metric_iters_per_epoch(store_t *s, const char *job_id)
     return ipe;
 }
 
-int store_log_add(store_t *s, const char *job_id, int64_t task_id, const char *level, const char *message,
-                  cd_err_t *err)
+static int log_insert(store_t *s, const char *job_id, int64_t task_id, const char *level, const char *message,
+                      double now, json_int_t *id, cd_err_t *err)
 {
     store_conn_t *c = store_writer(s);
     sqlite3_stmt *q = store_stmt(c, Q_LOG_INSERT);
     store_bind_text(q, 1, job_id);
     if (task_id > 0)
         sqlite3_bind_int64(q, 2, task_id);
-    sqlite3_bind_double(q, 3, cd_wall_time());
-    store_bind_text(q, 4, level ? level : "info");
-    store_bind_text(q, 5, message ? message : "");
+    sqlite3_bind_double(q, 3, now);
+    store_bind_text(q, 4, level);
+    store_bind_text(q, 5, message);
     int rc = store_exec(c, q, "storing a log line", err);
+    *id = rc == CD_OK ? (json_int_t)sqlite3_last_insert_rowid(c->db) : 0;
     store_release(c);
     return rc;
+}
+
+int store_log_add(store_t *s, const char *job_id, int64_t task_id, const char *level, const char *message,
+                  cd_err_t *err)
+{
+    json_int_t id;
+    return log_insert(s, job_id, task_id, level ? level : "info", message ? message : "", cd_wall_time(), &id, err);
+}
+
+json_t *store_log_insert(store_t *s, const char *job_id, int64_t task_id, const char *level, const char *message,
+                         cd_err_t *err)
+{
+    double now = cd_wall_time();
+    json_int_t id;
+    level = level ? level : "info";
+    message = message ? message : "";
+    if (log_insert(s, job_id, task_id, level, message, now, &id, err) != CD_OK)
+        return NULL;
+    json_t *row = json_pack("{s:I, s:f, s:s, s:s}", "id", id, "time", now, "level", level, "message", message);
+    if (!row) /* stored, but a message that is not UTF-8 has no JSON form */
+        cd_err_set(err, CD_E_INVALID, "log line %lld: the message is not UTF-8", (long long)id);
+    return row;
 }
 
 json_t *store_log_tail(store_t *s, const char *job_id, int n)

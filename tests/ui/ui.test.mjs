@@ -59,7 +59,9 @@ async function step(name, fn, { needed = true } = {}) {
     console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
   } catch (e) {
     failed++;
-    console.log(`FAIL ${name}: ${e.message.split('\n').slice(0, 6).join('\n     ')}`);
+    const where = (e.stack || '').split('\n').find((l) => l.includes('ui.test.mjs'));
+    console.log(`FAIL ${name}: ${e.message.split('\n').slice(0, 6).join('\n     ')}` +
+      (where ? `\n     at ${where.trim().replace(/^at\s+/, '')}` : ''));
     if (needed) broken = true;
     await shot('failure-' + name.replace(/[^a-z0-9]+/gi, '-').toLowerCase()).catch(() => {});
   }
@@ -219,6 +221,22 @@ try {
     const tiles = await page.textContent('#split-tiles');
     check(/Training images\s*90/.test(tiles) && /Validation images\s*30/.test(tiles), `the split counts read "${tiles}"`);
     await shot('dataset');
+  });
+
+  await step('job page: log lines written before its live stream opened still show', async () => {
+    /* the page's first read of the log answers before the worker wrote anything (here: an
+     * empty log, forced); the lines written until the stream opened must still come */
+    let held = 0;
+    const empty = async (route) => {
+      held++;
+      await route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify({ id: state.datasetId, log: [] }) });
+    };
+    await page.route('**/log/json*', empty, { times: 1 });
+    await page.goto(state.datasetUrl, { waitUntil: 'load' });
+    await page.waitForFunction(() => document.querySelector('#log').textContent.includes('train.db'));
+    check(held === 1, `the first log read was not the one answered empty (${held})`);
+    const lines = await page.$$eval('#log span[data-id]', (ss) => ss.map((x) => Number(x.dataset.id)));
+    check(lines.length > 0 && lines.every((v, i) => i === 0 || v > lines[i - 1]), `the log lines are not in stored order: ${lines}`);
   });
 
   await step('new dataset from uploaded text lists', async () => {

@@ -176,6 +176,19 @@ int main(void)
     json_t *tail = store_log_tail(s, "20240101-000001-bbbb", 5);
     CHECK(json_array_size(tail) == 5 && !strcmp(jstr(json_array_get(tail, 4), "message"), "line 29"),
           "log tail is the last lines, oldest first");
+    json_t *row = store_log_insert(s, "20240101-000001-bbbb", task, "warning", "line 30", &err);
+    CHECK(row != NULL, "a line stored with its row: %s", err.msg);
+    json_t *prev = json_array_get(tail, 4);
+    CHECK(row && json_integer_value(json_object_get(row, "id")) == json_integer_value(json_object_get(prev, "id")) + 1 &&
+              !strcmp(jstr(row, "level"), "warning") && !strcmp(jstr(row, "message"), "line 30"),
+          "the row answered is the one stored next");
+    json_t *tail2 = store_log_tail(s, "20240101-000001-bbbb", 1);
+    json_t *stored = json_array_get(tail2, 0);
+    CHECK(row && stored && json_equal(json_object_get(row, "id"), json_object_get(stored, "id")) &&
+              json_number_value(json_object_get(row, "time")) == json_number_value(json_object_get(stored, "time")),
+          "the tail reads the same id and time");
+    json_decref(tail2);
+    json_decref(row);
     json_decref(tail);
     CHECK(store_user_login(s, "fred", &err) == CD_OK && store_user_login(s, "fred", &err) == CD_OK, "login twice");
     json_t *u = store_user_get(s, "fred");

@@ -228,6 +228,7 @@
 
   CD.events('/jobs/' + encodeURIComponent(id) + '/events', {
     job: (j) => render(j),
+    open: () => P.loadLog(), /* the lines written before the stream opened */
     status: reloadSoon,
     dataset: reloadSoon,
     progress: (ev) => setProgress(ev.percentage, ev.stage),

@@ -66,29 +66,40 @@
 
   /* ---- log ------------------------------------------------------------------------------ */
 
-  let logSeen = new Set();
+  /* Lines come from two places: the stored log (loadLog, at load and each time the events
+   * stream (re)opens) and the stream's log events. Both carry the stored row id, so each line
+   * shows once, in the order it was stored, whichever came first. */
+  const logSeen = new Set();
 
   function logLine(entry) {
     const key = entry.id !== undefined ? 'id' + entry.id : entry.time + entry.message;
     if (logSeen.has(key)) return;
     logSeen.add(key);
     const box = $('#log');
+    box.querySelector('.log-empty')?.remove();
     const atEnd = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
     const t = entry.time ? CD.date(entry.time).slice(11) + ' ' : '';
-    box.append(el('span', {class: 'lv-' + (entry.level || 'info'), text: t + (entry.level && entry.level !== 'info' ? entry.level + ': ' : '') + entry.message + '\n'}));
+    const span = el('span', {class: 'lv-' + (entry.level || 'info'), text: t + (entry.level && entry.level !== 'info' ? entry.level + ': ' : '') + entry.message + '\n'});
+    let next = null;
+    if (entry.id !== undefined) {
+      span.dataset.id = entry.id;
+      for (let c = box.lastElementChild; c && c.dataset.id !== undefined && Number(c.dataset.id) > entry.id; c = c.previousElementSibling) next = c;
+    }
+    box.insertBefore(span, next);
     if (atEnd) box.scrollTop = box.scrollHeight;
   }
 
   async function loadLog() {
+    const box = $('#log');
     try {
       const d = await api('GET', '/jobs/' + encodeURIComponent(id) + '/log/json?n=500');
-      clear($('#log'));
-      logSeen = new Set();
+      box.querySelector('.log-error')?.remove();
       for (const e of d.log || []) logLine(e);
-      if (!(d.log || []).length) $('#log').append(el('span', {class: 'lv-stderr', text: 'No log line yet.\n'}));
     } catch (e) {
-      $('#log').textContent = 'Cannot read the log: ' + e.message;
+      box.querySelector('.log-error')?.remove();
+      box.append(el('span', {class: 'lv-error log-error', text: 'Cannot read the log: ' + e.message + '\n'}));
     }
+    if (!box.firstElementChild) box.append(el('span', {class: 'lv-stderr log-empty', text: 'No log line yet.\n'}));
   }
 
   /* ---- actions ----------------------------------------------------------------------------- */

@@ -435,7 +435,7 @@
 
   CD.events('/jobs/' + enc + '/events', {
     job: (j) => { render(j); loadDataset(); },
-    open: () => loadMetrics(),
+    open: () => { loadMetrics(); P.loadLog(); },
     status: (ev) => {
       if (job) {
         job.status = ev.status;
