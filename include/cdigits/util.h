@@ -39,6 +39,10 @@ double cd_wall_time(void);
 /* snprintf into a fixed buffer that always terminates; returns dst. */
 char *cd_fmt(char *dst, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Replaces, in place, each byte of s that is not part of a well-formed UTF-8 sequence
+ * with '?', so a line a program printed can go into JSON; returns how many it replaced. */
+size_t cd_utf8_scrub(char *s);
+
 enum cd_log_level { CD_LOG_DEBUG = 0, CD_LOG_INFO, CD_LOG_WARN, CD_LOG_ERROR };
 void cd_log_set_level(int level);
 void cd_log_set_file(FILE *f);

@@ -183,3 +183,46 @@ char *cd_fmt(char *dst, size_t len, const char *fmt, ...)
     va_end(ap);
     return dst;
 }
+
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlongs, no
+ * surrogates, nothing past U+10FFFF), or 0. */
+static size_t utf8_seq(const unsigned char *p)
+{
+    static const struct {
+        unsigned char lead_lo, lead_hi, next_lo, next_hi; /* the second byte's range */
+        size_t len;
+    } forms[] = {
+        {0x00, 0x7f, 0, 0, 1},       {0xc2, 0xdf, 0x80, 0xbf, 2}, {0xe0, 0xe0, 0xa0, 0xbf, 3},
+        {0xe1, 0xec, 0x80, 0xbf, 3}, {0xed, 0xed, 0x80, 0x9f, 3}, {0xee, 0xef, 0x80, 0xbf, 3},
+        {0xf0, 0xf0, 0x90, 0xbf, 4}, {0xf1, 0xf3, 0x80, 0xbf, 4}, {0xf4, 0xf4, 0x80, 0x8f, 4},
+    };
+    for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
+        if (p[0] < forms[f].lead_lo || p[0] > forms[f].lead_hi)
+            continue;
+        if (forms[f].len == 1)
+            return 1;
+        if (p[1] < forms[f].next_lo || p[1] > forms[f].next_hi)
+            return 0;
+        for (size_t i = 2; i < forms[f].len; i++)
+            if (p[i] < 0x80 || p[i] > 0xbf)
+                return 0;
+        return forms[f].len;
+    }
+    return 0;
+}
+
+size_t cd_utf8_scrub(char *s)
+{
+    size_t replaced = 0;
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        size_t n = utf8_seq(p);
+        if (n) {
+            p += n;
+        } else {
+            *p++ = '?';
+            replaced++;
+        }
+    }
+    return replaced;
+}

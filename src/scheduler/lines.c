@@ -45,7 +45,7 @@ static void add_log(sched_t *s, stask_t *t, const char *level, const char *messa
         cd_warn("job %s: %s", t->job_id, err.msg);
     if (!row) /* not stored: the page still sees it, without an id */
         row = json_pack("{s:s, s:s, s:f}", "level", level, "message", message, "time", cd_wall_time());
-    if (row) /* NULL when the worker printed bytes that are not UTF-8 */
+    if (row)
         events_publish_job(s->events, t->job_id, "log", row, 0);
     json_decref(row);
 }
@@ -224,7 +224,10 @@ void lines_handle(sched_t *s, stask_t *t, char *line, int from_stderr)
         line[--n] = 0;
     if (!n)
         return;
+    /* a line that is not JSON is kept as text, its stray bytes made '?' so it can be
+     * stored, shown and sent like any other */
     if (from_stderr || line[0] != '{') {
+        cd_utf8_scrub(line);
         add_log(s, t, from_stderr ? "stderr" : "info", line);
         remember(t, line);
         return;
@@ -233,6 +236,7 @@ void lines_handle(sched_t *s, stask_t *t, char *line, int from_stderr)
     json_t *j = json_loadb(line, n, 0, &jerr);
     if (!j || !json_is_object(j)) {
         json_decref(j);
+        cd_utf8_scrub(line);
         add_log(s, t, "info", line);
         remember(t, line);
         return;

@@ -154,7 +154,9 @@ def train(jobdir, m):
         emit({"type": "snapshot", "epoch": epoch + 1, "iteration": it, "file": "snapshot_epoch_%d.cdw" % (epoch + 1)})
         if "crash" in m and epoch == start:
             emit({"type": "log", "level": "info", "message": "fake: about to crash"})
-            sys.stderr.write("fake: segmentation fault coming\n")
+            # with bytes that are not UTF-8 (a stray 0xff, an overlong NUL), as a dying
+            # program may print
+            sys.stderr.buffer.write(b"fake: segmentation fault coming \xff\xc0\x80\n")
             sys.stderr.flush()
             os.kill(os.getpid(), signal.SIGSEGV)
     if "nodone" in m:

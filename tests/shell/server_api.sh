@@ -212,6 +212,9 @@ check 'wait_status "$MX" Error 20' "a worker killed by a signal leaves its job i
 http GET "/models/$MX/json"
 check 'jv "d[\"error\"]" | grep -q "signal 11" && jv "d[\"error\"]" | grep -q "segmentation fault coming"' \
     "the error names the signal and the worker's last lines"
+http GET "/jobs/$MX/log/json?n=50"
+check 'jv "[e[\"message\"] for e in d[\"log\"] if e[\"level\"]==\"stderr\"]" | grep -qF "segmentation fault coming ???"' \
+    "a stderr line with bytes that are not UTF-8 is logged with them as '?'"
 net fake:error > "$T/err.prototxt"
 http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/err.prototxt" \
     -F train_epochs=1 -F model_name=err
