@@ -32,7 +32,7 @@ static void *cpu_alloc(cd_backend_t *be, size_t bytes)
     if (size < bytes || size > SIZE_MAX - CPU_ALIGN)
         return NULL;
     size_t was = atomic_fetch_add(&ctx->used, size);
-    if (ctx->limit && was + size > ctx->limit) {
+    if (ctx->limit && (size > ctx->limit || was > ctx->limit - size)) {
         atomic_fetch_sub(&ctx->used, size);
         return NULL;
     }
