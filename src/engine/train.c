@@ -62,7 +62,7 @@ typedef struct trainer {
     cd_db_t *train_db, *val_db, *test_db;
     int classes;
     int c_in, h_in, w_in;
-    cd_net *train, *val, *val_tail;
+    cd_net *train, *val, *val_tail, *test_tail; /* tails: the last, partial val and test batches */
     int train_batch, val_batch;
     int crop, flip; /* flip: enum cd_flip bits drawn per training image */
     float scale;
@@ -228,20 +228,21 @@ static void count_correct(trainer *t, cd_net *net, int top_k, double *correct)
     *correct += host[0];
 }
 
+/* The val stage's net for a last batch of n images, or NULL. */
+static cd_net *tail_net(trainer *t, int n)
+{
+    cd_net *tails[] = {t->val_tail, t->test_tail};
+    for (size_t i = 0; i < sizeof tails / sizeof *tails; i++)
+        if (tails[i] && data_top(tails[i], 0)->dims[0] == n)
+            return tails[i];
+    return NULL;
+}
+
 /* One pass over a split with the val stage (the val split, or the test split after
  * training); reports loss and accuracy under `phase`. CD_ERR on a read error. */
 static int evaluate(trainer *t, cd_db_t *db, const char *phase, long iter, double *loss_out,
                     char *err, size_t errlen)
 {
-    /* the last, partial batch runs through a net of its own size, so every image
-     * counts once */
-    int rem = (int)(cd_db_count(db) % (size_t)t->val_batch);
-    if (rem && (!t->val_tail || data_top(t->val_tail, 0)->dims[0] != rem)) {
-        cd_net_free(t->val_tail);
-        t->val_tail = build_stage(t, "val", rem, err, errlen);
-        if (!t->val_tail || cd_net_alloc(t->val_tail, t->be, t->train, err, errlen) != CD_OK)
-            return CD_ERR;
-    }
     cd_loader_opts lo = {.db = db, .batch = t->val_batch, .crop = t->crop, .wrap = 0,
                          .seed = t->seed, .threads = 1, .ring = 3};
     cd_loader_t *ld = cd_loader_start(&lo, err, errlen);
@@ -251,7 +252,15 @@ static int evaluate(trainer *t, cd_db_t *db, const char *phase, long iter, doubl
     size_t seen = 0;
     const cd_batch *b;
     while ((b = cd_loader_next(ld, NULL))) {
-        cd_net *net = b->n == t->val_batch ? t->val : t->val_tail;
+        /* the last, partial batch runs through a net of its own size (make_nets built it),
+         * so every image counts once */
+        cd_net *net = b->n == t->val_batch ? t->val : tail_net(t, b->n);
+        if (!net) {
+            snprintf(err, errlen, "%s data: a batch of %d images has no net (internal error)", phase, b->n);
+            cd_loader_release(ld, b);
+            cd_loader_stop(ld);
+            return CD_ERR;
+        }
         feed(t, net, b);
         float l = cd_net_forward(net);
         loss += (double)l * b->n;
@@ -399,13 +408,60 @@ static int choose_backend(trainer *t, char *err, size_t errlen)
 
 static void free_nets(trainer *t)
 {
+    for (int i = 0; i < 2 && t->be; i++) {
+        staging *st = &t->st[i];
+        void *bufs[] = {st->pixels, st->labels, st->oy, st->ox, st->mirror};
+        for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++)
+            t->be->iface->free(t->be, bufs[k]);
+        memset(st, 0, sizeof *st);
+    }
+    cd_net_free(t->test_tail);
     cd_net_free(t->val_tail);
     cd_net_free(t->val);
     cd_net_free(t->train);
-    t->val_tail = t->val = t->train = NULL;
+    t->test_tail = t->val_tail = t->val = t->train = NULL;
 }
 
-/* Build and allocate the train and val stages with a batch (0: the network's). Returns
+/* The net for a split's last, partial batch (none when the batch divides the split or a
+ * tail of that size exists), built with the others so the batch search counts its memory. */
+static int make_tail(trainer *t, cd_db_t *db, cd_net **tail, int *oom, char *err, size_t errlen)
+{
+    int rem = db ? (int)(cd_db_count(db) % (size_t)t->val_batch) : 0;
+    if (!rem || tail_net(t, rem))
+        return CD_OK;
+    if (!(*tail = build_stage(t, "val", rem, err, errlen)))
+        return CD_ERR;
+    if (cd_net_alloc(*tail, t->be, t->train, err, errlen) != CD_OK) {
+        *oom = (*tail)->out_of_memory;
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
+/* Two staging slots for the larger of the train and val batches (uploads overlap). */
+static int alloc_staging(trainer *t, int *oom, char *err, size_t errlen)
+{
+    int batch = t->train_batch > t->val_batch ? t->train_batch : t->val_batch;
+    size_t image_bytes = (size_t)t->c_in * t->h_in * t->w_in;
+    const cd_backend_iface *o = t->be->iface;
+    for (int i = 0; i < 2; i++) {
+        staging *st = &t->st[i];
+        st->pixels = o->alloc(t->be, (size_t)batch * image_bytes);
+        st->labels = o->alloc(t->be, (size_t)batch * sizeof(float));
+        st->oy = o->alloc(t->be, (size_t)batch * sizeof(int));
+        st->ox = o->alloc(t->be, (size_t)batch * sizeof(int));
+        st->mirror = o->alloc(t->be, (size_t)batch);
+        if (!st->pixels || !st->labels || !st->oy || !st->ox || !st->mirror) {
+            *oom = 1;
+            snprintf(err, errlen, "out of %s memory for the input batches; lower the batch size", o->name);
+            return CD_ERR;
+        }
+    }
+    return CD_OK;
+}
+
+/* Build and allocate everything whose size follows the batch: the train and val stages,
+ * the val and test tails, the staging slots; with a batch (0: the network's). Returns
  * CD_OK, or CD_ERR with *oom set when an allocation failed (a smaller batch may fit). */
 static int make_nets(trainer *t, int batch, int *oom, char *err, size_t errlen)
 {
@@ -442,8 +498,11 @@ static int make_nets(trainer *t, int batch, int *oom, char *err, size_t errlen)
             *oom = t->val->out_of_memory;
             return CD_ERR;
         }
+        if (make_tail(t, t->val_db, &t->val_tail, oom, err, errlen) != CD_OK ||
+            make_tail(t, t->test_db, &t->test_tail, oom, err, errlen) != CD_OK)
+            return CD_ERR;
     }
-    return CD_OK;
+    return alloc_staging(t, oom, err, errlen);
 }
 
 /*
@@ -569,31 +628,15 @@ static int setup(trainer *t, char *err, size_t errlen)
     if (c->precision != CD_PREC_FP32 && !strcmp(t->be->iface->name, "cpu"))
         cd_jsonl_log("info", "precision %s applies on GPUs; the CPU computes in fp32",
                      (const char *[]){"fp32", "tf32", "fp16", "bf16"}[c->precision]);
-    if (fit_nets(t, err, errlen) != CD_OK)
-        return CD_ERR;
-
-    /* staging buffers for the largest batch, two for overlapping uploads */
-    int batch = t->train_batch > t->val_batch ? t->train_batch : t->val_batch;
-    size_t image_bytes = (size_t)t->c_in * t->h_in * t->w_in;
-    const cd_backend_iface *o = t->be->iface;
-    for (int i = 0; i < 2; i++) {
-        staging *st = &t->st[i];
-        st->pixels = o->alloc(t->be, (size_t)batch * image_bytes);
-        st->labels = o->alloc(t->be, (size_t)batch * sizeof(float));
-        st->oy = o->alloc(t->be, (size_t)batch * sizeof(int));
-        st->ox = o->alloc(t->be, (size_t)batch * sizeof(int));
-        st->mirror = o->alloc(t->be, (size_t)batch);
-        if (!st->pixels || !st->labels || !st->oy || !st->ox || !st->mirror) {
-            snprintf(err, errlen, "out of %s memory for the input batches; lower the batch size", o->name);
-            return CD_ERR;
-        }
-    }
-    t->acc_scalars = o->alloc(t->be, 2 * sizeof(float));
+    /* what does not depend on the batch first, so the batch search sees what is left */
+    t->acc_scalars = t->be->iface->alloc(t->be, 2 * sizeof(float));
     if (!t->acc_scalars) {
-        snprintf(err, errlen, "out of %s memory", o->name);
+        snprintf(err, errlen, "out of %s memory", t->be->iface->name);
         return CD_ERR;
     }
     if (c->use_mean != CD_MEAN_NONE && load_mean(t, err, errlen) != CD_OK)
+        return CD_ERR;
+    if (fit_nets(t, err, errlen) != CD_OK)
         return CD_ERR;
 
     /* epochs to iterations, as DIGITS converts them */
@@ -613,19 +656,11 @@ static int setup(trainer *t, char *err, size_t errlen)
 
 static void teardown(trainer *t)
 {
-    if (t->be) {
-        const cd_backend_iface *o = t->be->iface;
-        for (int i = 0; i < 2; i++) {
-            o->free(t->be, t->st[i].pixels);
-            o->free(t->be, t->st[i].labels);
-            o->free(t->be, t->st[i].oy);
-            o->free(t->be, t->st[i].ox);
-            o->free(t->be, t->st[i].mirror);
-        }
-        o->free(t->be, t->mean);
-        o->free(t->be, t->acc_scalars);
-    }
     free_nets(t);
+    if (t->be) {
+        t->be->iface->free(t->be, t->mean);
+        t->be->iface->free(t->be, t->acc_scalars);
+    }
     cd_db_close(t->train_db);
     cd_db_close(t->val_db);
     cd_db_close(t->test_db);

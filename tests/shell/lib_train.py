@@ -483,6 +483,20 @@ def check_halved(log, per_replica):
     ck.done()
 
 
+def check_fits(log):
+    """A capped run kept the batch it was given and finished: exit 0, a done line, no
+    out-of-memory warning or error."""
+    ck = Checker("fits its memory cap")
+    lines = read_log(log)
+    ck.expect(read_status(log)["rc"] == 0, "exit status %s, want 0" % read_status(log)["rc"])
+    ck.expect(any(l.get("type") == "done" for l in lines), "no done line")
+    for l in lines:
+        m = l.get("message", "")
+        if "does not fit" in m or "out of" in m and "memory" in m:
+            ck.expect(False, "%s: %s" % (l.get("type"), m))
+    ck.done()
+
+
 def corrupt_record(db, index):
     """Overwrites the first 8 bytes (the PNG or JPEG signature) of record `index` of an
     encoded .db (docs/formats.md): the file still opens, the record fails to decode."""
@@ -539,6 +553,7 @@ COMMANDS = {
     "nan": check_nan,
     "bad-value": check_bad_value,
     "val-neutral": check_val_neutral,
+    "fits": check_fits,
     "mem-in-use": mem_in_use,
     "halved": check_halved,
     "corrupt-record": corrupt_record,

@@ -264,6 +264,13 @@ check "replicas: out of memory at ${used:-?} MiB, capped at $cap MiB" python3 "$
 check "replicas: halved on out of memory" python3 "$lib" replicas \
     "$tmp/rep1.log" "$tmp/rep1/snapshot_iter_${last:-0}.cdw" "$tmp/rep1/snapshot_iter_${mid:-0}.cdw" \
     "$tmp/rep2-mem.log" "$tmp/rep2-mem/snapshot_iter_${last:-0}.cdw"
+# capped at just what the roomy run's nets use: it fits at batch 32 and runs to the end,
+# so nothing the run needs later (the val and test splits' last, partial batches, the
+# solver's state) is allocated after the batch was chosen
+cap=$(python3 -c "print(round(${used:-0} + 0.001, 4))")
+job "$tmp/rep2-exact" plain "$acc, \"batch_size\": 64, \"replicas\": 2, \"cpu_memory_mb\": $cap"
+run "$tmp/rep2-exact"
+check "replicas: capped at what the nets use ($cap MiB), it fits and finishes" python3 "$lib" fits "$tmp/rep2-exact.log"
 # snapshot and resume with 2 replicas: rank 0 saves, every replica continues from it
 resume_case replicas plain '"random_seed": 9, "batch_size": 32, "replicas": 2, "learning_rate": 0.02'
 # a replica that dies: the same images stored as PNG, record 40 damaged; in stored order
