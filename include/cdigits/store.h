@@ -63,6 +63,8 @@ void store_close(store_t *s); /* accepts NULL */
  * meanwhile; reads do not. Much faster for bursts of worker lines. */
 int store_batch_begin(store_t *s, cd_err_t *err);
 int store_batch_end(store_t *s, cd_err_t *err);
+/* Waits for the write in progress on another thread (a batch included) to commit. */
+void store_sync(store_t *s);
 int store_schema_version(store_t *s);
 /* bytes SQLite holds in this process now (page caches, statements), and its peak */
 void store_memory(long long *now, long long *peak);

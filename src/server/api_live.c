@@ -60,9 +60,26 @@ static void sse_free(void *cls)
     free(s);
 }
 
-/* Starts a stream on channel, first sending `first` (an event with no id, so that it
- * does not move a client's Last-Event-ID). */
-static void sse_start(req_t *r, const char *channel, const char *first_name, json_t *first)
+/* Where a new stream starts: after the newest event, or after the client's Last-Event-ID.
+ * Taken before the stream's first event is built, and once every event up to it is
+ * committed (events of a batch of worker lines go out before the batch commits), so a
+ * change is either in that first event and what the page reads next, or in the stream. */
+static uint64_t sse_cursor(req_t *r)
+{
+    uint64_t newest = events_last_id(r->srv->events);
+    store_sync(r->srv->store);
+    const char *last = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Last-Event-ID");
+    if (last) {
+        unsigned long long v = strtoull(last, NULL, 10);
+        if (v <= newest)
+            return v;
+    }
+    return newest;
+}
+
+/* Starts a stream on channel from cursor (sse_cursor), first sending `first` (an event
+ * with no id, so that it does not move a client's Last-Event-ID). */
+static void sse_start(req_t *r, const char *channel, uint64_t cursor, const char *first_name, json_t *first)
 {
     sse_t *s = calloc(1, sizeof *s);
     if (!s) {
@@ -72,14 +89,7 @@ static void sse_start(req_t *r, const char *channel, const char *first_name, jso
     }
     s->srv = r->srv;
     snprintf(s->channel, sizeof s->channel, "%s", channel);
-    const char *last = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Last-Event-ID");
-    uint64_t newest = events_last_id(r->srv->events);
-    s->cursor = newest;
-    if (last) {
-        unsigned long long v = strtoull(last, NULL, 10);
-        if (v <= newest)
-            s->cursor = v;
-    }
+    s->cursor = cursor;
     char *data = first ? json_dumps(first, JSON_COMPACT) : NULL;
     json_decref(first);
     size_t need = (data ? strlen(data) : 0) + 128;
@@ -104,22 +114,24 @@ static void sse_start(req_t *r, const char *channel, const char *first_name, jso
 
 void h_job_events(req_t *r)
 {
+    uint64_t cursor = sse_cursor(r);
     json_t *job = api_job_param(r);
     if (!job)
         return;
     char channel[64];
     snprintf(channel, sizeof channel, "job:%s", r->params[0]);
-    sse_start(r, channel, "job", view_job_detail(r->srv, job));
+    sse_start(r, channel, cursor, "job", view_job_detail(r->srv, job));
     json_decref(job);
 }
 
 void h_home_events(req_t *r)
 {
+    uint64_t cursor = sse_cursor(r);
     json_t *res = sched_resources(r->srv->sched);
     json_t *gpus = json_object_get(res, "gpus");
     json_t *hello = json_pack("{s:O, s:O}", "total", json_object_get(gpus, "total"), "free", json_object_get(gpus, "free"));
     json_decref(res);
-    sse_start(r, "home", "gpus", hello);
+    sse_start(r, "home", cursor, "gpus", hello);
 }
 
 /* The server process's own memory: resident, the C heap in use, and SQLite's share of

@@ -477,6 +477,11 @@ int store_batch_end(store_t *s, cd_err_t *err)
     return rc;
 }
 
+void store_sync(store_t *s)
+{
+    store_release(store_writer(s));
+}
+
 /* ---- open / migrate ---------------------------------------------------------------- */
 
 static int exec_sql(sqlite3 *db, const char *sql, const char *what, cd_err_t *err)

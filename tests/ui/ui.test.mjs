@@ -31,7 +31,7 @@ if (!BASE || !IMAGES) {
 }
 const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
   '--disable-sync'];
-const TRAIN_EPOCHS = Number(process.env.UI_TRAIN_EPOCHS || 12);
+const TRAIN_EPOCHS = Number(process.env.UI_TRAIN_EPOCHS || 40); /* long enough to abort it while it runs */
 
 fs.mkdirSync(OUT, { recursive: true });
 let passed = 0;

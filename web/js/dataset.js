@@ -208,7 +208,7 @@
     CD.setText('#progress-text', stage === 'parse' ? 'Reading the folders…' : stage === 'create' ? 'Writing the records…' : '');
   }
 
-  const reloadSoon = CD.debounce(() => P.reload().then(render).catch(() => {}), 200);
+  const reloadSoon = CD.debounce(() => P.reload().then((j) => j && render(j)).catch(() => {}), 200);
 
   P.init();
   $('#class-sort').addEventListener('change', renderClasses);
@@ -221,13 +221,13 @@
 
   const first = CD.getInitial('/datasets/' + encodeURIComponent(id) + '/json');
   if (first) render(first);
-  else P.reload().then(render).catch(P.notFound);
+  else P.reload().then((j) => j && render(j)).catch(P.notFound);
   api('GET', '/clone/' + encodeURIComponent(id) + '/json').then((c) => { sourceFields = c.fields || {}; if (job) renderSummary(); }).catch(() => {});
   P.loadLog();
   loadModels();
 
   CD.events('/jobs/' + encodeURIComponent(id) + '/events', {
-    job: (j) => render(j),
+    job: (j) => { P.supersede(); render(j); },
     open: () => P.loadLog(), /* the lines written before the stream opened */
     status: reloadSoon,
     dataset: reloadSoon,

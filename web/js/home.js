@@ -169,11 +169,20 @@
     render();
   }
 
+  /* A reply is the last word only if no newer reload was sent and no status event was
+   * applied in place while it was on its way (then it is read again). */
+  let reloads = 0;
+  let edits = 0;
   async function reload() {
+    const mine = ++reloads;
+    const editsBefore = edits;
     try {
-      accept(await api('GET', '/completed_jobs/json'));
+      const d = await api('GET', '/completed_jobs/json');
+      if (mine !== reloads) return;
+      accept(d);
+      if (edits !== editsBefore) reloadSoon();
     } catch (e) {
-      CD.toast('Cannot load the job lists: ' + e.message, 'error');
+      if (mine === reloads) CD.toast('Cannot load the job lists: ' + e.message, 'error');
     }
   }
   const reloadSoon = CD.debounce(reload, 250);
@@ -247,6 +256,7 @@
   function onStatus(ev) {
     const job = allJobs().find((j) => j.id === ev.job_id);
     if (!job) { reloadSoon(); return; }
+    edits++;
     const wasRunning = data.running.includes(job);
     job.status = ev.status;
     job.status_css = ev.css;
@@ -295,7 +305,7 @@
   initTabs();
   api('GET', '/hardware/json').then((hw) => {
     const g = hw.resources && hw.resources.gpus;
-    if (g) CD.setGpus(g.total || 0, g.free || 0);
+    if (g && !CD.state.gpus) CD.setGpus(g.total || 0, g.free || 0); /* the stream's count is newer */
   }).catch(() => {});
   setInterval(tick, 1000);
 

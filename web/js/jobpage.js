@@ -58,11 +58,17 @@
     renderHistory(job);
   }
 
+  /* Answers the job, or null when its reply was overtaken (a newer reload, or the
+   * stream's `job` event: supersede) and must not be shown. */
+  let reloads = 0;
   async function reload() {
+    const mine = ++reloads;
     const job = await api('GET', '/' + kind + 's/' + encodeURIComponent(id) + '/json');
+    if (mine !== reloads) return null;
     setJob(job);
     return job;
   }
+  function supersede() { reloads++; }
 
   /* ---- log ------------------------------------------------------------------------------ */
 
@@ -170,5 +176,5 @@
     err.textContent = e.message + ' It may have been deleted.';
   }
 
-  CD.jobpage = {id, kind, state, setJob, reload, loadLog, logLine, renderHistory, init, notFound, elapsed};
+  CD.jobpage = {id, kind, state, setJob, reload, supersede, loadLog, logLine, renderHistory, init, notFound, elapsed};
 })();

@@ -89,9 +89,9 @@
   }
 
   async function loadMetrics(replace) {
+    if (replace) metrics.clear(); /* before the read: metric events during it stay */
     try {
       const d = await api('GET', '/models/' + enc + '/metrics/json');
-      if (replace) metrics.clear();
       for (const m of d.metrics || []) addMetric(m);
       updateCharts();
     } catch (e) {
@@ -410,7 +410,7 @@
     hwIdle();
   }
 
-  const reloadSoon = CD.debounce(() => P.reload().then(render).catch(() => {}), 200);
+  const reloadSoon = CD.debounce(() => P.reload().then((j) => j && render(j)).catch(() => {}), 200);
 
   P.init();
   $('#resume').addEventListener('click', resume);
@@ -425,7 +425,7 @@
   const firstMetrics = CD.getInitial('/models/' + enc + '/metrics/json');
   if (firstMetrics) for (const m of firstMetrics.metrics || []) addMetric(m);
   if (first) render(first);
-  else P.reload().then((j) => { render(j); updateCharts(); }).catch(P.notFound);
+  else P.reload().then((j) => { if (j) { render(j); updateCharts(); } }).catch(P.notFound);
   makeCharts();
   updateCharts(true);
   if (!firstMetrics) loadMetrics();
@@ -434,7 +434,7 @@
   setInterval(() => { if (job && job.status === 'Running') renderProgress(); }, 1000);
 
   CD.events('/jobs/' + enc + '/events', {
-    job: (j) => { render(j); loadDataset(); },
+    job: (j) => { P.supersede(); render(j); loadDataset(); },
     open: () => { loadMetrics(); P.loadLog(); },
     status: (ev) => {
       if (job) {
