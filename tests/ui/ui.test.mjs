@@ -413,7 +413,7 @@ try {
     await page.goto(state.modelUrl, { waitUntil: 'load' });
     await Promise.all([page.waitForURL(/model-new\.html\?previous=/), page.click('#snapshots tbody tr:last-child a:text("new model")')]);
     /* the page opens the tab once it has read the jobs */
-    await page.waitForFunction(() => document.querySelector('#tab-previous').getAttribute('aria-selected') === 'true', null, { timeout: 10000 })
+    await page.waitForFunction(() => document.querySelector('#tab-previous').getAttribute('aria-selected') === 'true')
       .catch(() => { throw new Error('the Previous networks tab is not open'); });
     await page.waitForFunction((id) => {
       const sel = document.querySelector(`select[name="${id}-snapshot"]`);
