@@ -93,16 +93,6 @@ int ds_scan_classes(const char *dir, char ***names, int *count, ds_skips *skips,
     return CD_OK;
 }
 
-static int is_image_name(const char *name)
-{
-    static const char *const exts[] = {".png", ".jpg", ".jpeg", ".jpe"};
-    const char *dot = strrchr(name, '.');
-    for (size_t i = 0; dot && i < CD_ARRAY_LEN(exts); i++)
-        if (strcasecmp(dot, exts[i]) == 0)
-            return 1;
-    return 0;
-}
-
 static int walk(const char *dir, int depth, int label, ds_items *out, ds_skips *skips, char *err,
                 size_t errlen)
 {
@@ -125,8 +115,8 @@ static int walk(const char *dir, int depth, int label, ds_items *out, ds_skips *
             rc = walk(path, depth + 1, label, out, skips, err, errlen);
         } else if (!S_ISREG(st.st_mode)) {
             ds_skip(skips, path, "not a regular file");
-        } else if (!is_image_name(names[i])) {
-            ds_skip(skips, path, "not a .png, .jpg or .jpeg file");
+        } else if (!cd_image_name_ok(names[i])) {
+            ds_skip(skips, path, "not a .png, .jpg, .jpeg, .bmp, .pgm or .ppm file");
         } else {
             ds_items_push(out, path, label);
             path = NULL;

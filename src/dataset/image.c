@@ -1,5 +1,6 @@
-/* Planar images: allocation, format sniffing, decode to a channel count, encode,
- * gray <-> RGB conversion. The codecs themselves are in png_codec.c and jpeg_codec.c. */
+/* Planar images: allocation, decode to a channel count, encode, gray <-> RGB conversion.
+ * The codecs are png_codec.c, jpeg_codec.c, bmp_codec.c and pnm_codec.c; which one
+ * reads a file is src/common/image_kind.c's call. */
 #include "internal.h"
 
 #include <errno.h>
@@ -31,17 +32,6 @@ void cd_image_free(cd_image_t *img)
     memset(img, 0, sizeof *img);
 }
 
-int cd_image_sniff(const void *buf, size_t len)
-{
-    static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-    const uint8_t *p = buf;
-    if (len >= 8 && memcmp(p, png_sig, 8) == 0)
-        return CD_IMAGE_PNG;
-    if (len >= 3 && p[0] == 0xFF && p[1] == 0xD8 && p[2] == 0xFF)
-        return CD_IMAGE_JPEG;
-    return CD_IMAGE_UNKNOWN;
-}
-
 /* Interleaved pixels with c_in channels -> planar image with c_out channels. */
 static void hwc_to_image(const uint8_t *hwc, int c_in, int h, int w, cd_image_t *out)
 {
@@ -64,6 +54,8 @@ typedef int (*decode_fn)(const uint8_t *, size_t, int, uint8_t **, int *, int *,
 static const decode_fn g_decoders[] = {
     [CD_IMAGE_PNG] = ds_png_decode,
     [CD_IMAGE_JPEG] = ds_jpeg_decode,
+    [CD_IMAGE_BMP] = ds_bmp_decode,
+    [CD_IMAGE_PNM] = ds_pnm_decode,
 };
 
 int cd_image_decode(const void *buf, size_t len, int channels, cd_image_t *out, char *err,
@@ -74,7 +66,7 @@ int cd_image_decode(const void *buf, size_t len, int channels, cd_image_t *out, 
         return ds_err(err, errlen, "channels must be 1 or 3, not %d", channels);
     int fmt = cd_image_sniff(buf, len);
     if (fmt == CD_IMAGE_UNKNOWN)
-        return ds_err(err, errlen, "not a PNG or JPEG image");
+        return ds_err(err, errlen, "not a %s image", cd_image_kinds());
     uint8_t *px = NULL;
     int c = 0, h = 0, w = 0;
     if (g_decoders[fmt](buf, len, channels, &px, &c, &h, &w, err, errlen) != CD_OK)

@@ -57,6 +57,11 @@ int ds_png_decode(const uint8_t *buf, size_t len, int want_c, uint8_t **pixels, 
                   int *w, char *err, size_t errlen);
 int ds_jpeg_decode(const uint8_t *buf, size_t len, int want_c, uint8_t **pixels, int *c, int *h,
                    int *w, char *err, size_t errlen);
+/* BMP (stb_image) and PGM/PPM (P2, P3, P5, P6): the image's own channel count. */
+int ds_bmp_decode(const uint8_t *buf, size_t len, int want_c, uint8_t **pixels, int *c, int *h,
+                  int *w, char *err, size_t errlen);
+int ds_pnm_decode(const uint8_t *buf, size_t len, int want_c, uint8_t **pixels, int *c, int *h,
+                  int *w, char *err, size_t errlen);
 int ds_png_encode(const uint8_t *hwc, int c, int h, int w, int level, uint8_t **buf, size_t *len,
                   char *err, size_t errlen);
 int ds_jpeg_encode(const uint8_t *hwc, int c, int h, int w, int quality, uint8_t **buf,

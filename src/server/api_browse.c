@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "cdigits/image.h"
 #include "cdigits/util.h"
 
 #define BROWSE_MAX_DIRS 20000 /* sub-folders listed at most */
@@ -20,17 +21,6 @@ static int name_cmp(const void *a, const void *b)
                   json_string_value(json_object_get(*(json_t *const *)b, "name")));
 }
 
-static int is_image_name(const char *n)
-{
-    static const char *const exts[] = {".png", ".jpg", ".jpeg", ".jpe", ".bmp", ".gif", ".webp", ".ppm", ".pgm"};
-    size_t len = strlen(n);
-    for (size_t i = 0; i < CD_ARRAY_LEN(exts); i++) {
-        size_t e = strlen(exts[i]);
-        if (len > e && strcasecmp(n + len - e, exts[i]) == 0)
-            return 1;
-    }
-    return 0;
-}
 
 static int inside_roots(const server_t *srv, const char *real)
 {
@@ -101,7 +91,7 @@ void h_browse(req_t *r)
         if (stat(child, &st) != 0)
             continue;
         if (S_ISREG(st.st_mode)) {
-            if (is_image_name(e->d_name)) {
+            if (cd_image_name_ok(e->d_name)) {
                 images++;
                 if ((!first[0] || strcmp(e->d_name, first) < 0) && realpath(child, creal) && inside_roots(srv, creal))
                     snprintf(first, sizeof first, "%s", e->d_name);
@@ -154,8 +144,8 @@ void h_browse_file(req_t *r)
         reply_error(r, missing ? 404 : 403, "%s", msg);
         return;
     }
-    if (!is_image_name(real)) {
-        reply_error(r, 403, "\"%s\" is not an image (.png, .jpg, .jpeg, .bmp, .gif, .webp, .ppm, .pgm); only images "
+    if (!cd_image_name_ok(real)) {
+        reply_error(r, 403, "\"%s\" is not an image (.png, .jpg, .jpeg, .bmp, .pgm, .ppm); only images "
                             "of the data roots are served",
                     path);
         return;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cdigits/model_server.h"
+#include "cdigits/image.h"
 #include "cdigits/util.h"
 
 #define INFER_WAIT 300.0  /* seconds to wait for the model's worker and a slot */
@@ -304,9 +305,7 @@ static char *base64(const unsigned char *p, size_t n)
 
 static int is_image(const field_t *f)
 {
-    const unsigned char *p = (const unsigned char *)f->value;
-    return (f->len >= 8 && !memcmp(p, "\x89PNG\r\n\x1a\n", 8)) || (f->len >= 3 && p[0] == 0xff && p[1] == 0xd8 &&
-                                                                   p[2] == 0xff);
+    return cd_image_sniff(f->value, f->len) != CD_IMAGE_UNKNOWN;
 }
 
 /* The worker's file names become URLs under /files/. */
@@ -354,8 +353,9 @@ void h_classify_one(req_t *r)
         req = json_pack("{s:s, s:s, s:i}", "op", "classify", "image", path, "top", 5);
     } else if (file && file->len) {
         if (!is_image(file)) {
-            reply_error(r, 400, "image_file%s%s%s is not a PNG or JPEG image; upload one of those",
-                        file->filename ? " (" : "", file->filename ? file->filename : "", file->filename ? ")" : "");
+            reply_error(r, 400, "image_file%s%s%s is not a %s image; upload one of those",
+                        file->filename ? " (" : "", file->filename ? file->filename : "", file->filename ? ")" : "",
+                        cd_image_kinds());
             goto out;
         }
         char *b64 = base64((const unsigned char *)file->value, file->len);

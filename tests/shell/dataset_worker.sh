@@ -59,6 +59,50 @@ done
 check "[ \"\$(head -c4 \"$T/job/train.db\")\" = CDDB ]" "train.db starts with CDDB"
 check "[ \"\$(cat \"$T/job/labels.txt\" | tr '\n' ' ')\" = 'bag trouser tshirt_top ' ]" "labels.txt in sorted order"
 
+# the same images as BMP (24-bit), PGM (binary, 16-bit) and PPM (text): the dataset's
+# records are the PNG dataset's, byte for byte (the junk file skipped the same way)
+python3 - "$T/img.idx" "$T/src" "$T/src-other" <<'PY'
+import os, struct, sys
+idx, png_root, out = sys.argv[1:]
+data = open(idx, "rb").read()[16:]
+rows, cols = 6, 5
+def bmp(px):
+    row = (cols * 3 + 3) // 4 * 4
+    body = b"".join(bytes(v for x in range(cols) for v in (px[y * cols + x],) * 3).ljust(row, b"\0")
+                    for y in reversed(range(rows)))
+    head = struct.pack("<2sIHHIIiiHHIIiiII", b"BM", 54 + len(body), 0, 0, 54, 40, cols, rows, 1, 24, 0,
+                       len(body), 2835, 2835, 0, 0)
+    return head + body
+def pgm16(px):
+    return b"P5\n%d %d\n65535\n" % (cols, rows) + b"".join(struct.pack(">H", v * 257) for v in px)
+def ppm_text(px):
+    return (b"P3\n# gray as colour\n%d %d\n255\n" % (cols, rows) +
+            b"\n".join(b"%d %d %d" % (v, v, v) for v in px) + b"\n")
+writers = {"bag": (".bmp", bmp), "trouser": (".pgm", pgm16), "tshirt_top": (".ppm", ppm_text)}
+for cls in sorted(os.listdir(png_root)):
+    os.makedirs(os.path.join(out, cls))
+    for name in sorted(os.listdir(os.path.join(png_root, cls))):
+        if not name.endswith(".png"):
+            continue
+        i = int(name[:-4])
+        ext, write = writers[cls]
+        with open(os.path.join(out, cls, name[:-4] + ext), "wb") as f:
+            f.write(write(data[i * rows * cols:(i + 1) * rows * cols]))
+PY
+echo "not an image" > "$T/src-other/bag/readme.txt"
+for kind in src src-other; do
+    mkdir -p "$T/job-$kind"
+    cat > "$T/job-$kind/dataset.json" <<JSON
+{"folder_train": "$T/$kind", "channels": 1, "width": 8, "height": 8,
+ "resize_mode": "fill", "encoding": "none", "pct_val": 20, "seed": 3}
+JSON
+    "$W" dataset "$T/job-$kind" > "$T/$kind.jsonl" 2>&1
+done
+check "[ -s "$T/job-src-other/stats.json" ] && grep -q '\"skipped\":1' "$T/src-other.jsonl"" \
+    "a dataset of BMP, PGM and PPM files is made ($(grep -o '"type":"error".*' "$T/src-other.jsonl" | head -c 300))"
+check "cmp -s "$T/job-src/train.db" "$T/job-src-other/train.db" && cmp -s "$T/job-src/val.db" "$T/job-src-other/val.db"" \
+    "its records are those of the same images as PNG"
+
 # a bad value: error line naming the key and the choices, exit 1, no stats.json
 mkdir -p "$T/bad"
 echo "{\"folder_train\": \"$T/src\", \"resize_mode\": \"stretch\"}" > "$T/bad/dataset.json"

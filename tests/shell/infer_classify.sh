@@ -53,7 +53,7 @@ check '[ "$CODE" = 200 ] && [ "$(jv "len(d[\"predictions\"])")" = 3 ]' "a 40x30 
 # bad input
 printf 'this is not an image\n' >"$T/note.png"
 http POST $URL -F job_id="$ML" -F image_file="@$T/note.png"
-check '[ "$CODE" = 400 ] && jv "d[\"error\"][\"description\"]" | grep -q "not a PNG or JPEG"' "a non-image upload is 400"
+check '[ "$CODE" = 400 ] && jv "d[\"error\"][\"description\"]" | grep -q "not a PNG, JPEG, BMP, PGM or PPM image"' "a non-image upload is 400"
 head -c 60 "$IMG" >"$T/truncated.png"
 http POST $URL -F job_id="$ML" -F image_file="@$T/truncated.png"
 check '[ "$CODE" = 400 ]' "a truncated PNG is 400 ($(jv 'd["error"]["description"]'))"

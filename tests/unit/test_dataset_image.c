@@ -287,7 +287,7 @@ static void test_png_jpeg_roundtrip(void)
     cd_image_t d;
     char err[256] = "";
     CHECK(cd_image_decode("hello world", 11, 3, &d, err, sizeof err) == CD_ERR, "junk");
-    CHECK(strstr(err, "not a PNG or JPEG") != NULL, "junk message: %s", err);
+    CHECK(strstr(err, "not a PNG, JPEG, BMP, PGM or PPM image") != NULL, "junk message: %s", err);
 }
 
 /* Writes a big-endian 16- or 32-bit value. */
@@ -442,6 +442,159 @@ static void test_write_png_file(void)
     cd_image_free(&s);
 }
 
+/* ---- BMP and netpbm, written here byte by byte from their specifications ---------------- */
+
+static void put_le(uint8_t *p, uint32_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A BMP of src (c = 3: 24-bit BGR; c = 1: 8-bit with a gray palette), bottom-up rows
+ * padded to 4 bytes, or top-down (negative height) when top_down. */
+static uint8_t *write_bmp(const cd_image_t *src, int top_down, size_t *len)
+{
+    int bpp = src->c == 3 ? 24 : 8, palette = src->c == 1 ? 256 * 4 : 0;
+    size_t row = ((size_t)src->w * bpp / 8 + 3) / 4 * 4, off = 14 + 40 + (size_t)palette;
+    *len = off + row * (size_t)src->h;
+    uint8_t *b = calloc(1, *len);
+    b[0] = 'B', b[1] = 'M';
+    put_le(b + 2, (uint32_t)*len, 4);
+    put_le(b + 10, (uint32_t)off, 4);
+    put_le(b + 14, 40, 4);
+    put_le(b + 18, (uint32_t)src->w, 4);
+    put_le(b + 22, (uint32_t)(top_down ? -src->h : src->h), 4);
+    put_le(b + 26, 1, 2);
+    put_le(b + 28, (uint32_t)bpp, 2);
+    put_le(b + 46, src->c == 1 ? 256 : 0, 4);
+    for (int i = 0; i < palette / 4; i++)
+        b[54 + 4 * i] = b[55 + 4 * i] = b[56 + 4 * i] = (uint8_t)i;
+    size_t plane = (size_t)src->h * src->w;
+    for (int y = 0; y < src->h; y++) {
+        uint8_t *r = b + off + row * (size_t)(top_down ? y : src->h - 1 - y);
+        for (int x = 0; x < src->w; x++) {
+            size_t i = (size_t)y * src->w + x;
+            if (src->c == 1)
+                r[x] = src->data[i];
+            else
+                for (int k = 0; k < 3; k++)
+                    r[3 * x + k] = src->data[(2 - k) * plane + i]; /* B, G, R */
+        }
+    }
+    return b;
+}
+
+static int same_pixels(const cd_image_t *a, const cd_image_t *b)
+{
+    return a->c == b->c && a->h == b->h && a->w == b->w && !memcmp(a->data, b->data, (size_t)a->c * a->h * a->w);
+}
+
+static void test_bmp(void)
+{
+    for (int c = 1; c <= 3; c += 2)
+        for (int top = 0; top < 2; top++) {
+            cd_image_t s = random_image(c, 7, 5), d; /* 5 wide: rows need padding */
+            size_t len;
+            uint8_t *b = write_bmp(&s, top, &len);
+            char err[256] = "";
+            CHECK(cd_image_sniff(b, len) == CD_IMAGE_BMP, "sniffed as BMP");
+            CHECK(cd_image_decode(b, len, c, &d, err, sizeof err) == CD_OK, "bmp c=%d top=%d: %s", c, top, err);
+            CHECK(same_pixels(&s, &d), "bmp c=%d top-down=%d: the pixels written come back", c, top);
+            cd_image_free(&d);
+            CHECK(cd_image_decode(b, len - 3, c, &d, err, sizeof err) == CD_ERR && strstr(err, "truncated BMP"),
+                  "a BMP short of its last row is refused: %s", err);
+            free(b);
+            cd_image_free(&s);
+        }
+    /* gray asked of a colour BMP: the same luma as a PNG's */
+    cd_image_t s = random_image(3, 4, 4), d, ref;
+    size_t len;
+    uint8_t *b = write_bmp(&s, 0, &len);
+    char err[256] = "";
+    CHECK(cd_image_decode(b, len, 1, &d, err, sizeof err) == CD_OK && cd_image_convert(&s, 1, &ref, err, sizeof err) == CD_OK,
+          "bmp to gray: %s", err);
+    CHECK(same_pixels(&d, &ref), "a colour BMP read as gray matches cd_image_convert");
+    cd_image_free(&d);
+    cd_image_free(&ref);
+    put_le(b + 30, 1, 4); /* BI_RLE8 */
+    CHECK(cd_image_decode(b, len, 3, &d, err, sizeof err) == CD_ERR && strstr(err, "BMP"), "RLE refused: %s", err);
+    put_le(b + 30, 0, 4);
+    put_le(b + 18, 9000, 4);
+    put_le(b + 22, 9000, 4);
+    CHECK(cd_image_decode(b, len, 3, &d, err, sizeof err) == CD_ERR, "a 9000x9000 BMP refused: %s", err);
+    free(b);
+    cd_image_free(&s);
+}
+
+/* A netpbm file: header text then the samples (binary, or text when ascii). */
+static uint8_t *write_pnm(const cd_image_t *src, int maxval, int ascii, size_t *len)
+{
+    size_t plane = (size_t)src->h * src->w, n = plane * (size_t)src->c, cap = 64 + n * 12;
+    uint8_t *b = malloc(cap);
+    int magic = src->c == 1 ? (ascii ? 2 : 5) : (ascii ? 3 : 6);
+    size_t at = (size_t)snprintf((char *)b, cap, "P%d\n# written by a test\n%d %d\n%d\n", magic, src->w, src->h, maxval);
+    for (size_t i = 0; i < plane; i++)
+        for (int k = 0; k < src->c; k++) {
+            /* the sample whose scaled value is the pixel's: round(p * maxval / 255) */
+            unsigned v = (src->data[k * plane + i] * (unsigned)maxval + 127) / 255;
+            if (ascii)
+                at += (size_t)snprintf((char *)b + at, cap - at, "%u%c", v, i % 7 == 6 ? '\n' : ' ');
+            else if (maxval > 255)
+                b[at++] = (uint8_t)(v >> 8), b[at++] = (uint8_t)v;
+            else
+                b[at++] = (uint8_t)v;
+        }
+    *len = at;
+    return b;
+}
+
+static void test_pnm(void)
+{
+    static const struct {
+        int c, maxval, ascii;
+    } cases[] = {{1, 255, 0}, {3, 255, 0}, {1, 65535, 0}, {3, 65535, 0}, {1, 255, 1}, {3, 255, 1}, {3, 1023, 0}};
+    for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+        int c = cases[t].c, maxval = cases[t].maxval;
+        cd_image_t s = random_image(c, 6, 9), d;
+        size_t len;
+        uint8_t *b = write_pnm(&s, maxval, cases[t].ascii, &len);
+        char err[256] = "";
+        CHECK(cd_image_sniff(b, len) == CD_IMAGE_PNM, "sniffed as netpbm");
+        CHECK(cd_image_decode(b, len, c, &d, err, sizeof err) == CD_OK, "pnm case %zu: %s", t, err);
+        /* 8 and 16 bits give the pixels back exactly; 10 bits to within the rounding twice */
+        int worst = 0;
+        for (size_t i = 0; d.data && i < (size_t)c * 6 * 9; i++)
+            worst = abs(d.data[i] - s.data[i]) > worst ? abs(d.data[i] - s.data[i]) : worst;
+        CHECK(d.c == c && d.h == 6 && d.w == 9 && worst <= (maxval == 1023 ? 1 : 0), "pnm case %zu: pixels off by %d", t,
+              worst);
+        cd_image_free(&d);
+        if (!cases[t].ascii)
+            CHECK(cd_image_decode(b, len - 1, c, &d, err, sizeof err) == CD_ERR && strstr(err, "truncated"),
+                  "pnm case %zu: one byte short is refused: %s", t, err);
+        else
+            CHECK(cd_image_decode(b, len / 2, c, &d, err, sizeof err) == CD_ERR && strstr(err, "missing"),
+                  "pnm case %zu: half the text is refused: %s", t, err);
+        free(b);
+        cd_image_free(&s);
+    }
+    cd_image_t d;
+    char err[256] = "";
+    CHECK(cd_image_decode("P4\n2 2\n\xc0\x40", 9, 1, &d, err, sizeof err) == CD_ERR && strstr(err, "PBM"),
+          "PBM refused by name: %s", err);
+    CHECK(cd_image_decode("P5\n2 2\n255\n\x01\x02\x03\x04", 15, 1, &d, err, sizeof err) == CD_OK && d.data[3] == 4,
+          "a 2x2 P5: %s", err);
+    cd_image_free(&d);
+    CHECK(cd_image_decode("P5\n2 2\n15\n\x01\x02\x03\x10", 14, 1, &d, err, sizeof err) == CD_ERR && strstr(err, "maxval"),
+          "a sample over maxval refused: %s", err);
+    CHECK(cd_image_decode("P6\n9000 9000\n255\n", 17, 3, &d, err, sizeof err) == CD_ERR && strstr(err, "more than"),
+          "a 9000x9000 PPM refused from its header: %s", err);
+    CHECK(cd_image_decode("P5\n2 x\n255\n", 11, 1, &d, err, sizeof err) == CD_ERR && strstr(err, "header"),
+          "a bad header: %s", err);
+    CHECK(cd_image_name_ok("a.PGM") && cd_image_name_ok("b.bmp") && cd_image_name_ok("c.ppm") && !cd_image_name_ok("d.gif") &&
+              !cd_image_name_ok("bmp"),
+          "image names by extension");
+}
+
 int main(void)
 {
     cd_test_init("test_dataset_image");
@@ -455,5 +608,7 @@ int main(void)
     test_pixel_cap();
     test_png_flavours();
     test_write_png_file();
+    test_bmp();
+    test_pnm();
     return cd_test_finish();
 }

@@ -1,6 +1,6 @@
 /* Replays every input kept in tests/fuzz/corpus/NAME (the seeds and each input that
  * once crashed a fuzz target, named crash-*) through the fuzz targets of the file
- * readers, under this build's sanitizers: PNG, JPEG, IDX, .db records, snapshots and
+ * readers, under this build's sanitizers: PNG, JPEG, BMP, PGM/PPM, IDX, .db records, snapshots and
  * prototxt. A target aborts on a finding, which fails the test loudly. The server's
  * request decoding has its own replay (test_server_auth_fuzz, which links the server). */
 #define _GNU_SOURCE
@@ -16,6 +16,9 @@
 #undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_jpeg_one
 #include "../fuzz/fuzz_jpeg.c"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_bmp_pnm_one
+#include "../fuzz/fuzz_bmp_pnm.c"
 #undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_idx_one
 #include "../fuzz/fuzz_idx.c"
@@ -39,6 +42,7 @@ int main(void)
         int min_crashes; /* findings kept as regression inputs */
     } targets[] = {
         {"png", fuzz_png_one, 0},         {"jpeg", fuzz_jpeg_one, 0},   {"idx", fuzz_idx_one, 1},
+        {"bmp_pnm", fuzz_bmp_pnm_one, 0},
         {"db", fuzz_db_one, 0},           {"snapshot", fuzz_snapshot_one, 2},
         {"prototxt", fuzz_prototxt_one, 0},
     };
