@@ -164,7 +164,7 @@ for p in "/datasets/$DS/json" "/jobs/$DS/status" "/jobs/$DS/log/json" "/files/$D
 done
 http POST /models/images/classification/json "${AH[@]}" -F dataset="$DS" -F model_name=m -F standard_networks=lenet -F train_epochs=1
 check '[ "$CODE" = 403 ]' "ann cannot train on fred's dataset"
-curl -s -N --max-time 3 "${AH[@]}" "$B/events" >"$T/ann-events.txt" &
+curl -s -N --max-time 5 "${AH[@]}" "$B/events" >"$T/ann-events.txt" &
 EV=$!
 JAR=$T/admin.txt
 login_pw admin "$ADMIN_PW"
