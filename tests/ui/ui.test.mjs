@@ -173,6 +173,11 @@ try {
     const help = await page.textContent('#preview-help');
     check(/\(\w+\/\w+\.png, 28×28\)/.test(help), `the preview says "${help}"`);
     check(!(await page.isHidden('#example-reset')), 'the sample picture cannot be brought back');
+    /* a binary PGM of the user's (browsers do not read netpbm): previewed all the same */
+    const pgm = Buffer.concat([Buffer.from('P5\n# a test\n6 4\n65535\n'), Buffer.alloc(6 * 4 * 2, 0x80)]);
+    await page.setInputFiles('#example-file', { name: 'own.pgm', mimeType: 'image/x-portable-graymap', buffer: pgm });
+    await page.waitForFunction(() => /Your image \(6×4\)/.test(document.querySelector('#preview-help').textContent));
+    await page.click('#example-reset');
   });
 
   await step('new dataset from a folder: created, done, classes, mean image, explorer, log', async () => {
