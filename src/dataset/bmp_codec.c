@@ -38,12 +38,12 @@ static uint32_t le16(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8;
 }
 
-/* The bytes a BMP needs for its header and pixel rows, from its headers; 0 when they
- * are not readable (stb then says why). */
+/* The bytes a BMP needs for its header and pixel rows, from its headers (which stb has
+ * accepted); more than any file when the headers themselves are cut short. */
 static uint64_t bmp_needs(const uint8_t *b, size_t len)
 {
-    if (len < 30)
-        return 0;
+    if (len < 18 || len < 14 + (uint64_t)le32(b + 14) || len < 30)
+        return UINT64_MAX; /* 26 bytes of OS/2 header and no pixel row is short too */
     uint32_t offset = le32(b + 10), hsz = le32(b + 14);
     int64_t width, height;
     uint32_t bpp;
@@ -81,6 +81,8 @@ int ds_bmp_decode(const uint8_t *buf, size_t len, int want_c, uint8_t **pixels, 
         return ds_err(err, errlen, "%dx%d is more than %u pixels; resize the image before importing it", x, y,
                       CD_IMAGE_MAX_PIXELS);
     uint64_t need = bmp_needs(buf, len);
+    if (need == UINT64_MAX)
+        return ds_err(err, errlen, "truncated BMP: %zu bytes end inside its headers", len);
     if (need > len)
         return ds_err(err, errlen, "truncated BMP: %zu of %llu bytes", len, (unsigned long long)need);
     /* alpha dropped as for PNG; gray to RGB and back are cd_image_decode's */

@@ -518,6 +518,21 @@ static void test_bmp(void)
     cd_image_free(&ref);
     put_le(b + 30, 1, 4); /* BI_RLE8 */
     CHECK(cd_image_decode(b, len, 3, &d, err, sizeof err) == CD_ERR && strstr(err, "BMP"), "RLE refused: %s", err);
+    /* an OS/2 BMP that is all header (26 bytes, 4096x4096 declared): refused, not black */
+    uint8_t os2[26] = {'B', 'M'};
+    put_le(os2 + 2, 26, 4);
+    put_le(os2 + 10, 26, 4);
+    put_le(os2 + 14, 12, 4);
+    put_le(os2 + 18, 4096, 2);
+    put_le(os2 + 20, 4096, 2);
+    put_le(os2 + 22, 1, 2);
+    put_le(os2 + 24, 24, 2);
+    for (size_t n = 26; n <= 29; n++) {
+        uint8_t pad[29] = {0};
+        memcpy(pad, os2, sizeof os2);
+        CHECK(cd_image_decode(pad, n, 3, &d, err, sizeof err) == CD_ERR && strstr(err, "truncated BMP"),
+              "an OS/2 BMP of %zu bytes declaring 4096x4096 is refused: %s", n, err);
+    }
     put_le(b + 30, 0, 4);
     put_le(b + 18, 9000, 4);
     put_le(b + 22, 9000, 4);

@@ -89,12 +89,16 @@
   }
 
   async function loadMetrics(replace) {
-    if (replace) metrics.clear(); /* before the read: metric events during it stay */
+    /* cleared before the read, so metric events during it stay; put back if it fails */
+    const before = replace ? new Map(metrics) : null;
+    if (replace) metrics.clear();
     try {
       const d = await api('GET', '/models/' + enc + '/metrics/json');
       for (const m of d.metrics || []) addMetric(m);
       updateCharts();
     } catch (e) {
+      for (const [k, v] of before || []) if (!metrics.has(k)) metrics.set(k, v);
+      updateCharts();
       CD.toast('Cannot load the metrics: ' + e.message, 'error');
     }
   }
