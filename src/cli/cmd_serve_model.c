@@ -406,7 +406,7 @@ static json_t *op_classify(server *s, json_t *req, json_t *id)
         int rc = cd_image_decode(bytes, len, ch, &img, err, sizeof err);
         free(bytes);
         if (rc != CD_OK)
-            return fail(id, "input", "the upload is not an image this server can read (%s): %s", cd_image_kinds(), err);
+            return fail(id, "input", "cannot read the uploaded image: %s", err);
     } else {
         return fail(id, "input", "a classify request needs image or image_b64");
     }

@@ -49,6 +49,14 @@ open(sys.argv[1], "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(
                               + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))' "$T/rgb40x30.png"
 http POST $URL -F job_id="$ML" -F image_file="@$T/rgb40x30.png"
 check '[ "$CODE" = 200 ] && [ "$(jv "len(d[\"predictions\"])")" = 3 ]' "a 40x30 RGB image is resized and made gray"
+PNGP=$(jv 'd["predictions"]')
+# the same pixels as a PPM: the same answer
+py '
+w, h = 40, 30
+px = bytes((x * 6 + c * 40 + y) % 256 for y in range(h) for x in range(w) for c in range(3))
+open(sys.argv[1], "wb").write(b"P6\n%d %d\n255\n" % (w, h) + px)' "$T/rgb40x30.ppm"
+http POST $URL -F job_id="$ML" -F image_file="@$T/rgb40x30.ppm"
+check '[ "$CODE" = 200 ] && [ "$(jv "d[\"predictions\"]")" = "$PNGP" ]' "the same image as a PPM upload gets the same answer"
 
 # bad input
 printf 'this is not an image\n' >"$T/note.png"

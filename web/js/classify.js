@@ -89,10 +89,10 @@
     CD.setText('#one-caption', file ? file.name : path);
     try {
       let bitmap = null;
-      if (file) bitmap = await createImageBitmap(file);
+      if (file) bitmap = await CD.readPicture(file);
       else {
         const blob = await fetch(imageUrl(path), {credentials: 'same-origin'}).then((r) => (r.ok ? r.blob() : null));
-        if (blob) bitmap = await createImageBitmap(blob);
+        if (blob) bitmap = await CD.readPicture(blob);
       }
       if (!bitmap) return;
       const s = Math.min(canvas.width / bitmap.width, canvas.height / bitmap.height);

@@ -414,10 +414,54 @@
     };
   }
 
+  /* Binary PGM/PPM (P5, P6), which browsers do not read, as an ImageData; null for
+   * anything else. The server reads these (and the text forms) itself. */
+  function netpbmImage(bytes) {
+    if (bytes.length < 3 || bytes[0] !== 0x50 || (bytes[1] !== 0x35 && bytes[1] !== 0x36)) return null;
+    const nums = [];
+    let i = 2;
+    while (nums.length < 3 && i < bytes.length) {
+      const ch = bytes[i];
+      if (ch === 0x23) { while (i < bytes.length && bytes[i] !== 0x0a) i++; continue; } /* # comment */
+      if (ch >= 0x30 && ch <= 0x39) {
+        let v = 0;
+        while (i < bytes.length && bytes[i] >= 0x30 && bytes[i] <= 0x39) v = v * 10 + bytes[i++] - 0x30;
+        nums.push(v);
+        continue;
+      }
+      i++;
+    }
+    const [w, h, maxval] = nums;
+    const c = bytes[1] === 0x36 ? 3 : 1, size = maxval > 255 ? 2 : 1;
+    i++; /* the one white space after maxval */
+    if (!w || !h || !maxval || w * h > (1 << 24) || bytes.length - i < w * h * c * size) return null;
+    const img = new ImageData(w, h);
+    for (let p = 0; p < w * h; p++) {
+      for (let k = 0; k < 3; k++) {
+        const at = i + (p * c + (c === 3 ? k : 0)) * size;
+        const v = size === 2 ? (bytes[at] << 8) | bytes[at + 1] : bytes[at];
+        img.data[4 * p + k] = Math.round(v * 255 / maxval);
+      }
+      img.data[4 * p + 3] = 255;
+    }
+    return img;
+  }
+
+  /* A picture from a file or a blob: what the browser reads, or binary PGM/PPM. */
+  async function readPicture(blob) {
+    try {
+      return await createImageBitmap(blob);
+    } catch (e) {
+      const img = netpbmImage(new Uint8Array(await blob.arrayBuffer()));
+      if (!img) throw e;
+      return createImageBitmap(img);
+    }
+  }
+
   window.CD = {
     base: base.href, url, el, svg, append, $, $$, clear, setText, api, ApiError, getInitial, showErrors, clearErrors,
     duration, date, ago, bytes, num, count, badge, cssOf, statusClass, progressBar, setProgress, toast,
     confirmDialog, events, setGpus, user, requireLogin, loginUrl, actionError, initTopbar, jobUrl, param,
-    debounce, state,
+    debounce, state, readPicture,
   };
 })();
