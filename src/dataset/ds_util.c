@@ -161,3 +161,8 @@ int ds_fsync_dir(const char *path)
     close(fd);
     return rc == 0 ? CD_OK : CD_ERR;
 }
+
+char *ds_skip_bom(char *text)
+{
+    return text && strncmp(text, "\xEF\xBB\xBF", 3) == 0 ? text + 3 : text;
+}

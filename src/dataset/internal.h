@@ -86,6 +86,8 @@ int ds_set_last_error(const char *fmt, ...) __attribute__((format(printf, 1, 2))
 int ds_write_all(int fd, const void *buf, size_t len);
 /* "No space left on device; free disk space and run again" style advice for errno. */
 const char *ds_errno_advice(int e);
+/* text past a UTF-8 byte order mark (what Windows editors put first), or text itself */
+char *ds_skip_bom(char *text);
 /* fsync the directory holding path, so a rename in it is durable. */
 int ds_fsync_dir(const char *path);
 
@@ -128,7 +130,8 @@ int ds_plan_textfiles(const struct cd_dataset_config *cfg, ds_plan *plan, ds_ski
 /* Deal the images of one class (in a fixed order) to the splits: shuffle with a
  * generator seeded with rng_seed, keep at most max (0: all), then the first
  * round(n * pct_val / 100) go to val, the next round(n * pct_test / 100) to test and
- * the rest to train. Takes the paths from cls (left empty). */
+ * the rest to train, which keeps at least one when pct_val + pct_test < 100. Takes the
+ * paths from cls (left empty). */
 void ds_deal_class(ds_items *cls, uint64_t rng_seed, int max, double pct_val, double pct_test,
                    ds_plan *plan);
 

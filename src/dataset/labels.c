@@ -43,7 +43,7 @@ int cd_labels_load(const char *path, char ***names, int *count)
     char **out = NULL;
     int n = 0, cap = 0;
     char *save = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    for (char *line = strtok_r(ds_skip_bom(text), "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *end = line + strlen(line);
         while (end > line && isspace((unsigned char)end[-1]))
             *--end = 0;

@@ -65,6 +65,14 @@ void ds_deal_class(ds_items *cls, uint64_t rng_seed, int max, double pct_val, do
         nv = n;
     if (nt > n - nv)
         nt = n - nv;
+    /* a class of the training source keeps at least one training image: rounding would
+     * otherwise send the whole of a small class to val and test (2 images at 75%) */
+    while (pct_val + pct_test < 100 && n > 0 && nv + nt >= n) {
+        if (nt > 0)
+            nt--;
+        else
+            nv--;
+    }
     for (size_t i = 0; i < n; i++) {
         int split = i < nv ? CD_SPLIT_VAL : i < nv + nt ? CD_SPLIT_TEST : CD_SPLIT_TRAIN;
         ds_items_push(&plan->split[split], cls->v[i].path, cls->v[i].label);

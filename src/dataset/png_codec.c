@@ -98,7 +98,9 @@ int ds_png_decode(const uint8_t *buf, size_t len, int want_c, uint8_t **pixels, 
         png_set_palette_to_rgb(png);
     if (color == PNG_COLOR_TYPE_GRAY && depth < 8)
         png_set_expand_gray_1_2_4_to_8(png);
-    if (color & PNG_COLOR_MASK_ALPHA)
+    /* alpha is dropped, including the alpha a palette's or gray image's tRNS chunk
+     * becomes once expanded */
+    if ((color & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, info, PNG_INFO_tRNS))
         png_set_strip_alpha(png);
     if (want_c == 3 && !(color & PNG_COLOR_MASK_COLOR))
         png_set_gray_to_rgb(png);

@@ -278,6 +278,12 @@ int cd_image_resize(const cd_image_t *src, int width, int height, int mode, uint
     else
         g_modes[mode].geometry(src->w, src->h, width, height, &g);
 
+    /* crop scales the whole image before cutting: an extreme aspect ratio makes that
+     * intermediate image too large */
+    if (g.rw > CD_IMAGE_MAX_SIDE || g.rh > CD_IMAGE_MAX_SIDE || (uint64_t)g.rw * (uint64_t)g.rh > CD_IMAGE_MAX_PIXELS)
+        return ds_err(err, errlen, "a %dx%d image is too elongated to %s to %dx%d (it would first be scaled to "
+                      "%dx%d); use resize mode fill or squash, or trim the image", src->w, src->h,
+                      cd_resize_mode_name(mode), width, height, g.rw, g.rh);
     cd_image_t scaled;
     if (cd_image_scale(src, g.rw, g.rh, &scaled, err, errlen) != CD_OK)
         return CD_ERR;

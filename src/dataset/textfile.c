@@ -34,7 +34,7 @@ static int parse_list(const char *list, const char *root_cfg, int nlabels, ds_it
     const char *root = root_cfg[0] ? root_cfg : dirname(dir);
     int lineno = 0;
     char where[4200], why[256];
-    for (char *line = text, *next; line; line = next) {
+    for (char *line = ds_skip_bom(text), *next; line; line = next) {
         next = strchr(line, '\n');
         if (next)
             *next++ = 0;

@@ -307,6 +307,43 @@ static void test_val_folder_and_text(void)
     cd_db_close(db);
 }
 
+/* Small classes keep a training image however the percentages round; a text list and a
+ * labels file saved with a UTF-8 byte order mark (Windows editors) read as without one. */
+static void test_small_classes_and_bom(void)
+{
+    char err[1024] = "", json[8192];
+    cd_dataset_result_t res;
+    const char *files[] = {"small/a/0.png", "small/a/1.png", "small/b/0.png", "small/b/1.png",
+                           "small/c/0.png", "small/c/1.png", "small/c/2.png"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        write_image(files[i], 6, 6, 0);
+    snprintf(json, sizeof json,
+             "{\"folder_train\": \"%s\", \"width\": 6, \"height\": 6, \"channels\": 1, "
+             "\"pct_val\": 75, \"encoding\": \"none\", \"seed\": 1}",
+             tmp_path("small"));
+    int rc = run(json, "job-small", &res, NULL, err, sizeof err);
+    /* round(2 x 0.75) = 2 would take both images of a and of b: each gives one back */
+    CHECK(rc == CD_OK && res.count[0] == 3 && res.count[1] == 4,
+          "every class keeps one training image: train %zu (want 3), val %zu (want 4): %s", res.count[0],
+          res.count[1], err);
+
+    write_text("bom-train.txt", "\xEF\xBB\xBF" "a/0.png 0\r\na/1.png 0\r\nb/0.png 1\r\nb/1.png 1\r\n");
+    write_text("bom-labels.txt", "\xEF\xBB\xBF" "apple\r\nbanana\r\n");
+    snprintf(json, sizeof json,
+             "{\"textfile_train\": \"%s\", \"textfile_labels\": \"%s\", \"textfile_root\": \"%s\", "
+             "\"width\": 6, \"height\": 6, \"channels\": 1, \"pct_val\": 0, \"encoding\": \"none\"}",
+             tmp_path("bom-train.txt"), tmp_path("bom-labels.txt"), tmp_path("small"));
+    json_t *lines = NULL;
+    rc = run(json, "job-bom", &res, &lines, err, sizeof err);
+    CHECK(rc == CD_OK && res.count[0] == 4 && res.skipped == 0,
+          "a list with a byte order mark: train %zu (want 4), skipped %zu: %s", res.count[0], res.skipped, err);
+    json_decref(lines);
+    char *labels = cd_read_file(tmp_path("job-bom/labels.txt"), NULL);
+    CHECK(labels && strcmp(labels, "apple\nbanana\n") == 0, "labels.txt without the mark: \"%s\"",
+          labels ? labels : "(none)");
+    free(labels);
+}
+
 static void test_config(void)
 {
     static const struct {
@@ -358,6 +395,7 @@ int main(void)
     test_folders();
     test_min_max();
     test_val_folder_and_text();
+    test_small_classes_and_bom();
     test_config();
     return cd_test_finish();
 }

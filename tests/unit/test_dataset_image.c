@@ -229,6 +229,20 @@ static void test_half_crop(void)
     cd_image_free(&s);
 }
 
+/* crop of a very elongated image: refused with what to do, not with an internal shape */
+static void test_crop_elongated(void)
+{
+    cd_image_t s = random_image(1, 300, 1), d;
+    char err[512] = "";
+    CHECK(cd_image_resize(&s, 256, 256, CD_RESIZE_CROP, 1, &d, err, sizeof err) == CD_ERR &&
+              strstr(err, "1x300 image is too elongated to crop to 256x256") && strstr(err, "fill or squash"),
+          "crop of 1x300 to 256x256: %s", err);
+    CHECK(cd_image_resize(&s, 256, 256, CD_RESIZE_FILL, 1, &d, err, sizeof err) == CD_OK && d.w == 256,
+          "fill of the same image works: %s", err);
+    cd_image_free(&d);
+    cd_image_free(&s);
+}
+
 static void test_mode_names(void)
 {
     for (int m = 0; m < CD_RESIZE_COUNT; m++)
@@ -348,6 +362,9 @@ static void mb_write(png_structp png, png_bytep d, size_t n)
 }
 static void mb_flush(png_structp png) { (void)png; }
 
+static png_byte g_trns[4]; /* a tRNS chunk for the next write_png_raw (g_ntrns entries) */
+static int g_ntrns;
+
 static membuf write_png_raw(int w, int h, int color, int depth, const uint8_t *rows_data,
                             size_t rowbytes, const png_color *palette, int npal)
 {
@@ -359,6 +376,9 @@ static membuf write_png_raw(int w, int h, int color, int depth, const uint8_t *r
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
     if (palette)
         png_set_PLTE(png, info, palette, npal);
+    if (g_ntrns)
+        png_set_tRNS(png, info, g_trns, g_ntrns, NULL);
+    g_ntrns = 0;
     png_write_info(png, info);
     for (int y = 0; y < h; y++)
         png_write_row(png, rows_data + (size_t)y * rowbytes);
@@ -383,6 +403,19 @@ static void test_png_flavours(void)
     CHECK(cd_image_decode(m.p, m.n, 1, &d, NULL, 0) == CD_OK, "palette as gray");
     CHECK(px(&d, 0, 0, 0) == 76 && px(&d, 0, 0, 1) == 150 && px(&d, 0, 1, 0) == 29,
           "601 gray %d %d %d", px(&d, 0, 0, 0), px(&d, 0, 0, 1), px(&d, 0, 1, 0));
+    cd_image_free(&d);
+    free(m.p);
+
+    /* a palette with transparency (tRNS; common in optimised web PNGs): RGB, alpha dropped */
+    g_trns[0] = 0, g_trns[1] = 128, g_ntrns = 2;
+    m = write_png_raw(2, 2, PNG_COLOR_TYPE_PALETTE, 8, idx, 2, pal, 4);
+    char err[256] = "";
+    CHECK(cd_image_decode(m.p, m.n, 3, &d, err, sizeof err) == CD_OK, "palette with tRNS: %s", err);
+    CHECK(d.c == 3 && px(&d, 0, 0, 0) == 255 && px(&d, 2, 1, 0) == 255 && px(&d, 2, 1, 1) == 30,
+          "palette with tRNS: its colours");
+    cd_image_free(&d);
+    CHECK(cd_image_decode(m.p, m.n, 1, &d, err, sizeof err) == CD_OK && px(&d, 0, 0, 0) == 76,
+          "palette with tRNS as gray: %s", err);
     cd_image_free(&d);
     free(m.p);
 
@@ -619,6 +652,7 @@ int main(void)
     test_fill();
     test_half_crop();
     test_mode_names();
+    test_crop_elongated();
     test_png_jpeg_roundtrip();
     test_pixel_cap();
     test_png_flavours();
