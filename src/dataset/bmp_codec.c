@@ -28,33 +28,23 @@
 #include <stb_image.h>
 #pragma GCC diagnostic pop
 
-static uint32_t le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint32_t le16(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
-}
-
 /* The bytes a BMP needs for its header and pixel rows, from its headers (which stb has
  * accepted); more than any file when the headers themselves are cut short. */
 static uint64_t bmp_needs(const uint8_t *b, size_t len)
 {
-    if (len < 18 || len < 14 + (uint64_t)le32(b + 14) || len < 30)
+    if (len < 18 || len < 14 + (uint64_t)ds_get_u32(b + 14) || len < 30)
         return UINT64_MAX; /* 26 bytes of OS/2 header and no pixel row is short too */
-    uint32_t offset = le32(b + 10), hsz = le32(b + 14);
+    uint32_t offset = ds_get_u32(b + 10), hsz = ds_get_u32(b + 14);
     int64_t width, height;
     uint32_t bpp;
     if (hsz == 12) {
-        width = le16(b + 18);
-        height = le16(b + 20);
-        bpp = le16(b + 24);
+        width = ds_get_u16(b + 18);
+        height = ds_get_u16(b + 20);
+        bpp = ds_get_u16(b + 24);
     } else {
-        width = (int32_t)le32(b + 18);
-        height = (int32_t)le32(b + 22);
-        bpp = le16(b + 28);
+        width = (int32_t)ds_get_u32(b + 18);
+        height = (int32_t)ds_get_u32(b + 22);
+        bpp = ds_get_u16(b + 28);
     }
     if (height < 0)
         height = -height; /* rows stored top-down */
