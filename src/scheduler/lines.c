@@ -217,6 +217,15 @@ static const struct {
     {"batch", on_batch},     {"advice", on_advice},
 };
 
+/* A line that is not JSON is kept as text, its stray bytes made '?' so it can be stored,
+ * shown and sent like any other, and remembered as the worker's last words. */
+static void keep_text(sched_t *s, stask_t *t, const char *level, char *line)
+{
+    cd_utf8_scrub(line);
+    add_log(s, t, level, line);
+    remember(t, line);
+}
+
 void lines_handle(sched_t *s, stask_t *t, char *line, int from_stderr)
 {
     size_t n = strlen(line);
@@ -224,21 +233,15 @@ void lines_handle(sched_t *s, stask_t *t, char *line, int from_stderr)
         line[--n] = 0;
     if (!n)
         return;
-    /* a line that is not JSON is kept as text, its stray bytes made '?' so it can be
-     * stored, shown and sent like any other */
     if (from_stderr || line[0] != '{') {
-        cd_utf8_scrub(line);
-        add_log(s, t, from_stderr ? "stderr" : "info", line);
-        remember(t, line);
+        keep_text(s, t, from_stderr ? "stderr" : "info", line);
         return;
     }
     json_error_t jerr;
     json_t *j = json_loadb(line, n, 0, &jerr);
     if (!j || !json_is_object(j)) {
         json_decref(j);
-        cd_utf8_scrub(line);
-        add_log(s, t, "info", line);
-        remember(t, line);
+        keep_text(s, t, "info", line);
         return;
     }
     const char *type = jstr(j, "type", "");
