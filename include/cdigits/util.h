@@ -52,8 +52,20 @@ void cd_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 #define cd_error(...) cd_log(CD_LOG_ERROR, __VA_ARGS__)
 #define cd_debug(...) cd_log(CD_LOG_DEBUG, __VA_ARGS__)
 
-/* A worker's fatal error: says why on stderr and as a JSON line, then exits 1. */
+/* A worker's fatal error: says why on stderr and through the fatal report (below),
+ * then exits 1. */
 void cd_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* Where a fatal error (cd_die, a failed cd_x* allocation) is reported besides stderr.
+ * The common code knows no JSON: src/common/jsonl.c installs, when it is linked into a
+ * program, a report that writes the worker's error line. report gets the message and
+ * returns nonzero when the process must leave with _exit rather than exit (a
+ * data-parallel replica's thread, whose siblings may be inside a collective). NULL
+ * removes it. */
+typedef int (*cd_fatal_report_fn)(const char *message);
+void cd_set_fatal_report(cd_fatal_report_fn report);
+/* Calls the installed report with message; 0 where none is installed. */
+int cd_report_fatal(const char *message);
 
 #ifdef __cplusplus
 }

@@ -104,6 +104,24 @@ void cd_jsonl_set_speaker(const char *who)
 
 int cd_jsonl_has_speaker(void) { return g_speaker[0] != 0; }
 
+/* ---- fatal errors ---------------------------------------------------------------------- */
+
+/* cd_die's and a failed allocation's report: the error line, with the replica's name on
+ * a replica's thread; a replica leaves with _exit. */
+static int fatal_report(const char *message)
+{
+    cd_jsonl_error("%s", message);
+    return cd_jsonl_has_speaker();
+}
+
+/* Installed whenever this file is part of a program (it is linked in by the first
+ * cd_jsonl_* call the program makes), before main runs, so no fatal error can come
+ * before it. */
+__attribute__((constructor)) static void install_fatal_report(void)
+{
+    cd_set_fatal_report(fatal_report);
+}
+
 /* ---- a crash on a named thread -------------------------------------------------------- */
 
 static const struct {

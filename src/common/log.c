@@ -7,11 +7,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cdigits/jsonl.h"
-
 static int g_level = CD_LOG_INFO;
 static FILE *g_file;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static cd_fatal_report_fn g_report;
+
+void cd_set_fatal_report(cd_fatal_report_fn report) { g_report = report; }
+int cd_report_fatal(const char *message) { return g_report ? g_report(message) : 0; }
 
 void cd_log_set_level(int level) { g_level = level; }
 void cd_log_set_file(FILE *f) { g_file = f; }
@@ -48,10 +50,10 @@ void cd_die(const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fprintf(stderr, "cdigits-worker: %s\n", msg);
-    cd_jsonl_error("%s", msg); /* with the replica's name on a replica's thread */
+    int quick = cd_report_fatal(msg);
     fflush(stdout);
     fflush(stderr);
-    if (cd_jsonl_has_speaker())
+    if (quick)
         _exit(1); /* the other replicas may be inside a collective: no exit handlers */
     exit(1);
 }

@@ -1,6 +1,5 @@
 /* Checked allocation, file helpers and clocks. */
 #include "cdigits/util.h"
-#include "cdigits/jsonl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,9 +12,11 @@
 
 static void oom(size_t n)
 {
-    fprintf(stderr, "cdigits: out of memory allocating %zu bytes; free memory or lower the batch size\n", n);
+    char msg[128];
+    snprintf(msg, sizeof msg, "out of memory allocating %zu bytes; free memory or lower the batch size", n);
+    fprintf(stderr, "cdigits: %s\n", msg);
     /* the same on the report, where there is one (small allocations may still work) */
-    cd_jsonl_error("out of memory allocating %zu bytes; free memory or lower the batch size", n);
+    cd_report_fatal(msg);
     abort();
 }
 
