@@ -292,8 +292,12 @@ typedef struct cd_backend_iface {
      *
      * Between graph_begin and graph_end the caller may not: read results on the host
      * (download, dot, asum), wait (sync), allocate or free device memory (alloc,
-     * free), or copy from the host (upload, upload_async, upload_wait). A backend
-     * names the op that broke one of these rules and aborts. Run the step once before
+     * free), or copy from the host (upload, upload_async, upload_wait). An op that
+     * breaks one of these rules does nothing (download leaves zeros, dot and asum
+     * return 0, alloc NULL) and spoils the capture: graph_end then fails naming it. So
+     * does any device error while capturing: it is recorded, not fatal, and graph_end
+     * fails with the first one, so the caller can go on running the step eagerly.
+     * Run the step once before
      * capturing it: a convolution first met while capturing cannot measure its
      * algorithms and takes the library's heuristic choice, and buffers that grow then
      * are kept until the record is replaced. Only one thread may use the backend

@@ -14,7 +14,10 @@
  * backend: the harness itself (shapes, references, tolerances) runs where no GPU is.
  * Besides the ops it checks mem_info, host_alloc, upload_async/upload_wait and a
  * captured, replayed step (graph_begin/end/replay) wherever the device backend has them,
- * and convolution and gemm in TF32, FP16 and BF16 against the fp32 reference.
+ * and convolution and gemm in TF32, FP16 and BF16 against the fp32 reference. The
+ * captured steps run last (a capture gone wrong cannot cost the other rows), ending
+ * with one that breaks the capture rules and must fail cleanly, the backend working
+ * eagerly after it.
  */
 #include <math.h>
 #include <signal.h>
@@ -960,10 +963,79 @@ static void go_test_variant(const char *tag, const char *var, const char *val, i
     if (precision == CD_PREC_FP16 || precision == CD_PREC_BF16) {
         go_test_conv(tag, tol, go_conv(2, 3, 67, 67, 16, 11, 11, 4, 0, 1, 1), 1);
         go_test_conv(tag, tol, go_conv(3, 5, 9, 7, 6, 3, 3, 1, 1, 1, 1), 0); /* odd counts */
-        go_test_graph(tag, tol);
     }
     be->iface->destroy(be);
     go_be[DEV] = keep;
+}
+
+/* The captured step of go_test_graph on a new device backend computing in precision. */
+static void go_test_graph_precision(const char *tag, int precision, double tol)
+{
+    char why[256];
+    cd_backend_t *keep = go_be[DEV];
+    cd_backend_t *be = cd_backend_cuda_new(0, why, sizeof why);
+    if (!be) {
+        fprintf(stderr, "FAIL: CUDA backend%s: %s\n", tag, why);
+        go_record(go_fmt("backend%s", tag), "", NAN, tol);
+        return;
+    }
+    be->precision = precision;
+    go_be[DEV] = be;
+    go_test_graph(tag, tol);
+    be->iface->destroy(be);
+    go_be[DEV] = keep;
+}
+
+/*
+ * A capture that breaks the rules fails instead of aborting, and the backend goes on
+ * eagerly: between graph_begin and graph_end a convolution (recorded), then a
+ * download and a sync (refused). graph_end must fail naming the first refused op, the
+ * refused download must leave zeros (not stale data) in its host buffer, no record may
+ * be left to replay (the one before included), and the same convolution run eagerly
+ * afterwards must match the CPU. Only on CUDA: elsewhere the graph slots are NULL.
+ */
+static void go_test_graph_fallback(void)
+{
+    cd_backend_t *be = go_be[DEV];
+    const cd_backend_iface *o = be->iface;
+    if (!o->graph_begin || !o->graph_end || !o->graph_replay || strcmp(o->name, "cuda") != 0)
+        return;
+    cd_conv_desc d = go_conv(2, 3, 12, 12, 5, 3, 3, 1, 1, 1, 1);
+    const char *sh = go_fmt("conv %dx%dx%dx%d k%d, download and sync inside", d.n, d.c, d.h,
+                            d.w, d.k);
+    size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.k * d.oh * d.ow;
+    size_t nw = (size_t)d.k * d.c * d.kh * d.kw;
+    go_t x = go_rand(nx, -1, 1), w = go_rand(nw, -1, 1), bias = go_rand(d.k, -1, 1);
+    go_t y = go_rand(ny, -1, 1);
+    float host[4] = {7.0f, 7.0f, 7.0f, 7.0f};
+    int rc = o->graph_begin(be);
+    if (rc != 0) {
+        fprintf(stderr, "FAIL graph fallback: graph_begin: %s\n", be->err);
+    } else {
+        o->conv_forward(be, &d, x.d[DEV], w.d[DEV], bias.d[DEV], y.d[DEV]);
+        o->download(be, host, y.d[DEV], sizeof host);
+        o->sync(be);
+        rc = o->graph_end(be);
+    }
+    int named = rc != 0 && strstr(be->err, "download") && strstr(be->err, "cannot be replayed");
+    if (rc == 0)
+        fprintf(stderr, "FAIL graph fallback: graph_end accepted a step with a download\n");
+    else if (!named)
+        fprintf(stderr, "FAIL graph fallback: graph_end's error does not name the download: %s\n",
+                be->err);
+    go_record("graph fallback: graph_end fails", sh, named ? 0.0 : NAN, TOL_COUNT);
+    int zeros = host[0] == 0.0f && host[1] == 0.0f && host[2] == 0.0f && host[3] == 0.0f;
+    go_record("graph fallback: refused download", "host buffer zero-filled", zeros ? 0.0 : NAN,
+              TOL_COUNT);
+    int none = o->graph_replay(be) != 0;
+    go_record("graph fallback: no record left", "graph_replay refuses", none ? 0.0 : NAN,
+              TOL_COUNT);
+    BOTH(conv_forward, &d, D(x), D(w), D(bias), D(y));
+    go_check("graph fallback: eager conv after", sh, &y, TOL_CONV);
+    go_free(&x);
+    go_free(&w);
+    go_free(&bias);
+    go_free(&y);
 }
 
 /* A device error aborts (the backend's contract); the rows so far are printed first. */
@@ -1117,8 +1189,6 @@ static int go_run_all(void)
     go_test_mem_info();
     go_test_upload_async((size_t)16 << 20, 1);
     go_test_upload_async(100003, 0);
-    go_test_graph("", TOL_CONV * 10);
-    go_test_graph_dropout(100003);
 
     /* the same convolutions through cuDNN's heuristics instead of measurement, and in
      * each reduced precision (the training option `precision`) */
@@ -1130,7 +1200,16 @@ static int go_run_all(void)
         go_test_variant(" bf16", NULL, NULL, CD_PREC_BF16, TOL_BF16);
     }
     if (go_be[DEV]->iface->allreduce_mean)
-        go_test_allreduce(100003); /* last: NCCL's setup is the slowest and least sure */
+        go_test_allreduce(100003); /* NCCL's setup is the slowest and least sure */
+
+    /* captured steps last, so a capture that goes wrong cannot cost the rows above */
+    go_test_graph("", TOL_CONV * 10);
+    go_test_graph_dropout(100003);
+    if (!self) {
+        go_test_graph_precision(" fp16", CD_PREC_FP16, TOL_FP16);
+        go_test_graph_precision(" bf16", CD_PREC_BF16, TOL_BF16);
+    }
+    go_test_graph_fallback();
 
     cd_backend_free(go_be[DEV]);
     cd_backend_free(go_be[REF]);

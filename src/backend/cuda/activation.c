@@ -4,15 +4,20 @@
  * CHANNEL mode on the (outer, channels, inner, 1) view. */
 #include "cuda_internal.h"
 
-static cudnnActivationMode_t cudnn_mode(cd_backend_t *be, int act)
+/* cuDNN's mode for act into *mode: 0, or -1 for an activation it does not run (fatal;
+ * while capturing the failure is kept and the caller returns) */
+static int cudnn_mode(cd_backend_t *be, int act, cudnnActivationMode_t *mode)
 {
     switch (act) {
     case CD_ACT_SIGMOID:
-        return CUDNN_ACTIVATION_SIGMOID;
+        *mode = CUDNN_ACTIVATION_SIGMOID;
+        return 0;
     case CD_ACT_TANH:
-        return CUDNN_ACTIVATION_TANH;
+        *mode = CUDNN_ACTIVATION_TANH;
+        return 0;
     default:
         cd_cuda_fail_msg(be, "activation %d is not one of relu, sigmoid, tanh", act);
+        return -1;
     }
 }
 
@@ -31,8 +36,10 @@ void cuda_act_forward(cd_backend_t *be, int act, float slope, size_t n, const fl
         CD_LAUNCH(be, cdk_relu_forward(ctx->stream, n, slope, x, y));
         return;
     }
-    CD_CUDNN_CHECK(be, cudnnSetActivationDescriptor(ctx->act, cudnn_mode(be, act),
-                                                    CUDNN_PROPAGATE_NAN, 0.0));
+    cudnnActivationMode_t mode;
+    if (cudnn_mode(be, act, &mode) != 0)
+        return;
+    CD_CUDNN_CHECK(be, cudnnSetActivationDescriptor(ctx->act, mode, CUDNN_PROPAGATE_NAN, 0.0));
     const float one = 1.0f, zero = 0.0f;
     for (size_t at = 0; at < n; at += CUDA_CHUNK) {
         size_t len = n - at < CUDA_CHUNK ? n - at : CUDA_CHUNK;
@@ -52,8 +59,10 @@ void cuda_act_backward(cd_backend_t *be, int act, float slope, size_t n, const f
         CD_LAUNCH(be, cdk_relu_backward(ctx->stream, n, slope, y ? y : x, dy, dx));
         return;
     }
-    CD_CUDNN_CHECK(be, cudnnSetActivationDescriptor(ctx->act, cudnn_mode(be, act),
-                                                    CUDNN_PROPAGATE_NAN, 0.0));
+    cudnnActivationMode_t mode;
+    if (cudnn_mode(be, act, &mode) != 0)
+        return;
+    CD_CUDNN_CHECK(be, cudnnSetActivationDescriptor(ctx->act, mode, CUDNN_PROPAGATE_NAN, 0.0));
     const float one = 1.0f, zero = 0.0f;
     if (!x)
         x = y;

@@ -106,7 +106,8 @@ void cuda_use_device(cd_backend_t *be)
 {
     if (thread_device == be->device)
         return;
-    CD_CUDA_CHECK(be, cudaSetDevice(be->device));
+    if (CD_CUDA_CHECK(be, cudaSetDevice(be->device)))
+        return; /* capturing: the capture has failed; try again next call */
     thread_device = be->device;
 }
 
@@ -121,6 +122,53 @@ int cd_backend_cuda_device_count(void)
         return 0;
     }
     return n > 0 ? n : 0;
+}
+
+/* "13.0" from a CUDA version number (1000 x major + 10 x minor), "unknown" when the
+ * query failed */
+static const char *cuda_version_text(int failed, int v, char *buf, size_t len)
+{
+    if (failed)
+        snprintf(buf, len, "unknown");
+    else
+        snprintf(buf, len, "%d.%d", v / 1000, v % 1000 / 10);
+    return buf;
+}
+
+/* "9.10.2" from a library's version code: 10000 x major + 100 x minor + patch (cuDNN 9,
+ * cuBLAS, NCCL 2.9 and later), or 1000 x major + 100 x minor + patch before that */
+static const char *lib_version_text(int failed, long v, char *buf, size_t len)
+{
+    long unit = v >= 10000 ? 10000 : 1000;
+    if (failed || v <= 0)
+        snprintf(buf, len, "unknown");
+    else
+        snprintf(buf, len, "%ld.%ld.%ld", v / unit, v % unit / 100, v % 100);
+    return buf;
+}
+
+/* One line on stderr naming the device and the versions this backend runs with, so a
+ * worker's log says which libraries a result came from. A version that cannot be read
+ * is "unknown"; none of it is an error. */
+static void log_versions(cd_backend_t *be, const struct cudaDeviceProp *prop)
+{
+    cuda_ctx *ctx = cuda_ctx_of(be);
+    int runtime = 0, driver = 0, blas = 0, nccl = 0;
+    int runtime_failed = CD_CUDA_TRY(be, cudaRuntimeGetVersion(&runtime)) != 0;
+    int driver_failed = CD_CUDA_TRY(be, cudaDriverGetVersion(&driver)) != 0;
+    int blas_failed = CD_CUBLAS_TRY(be, cublasGetVersion(ctx->blas, &blas)) != 0;
+    int nccl_failed = CD_NCCL_TRY(be, ncclGetVersion(&nccl)) != 0;
+    size_t dnn = cudnnGetVersion(); /* no status: 0 would mean none loaded */
+    char rt[32], dr[32], dn[32], bl[32], nc[32];
+    cd_info("GPU %d: %s (sm_%d%d, %.0f GiB); CUDA runtime %s, driver %s, cuDNN %s, cuBLAS %s, "
+            "NCCL %s",
+            be->device, prop->name, prop->major, prop->minor, prop->totalGlobalMem / 1073741824.0,
+            cuda_version_text(runtime_failed, runtime, rt, sizeof rt),
+            cuda_version_text(driver_failed, driver, dr, sizeof dr),
+            lib_version_text(0, (long)dnn, dn, sizeof dn),
+            lib_version_text(blas_failed, blas, bl, sizeof bl),
+            lib_version_text(nccl_failed, nccl, nc, sizeof nc));
+    be->err[0] = 0; /* a failed query above is not the backend's error */
 }
 
 static long env_long(const char *name, long fallback)
@@ -205,6 +253,7 @@ cd_backend_t *cd_backend_cuda_new(int device, char *why, size_t why_len)
         CD_CUDNN_TRY(be, cudnnCreateActivationDescriptor(&ctx->act)) ||
         CD_CUDNN_TRY(be, cudnnCreateLRNDescriptor(&ctx->lrn)))
         goto err;
+    log_versions(be, &prop);
     return be;
 
 err:

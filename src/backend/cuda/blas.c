@@ -9,7 +9,8 @@ static void set_math(cd_backend_t *be, int tf32)
     int want = tf32 ? (int)CUBLAS_TF32_TENSOR_OP_MATH : (int)CUBLAS_DEFAULT_MATH;
     if (ctx->blas_math == want)
         return;
-    CD_CUBLAS_CHECK(be, cublasSetMathMode(ctx->blas, (cublasMath_t)want));
+    if (CD_CUBLAS_CHECK(be, cublasSetMathMode(ctx->blas, (cublasMath_t)want)))
+        return; /* capturing: not noted as set, so the next gemm sets it again */
     ctx->blas_math = want;
 }
 
@@ -50,6 +51,8 @@ void cuda_gemm(cd_backend_t *be, int trans_a, int trans_b, int m, int n, int k, 
     size_t na = (size_t)m * k, nb = (size_t)k * n;
     size_t off_b = (na * 2 + 255) & ~(size_t)255;
     char *buf = cuda_lowp(be, off_b + nb * 2);
+    if (!buf)
+        return;
     void *ah = buf, *bh = buf + off_b;
     CD_LAUNCH(be, cdk_to_lowp(ctx->stream, kind, na, a, ah));
     CD_LAUNCH(be, cdk_to_lowp(ctx->stream, kind, nb, b, bh));
@@ -60,10 +63,12 @@ void cuda_gemm(cd_backend_t *be, int trans_a, int trans_b, int m, int n, int k, 
                                      CUBLAS_GEMM_DEFAULT));
 }
 
-/* The host waits for the result (cuBLAS's host pointer mode). */
+/* The host waits for the result (cuBLAS's host pointer mode), so while capturing
+ * they are refused and return 0, which the caller must not use. */
 float cuda_dot(cd_backend_t *be, size_t n, const float *a, const float *b)
 {
-    cuda_not_capturing(be, "dot");
+    if (cuda_capture_refuses(be, "dot"))
+        return 0.0f;
     cuda_use_device(be);
     double sum = 0.0;
     for (size_t at = 0; at < n; at += CUDA_CHUNK) {
@@ -77,7 +82,8 @@ float cuda_dot(cd_backend_t *be, size_t n, const float *a, const float *b)
 
 float cuda_asum(cd_backend_t *be, size_t n, const float *x)
 {
-    cuda_not_capturing(be, "asum");
+    if (cuda_capture_refuses(be, "asum"))
+        return 0.0f;
     cuda_use_device(be);
     double sum = 0.0;
     for (size_t at = 0; at < n; at += CUDA_CHUNK) {

@@ -21,6 +21,8 @@ void cuda_channel_affine_grad(cd_backend_t *be, int outer, int channels, int inn
         return;
     cuda_use_device(be);
     void *partial = cuda_scratch(be, cdk_channel_sums_scratch(outer, channels, inner));
+    if (!partial)
+        return;
     CD_LAUNCH(be, cdk_channel_sums(STREAM(be), CDK_SUM_AB_A, outer, channels, inner, dy,
                                    dgamma ? x : NULL, NULL, partial, dgamma, 1.0f, 1.0f, dbeta,
                                    1.0f, 1.0f));
@@ -34,6 +36,8 @@ void cuda_bn_stats(cd_backend_t *be, int outer, int channels, int inner, const f
     double m = (double)outer * inner;
     float inv = m > 0 ? (float)(1.0 / m) : 0.0f;
     void *partial = cuda_scratch(be, cdk_channel_sums_scratch(outer, channels, inner));
+    if (!partial)
+        return;
     CD_LAUNCH(be, cdk_channel_sums(STREAM(be), CDK_SUM_AB_A, outer, channels, inner, x, NULL,
                                    NULL, partial, mean, 0.0f, inv, NULL, 0.0f, 0.0f));
     CD_LAUNCH(be, cdk_channel_sums(STREAM(be), CDK_SUM_SQDEV, outer, channels, inner, x, NULL,
@@ -65,6 +69,8 @@ void cuda_bn_backward(cd_backend_t *be, int outer, int channels, int inner, cons
     size_t part = cdk_channel_sums_scratch(outer, channels, inner);
     part = (part + 255) & ~(size_t)255;
     char *scratch = cuda_scratch(be, part + 2 * (size_t)channels * sizeof(float));
+    if (!scratch)
+        return;
     float *mdyy = (float *)(scratch + part);
     float *mdy = mdyy + channels;
     CD_LAUNCH(be, cdk_channel_sums(STREAM(be), CDK_SUM_AB_A, outer, channels, inner, dy, y, NULL,

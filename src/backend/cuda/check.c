@@ -1,4 +1,5 @@
-/* Failure reports of device calls (see include/cdigits/cuda_check.h). */
+/* Failure reports of device calls (see include/cdigits/cuda_check.h): recorded, then
+ * fatal, or kept by the capture when the backend is capturing a step (graph.c). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,7 @@
 #include <cudnn.h>
 #include <nccl.h>
 
-#include "cdigits/cuda_check.h"
+#include "cuda_internal.h"
 
 static _Thread_local char last_error[1024];
 static cd_cuda_fail_hook fail_hook;
@@ -45,8 +46,13 @@ const char *cd_cuda_status_string(int lib, int status, char *buf, size_t len)
     return buf;
 }
 
-int cd_cuda_record(cd_backend_t *be, int lib, int status, const char *call, const char *func,
-                   const char *file, int line)
+/* Formats the failure into the thread's buffer and be->err; with brief (not NULL) also
+ * a short form for a capture to keep: the call's name without its arguments, so the
+ * cause still fits in be->err once graph_end has wrapped it. The library's status text
+ * is read once (cuDNN and NCCL keep a detail string per thread). */
+static void format_failure(cd_backend_t *be, int lib, int status, const char *call,
+                           const char *func, const char *file, int line, char *brief,
+                           size_t brief_len)
 {
     char what[512];
     cd_cuda_status_string(lib, status, what, sizeof what);
@@ -55,19 +61,36 @@ int cd_cuda_record(cd_backend_t *be, int lib, int status, const char *call, cons
     const char *base = strstr(file, "src/");
     if (!base)
         base = strstr(file, "kernels/");
+    if (!base)
+        base = file;
     snprintf(last_error, sizeof last_error, "%s failed: %s in %s at %s:%d", call, what, func,
-             base ? base : file, line);
+             base, line);
     if (be)
         snprintf(be->err, sizeof be->err, "%.*s", (int)sizeof be->err - 1, last_error);
+    if (brief) {
+        const char *paren = strchr(call, '(');
+        int name_len = paren ? (int)(paren - call) : (int)strlen(call);
+        snprintf(brief, brief_len, "%.*s failed: %s in %s at %s:%d", name_len, call, what, func,
+                 base, line);
+    }
+}
+
+int cd_cuda_record(cd_backend_t *be, int lib, int status, const char *call, const char *func,
+                   const char *file, int line)
+{
+    format_failure(be, lib, status, call, func, file, line, NULL, 0);
     return status;
 }
 
 static void die(cd_backend_t *be) __attribute__((noreturn));
 
-void cd_cuda_fail(cd_backend_t *be, int lib, int status, const char *call, const char *func,
-                  const char *file, int line)
+int cd_cuda_fail(cd_backend_t *be, int lib, int status, const char *call, const char *func,
+                 const char *file, int line)
 {
-    cd_cuda_record(be, lib, status, call, func, file, line);
+    char brief[512];
+    format_failure(be, lib, status, call, func, file, line, brief, sizeof brief);
+    if (cuda_capture_keep(be, brief))
+        return status;
     die(be);
 }
 
@@ -79,6 +102,8 @@ void cd_cuda_fail_msg(cd_backend_t *be, const char *fmt, ...)
     va_end(ap);
     if (be)
         snprintf(be->err, sizeof be->err, "%.*s", (int)sizeof be->err - 1, last_error);
+    if (cuda_capture_keep(be, last_error))
+        return;
     die(be);
 }
 

@@ -74,17 +74,36 @@ static void shape_text(const cd_conv_desc *d, char *buf, size_t len)
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
+/* errors are recorded, not fatal: this runs while a backend is being destroyed, and on
+ * a plan made in a failed capture (descriptors not yet made are NULL) */
+static void plan_free(cd_backend_t *be, conv_plan *p)
+{
+    if (!p)
+        return;
+    CD_CUDNN_TRY(be, cudnnDestroyConvolutionDescriptor(p->conv));
+    CD_CUDNN_TRY(be, cudnnDestroyFilterDescriptor(p->w));
+    CD_CUDNN_TRY(be, cudnnDestroyTensorDescriptor(p->bias));
+    CD_CUDNN_TRY(be, cudnnDestroyTensorDescriptor(p->yf));
+    CD_CUDNN_TRY(be, cudnnDestroyTensorDescriptor(p->y));
+    CD_CUDNN_TRY(be, cudnnDestroyTensorDescriptor(p->x));
+    free(p);
+}
+
 static conv_plan *plan_new(cd_backend_t *be, const cd_conv_desc *d)
 {
     char shape[256];
     shape_text(d, shape, sizeof shape);
     int group = d->group > 0 ? d->group : 1;
-    if (d->c % group || d->k % group)
+    if (d->c % group || d->k % group) {
         cd_cuda_fail_msg(be, "convolution %s: channels and filters must divide by the group",
                          shape);
+        return NULL;
+    }
     conv_plan *p = calloc(1, sizeof *p);
-    if (!p)
+    if (!p) {
         cd_cuda_fail_msg(be, "out of host memory for a convolution plan");
+        return NULL;
+    }
     p->key = *d;
     p->prec = be->precision;
     p->kind = cuda_lowp_kind(be);
@@ -111,7 +130,7 @@ static conv_plan *plan_new(cd_backend_t *be, const cd_conv_desc *d)
                                                        d->dh > 0 ? d->dh : 1, d->dw > 0 ? d->dw : 1,
                                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     CD_CUDNN_CHECK(be, cudnnSetConvolutionGroupCount(p->conv, group));
-    int on, oc, oh, ow;
+    int on = 0, oc = 0, oh = 0, ow = 0;
     CD_CUDNN_CHECK(be, cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &on, &oc, &oh,
                                                              &ow));
     if (on != d->n || oc != d->k || oh != d->oh || ow != d->ow)
@@ -123,21 +142,11 @@ static conv_plan *plan_new(cd_backend_t *be, const cd_conv_desc *d)
                                                   d->k, d->oh, d->ow));
     CD_CUDNN_CHECK(be, cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
                                                   d->k, 1, 1));
+    if (cuda_capture_failed(be)) { /* made in a failed capture: maybe on failed calls */
+        plan_free(be, p);
+        return NULL;
+    }
     return p;
-}
-
-/* errors are recorded, not fatal: this runs while a backend is being destroyed */
-static void plan_free(cd_backend_t *be, conv_plan *p)
-{
-    if (!p)
-        return;
-    CD_CUDNN_TRY(be, cudnnDestroyConvolutionDescriptor(p->conv));
-    CD_CUDNN_TRY(be, cudnnDestroyFilterDescriptor(p->w));
-    CD_CUDNN_TRY(be, cudnnDestroyTensorDescriptor(p->bias));
-    CD_CUDNN_TRY(be, cudnnDestroyTensorDescriptor(p->yf));
-    CD_CUDNN_TRY(be, cudnnDestroyTensorDescriptor(p->y));
-    CD_CUDNN_TRY(be, cudnnDestroyTensorDescriptor(p->x));
-    free(p);
 }
 
 static conv_plan *plan_get(cd_backend_t *be, const cd_conv_desc *d)
@@ -145,8 +154,10 @@ static conv_plan *plan_get(cd_backend_t *be, const cd_conv_desc *d)
     cuda_ctx *ctx = cuda_ctx_of(be);
     if (!ctx->conv) {
         ctx->conv = calloc(1, sizeof *ctx->conv);
-        if (!ctx->conv)
+        if (!ctx->conv) {
             cd_cuda_fail_msg(be, "out of host memory for the convolution plans");
+            return NULL;
+        }
     }
     struct cuda_conv_cache *cache = ctx->conv;
     for (int i = 0; i < cache->n; i++)
@@ -155,13 +166,16 @@ static conv_plan *plan_get(cd_backend_t *be, const cd_conv_desc *d)
     if (cache->n == cache->cap) {
         int cap = cache->cap ? cache->cap * 2 : 16;
         conv_plan **plans = realloc(cache->plans, (size_t)cap * sizeof *plans);
-        if (!plans)
+        if (!plans) {
             cd_cuda_fail_msg(be, "out of host memory for the convolution plans");
+            return NULL;
+        }
         cache->plans = plans;
         cache->cap = cap;
     }
     conv_plan *p = plan_new(be, d);
-    cache->plans[cache->n++] = p;
+    if (p)
+        cache->plans[cache->n++] = p;
     return p;
 }
 
@@ -248,7 +262,7 @@ static void choose(cd_backend_t *be, conv_plan *p, int dir, const void *x, const
         else
             CD_CUDNN_CHECK(be, cudnnGetConvolutionForwardAlgorithm_v7(ctx->dnn, p->x, p->w, p->conv,
                                                                       p->y, want, &got, r));
-        for (int i = 0; i < got; i++)
+        for (int i = 0; i < got && i < want; i++)
             res[i] = (perf){(int)r[i].algo, r[i].status, r[i].memory, r[i].mathType, r[i].time};
     } else if (dir == DIR_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t r[MAX_ALGOS];
@@ -259,7 +273,7 @@ static void choose(cd_backend_t *be, conv_plan *p, int dir, const void *x, const
         else
             CD_CUDNN_CHECK(be, cudnnGetConvolutionBackwardDataAlgorithm_v7(
                                    ctx->dnn, p->w, p->y, p->conv, p->x, want, &got, r));
-        for (int i = 0; i < got; i++)
+        for (int i = 0; i < got && i < want; i++)
             res[i] = (perf){(int)r[i].algo, r[i].status, r[i].memory, r[i].mathType, r[i].time};
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t r[MAX_ALGOS];
@@ -272,7 +286,7 @@ static void choose(cd_backend_t *be, conv_plan *p, int dir, const void *x, const
             CD_CUDNN_CHECK(be, cudnnGetConvolutionBackwardFilterAlgorithm_v7(
                                    ctx->dnn, p->x, p->y, p->conv, p->w, want, &got, r));
         }
-        for (int i = 0; i < got; i++)
+        for (int i = 0; i < got && i < want; i++)
             res[i] = (perf){(int)r[i].algo, r[i].status, r[i].memory, r[i].mathType, r[i].time};
     }
 
@@ -284,6 +298,12 @@ static void choose(cd_backend_t *be, conv_plan *p, int dir, const void *x, const
             CD_CUDA_CHECK(be, cudaFree(tmp));
     }
 
+    /* a choice made on failed calls of a failed capture is not kept: the direction is
+     * chosen again, measured, when it next runs outside a capture */
+    if (cuda_capture_failed(be))
+        return;
+    if (got > want) /* never from cuDNN; res holds want */
+        got = want;
     /* results come fastest (or most promising) first */
     conv_algo *a = &p->dir[dir];
     for (int i = 0; i < got; i++) {
@@ -304,17 +324,22 @@ static void choose(cd_backend_t *be, conv_plan *p, int dir, const void *x, const
 }
 
 /* The plan for d with direction dir chosen (measured on x, w, y: the operands as cuDNN
- * will see them), its math set, and its workspace. */
-static void prepare(cd_backend_t *be, conv_plan *p, int dir, const void *x, const void *w,
-                    const void *y, void **ws)
+ * will see them), its math set, and its workspace. 0, or -1 while capturing when
+ * that failed (the failure is kept): the caller returns. */
+static int prepare(cd_backend_t *be, conv_plan *p, int dir, const void *x, const void *w,
+                   const void *y, void **ws)
 {
     if (!p->dir[dir].chosen)
         choose(be, p, dir, x, w, y);
-    CD_CUDNN_CHECK(be, cudnnSetConvolutionMathType(p->conv, p->dir[dir].math));
+    if (!p->dir[dir].chosen ||
+        CD_CUDNN_CHECK(be, cudnnSetConvolutionMathType(p->conv, p->dir[dir].math)))
+        return -1;
     *ws = cuda_workspace(be, p->dir[dir].ws);
+    return p->dir[dir].ws && !*ws ? -1 : 0;
 }
 
-/* The 2-byte operand buffer of plan p: x, w and y at their offsets. */
+/* The 2-byte operand buffer of plan p: x, w and y at their offsets (all NULL while
+ * capturing when the buffer could not grow: the caller returns). */
 typedef struct lowp_ops {
     void *x, *w, *y;
 } lowp_ops;
@@ -322,29 +347,38 @@ typedef struct lowp_ops {
 static lowp_ops lowp_get(cd_backend_t *be, const conv_plan *p)
 {
     char *buf = cuda_lowp(be, p->lowp);
+    if (!buf)
+        return (lowp_ops){NULL, NULL, NULL};
     return (lowp_ops){buf, buf + p->off_w, buf + p->off_y};
 }
 
-/* y = conv(x, w) (+ bias per filter) */
+/* y = conv(x, w) (+ bias per filter). The ops below return early only while
+ * capturing, after a failure was kept (cuda_check.h). */
 void cuda_conv_forward(cd_backend_t *be, const cd_conv_desc *d, const float *x, const float *w,
                        const float *bias, float *y)
 {
     cuda_use_device(be);
     cuda_ctx *ctx = cuda_ctx_of(be);
     conv_plan *p = plan_get(be, d);
+    if (!p)
+        return;
     const conv_algo *a = &p->dir[DIR_FWD];
     const float one = 1.0f, zero = 0.0f;
     void *ws;
     if (p->kind < 0) {
-        prepare(be, p, DIR_FWD, x, w, y, &ws);
+        if (prepare(be, p, DIR_FWD, x, w, y, &ws))
+            return;
         CD_CUDNN_CHECK(be, cudnnConvolutionForward(ctx->dnn, &one, p->x, x, p->w, w, p->conv,
                                                    (cudnnConvolutionFwdAlgo_t)a->algo, ws, a->ws,
                                                    &zero, p->y, y));
     } else {
         lowp_ops h = lowp_get(be, p);
+        if (!h.x)
+            return;
         CD_LAUNCH(be, cdk_to_lowp(ctx->stream, p->kind, p->nx, x, h.x));
         CD_LAUNCH(be, cdk_to_lowp(ctx->stream, p->kind, p->nw, w, h.w));
-        prepare(be, p, DIR_FWD, h.x, h.w, h.y, &ws);
+        if (prepare(be, p, DIR_FWD, h.x, h.w, h.y, &ws))
+            return;
         CD_CUDNN_CHECK(be, cudnnConvolutionForward(ctx->dnn, &one, p->x, h.x, p->w, h.w, p->conv,
                                                    (cudnnConvolutionFwdAlgo_t)a->algo, ws, a->ws,
                                                    &zero, p->y, h.y));
@@ -361,20 +395,26 @@ void cuda_conv_backward_data(cd_backend_t *be, const cd_conv_desc *d, const floa
     cuda_use_device(be);
     cuda_ctx *ctx = cuda_ctx_of(be);
     conv_plan *p = plan_get(be, d);
+    if (!p)
+        return;
     const conv_algo *a = &p->dir[DIR_BWD_DATA];
     const float one = 1.0f, zero = 0.0f;
     void *ws;
     if (p->kind < 0) {
-        prepare(be, p, DIR_BWD_DATA, dx, w, dy, &ws);
+        if (prepare(be, p, DIR_BWD_DATA, dx, w, dy, &ws))
+            return;
         CD_CUDNN_CHECK(be, cudnnConvolutionBackwardData(
                                ctx->dnn, &one, p->w, w, p->y, dy, p->conv,
                                (cudnnConvolutionBwdDataAlgo_t)a->algo, ws, a->ws, &zero, p->x, dx));
         return;
     }
     lowp_ops h = lowp_get(be, p);
+    if (!h.x)
+        return;
     CD_LAUNCH(be, cdk_to_lowp(ctx->stream, p->kind, p->nw, w, h.w));
     CD_LAUNCH(be, cdk_to_lowp(ctx->stream, p->kind, p->ny, dy, h.y));
-    prepare(be, p, DIR_BWD_DATA, h.x, h.w, h.y, &ws);
+    if (prepare(be, p, DIR_BWD_DATA, h.x, h.w, h.y, &ws))
+        return;
     CD_CUDNN_CHECK(be, cudnnConvolutionBackwardData(ctx->dnn, &one, p->w, h.w, p->y, h.y, p->conv,
                                                     (cudnnConvolutionBwdDataAlgo_t)a->algo, ws,
                                                     a->ws, &zero, p->x, h.x));
@@ -390,20 +430,26 @@ void cuda_conv_backward_filter(cd_backend_t *be, const cd_conv_desc *d, const fl
     cuda_use_device(be);
     cuda_ctx *ctx = cuda_ctx_of(be);
     conv_plan *p = plan_get(be, d);
+    if (!p)
+        return;
     const conv_algo *a = &p->dir[DIR_BWD_FILTER];
     const float one = 1.0f, zero = 0.0f;
     if (dw && p->kind < 0) {
         void *ws;
-        prepare(be, p, DIR_BWD_FILTER, x, NULL, dy, &ws);
+        if (prepare(be, p, DIR_BWD_FILTER, x, NULL, dy, &ws))
+            return;
         CD_CUDNN_CHECK(be, cudnnConvolutionBackwardFilter(
                                ctx->dnn, &one, p->x, x, p->y, dy, p->conv,
                                (cudnnConvolutionBwdFilterAlgo_t)a->algo, ws, a->ws, &one, p->w, dw));
     } else if (dw) {
         void *ws;
         lowp_ops h = lowp_get(be, p);
+        if (!h.x)
+            return;
         CD_LAUNCH(be, cdk_to_lowp(ctx->stream, p->kind, p->nx, x, h.x));
         CD_LAUNCH(be, cdk_to_lowp(ctx->stream, p->kind, p->ny, dy, h.y));
-        prepare(be, p, DIR_BWD_FILTER, h.x, NULL, h.y, &ws);
+        if (prepare(be, p, DIR_BWD_FILTER, h.x, NULL, h.y, &ws))
+            return;
         CD_CUDNN_CHECK(be, cudnnConvolutionBackwardFilter(
                                ctx->dnn, &one, p->x, h.x, p->y, h.y, p->conv,
                                (cudnnConvolutionBwdFilterAlgo_t)a->algo, ws, a->ws, &zero, p->w,

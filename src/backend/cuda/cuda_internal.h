@@ -54,8 +54,11 @@ typedef struct cuda_ctx {
     /* CUDA graphs (graph.c): capturing is set between graph_begin and graph_end, gen
      * counts captures, graph is the replayable step, replays counts its replays on the
      * device (dropout adds it to its counter). Buffers that grow while a record may use
-     * the old one are retired, and freed once no record can use them. */
+     * the old one are retired, and freed once no record can use them. capture_err is
+     * the first failure of the capture running now ("" while none), which graph_end
+     * reports instead of instantiating the record. */
     int capturing;
+    char capture_err[512];
     unsigned gen;
     cudaGraphExec_t graph;
     long long *replays; /* device: the replay number of the record (0 at the first) */
@@ -89,7 +92,8 @@ void cuda_use_device(cd_backend_t *be);
 
 /* Device temporaries that stay valid until the next call of the same function; they
  * wait for queued work before they grow (or, while a captured step may use the old
- * buffer, keep it aside). cuda_lowp holds 2-byte operands, 256-byte aligned. */
+ * buffer, keep it aside). cuda_lowp holds 2-byte operands, 256-byte aligned. NULL only
+ * while capturing, when growing failed (the failure is kept): the caller returns. */
 void *cuda_scratch(cd_backend_t *be, size_t bytes);
 void *cuda_workspace(cd_backend_t *be, size_t bytes);
 void *cuda_lowp(cd_backend_t *be, size_t bytes);
@@ -103,13 +107,29 @@ static inline int cuda_lowp_kind(const cd_backend_t *be)
                                            : -1;
 }
 
-/* Aborts with a message naming op when the backend is capturing a step: op needs the
- * host (a wait, a read, an allocation), which a captured step cannot replay. */
-void cuda_not_capturing(cd_backend_t *be, const char *op);
+/* 0 when be is not capturing. While it captures, op needs the host (a wait, a read, an
+ * allocation), which a captured step cannot replay: the refusal, naming op, becomes
+ * the capture's failure (graph_end reports it) and 1 is returned, and the caller
+ * returns without doing op. */
+int cuda_capture_refuses(cd_backend_t *be, const char *op);
+
+/* graph.c, for check.c: when be (may be NULL) is capturing, keeps message as the
+ * capture's failure unless one is kept already, and returns 1 (the failed check then
+ * returns instead of aborting); 0 otherwise. */
+int cuda_capture_keep(cd_backend_t *be, const char *message);
+
+/* 1 while be captures a step that has already failed: results of this capture (a
+ * convolution's algorithm choice, a plan) must not be kept for later use. */
+static inline int cuda_capture_failed(cd_backend_t *be)
+{
+    const cuda_ctx *ctx = cuda_ctx_of(be);
+    return ctx->capturing && ctx->capture_err[0];
+}
 
 /* Checks a kernel launcher's result; with debug_sync also waits (not while capturing,
  * when nothing runs), so an error inside the kernel is reported at its launch rather
- * than at a later call. */
+ * than at a later call. A launch that fails while capturing is kept as the capture's
+ * failure, like any CHECK (cuda_check.h), and the op goes on. */
 #define CD_LAUNCH(be, call)                                                                  \
     do {                                                                                     \
         CD_CUDA_CHECK(be, call);                                                             \

@@ -3,8 +3,17 @@
  * are queued once into a record (stream capture in relaxed mode, so the backend may
  * still allocate its own buffers while capturing), instantiated, and launched with one
  * call per step instead of one per kernel. What a captured region may not do is in
- * include/cdigits/backend.h (graph_begin); the ops that would break it abort through
- * cuda_not_capturing with the op's name.
+ * include/cdigits/backend.h (graph_begin).
+ *
+ * A capture fails instead of aborting. Nothing runs on the device while capturing, so
+ * a device call that fails (CD_*_CHECK, CD_LAUNCH) or an op that needs the host
+ * (download, sync, alloc, ...: cuda_capture_refuses) only spoils the record: the first
+ * such failure is kept in capture_err (cuda_capture_keep) and the ops go on, doing
+ * nothing harmful (a refused download fills its host buffer with zeros, which the
+ * caller must not use). graph_end then ends the capture, keeps no record and fails
+ * with "the captured step cannot be replayed (<the first failure>); run it without
+ * capturing" in be->err, and the caller runs the step op by op. Buffers freed inside
+ * the failed capture are freed at that graph_end.
  *
  * Buffers the backend grows while a record may use the old ones are retired rather
  * than freed (memory.c); graph_end frees those no record can use any more.
@@ -35,6 +44,7 @@ int cuda_graph_begin(cd_backend_t *be)
     if (CD_CUDA_TRY(be, cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeRelaxed)))
         return CD_ERR;
     ctx->gen++;
+    ctx->capture_err[0] = 0;
     ctx->capturing = 1;
     CD_LAUNCH(be, cdk_replay_tick(ctx->stream, ctx->replays));
     return CD_OK;
@@ -48,6 +58,34 @@ static void drop_record(cd_backend_t *be)
         ctx->graph = NULL;
 }
 
+int cuda_capture_keep(cd_backend_t *be, const char *message)
+{
+    cuda_ctx *ctx = be ? cuda_ctx_of(be) : NULL;
+    if (!ctx || !ctx->capturing)
+        return 0;
+    if (!ctx->capture_err[0])
+        snprintf(ctx->capture_err, sizeof ctx->capture_err, "%s", message);
+    return 1;
+}
+
+int cuda_capture_refuses(cd_backend_t *be, const char *op)
+{
+    if (!cuda_ctx_of(be)->capturing)
+        return 0;
+    cd_cuda_fail_msg(be, "%s cannot be part of a captured step: it waits for, reads, copies from "
+                     "or allocates on the host; call it before graph_begin or after graph_end", op);
+    return 1;
+}
+
+/* be->err = the captured step cannot be replayed (why); ... with why cut to fit */
+static void capture_failed(cd_backend_t *be, const char *why)
+{
+    static const char head[] = "the captured step cannot be replayed (";
+    static const char tail[] = "); run it without capturing";
+    int room = (int)(sizeof be->err - sizeof head - sizeof tail + 1);
+    snprintf(be->err, sizeof be->err, "%s%.*s%s", head, room, why, tail);
+}
+
 int cuda_graph_end(cd_backend_t *be)
 {
     cuda_ctx *ctx = cuda_ctx_of(be);
@@ -57,27 +95,30 @@ int cuda_graph_end(cd_backend_t *be)
         return CD_ERR;
     }
     ctx->capturing = 0;
+    /* a failure inside the capture is the cause; what ending it says then is an echo */
+    char why[sizeof ctx->capture_err];
+    snprintf(why, sizeof why, "%s", ctx->capture_err);
+    ctx->capture_err[0] = 0;
     cudaGraph_t g = NULL;
     cudaGraphExec_t exec = NULL;
+    /* ended even when it failed: that takes the stream out of capture mode */
     int failed = CD_CUDA_TRY(be, cudaStreamEndCapture(ctx->stream, &g)) != 0;
-    if (!failed)
+    if (!failed && !why[0])
         failed = CD_CUDA_TRY(be, cudaGraphInstantiate(&exec, g, 0)) != 0;
     if (g)
         CD_CUDA_TRY(be, cudaGraphDestroy(g));
     /* the old record may still be running: wait before it and what it used go */
     if (CD_CUDA_TRY(be, cudaStreamSynchronize(ctx->stream)))
         failed = 1;
+    if (!why[0] && failed)
+        snprintf(why, sizeof why, "%s", be->err);
     drop_record(be);
-    if (failed) {
-        char why[160];
-        memcpy(why, be->err, sizeof why - 1); /* the cause, cut to fit the message */
-        why[sizeof why - 1] = 0;
-        snprintf(be->err, sizeof be->err, "the captured step cannot be replayed (%s); run it "
-                 "without capturing", why);
+    if (why[0]) {
         if (exec)
             CD_CUDA_TRY(be, cudaGraphExecDestroy(exec));
         cudaGetLastError();
         cuda_retired_release(be, UINT_MAX);
+        capture_failed(be, why); /* last: the calls above may record errors of their own */
         return CD_ERR;
     }
     ctx->graph = exec;
@@ -115,6 +156,7 @@ void cuda_graph_release(cd_backend_t *be)
             CD_CUDA_TRY(be, cudaGraphDestroy(g));
         cudaGetLastError();
         ctx->capturing = 0;
+        ctx->capture_err[0] = 0;
     }
     if (ctx->graph) {
         CD_CUDA_TRY(be, cudaStreamSynchronize(ctx->stream));

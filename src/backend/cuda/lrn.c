@@ -38,8 +38,9 @@ void cuda_lrn_backward(cd_backend_t *be, const cd_lrn_desc *d, const float *x, c
     cuda_use_device(be);
     if (!cudnn_takes(d)) {
         float *scratch = NULL;
-        if (d->mode == CD_LRN_WITHIN)
-            scratch = cuda_scratch(be, (size_t)d->n * d->c * d->h * d->w * sizeof(float));
+        if (d->mode == CD_LRN_WITHIN &&
+            !(scratch = cuda_scratch(be, (size_t)d->n * d->c * d->h * d->w * sizeof(float))))
+            return;
         CD_LAUNCH(be, cdk_lrn_backward(ctx->stream, *d, x, y, dy, dx, scratch));
         return;
     }

@@ -12,28 +12,42 @@
  *  - upload_wait makes the compute stream wait for every upload_async so far (on the
  *    device) and returns once they are done (on the host): after it the caller may
  *    reuse or release its host buffers, and ops queued next see the data.
+ *
+ * While a step is being captured, the ops that need the host (alloc, free, upload,
+ * download, sync, upload_async, upload_wait) are refused: the capture fails, naming
+ * the op (graph.c), and the op does nothing, except that download zero-fills its
+ * host buffer and free keeps the buffer until the failed capture ends.
  */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_internal.h"
 
-void cuda_not_capturing(cd_backend_t *be, const char *op)
+/* Keeps ptr until no captured step can use it (see cuda_retired_release). Out of host
+ * memory while capturing (the failure is kept), ptr is left allocated. */
+static void retire(cd_backend_t *be, void *ptr)
 {
-    if (cuda_ctx_of(be)->capturing)
-        cd_cuda_fail_msg(be,
-                         "%s was called while a training step is being captured (between "
-                         "graph_begin and graph_end); a captured step cannot wait for, read "
-                         "from, copy from or allocate on the host: move the call out of the "
-                         "captured region",
-                         op);
+    cuda_ctx *ctx = cuda_ctx_of(be);
+    if (ctx->nretired == ctx->cap_retired) {
+        int cap = ctx->cap_retired ? ctx->cap_retired * 2 : 8;
+        cuda_retired *r = realloc(ctx->retired, (size_t)cap * sizeof *r);
+        if (!r) {
+            cd_cuda_fail_msg(be, "out of host memory keeping a replaced device buffer");
+            return;
+        }
+        ctx->retired = r;
+        ctx->cap_retired = cap;
+    }
+    ctx->retired[ctx->nretired++] = (cuda_retired){ptr, ctx->gen};
 }
 
 void *cuda_alloc(cd_backend_t *be, size_t bytes)
 {
     cuda_ctx *ctx = cuda_ctx_of(be);
-    cuda_not_capturing(be, "alloc");
+    if (cuda_capture_refuses(be, "alloc"))
+        return NULL;
     cuda_use_device(be);
     void *p = NULL;
     if (bytes == 0)
@@ -57,7 +71,10 @@ void cuda_free(cd_backend_t *be, void *ptr)
 {
     if (!ptr)
         return;
-    cuda_not_capturing(be, "free");
+    if (cuda_capture_refuses(be, "free")) {
+        retire(be, ptr); /* freed when the failed capture ends (graph_end) */
+        return;
+    }
     cuda_use_device(be);
     /* queued work may still use the buffer */
     cuda_quiesce(be);
@@ -70,7 +87,8 @@ void cuda_upload(cd_backend_t *be, void *dst, const void *src, size_t bytes)
     cuda_ctx *ctx = cuda_ctx_of(be);
     if (bytes == 0)
         return;
-    cuda_not_capturing(be, "upload");
+    if (cuda_capture_refuses(be, "upload"))
+        return;
     cuda_use_device(be);
     CD_CUDA_CHECK(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx->stream));
     /* From pageable memory the call returns once src has been staged; from pinned
@@ -87,7 +105,10 @@ void cuda_download(cd_backend_t *be, void *dst, const void *src, size_t bytes)
     cuda_ctx *ctx = cuda_ctx_of(be);
     if (bytes == 0)
         return;
-    cuda_not_capturing(be, "download");
+    if (cuda_capture_refuses(be, "download")) {
+        memset(dst, 0, bytes); /* defined, not data: the caller must not use it */
+        return;
+    }
     cuda_use_device(be);
     CD_CUDA_CHECK(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx->stream));
     CD_CUDA_CHECK(be, cudaStreamSynchronize(ctx->stream));
@@ -104,7 +125,8 @@ void cuda_copy(cd_backend_t *be, void *dst, const void *src, size_t bytes)
 
 void cuda_sync(cd_backend_t *be)
 {
-    cuda_not_capturing(be, "sync");
+    if (cuda_capture_refuses(be, "sync"))
+        return;
     cuda_use_device(be);
     CD_CUDA_CHECK(be, cudaStreamSynchronize(cuda_ctx_of(be)->stream));
 }
@@ -141,7 +163,8 @@ void cuda_upload_async(cd_backend_t *be, void *dst, const void *src, size_t byte
     cuda_ctx *ctx = cuda_ctx_of(be);
     if (bytes == 0)
         return;
-    cuda_not_capturing(be, "upload_async");
+    if (cuda_capture_refuses(be, "upload_async"))
+        return;
     cuda_use_device(be);
     /* after the ops queued so far: dst may be a buffer they still read */
     CD_CUDA_CHECK(be, cudaEventRecord(ctx->fence, ctx->stream));
@@ -155,25 +178,11 @@ void cuda_upload_async(cd_backend_t *be, void *dst, const void *src, size_t byte
 void cuda_upload_wait(cd_backend_t *be)
 {
     cuda_ctx *ctx = cuda_ctx_of(be);
-    cuda_not_capturing(be, "upload_wait");
+    if (cuda_capture_refuses(be, "upload_wait"))
+        return;
     cuda_use_device(be);
     CD_CUDA_CHECK(be, cudaStreamWaitEvent(ctx->stream, ctx->copied, 0));
     CD_CUDA_CHECK(be, cudaEventSynchronize(ctx->copied));
-}
-
-/* Keeps ptr until no captured step can use it (see cuda_retired_release). */
-static void retire(cd_backend_t *be, void *ptr)
-{
-    cuda_ctx *ctx = cuda_ctx_of(be);
-    if (ctx->nretired == ctx->cap_retired) {
-        int cap = ctx->cap_retired ? ctx->cap_retired * 2 : 8;
-        cuda_retired *r = realloc(ctx->retired, (size_t)cap * sizeof *r);
-        if (!r)
-            cd_cuda_fail_msg(be, "out of host memory keeping a replaced device buffer");
-        ctx->retired = r;
-        ctx->cap_retired = cap;
-    }
-    ctx->retired[ctx->nretired++] = (cuda_retired){ptr, ctx->gen};
 }
 
 /* A buffer retired while capture g ran, or after it while record g lived, has gen g;
@@ -216,7 +225,10 @@ static void *grow(cd_backend_t *be, void **buf, size_t *have, size_t want)
     *have = 0;
     size_t bytes = want + want / 4;
     bytes = (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
-    CD_CUDA_CHECK(be, cudaMalloc(buf, bytes));
+    if (CD_CUDA_CHECK(be, cudaMalloc(buf, bytes))) {
+        *buf = NULL; /* capturing: the failure is kept, the caller returns */
+        return NULL;
+    }
     *have = bytes;
     return *buf;
 }
