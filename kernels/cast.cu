@@ -25,13 +25,14 @@ __device__ inline float cdk_widen(__nv_bfloat16 v) { return __bfloat162float(v);
 template <typename T> struct alignas(8) cdk_quad { T v[4]; };
 
 template <typename T>
-__global__ void k_to_lowp(size_t n, const float *x, T *y)
+__global__ void __launch_bounds__(CDK_THREADS) k_to_lowp(size_t n, const float *x, T *y)
 {
     CDK_LOOP(i, n) y[i] = cdk_round<T>(x[i]);
 }
 
 template <typename T>
-__global__ void k_to_lowp4(size_t n4, const float4 *x, cdk_quad<T> *y)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_to_lowp4(size_t n4, const float4 *x, cdk_quad<T> *y)
 {
     CDK_LOOP(i, n4)
     {
@@ -46,13 +47,15 @@ __global__ void k_to_lowp4(size_t n4, const float4 *x, cdk_quad<T> *y)
 }
 
 template <typename T>
-__global__ void k_from_lowp(size_t n, const T *x, float *y, int accumulate)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_from_lowp(size_t n, const T *x, float *y, int accumulate)
 {
     CDK_LOOP(i, n) y[i] = accumulate ? y[i] + cdk_widen(x[i]) : cdk_widen(x[i]);
 }
 
 template <typename T>
-__global__ void k_from_lowp4(size_t n4, const cdk_quad<T> *x, float4 *y, int accumulate)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_from_lowp4(size_t n4, const cdk_quad<T> *x, float4 *y, int accumulate)
 {
     CDK_LOOP(i, n4)
     {

@@ -7,6 +7,11 @@
 
 #include "cd_kernels.h"
 
+/* Threads per block of the grid-stride kernels. Every kernel names the block size it
+ * is launched with in __launch_bounds__, so ptxas keeps its registers within what one
+ * such block may hold (65536 per multiprocessor: 64 per thread at 1024 threads);
+ * without it a kernel past that limit compiles and then fails to launch.
+ * tests/gpu/kernel_regs.sh checks the counts in a build log (-Xptxas -v). */
 #define CDK_THREADS 256
 
 /* Blocks for n items with CDK_THREADS threads each; capped because the loops stride

@@ -4,8 +4,9 @@
 #include "cdk_common.cuh"
 
 /* y[o,c,i] = x[o,c,i]*gamma[c] + beta[c] (gamma NULL: 1, beta NULL: 0) */
-__global__ void k_channel_affine(size_t total, int channels, int inner, const float *x,
-                                 const float *gamma, const float *beta, float *y)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_channel_affine(size_t total, int channels, int inner, const float *x,
+                 const float *gamma, const float *beta, float *y)
 {
     CDK_LOOP(i, total)
     {
@@ -31,8 +32,9 @@ static int sum_splits(int outer, int channels, int inner)
 
 /* grid (splits, channels); block reduces its slice of channel blockIdx.y into
  * partial[(c*splits + s)*2 + {0,1}] */
-__global__ void k_channel_partial(int mode, int outer, int channels, int inner, const float *a,
-                                  const float *b, const float *m, double *partial)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_channel_partial(int mode, int outer, int channels, int inner, const float *a,
+                  const float *b, const float *m, double *partial)
 {
     int c = blockIdx.y, split = blockIdx.x, splits = gridDim.x;
     size_t per_channel = (size_t)outer * inner;
@@ -62,8 +64,9 @@ __global__ void k_channel_partial(int mode, int outer, int channels, int inner, 
     }
 }
 
-__global__ void k_channel_finish(int channels, int splits, const double *partial, float *out1,
-                                 float keep1, float scale1, float *out2, float keep2, float scale2)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_channel_finish(int channels, int splits, const double *partial, float *out1,
+                 float keep1, float scale1, float *out2, float keep2, float scale2)
 {
     CDK_LOOP(c, (size_t)channels)
     {
@@ -79,8 +82,9 @@ __global__ void k_channel_finish(int channels, int splits, const double *partial
     }
 }
 
-__global__ void k_bn_normalize(size_t total, int channels, int inner, const float *x,
-                               const float *mean, const float *var, float eps, float *y)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_bn_normalize(size_t total, int channels, int inner, const float *x,
+               const float *mean, const float *var, float eps, float *y)
 {
     CDK_LOOP(i, total)
     {
@@ -89,9 +93,10 @@ __global__ void k_bn_normalize(size_t total, int channels, int inner, const floa
     }
 }
 
-__global__ void k_bn_backward(size_t total, int channels, int inner, const float *y,
-                              const float *var, float eps, int global_stats, const float *mdy,
-                              const float *mdyy, const float *dy, float *dx)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_bn_backward(size_t total, int channels, int inner, const float *y,
+              const float *var, float eps, int global_stats, const float *mdy,
+              const float *mdyy, const float *dy, float *dx)
 {
     CDK_LOOP(i, total)
     {

@@ -20,9 +20,10 @@ __device__ inline float cdk_rand_uniform(uint64_t seed, uint64_t counter, uint64
 
 /* In a replayed step (see cdk_replay_tick) counter is the captured one plus the
  * replay number *delta; delta is NULL outside replays. */
-__global__ void k_dropout_forward(size_t n, float ratio, float scale, uint64_t seed,
-                                  uint64_t counter, const long long *delta, const float *x,
-                                  float *mask, float *y)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_dropout_forward(size_t n, float ratio, float scale, uint64_t seed,
+                  uint64_t counter, const long long *delta, const float *x,
+                  float *mask, float *y)
 {
     if (delta)
         counter += (uint64_t)*delta;

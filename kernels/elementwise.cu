@@ -1,37 +1,41 @@
 /* Elementwise kernels: arithmetic on n floats, Eltwise MAX, Power, ReLU, Concat copies. */
 #include "cdk_common.cuh"
 
-__global__ void k_set(size_t n, float v, float *y)
+__global__ void __launch_bounds__(CDK_THREADS) k_set(size_t n, float v, float *y)
 {
     CDK_LOOP(i, n) y[i] = v;
 }
 
-__global__ void k_scale(size_t n, float a, const float *x, float *y)
+__global__ void __launch_bounds__(CDK_THREADS) k_scale(size_t n, float a, const float *x, float *y)
 {
     CDK_LOOP(i, n) y[i] = a * x[i];
 }
 
-__global__ void k_axpy(size_t n, float a, const float *x, float *y)
+__global__ void __launch_bounds__(CDK_THREADS) k_axpy(size_t n, float a, const float *x, float *y)
 {
     CDK_LOOP(i, n) y[i] += a * x[i];
 }
 
-__global__ void k_axpby(size_t n, float a, const float *x, float b, float *y)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_axpby(size_t n, float a, const float *x, float b, float *y)
 {
     CDK_LOOP(i, n) y[i] = a * x[i] + b * y[i];
 }
 
-__global__ void k_mul(size_t n, const float *a, const float *b, float *y)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_mul(size_t n, const float *a, const float *b, float *y)
 {
     CDK_LOOP(i, n) y[i] = a[i] * b[i];
 }
 
-__global__ void k_mul_add(size_t n, const float *a, const float *b, float *y)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_mul_add(size_t n, const float *a, const float *b, float *y)
 {
     CDK_LOOP(i, n) y[i] += a[i] * b[i];
 }
 
-__global__ void k_max_index(size_t n, const float *x, float *y, int idx, float *mask)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_max_index(size_t n, const float *x, float *y, int idx, float *mask)
 {
     CDK_LOOP(i, n)
     {
@@ -45,14 +49,16 @@ __global__ void k_max_index(size_t n, const float *x, float *y, int idx, float *
     }
 }
 
-__global__ void k_mask_select(size_t n, const float *dy, const float *mask, int idx, float *dx)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_mask_select(size_t n, const float *dy, const float *mask, int idx, float *dx)
 {
     CDK_LOOP(i, n) dx[i] = mask[i] == (float)idx ? dy[i] : 0.0f;
 }
 
 /* y = (shift + scale*x)^power, with Caffe's special cases */
-__global__ void k_power_forward(size_t n, float power, float scale, float shift, const float *x,
-                                float *y)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_power_forward(size_t n, float power, float scale, float shift, const float *x,
+                float *y)
 {
     CDK_LOOP(i, n)
     {
@@ -62,8 +68,9 @@ __global__ void k_power_forward(size_t n, float power, float scale, float shift,
 }
 
 /* dx = dy * power*scale*(shift+scale*x)^(power-1) */
-__global__ void k_power_backward(size_t n, float power, float scale, float shift, const float *x,
-                                 const float *dy, float *dx)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_power_backward(size_t n, float power, float scale, float shift, const float *x,
+                 const float *dy, float *dx)
 {
     float diff_scale = power * scale;
     CDK_LOOP(i, n)
@@ -77,7 +84,8 @@ __global__ void k_power_backward(size_t n, float power, float scale, float shift
     }
 }
 
-__global__ void k_relu_forward(size_t n, float slope, const float *x, float *y)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_relu_forward(size_t n, float slope, const float *x, float *y)
 {
     CDK_LOOP(i, n)
     {
@@ -87,14 +95,16 @@ __global__ void k_relu_forward(size_t n, float slope, const float *x, float *y)
 }
 
 /* y > 0 equals x > 0 for slope >= 0, and y is what in-place callers still have */
-__global__ void k_relu_backward(size_t n, float slope, const float *y, const float *dy, float *dx)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_relu_backward(size_t n, float slope, const float *y, const float *dy, float *dx)
 {
     CDK_LOOP(i, n) dx[i] = y[i] > 0.0f ? dy[i] : dy[i] * slope;
 }
 
 /* item i of outer*count: block o = i / count, offset j = i % count */
-__global__ void k_copy_strided(size_t total, size_t count, const float *src, size_t src_stride,
-                               float *dst, size_t dst_stride, int accumulate)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_copy_strided(size_t total, size_t count, const float *src, size_t src_stride,
+               float *dst, size_t dst_stride, int accumulate)
 {
     CDK_LOOP(i, total)
     {

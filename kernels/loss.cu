@@ -8,6 +8,8 @@
 
 #include "cdk_common.cuh"
 
+/* one block of this many threads reduces a whole batch (kernels launched with it
+ * declare it in __launch_bounds__: at 1024 threads, 64 registers each at most) */
 #define CDK_REDUCE_THREADS 1024
 
 /* The label at a position; *used is 0 where it is the ignored label. */
@@ -19,9 +21,10 @@ __device__ inline int label_at(const float *label, size_t pos, int has_ignore, i
     return l;
 }
 
-__global__ void k_xent_forward(int outer, int channels, int inner, const float *prob,
-                               const float *label, int has_ignore, int ignore_label,
-                               float *loss_out, float *count_out)
+__global__ void __launch_bounds__(CDK_REDUCE_THREADS)
+k_xent_forward(int outer, int channels, int inner, const float *prob,
+               const float *label, int has_ignore, int ignore_label,
+               float *loss_out, float *count_out)
 {
     size_t positions = (size_t)outer * inner;
     double loss = 0.0;
@@ -45,9 +48,10 @@ __global__ void k_xent_forward(int outer, int channels, int inner, const float *
     }
 }
 
-__global__ void k_xent_backward(size_t total, int channels, int inner, const float *prob,
-                                const float *label, int has_ignore, int ignore_label, float scale,
-                                float *dx)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_xent_backward(size_t total, int channels, int inner, const float *prob,
+                const float *label, int has_ignore, int ignore_label, float scale,
+                float *dx)
 {
     CDK_LOOP(idx, total)
     {
@@ -63,9 +67,10 @@ __global__ void k_xent_backward(size_t total, int channels, int inner, const flo
 
 /* Caffe's rule: correct when fewer than top_k other scores are >= the label's (a tie
  * counts against the label, so constant scores are never "correct") */
-__global__ void k_accuracy(int outer, int channels, int inner, const float *x, const float *label,
-                           int top_k, int has_ignore, int ignore_label, float *correct_out,
-                           float *count_out)
+__global__ void __launch_bounds__(CDK_REDUCE_THREADS)
+k_accuracy(int outer, int channels, int inner, const float *x, const float *label,
+           int top_k, int has_ignore, int ignore_label, float *correct_out,
+           float *count_out)
 {
     size_t positions = (size_t)outer * inner;
     double correct = 0.0, count = 0.0;

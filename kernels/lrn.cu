@@ -32,7 +32,8 @@ __device__ inline float within_scale(const cd_lrn_desc &d, const float *xc, int 
     return 1.0f + d.alpha / (float)(d.size * d.size) * sum;
 }
 
-__global__ void k_lrn_forward(cd_lrn_desc d, size_t total, const float *x, float *y)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_lrn_forward(cd_lrn_desc d, size_t total, const float *x, float *y)
 {
     size_t plane = (size_t)d.h * d.w;
     CDK_LOOP(i, total)
@@ -52,8 +53,9 @@ __global__ void k_lrn_forward(cd_lrn_desc d, size_t total, const float *x, float
 
 /* ACROSS: dx[c] = dy[c]*s[c]^-beta - 2*alpha*beta/size * x[c] * sum_{c' in [c-post, c+pre]}
  * dy[c']*y[c']/s[c'] */
-__global__ void k_lrn_across_backward(cd_lrn_desc d, size_t total, const float *x, const float *y,
-                                      const float *dy, float *dx)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_lrn_across_backward(cd_lrn_desc d, size_t total, const float *x, const float *y,
+                      const float *dy, float *dx)
 {
     size_t plane = (size_t)d.h * d.w;
     int pre = (d.size - 1) / 2, post = d.size - 1 - pre;
@@ -74,8 +76,9 @@ __global__ void k_lrn_across_backward(cd_lrn_desc d, size_t total, const float *
 }
 
 /* WITHIN, first pass: t = dy*y/s */
-__global__ void k_lrn_within_ratio(cd_lrn_desc d, size_t total, const float *x, const float *y,
-                                   const float *dy, float *t)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_lrn_within_ratio(cd_lrn_desc d, size_t total, const float *x, const float *y,
+                   const float *dy, float *t)
 {
     size_t plane = (size_t)d.h * d.w;
     CDK_LOOP(i, total)
@@ -88,8 +91,9 @@ __global__ void k_lrn_within_ratio(cd_lrn_desc d, size_t total, const float *x, 
 
 /* WITHIN, second pass: dx = dy*s^-beta - 2*alpha*beta/size^2 * x * sum of t over the
  * outputs whose window holds this pixel */
-__global__ void k_lrn_within_backward(cd_lrn_desc d, size_t total, const float *x, const float *t,
-                                      const float *dy, float *dx)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_lrn_within_backward(cd_lrn_desc d, size_t total, const float *x, const float *t,
+                      const float *dy, float *dx)
 {
     size_t plane = (size_t)d.h * d.w;
     int pre = (d.size - 1) / 2, post = d.size - 1 - pre;

@@ -46,7 +46,8 @@ __device__ inline int argmax(const cd_pool_desc &d, const float *x, int ph, int 
     return at;
 }
 
-__global__ void k_pool_forward(cd_pool_desc d, size_t total, const float *x, float *y)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_pool_forward(cd_pool_desc d, size_t total, const float *x, float *y)
 {
     CDK_LOOP(i, total)
     {
@@ -70,8 +71,9 @@ __global__ void k_pool_forward(cd_pool_desc d, size_t total, const float *x, flo
     }
 }
 
-__global__ void k_pool_backward(cd_pool_desc d, size_t total, const float *x, const float *dy,
-                                float *dx)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_pool_backward(cd_pool_desc d, size_t total, const float *x, const float *dy,
+                float *dx)
 {
     CDK_LOOP(i, total)
     {

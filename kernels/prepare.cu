@@ -7,9 +7,10 @@
  *   with sx = mirror[i] & 1 ? ox + ow-1-x : ox + x, sy = mirror[i] & 2 ? oy + oh-1-y : oy + y. */
 #include "cdk_common.cuh"
 
-__global__ void k_prepare_batch(size_t total, int c, int sh, int sw, int oh, int ow,
-                                const uint8_t *src, const int *oy, const int *ox,
-                                const uint8_t *mirror, const float *mean, float scale, float *dst)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_prepare_batch(size_t total, int c, int sh, int sw, int oh, int ow,
+                const uint8_t *src, const int *oy, const int *ox,
+                const uint8_t *mirror, const float *mean, float scale, float *dst)
 {
     CDK_LOOP(idx, total)
     {

@@ -3,8 +3,9 @@
  * writing each of w, g, h1, h2 once. See cd_update_desc in backend.h for the formulas. */
 #include "cdk_common.cuh"
 
-__global__ void k_update(cd_update_desc d, float adam_rate, size_t n, float *w, float *g,
-                         float *h1, float *h2)
+__global__ void __launch_bounds__(CDK_THREADS)
+k_update(cd_update_desc d, float adam_rate, size_t n, float *w, float *g,
+         float *h1, float *h2)
 {
     CDK_LOOP(i, n)
     {
