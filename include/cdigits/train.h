@@ -86,6 +86,7 @@ typedef struct cd_train_config {
     char job_dir[4096];
     double epochs;
     double snapshot_interval; /* epochs; 0: only at the end */
+    int snapshots;            /* 0: none at all, the last and a stop's included ("snapshots": false) */
     double validation_interval; /* epochs; 0: only at the end */
     int has_seed;
     uint64_t seed;

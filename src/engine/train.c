@@ -83,6 +83,7 @@ typedef struct trainer {
     float *acc_scalars; /* device: correct, count */
     long max_iter, iters_per_epoch;
     long snapshot_every, val_every;
+    int snapshots;         /* 0: none at all, not even the last ("snapshots": false) */
     uint64_t seed;
 } trainer;
 
@@ -650,6 +651,7 @@ static int setup(trainer *t, char *err, size_t errlen)
         t->max_iter = c->max_iter_override;
     double s = c->snapshot_interval * t->iters_per_epoch, v = c->validation_interval * t->iters_per_epoch;
     t->snapshot_every = s <= 0 ? 0 : (s <= 1 ? 1 : (long)s);
+    t->snapshots = c->snapshots;
     t->val_every = v <= 0 ? 0 : (v <= 1 ? 1 : (long)v);
     return CD_OK;
 }
@@ -1067,8 +1069,8 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
                              "%.6g for %d validations", e, best_val, stale);
             }
         }
-        if (t.rank == 0 && ((t.snapshot_every && done % t.snapshot_every == 0) || last || stop ||
-                            stopped_early)) {
+        if (t.rank == 0 && t.snapshots &&
+            ((t.snapshot_every && done % t.snapshot_every == 0) || last || stop || stopped_early)) {
             if (save_snapshot(&t, done, err, sizeof err) != CD_OK)
                 goto fail;
         }
@@ -1078,8 +1080,12 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
         if (stopped_early)
             break;
         if (stop && !last) {
-            cd_jsonl_log("info", "stopped at iteration %ld (epoch %.3f) with its snapshot saved; "
-                         "resume to continue", done, e);
+            if (t.snapshots)
+                cd_jsonl_log("info", "stopped at iteration %ld (epoch %.3f) with its snapshot saved; "
+                             "resume to continue", done, e);
+            else
+                cd_jsonl_log("info", "stopped at iteration %ld (epoch %.3f) without a snapshot "
+                             "(\"snapshots\": false): a resume starts from the beginning", done, e);
             rc = 3;
             goto out;
         }

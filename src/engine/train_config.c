@@ -13,6 +13,7 @@ void cd_train_config_init(cd_train_config *c)
     memset(c, 0, sizeof *c);
     c->epochs = 30;
     c->snapshot_interval = 1;
+    c->snapshots = 1;
     c->validation_interval = 1;
     c->iter_size = 1;
     c->use_mean = CD_MEAN_IMAGE;
@@ -272,6 +273,10 @@ int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, siz
         get_bool(root, "data_parallel", &c->data_parallel, err, errlen) ||
         get_bool(root, "force_data_parallel", &c->force_data_parallel, err, errlen) ||
         get_bool(root, "shuffle", &c->shuffle, err, errlen))
+        goto out;
+    /* "snapshots": false writes none at all, the last iteration's and a stop's included
+     * (benchmarks, tests); snapshot_interval 0 keeps DIGITS's meaning, only at the end. */
+    if (get_bool(root, "snapshots", &c->snapshots, err, errlen))
         goto out;
     json_t *resume = json_object_get(root, "resume");
     c->resume = resume && json_is_true(resume);
