@@ -1,20 +1,38 @@
 #!/usr/bin/env bash
 # Training throughput of LeNet on Fashion-MNIST (28x28 gray, batch 64) with the data
 # pipeline included, cdigits's CPU backend against PyTorch (Debian's python3-torch) on
-# the same machine in the same run, with the same network, solver and batch.
+# the same machine, with the same network, solver and batch, both with their data in
+# memory. PyTorch runs in the configurations that matter on a small CPU:
+#   a  1 thread, oneDNN on
+#   b  one thread per core, oneDNN on
+#   c  one thread per core, oneDNN off (torch.backends.mkldnn.enabled = False), OpenBLAS
+#      single-threaded (OPENBLAS_NUM_THREADS=1: PyTorch's threads split the batch)
+# cdigits and each configuration run CDIGITS_BENCH_REPEATS times, interleaved in rounds
+# (cdigits, a, b, c, cdigits, a, b, c, ...), so that load from other work on the machine
+# falls on all of them alike. PyTorch's best configuration is the one with the highest
+# median; the ratio is the median of the per-round ratios (cdigits of round r over that
+# configuration's run of round r). Each run's figure comes with the share of the
+# machine's CPU that other processes took during it (a run that lost some is not
+# comparable). OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE and the like are passed through to
+# both sides as they are set.
 #
 #   bench/bench_train.sh [BUILD_DIR]      (default build; needs cdigits-worker built)
-#   CDIGITS_BENCH_ITERS=300 CDIGITS_BENCH_BATCH=64
+#   CDIGITS_BENCH_ITERS=300 CDIGITS_BENCH_BATCH=64 CDIGITS_BENCH_REPEATS=3
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 iters=${CDIGITS_BENCH_ITERS:-300}
 batch=${CDIGITS_BENCH_BATCH:-64}
+repeats=${CDIGITS_BENCH_REPEATS:-3}
 worker="$build/cdigits-worker"
 work="$build/bench-data"
 fm=/usr/share/datasets/fashion-mnist
+torch_py=/usr/bin/python3
+cores=$(nproc)
 [[ -x "$worker" ]] || { echo "bench_train: build $worker first"; exit 1; }
 [[ -f "$fm/train-images-idx3-ubyte.gz" ]] || { echo "bench_train: apt-get install dataset-fashion-mnist"; exit 1; }
+"$torch_py" -c 'import torch' 2>/dev/null || { echo "bench_train: apt-get install python3-torch"; exit 1; }
+[[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "bench_train: CDIGITS_BENCH_REPEATS must be a positive integer"; exit 1; }
 
 if [[ ! -f "$work/dataset/stats.json" ]]; then
   rm -rf "$work" && mkdir -p "$work/dataset"
@@ -30,32 +48,125 @@ fi
 job="$work/train"
 rm -rf "$job" && mkdir -p "$job"
 cp models/lenet.prototxt "$job/network.prototxt"
+# The worker reports images/s once per window of min(iterations per epoch / 8,
+# ceil(5000 / batch)) iterations (79 at batch 64); the first window is the warm-up and is
+# left out, the next $iters iterations are measured. PyTorch's peer warms up for 20.
+ntrain=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["splits"]["train"])' "$work/dataset/stats.json")
+warm=$(( (ntrain + batch - 1) / batch / 8 )); by_images=$(( (5000 + batch - 1) / batch ))
+(( by_images < warm )) && warm=$by_images
+(( warm < 1 )) && warm=1
+torch_limit=$ntrain
 cat >"$job/train.json" <<JSON
 {"dataset_dir": "$(pwd)/$work/dataset", "epochs": 30, "random_seed": 1, "batch_size": $batch,
- "max_iterations": $((iters + 100)), "validation_interval": 0, "snapshot_interval": 0}
+ "max_iterations": $((warm + iters)), "validation_interval": 0, "snapshot_interval": 0}
 JSON
-# Train loss lines come 8 times per epoch; skip the first window (warm-up), average the rest.
-"$worker" train "$job" >"$job/out.jsonl" 2>/dev/null
-ours=$(python3 - "$job/out.jsonl" <<'PY'
+
+# Runs a command with its stdout into a file, and prints the share of the machine's CPU
+# time (all cores, from /proc/stat, steal included) that went to anything else meanwhile.
+others_py='
+import os, resource, subprocess, sys
+def stat():
+    v = list(map(int, open("/proc/stat").readline().split()[1:9]))
+    return sum(v), v[3] + v[4]
+t0, i0 = stat()
+rc = subprocess.call(sys.argv[2:], stdout=open(sys.argv[1], "w"))
+t1, i1 = stat()
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+own = (ru.ru_utime + ru.ru_stime) * os.sysconf("SC_CLK_TCK")
+print("%.3f" % max(0.0, ((t1 - t0) - (i1 - i0) - own) / max(1, t1 - t0)))
+sys.exit(rc)
+'
+
+# One cdigits run: prints {"images_per_sec", "data_wait", "iters", "others"} over the train
+# metric windows after the first, each window weighted by its time.
+run_cdigits() {
+  local others
+  others=$(python3 -c "$others_py" "$job/out.jsonl" "$worker" train "$job" 2>"$job/err.log") ||
+    { cat "$job/err.log" >&2; return 1; }
+  python3 - "$job/out.jsonl" "$batch" "$others" <<'PY'
 import json, sys
-ips, wait = [], []
+batch = int(sys.argv[2])
+win = {}
 for line in open(sys.argv[1]):
     o = json.loads(line)
-    if o.get("type") == "metric" and o["phase"] == "train":
-        if o["name"] == "images_per_sec": ips.append(o["value"])
-        if o["name"] == "data_wait": wait.append(o["value"])
-ips, wait = ips[1:] or ips, wait[1:] or wait
-print("%.1f %.4f" % (sum(ips) / len(ips), sum(wait) / len(wait)))
+    if o.get("type") == "metric" and o.get("phase") == "train" and o["name"] in ("images_per_sec", "data_wait"):
+        win.setdefault(o["iteration"], {})[o["name"]] = o["value"]
+ends = sorted(win)
+if len(ends) < 2:
+    sys.exit("bench_train: cdigits reported fewer than two metric windows")
+images = seconds = waited = 0.0
+for prev, end in zip(ends, ends[1:]):
+    n = (end - prev) * batch
+    t = n / win[end]["images_per_sec"]
+    images, seconds, waited = images + n, seconds + t, waited + t * win[end]["data_wait"]
+print(json.dumps({"images_per_sec": images / seconds, "data_wait": waited / seconds,
+                  "iters": ends[-1] - ends[0], "others": float(sys.argv[3])}))
 PY
-)
-theirs=$(/usr/bin/python3 bench/torch_lenet.py --batch "$batch" --iters "$iters")
-python3 - "$ours" "$theirs" "$batch" <<'PY'
-import json, sys
-ips, wait = map(float, sys.argv[1].split())
-t = json.loads(sys.argv[2])
-print("LeNet training, Fashion-MNIST 28x28, batch %s, data pipeline included, %s" % (sys.argv[3], "CPU"))
-print("  %-28s %10s %10s" % ("", "images/s", "data wait"))
-print("  %-28s %10.0f %9.1f%%" % ("cdigits (cpu backend)", ips, 100 * wait))
-print("  %-28s %10.0f %9.1f%%" % (t["framework"] + " (%d threads)" % t["threads"], t["images_per_sec"], 100 * t["data_wait"]))
-print("  ratio cdigits / pytorch: %.2f" % (ips / t["images_per_sec"]))
+}
+
+# PyTorch's configurations: name|environment added for that run|flags
+configs=("a||--threads 1 --mkldnn on"
+         "b||--threads $cores --mkldnn on"
+         "c|OPENBLAS_NUM_THREADS=1|--threads $cores --mkldnn off")
+run_torch() { # env flags: prints torch_lenet.py's JSON line with "others" added
+  local envv flags others
+  read -r -a envv <<<"$1"
+  read -r -a flags <<<"$2"
+  others=$(env ${envv[@]+"${envv[@]}"} python3 -c "$others_py" "$work/torch.json" \
+    "$torch_py" bench/torch_lenet.py --limit "$torch_limit" --batch "$batch" --iters "$iters" "${flags[@]}")
+  python3 -c 'import json, sys; o = json.load(open(sys.argv[1])); o["others"] = float(sys.argv[2]); print(json.dumps(o))' \
+    "$work/torch.json" "$others"
+}
+
+results="$work/results.jsonl"
+: >"$results"
+for ((r = 1; r <= repeats; r++)); do
+  echo "bench_train: round $r/$repeats" >&2
+  out=$(run_cdigits)
+  printf '{"round": %d, "side": "cdigits", "run": %s}\n' "$r" "$out" >>"$results"
+  for cfg in "${configs[@]}"; do
+    IFS='|' read -r name envv flags <<<"$cfg"
+    out=$(run_torch "$envv" "$flags")
+    printf '{"round": %d, "side": "%s", "run": %s}\n' "$r" "$name" "$out" >>"$results"
+  done
+done
+
+python3 - "$results" "$batch" "$iters" "$cores" <<'PY'
+import json, os, statistics, sys
+path, batch, iters, cores = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+runs = {}
+for line in open(path):
+    o = json.loads(line)
+    runs.setdefault(o["side"], {})[o["round"]] = o["run"]
+rounds = sorted(runs["cdigits"])
+version = next(iter(runs["a"].values()))["framework"].replace("pytorch", "PyTorch")
+label = {"cdigits": "cdigits, CPU backend (%s threads)" % cores,
+         "a": "%s a: 1 thread, oneDNN" % version,
+         "b": "%s b: %s threads, oneDNN" % (version, cores),
+         "c": "%s c: %s threads, no oneDNN, OpenBLAS 1 thread" % (version, cores)}
+med = {s: statistics.median(r["images_per_sec"] for r in runs[s].values()) for s in runs}
+env = ", ".join("%s=%s" % (k, os.environ[k]) for k in sorted(os.environ) if k.startswith("OPENBLAS_"))
+measured = sorted({r["iters"] for side in runs.values() for r in side.values()})
+print("LeNet training, Fashion-MNIST 28x28, batch %s, data in memory and its pipeline included, "
+      "CPU (%s cores), %d interleaved rounds of %s measured iterations after warm-up" % (
+          batch, cores, len(rounds), "/".join(map(str, measured))))
+print("environment as set: %s" % (env or "no OPENBLAS_* variables"))
+lw = max(map(len, label.values()))
+print("  %-*s %9s %13s %9s  %s" % (lw, "", "median/s", "spread", "data wait",
+                                   "per run: images/s (CPU share taken by other processes)"))
+for s in ("cdigits", "a", "b", "c"):
+    v = [runs[s][r]["images_per_sec"] for r in rounds]
+    w = statistics.median(runs[s][r]["data_wait"] for r in rounds)
+    print("  %-*s %9.0f %6.0f-%-6.0f %8.1f%%  %s" % (lw, label[s], med[s], min(v), max(v), 100 * w,
+        " ".join("%.0f (%.0f%%)" % (runs[s][r]["images_per_sec"], 100 * runs[s][r]["others"]) for r in rounds)))
+best = max(("a", "b", "c"), key=lambda s: med[s])
+ratios = [runs["cdigits"][r]["images_per_sec"] / runs[best][r]["images_per_sec"] for r in rounds]
+print("  PyTorch best by median: %s; per-round ratios cdigits / %s: %s" % (
+    best, best, " ".join("%.2f" % x for x in ratios)))
+# a round where something else took CPU time is not comparable: say which rounds were clean
+clean = [r for r in rounds if all(runs[s][r]["others"] < 0.05 for s in runs)]
+print("  rounds where no run lost 5%% or more of the CPU to other processes: %s" % (
+    ", ".join("%d (%.2f)" % (r, ratios[rounds.index(r)]) for r in clean) or "none"))
+print("ratio cdigits / pytorch best: %.2f (median of %d interleaved runs, spread %.2f-%.2f)" % (
+    statistics.median(ratios), len(ratios), min(ratios), max(ratios)))
 PY

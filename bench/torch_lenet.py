@@ -5,9 +5,15 @@ Same network as models/lenet.prototxt (Power scale 0.0125, conv 20x5x5, max pool
 conv 50x5x5, max pool 2, ip 500, ReLU, ip 10, softmax cross entropy), same solver
 (SGD, lr 0.01, momentum 0.9, weight decay 1e-4, Caffe's lr_mult 2 on biases), same
 batch, and the same data work per step: uint8 images held in memory, a shuffled order,
-mean-image subtraction, a float batch. Run with Debian's python3-torch:
+mean-image subtraction, a float batch (timed as the data wait: it runs in the step, so
+it is part of the images/s, as cdigits's loader threads are of cdigits's). Run with
+Debian's python3-torch:
 
-    /usr/bin/python3 bench/torch_lenet.py --images N --batch 64 --iters 300 [--threads T]
+    /usr/bin/python3 bench/torch_lenet.py --batch 64 --iters 300 [--threads T] [--mkldnn on|off]
+
+--threads sets torch.set_num_threads; --mkldnn off sets torch.backends.mkldnn.enabled =
+False (convolutions then run as im2col + OpenBLAS gemm; OpenBLAS's own threads are set
+by OPENBLAS_NUM_THREADS, which has to be in the environment before torch loads).
 
 Prints one JSON line: {"images_per_sec": ..., "data_wait": ..., ...}.
 """
@@ -60,8 +66,10 @@ def main():
     ap.add_argument("--iters", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--mkldnn", choices=("on", "off"), default="on")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    torch.backends.mkldnn.enabled = a.mkldnn == "on"
     torch.manual_seed(1)
     images = load_idx(a.images, a.limit)
     labels = load_idx(a.labels, a.limit)
@@ -90,7 +98,9 @@ def main():
         loss.backward()
         opt.step()
     dt = time.perf_counter() - t0
-    print(json.dumps({"framework": "pytorch " + torch.__version__, "threads": a.threads,
+    print(json.dumps({"framework": "pytorch " + torch.__version__, "threads": torch.get_num_threads(),
+                      "mkldnn": torch.backends.mkldnn.enabled,
+                      "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
                       "batch": a.batch, "iters": a.iters, "images_per_sec": a.iters * a.batch / dt,
                       "data_wait": waited / dt, "final_loss": float(loss)}))
 
