@@ -15,6 +15,10 @@
 #   CDIGITS_GPU_BUILD     build folder (default build-gpu); data and jobs go to bench/ in it
 #   CDIGITS_BENCH_CASES   net:batch:precision,... (default: all nine)
 #   CDIGITS_BENCH_SCALE   iterations x scale (default 1: about 3 minutes on an H200)
+#   CDIGITS_BENCH_DEADLINE  seconds: cases that would end past it are not started, and
+#                         say so in the table (tests/gpu/run.sh sets it)
+#   CDIGITS_GPU_REHEARSE  1: where there is no GPU, the whole path on one tiny CPU case
+#                         with PyTorch on the CPU, its exit status that of the run
 #
 # Without a GPU it says "no GPU: skipped"; with a worker given (CDIGITS_WORKER or
 # CDIGITS_CARRY_DIR) it first runs the whole path on the CPU, tiny, as a smoke test.
@@ -56,6 +60,24 @@ done
 work=$build/bench
 mkdir -p "$work"
 
+# run_table ARGS...: torch_gpu_bench.py run, its table kept in $work/last.txt; exits with
+# its status and its summary as the last line
+run_table() {
+    PYTHONUNBUFFERED=1 python3 "$root/bench/torch_gpu_bench.py" run "$@" | tee "$work/last.txt"
+    local rc=${PIPESTATUS[0]} line
+    line=$(tail -1 "$work/last.txt")
+    say "${line#torch_gpu_bench: }"
+    exit "$rc"
+}
+
+if ((ngpu == 0)) && [[ ${CDIGITS_GPU_REHEARSE:-0} == 1 ]]; then
+    # tests/gpu/run.sh's rehearsal: the whole path and its table, tiny, on the CPU
+    worker=""
+    find_worker || { say "rehearsal: no cdigits-worker (CDIGITS_WORKER or CDIGITS_CARRY_DIR)"; exit 1; }
+    [[ -n $torch_py ]] || { say "rehearsal: no python imports torch (apt-get install python3-torch)"; exit 1; }
+    say "rehearsal: the CPU stands in for the GPU (a tiny case: the bookkeeping, not a benchmark)"
+    run_table --worker "$worker" --work "$work" --torch-python "$torch_py" --device cpu
+fi
 if ((ngpu == 0)); then
     worker=""
     if [[ -n ${CDIGITS_WORKER:-} || -n ${CDIGITS_CARRY_DIR:-} ]] && find_worker && [[ -n $torch_py ]]; then
@@ -80,11 +102,8 @@ fi
 "$worker" --version || { say "$worker does not start (libraries? see above)"; exit 1; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1
-args=(run --worker "$worker" --work "$work" --torch-python "$torch_py"
+args=(--worker "$worker" --work "$work" --torch-python "$torch_py"
       --scale "${CDIGITS_BENCH_SCALE:-1}")
 [[ -n ${CDIGITS_BENCH_CASES:-} ]] && args+=(--cases "$CDIGITS_BENCH_CASES")
-PYTHONUNBUFFERED=1 python3 "$root/bench/torch_gpu_bench.py" "${args[@]}" | tee "$work/last.txt"
-rc=${PIPESTATUS[0]}
-line=$(tail -1 "$work/last.txt")
-say "${line#torch_gpu_bench: }"
-exit "$rc"
+[[ -n ${CDIGITS_BENCH_DEADLINE:-} ]] && args+=(--deadline "$CDIGITS_BENCH_DEADLINE")
+run_table "${args[@]}"

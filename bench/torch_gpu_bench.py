@@ -6,6 +6,7 @@ Run by bench/gpu_bench.sh (which finds the worker and the right python); by hand
     python3 bench/torch_gpu_bench.py run --worker build/cdigits-worker --work /tmp/gb \
         [--torch-python python3] [--cases lenet:64:fp32,alexnet:128:bf16] [--scale 1.0] \
         [--device cpu]    # a smoke run of the whole path on the CPU, not a benchmark
+        [--deadline 230]  # seconds: cases that would end past it are not started
     python3 bench/torch_gpu_bench.py scaling --worker ... --work ... --gpus 8 \
         [--case alexnet:128:bf16]    # data-parallel efficiency (bench/scaling_bench.sh)
 
@@ -47,10 +48,17 @@ import zlib
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-# the full matrix; --cases picks some
-DEFAULT_CASES = ("lenet:64:fp32,lenet:64:fp16,lenet:64:bf16,"
-                 "lenet:512:fp32,lenet:512:fp16,lenet:512:bf16,"
-                 "alexnet:128:fp32,alexnet:128:fp16,alexnet:128:bf16")
+# the full matrix, in the order it runs: every network in fp32 first, so that a run cut
+# short by its deadline still has the baseline of each (the table is printed in network
+# order); --cases picks some
+DEFAULT_CASES = ("lenet:64:fp32,alexnet:128:fp32,lenet:512:fp32,"
+                 "lenet:64:bf16,alexnet:128:bf16,lenet:512:bf16,"
+                 "lenet:64:fp16,alexnet:128:fp16,lenet:512:fp16")
+# seconds a case takes on both sides before one has run (later ones use what the
+# network's last case took); only for the deadline
+FIRST_GUESS = {"lenet": 25.0, "alexnet": 45.0}
+NET_ORDER = {"lenet": 0, "alexnet": 1}
+PREC_ORDER = {"fp32": 0, "fp16": 1, "bf16": 2}
 # iterations per case at --scale 1, and how many of them are warm-up (not timed)
 ITERS = {("lenet", 64): (400, 80), ("lenet", 512): (150, 30), ("alexnet", 128): (60, 15)}
 LR = {"lenet": 0.01, "alexnet": 0.001}
@@ -270,7 +278,8 @@ def run_cdigits(worker, work, data, net, batch, prec, iters, warm, device, extra
             "epochs": 100000, "max_iterations": iters, "batch_size": batch,
             "solver_type": "SGD", "learning_rate": LR[net], "momentum": 0.9,
             "weight_decay": 0.0005, "lr_policy": {"policy": "fixed"}, "random_seed": 1,
-            "snapshot_interval": 0, "validation_interval": 0, "use_mean": "image",
+            "snapshot_interval": 0, "snapshots": False, "validation_interval": 0,
+            "use_mean": "image",
             "backend": "cpu" if device == "cpu" else "cuda", "precision": prec}
     conf.update(extra or {})
     with open(os.path.join(job, "train.json"), "w") as f:
@@ -364,8 +373,16 @@ def cmd_run(a):
     datasets = make_datasets(worker, work, set(n for n, _, _ in cases))
     sampler = Sampler()
     sampler.start()
-    rows = []
+    rows, not_run, took = [], [], {}
     for net, batch, prec in cases:
+        if a.deadline:
+            left = a.deadline - (time.time() - t0)
+            need = took.get(net, FIRST_GUESS.get(net, 30.0))
+            if need > left:
+                not_run.append("%s:%d:%s" % (net, batch, prec))
+                print("  %-7s %4d %-4s  not run: about %.0f s needed, %.0f s left before the deadline"
+                      % (net, batch, prec, need, left))
+                continue
         iters, warm = ITERS.get((net, batch), (100, 20))
         iters, warm = max(4, int(iters * a.scale)), max(1, int(warm * a.scale))
         if smoke:
@@ -381,6 +398,7 @@ def cmd_run(a):
             theirs["util"] = sampler.mean(theirs["t0"], theirs["t1"])
         ratio = ours["ips"] / theirs["ips"] if ours.get("ok") and theirs.get("ok") and theirs["ips"] > 0 else float("nan")
         rows.append((net, batch, prec, ours, theirs, ratio))
+        took[net] = max(took.get(net, 0.0), ours["wall"] + theirs["wall"])
         print("  %-7s %4d %-4s  cdigits %s (%.0f s)  pytorch %s (%.0f s)  ratio %.2f"
               % (net, batch, prec, fmt_side(ours), ours["wall"], fmt_side(theirs), theirs["wall"], ratio))
         for side, r in (("cdigits", ours), ("pytorch", theirs)):
@@ -398,16 +416,25 @@ def cmd_run(a):
           " step spent waiting for data)" % sampler.source)
     print("%-8s %5s %-4s | %10s %5s %6s | %10s %5s %6s | %s"
           % ("network", "batch", "prec", "cdigits", "util", "wait", "pytorch", "util", "wait", "cdigits/pytorch"))
-    for net, batch, prec, ours, theirs, ratio in rows:
+    for net, batch, prec, ours, theirs, ratio in sorted(
+            rows, key=lambda r: (NET_ORDER.get(r[0], 9), r[1], PREC_ORDER.get(r[2], 9))):
         print("%-8s %5d %-4s | %s | %s | %s" % (net, batch, prec, fmt_side(ours), fmt_side(theirs),
                                                 "--" if math.isnan(ratio) else "%.2f" % ratio))
+    if not_run:
+        print("not run (deadline of %.0f s): %s" % (a.deadline, ", ".join(not_run)))
     good = [r[5] for r in rows if not math.isnan(r[5])]
-    failed = [r for r in rows if not r[3].get("ok")]  # PyTorch's failures are shown, not ours
+    failed = [r for r in rows if not r[3].get("ok")]
+    # on a GPU PyTorch's failures are shown, not counted; in the CPU smoke run (the
+    # rehearsal of the bookkeeping) both sides must run
+    if smoke:
+        failed += [r for r in rows if r[3].get("ok") and not r[4].get("ok")]
     geo = math.exp(sum(math.log(x) for x in good) / len(good)) if good else float("nan")
-    print("torch_gpu_bench: %d of %d cases ran on both sides in %.0f s%s; cdigits/pytorch geometric mean %s"
-          % (len(good), len(rows), time.time() - t0,
-             ", cdigits failed in %d" % len(failed) if failed else "", "--" if math.isnan(geo) else "%.2f" % geo))
-    return 1 if failed else 0
+    print("torch_gpu_bench: %d of %d cases ran on both sides in %.0f s%s%s; cdigits/pytorch geometric mean %s"
+          % (len(good), len(rows) + len(not_run), time.time() - t0,
+             ", %d failed" % len(failed) if failed else "",
+             ", %d not run for the deadline" % len(not_run) if not_run else "",
+             "--" if math.isnan(geo) else "%.2f" % geo))
+    return 1 if failed or not rows else 0
 
 
 # ---- data-parallel scaling -----------------------------------------------------------------
@@ -618,6 +645,8 @@ def main():
     r.add_argument("--cases", default=DEFAULT_CASES)
     r.add_argument("--scale", type=float, default=1.0, help="iterations x scale")
     r.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    r.add_argument("--deadline", type=float, default=0,
+                   help="seconds: a case that would end past it is not started (0: none)")
     sc = sub.add_parser("scaling", help="cdigits on 1, 2, 4, ... GPUs: data-parallel efficiency")
     sc.add_argument("--worker", required=True)
     sc.add_argument("--work", required=True)

@@ -14,7 +14,8 @@ packages=(build-essential cmake pkg-config
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
 if [[ "${1:-}" == "--test" ]]; then
-  packages+=(clang libclang-rt-14-dev wrk chromium)
+  # python3-torch: the reference side of the GPU rehearsal's benchmark table (stage 3)
+  packages+=(clang libclang-rt-14-dev wrk chromium python3-torch)
 fi
 
 missing=()

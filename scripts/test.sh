@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install what is missing, build with AddressSanitizer and UndefinedBehaviorSanitizer
 # (and the CUDA backend where CUDA is installed, so it keeps compiling), run every
-# test with ctest, run each fuzz target for a bounded time, and print a summary line.
+# test with ctest, rehearse the GPU run (tests/gpu/run.sh with the CPU standing in,
+# where CUDA is installed), run each fuzz target for a bounded time, and print a
+# summary line.
 #   CDIGITS_FUZZ_SECONDS   seconds per fuzz target (default 20; 0 skips fuzzing)
 #   CDIGITS_TEST_BUILD     build folder (default build-test)
 set -uo pipefail
@@ -52,6 +54,36 @@ if [[ $total -gt 0 && $failed -gt 0 ]]; then
   fi
 fi
 passed=$((total - failed))
+skipped=0
+
+# The GPU run rehearsed: the bundle a device call carries, made as docs/cuda.md says,
+# then tests/gpu/run.sh's three stages with the CPU standing in for the GPU. A missing
+# library, a link error, a wrong path or a broken table fails here, not on a GPU.
+echo "== GPU rehearsal (tests/gpu/run.sh, the CPU standing in for the GPU)"
+if [[ -x /usr/local/cuda/bin/nvcc ]] || command -v nvcc >/dev/null 2>&1; then
+  if tests/gpu/make_carry.sh build-cuda build-carry >build-carry.log 2>&1; then
+    grep '^make_carry: ' build-carry.log | tail -2
+    CDIGITS_GPU_REHEARSE=1 CDIGITS_CARRY_DIR=build-carry CDIGITS_GPU_BUILD="$root/build-rehearsal" \
+      timeout 560 bash tests/gpu/run.sh >build-rehearsal.log 2>&1
+    rc=$?
+    sed -n '/^== summary/,$p' build-rehearsal.log
+    if [[ $rc -eq 0 ]]; then
+      echo "PASS gpu_rehearsal"
+      passed=$((passed + 1))
+    else
+      echo "FAIL gpu_rehearsal (exit $rc; log: build-rehearsal.log)"
+      grep -E 'FAIL|error' build-rehearsal.log | head -30
+      failed=$((failed + 1))
+    fi
+  else
+    tail -30 build-carry.log
+    echo "FAIL gpu_rehearsal: tests/gpu/make_carry.sh build-cuda build-carry failed (log: build-carry.log)"
+    failed=$((failed + 1))
+  fi
+else
+  echo "SKIP gpu_rehearsal: no nvcc (CUDA is not installed here)"
+  skipped=$((skipped + 1))
+fi
 
 if [[ "$fuzz_seconds" != 0 ]]; then
   echo "== fuzzing (${fuzz_seconds}s per target)"
@@ -82,5 +114,5 @@ if [[ "$fuzz_seconds" != 0 ]]; then
   fi
 fi
 
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [[ $failed -eq 0 && $passed -gt 0 ]]

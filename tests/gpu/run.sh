@@ -1,41 +1,56 @@
 #!/usr/bin/env bash
 # Builds and checks everything GPU-side on a machine with a GPU, CUDA (nvcc), cuDNN,
 # NCCL and python3, and none of the project's other libraries (no jansson, OpenBLAS,
-# libpng): it builds only what it needs, from the sources.
+# libpng): it builds only what it needs, from the sources, or runs what was carried.
 #
-#   stage 1  the op test: src/backend/cuda, kernels, the CPU backend (the reference,
-#            with a plain C sgemm instead of OpenBLAS) and tests/gpu/test_gpu_ops.c,
-#            compiled for this GPU only; every backend op compared with the CPU.
+#   stage 1  the op test: a carried test_gpu_ops (CDIGITS_CARRY_DIR, made here by
+#            tests/gpu/make_carry.sh), or one built from src/backend/cuda, kernels, the
+#            CPU backend (the reference, with a plain C sgemm instead of OpenBLAS),
+#            src/common and tests/gpu/test_gpu_ops.c for this GPU only; every backend
+#            op compared with the CPU; the kernels' register counts (ptxas) checked
+#            against their launch sizes.
 #   stage 2  LeNet trained on both backends with the same seed on a small synthetic
-#            digit set, loss curves and accuracy compared; then on the GPU once more
-#            through the data-parallel path with one NCCL rank (buckets averaged on
-#            their own stream during the backward pass), compared with the plain run. Needs cdigits-worker: a
-#            build carried here (CDIGITS_CARRY_DIR, made by tests/gpu/make_carry.sh),
-#            or one built with CMake when jansson, libpng, libjpeg and OpenBLAS are
-#            installed; skipped (and said so) otherwise.
+#            digit set, loss curves and accuracy compared; on the GPU once more through
+#            the data-parallel path with one NCCL rank, compared with the plain run; and
+#            in fp16 (loss scaling on) and bf16, compared with fp32
+#            (tests/gpu/lenet_compare.py). Needs cdigits-worker: carried, or built with
+#            CMake when jansson, libpng, libjpeg and OpenBLAS are installed.
 #   stage 3  the throughput benchmark against PyTorch (bench/gpu_bench.sh: LeNet and
 #            AlexNet, fp32/fp16/bf16, images/s, GPU utilization, data wait) with the
-#            worker of stage 2; skipped (and said so) without a GPU, a worker or
-#            PyTorch with CUDA. About 3 minutes on an H200.
+#            worker of stage 2, sized to the time left.
 #
-# Without a GPU it still builds stage 1 and prints "no GPU: skipped" (exit 0).
+# The whole run, summary included, ends within CDIGITS_GPU_BUDGET seconds (480): each
+# stage gets its limit or what is left, whichever is less, and a stage cut off is
+# killed with everything it started. A TERM or INT from outside (an outer time limit)
+# stops the running stage the same way and still prints the summary.
+#
+# CDIGITS_GPU_REHEARSE=1 runs the same three stages where there is no GPU, with the CPU
+# backend standing in for the GPU: stage 1 every op CPU against CPU (and the register
+# check), stage 2 the comparisons with CPU runs in the GPU runs' places, stage 3 the
+# benchmark's bookkeeping on a tiny CPU case with PyTorch on the CPU. CI runs it
+# (scripts/test.sh), so a missing library, a link error, a wrong path or a broken table
+# shows before a GPU machine is lent.
+#
+# Without a GPU (and without CDIGITS_GPU_REHEARSE) stage 1 still builds, says "no GPU:
+# skipped" and the script exits 0; where nvidia-smi lists a GPU that CUDA cannot use,
+# that is a failure.
 # Environment:
-#   CDIGITS_GPU_BUILD   build folder (default build-gpu)
-#   CDIGITS_CARRY_DIR   folder with cdigits-worker, lib/ (its .so files) and optionally
-#                       test_gpu_ops, built elsewhere
-#   CUDNN_ROOT, NCCL_ROOT   where cuDNN and NCCL are, when python3 and the usual
-#                       places don't know
-#   CDIGITS_GPU_STAGES  "1 2 3" (default); "1" for the op test only, "1 2" without
-#                       the benchmark
-#   CDIGITS_GPU_TIMEOUTS  the three stages' time limits in seconds (default "240 240
-#                       300"; a device call allows 600 in all)
-#   CDIGITS_GPU_STRICT  1: a stage skipped for want of a worker, PyTorch or a carried
-#                       binary counts as a failure (for a run on a GPU machine)
-#   OUT                 a folder: the logs and tables (op table, LeNet comparison,
-#                       benchmark) are copied there as well
-# Where nvidia-smi lists a GPU that CUDA cannot use, that is a failure, not "no GPU".
-# A TERM or INT (an outer time limit) still prints the summary.
-# Exit status: 0 when every stage that ran passed (or no GPU), 1 otherwise.
+#   CDIGITS_GPU_BUILD     build folder (default build-gpu)
+#   CDIGITS_CARRY_DIR     folder with cdigits-worker, test_gpu_ops and lib/ (their .so
+#                         files), built elsewhere (tests/gpu/make_carry.sh)
+#   CUDNN_ROOT, NCCL_ROOT   where cuDNN and NCCL are, when python3 and the usual places
+#                         don't know
+#   CDIGITS_GPU_STAGES    "1 2 3" (default); "1" for the op test only
+#   CDIGITS_GPU_TIMEOUTS  the three stages' limits in seconds (default "90 120 240")
+#   CDIGITS_GPU_BUDGET    the whole run's limit in seconds (default 480)
+#   CDIGITS_GPU_STRICT    1: a stage skipped for want of a worker, PyTorch or a carried
+#                         binary counts as a failure (for a run on a GPU machine, and
+#                         the rehearsal)
+#   CDIGITS_GPU_REHEARSE  1: the CPU stands in for the GPU (above)
+#   OUT                   a folder: the logs and tables are copied there as well
+# The last lines are the summary table, "run.sh: PASS" or "run.sh: FAIL", and
+# "N passed, N failed" (the summary's rows). Exit status 0 when every stage that ran
+# passed (or there is no GPU), 1 otherwise.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 
@@ -46,18 +61,30 @@ case $build in /*) ;; *) build=$root/$build ;; esac
 stages=${CDIGITS_GPU_STAGES:-1 2 3}
 jobs=$(nproc 2>/dev/null || echo 4)
 t_start=$(date +%s)
-summary=()
-failed=0
-read -r t_ops t_lenet t_bench <<<"${CDIGITS_GPU_TIMEOUTS:-240 240 300}"
+budget=${CDIGITS_GPU_BUDGET:-480}
+read -r t_ops t_lenet t_bench <<<"${CDIGITS_GPU_TIMEOUTS:-90 120 240}"
 strict=${CDIGITS_GPU_STRICT:-0}
+rehearse=${CDIGITS_GPU_REHEARSE:-0}
+[[ $rehearse == 1 ]] && strict=1
 cur=""
+child=""
+watchdog=""
+# seconds kept back from the budget for the summary and the kills
+reserve=15
 
 say() { echo "run.sh: $*"; }
+
+# The summary: one row per stage, in the order the stages first reported; a later
+# result for the same stage replaces the earlier (a failed build that gave way to the
+# carried binary is not left as a FAIL).
+row_names=()
+declare -A row_text row_result
 add() {
     local result=$2
     [[ $result == skip && $strict == 1 ]] && result=FAIL
-    summary+=("$(printf "%-8s | %-6s | %s" "$1" "$result" "$3")")
-    [[ $result == FAIL ]] && failed=1
+    [[ -n ${row_text[$1]+x} ]] || row_names+=("$1")
+    row_result[$1]=$result
+    row_text[$1]=$(printf "%-8s | %-6s | %s" "$1" "$result" "$3")
     return 0
 }
 # keep LOG in $OUT too, when the caller gave one
@@ -67,83 +94,190 @@ keep() {
 }
 finish() {
     trap - TERM INT
+    local n passed=0 failed=0
     echo
-    echo "== summary ($(($(date +%s) - t_start)) s)"
+    echo "== summary ($(($(date +%s) - t_start)) s of $budget)"
     {
         printf '%-8s | %-6s | %s\n' "stage" "result" "detail"
-        printf '%s\n' "${summary[@]}"
+        for n in "${row_names[@]}"; do printf '%s\n' "${row_text[$n]}"; done
     } | tee "$build/summary.txt"
     keep "$build/summary.txt"
-    if ((failed)); then echo "run.sh: FAIL"; exit 1; fi
-    echo "run.sh: PASS"
-    exit 0
+    for n in "${row_names[@]}"; do
+        case ${row_result[$n]} in
+        ok) passed=$((passed + 1)) ;;
+        FAIL) failed=$((failed + 1)) ;;
+        esac
+    done
+    if ((failed)); then echo "run.sh: FAIL"; else echo "run.sh: PASS"; fi
+    echo "$passed passed, $failed failed"
+    ((failed == 0))
+    exit $?
+}
+# stop the running stage's process group: TERM, then KILL what is left
+stop_child() {
+    [[ -n ${watchdog:-} ]] && kill -KILL -- "-$watchdog" 2>/dev/null
+    [[ -n $child ]] || return 0
+    kill -TERM -- "-$child" 2>/dev/null
+    local i
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+        kill -0 -- "-$child" 2>/dev/null || break
+        sleep 0.2
+    done
+    kill -KILL -- "-$child" 2>/dev/null
+    child=""
 }
 on_signal() {
+    stop_child
     add "${cur:-?}" FAIL "stopped by a signal (an outer time limit?) after $(($(date +%s) - t_start)) s"
     finish
 }
 trap on_signal TERM INT
 mkdir -p "$build"
 
+# the seconds a stage may run: its limit, or what is left of the budget
+limit_for() {
+    local left=$((budget - reserve - ($(date +%s) - t_start)))
+    ((left < 1)) && left=1
+    echo $(($1 < left ? $1 : left))
+}
+
+# bounded SECONDS LOG CMD...: runs CMD in a process group of its own with its output on
+# the terminal and in LOG; past SECONDS the whole group is stopped. Returns CMD's status,
+# or 124 when it was stopped. The shell waits with `wait`, so a TERM from outside is
+# handled at once (on_signal), not after CMD ends.
+bounded() {
+    local secs=$1 log=$2 flag rc
+    shift 2
+    flag=$(mktemp)
+    rm -f "$flag"
+    setsid bash -c 'set -o pipefail; "$@" 2>&1 | tee "$0"' "$log" "$@" &
+    child=$!
+    # the watchdog is a group of its own too, so its sleep goes with it
+    setsid bash -c 'sleep "$0"; touch "$1"; kill -TERM -- "-$2"; sleep 2; kill -KILL -- "-$2"' \
+        "$secs" "$flag" "$child" >/dev/null 2>&1 &
+    watchdog=$!
+    wait "$child"
+    rc=$?
+    kill -KILL -- "-$watchdog" 2>/dev/null
+    wait "$watchdog" 2>/dev/null
+    child=""
+    if [[ -e $flag ]]; then
+        rm -f "$flag"
+        return 124
+    fi
+    return "$rc"
+}
+
 # CUDA, cuDNN, NCCL, the GPU, and find_worker
 # shellcheck source=tests/gpu/env.sh
 source "$root/tests/gpu/env.sh"
 echo "== GPU"
 gpu_env_report
+[[ $rehearse == 1 ]] && say "rehearsal: the CPU backend stands in for the GPU"
 
-# ---- stage 1: build and run the op test -----------------------------------------------
+# NCCL explains its own failures in this run's log; one rank in a VM whose only
+# interface up is loopback needs to be told to use it
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+if [[ -z ${NCCL_SOCKET_IFNAME:-} ]]; then
+    up=""
+    for d in /sys/class/net/*; do
+        [[ -e $d ]] || continue
+        [[ $(basename "$d") == lo ]] && continue
+        [[ $(cat "$d/operstate" 2>/dev/null) == up ]] && up+=" $(basename "$d")"
+    done
+    if [[ -z $up ]]; then
+        export NCCL_SOCKET_IFNAME=lo
+        say "no network interface but lo is up: NCCL_SOCKET_IFNAME=lo"
+    fi
+fi
+say "NCCL_DEBUG=$NCCL_DEBUG${NCCL_SOCKET_IFNAME:+ NCCL_SOCKET_IFNAME=$NCCL_SOCKET_IFNAME}"
+
+# ---- stage 1: the op test ---------------------------------------------------------------
 
 stage1() {
     echo
-    echo "== stage 1: build the op test ($build)"
-    local test_bin="" tried=0
+    echo "== stage 1: the op test"
+    local test_bin=""
     cur=build
-    if [[ -n $nvcc && -n $cudnn_inc && -n $cudnn_lib && -n $nccl_inc && -n $nccl_lib &&
-        -n $cublas_inc && -n $cublas_lib && -n $cublaslt_lib && -n $cudart_lib ]]; then
-        tried=1
-        build_ops_test && test_bin=$build/test_gpu_ops
-    fi
-    if [[ -z $test_bin && -n ${CDIGITS_CARRY_DIR:-} && -x ${CDIGITS_CARRY_DIR}/test_gpu_ops ]]; then
-        say "no op test built here; running the carried $CDIGITS_CARRY_DIR/test_gpu_ops"
+    if [[ -n ${CDIGITS_CARRY_DIR:-} && -x ${CDIGITS_CARRY_DIR}/test_gpu_ops ]]; then
+        # built where the project's libraries are, for this GPU's architecture: no
+        # device time spent compiling
         test_bin=$CDIGITS_CARRY_DIR/test_gpu_ops
         export LD_LIBRARY_PATH="$CDIGITS_CARRY_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-        add build ok "carried binary"
-    elif [[ -z $test_bin && $tried == 1 ]]; then
-        return 1 # build_ops_test said why
-    elif [[ -z $test_bin ]]; then
-        say "missing: ${nvcc:-nvcc} ${cudnn_lib:-cuDNN} ${nccl_lib:-NCCL} ${cublas_lib:-cuBLAS}"
-        add build FAIL "CUDA, cuDNN or NCCL not found (set CUDNN_ROOT / NCCL_ROOT)"
-        return 1
+        local built_for
+        built_for=$(cat "$CDIGITS_CARRY_DIR/arch" 2>/dev/null || echo "?")
+        if [[ -n $gpu_cap && $built_for != "$gpu_cap" ]]; then
+            say "the carried test_gpu_ops is for sm_$built_for, this GPU is sm_$gpu_cap: building here"
+            test_bin=""
+        else
+            add build ok "carried test_gpu_ops (sm_$built_for)"
+            check_kernel_regs "$CDIGITS_CARRY_DIR/ptxas.log"
+        fi
     fi
-    [[ -n $test_bin ]] || return 1
+    if [[ -z $test_bin ]]; then
+        if [[ -n $nvcc && -n $cudnn_inc && -n $cudnn_lib && -n $nccl_inc && -n $nccl_lib &&
+            -n $cublas_inc && -n $cublas_lib && -n $cublaslt_lib && -n $cudart_lib ]]; then
+            build_ops_test || return 1
+            test_bin=$build/test_gpu_ops
+            check_kernel_regs "$build/ptxas.log"
+        else
+            say "missing: ${nvcc:-nvcc} ${cudnn_lib:-cuDNN} ${nccl_lib:-NCCL} ${cublas_lib:-cuBLAS}"
+            add build FAIL "CUDA, cuDNN or NCCL not found (set CUDNN_ROOT / NCCL_ROOT), and nothing carried"
+            return 1
+        fi
+    fi
 
     echo
     echo "== stage 1: every backend op against the CPU reference"
-    local log=$build/test_gpu_ops.log rc
+    local log=$build/test_gpu_ops.log rc secs
     cur=ops
-    OMP_NUM_THREADS=${OMP_NUM_THREADS:-$jobs} timeout "$t_ops" "$test_bin" 2>&1 | tee "$log"
-    rc=${PIPESTATUS[0]}
+    secs=$(limit_for "$t_ops")
+    if [[ $rehearse == 1 ]]; then
+        CD_GPU_OPS_SELF=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-$jobs} bounded "$secs" "$log" "$test_bin"
+    else
+        OMP_NUM_THREADS=${OMP_NUM_THREADS:-$jobs} bounded "$secs" "$log" "$test_bin"
+    fi
+    rc=$?
     keep "$log"
-    if grep -q '^SKIP' "$log"; then
+    if grep -q '^SKIP: no GPU' "$log"; then
         local listed
         listed=$(gpu_count)
         if ((listed > 0)); then
             # a GPU CUDA cannot use (driver, container, visibility): a failure
-            add ops FAIL "nvidia-smi lists $listed GPU(s) but CUDA sees none: $(grep -m1 '^SKIP' "$log")"
+            add ops FAIL "nvidia-smi lists $listed GPU(s) but CUDA sees none: $(grep -m1 '^SKIP: no GPU' "$log")"
             return 2
         fi
         say "no GPU: skipped"
-        add ops skip "no GPU: skipped ($(grep -m1 '^SKIP' "$log"))"
+        add ops skip "no GPU: skipped ($(grep -m1 '^SKIP: no GPU' "$log"))"
         return 2
     fi
     local line
     line=$(grep -E '^test_gpu_ops: [0-9]+ passed' "$log" | tail -1)
-    if [[ $rc -eq 0 ]]; then
+    if [[ $rc -eq 0 && -n $line ]]; then
         add ops ok "${line#test_gpu_ops: }"
     elif [[ $rc -eq 124 ]]; then
-        add ops FAIL "timed out after $t_ops s"
+        add ops FAIL "cut off after $secs s${line:+ (${line#test_gpu_ops: })}"
     else
         add ops FAIL "${line:-exit status $rc (crashed or aborted; the device error is above)}"
+    fi
+    return 0
+}
+
+# check_kernel_regs LOG: registers against launch sizes, from ptxas's report
+check_kernel_regs() {
+    if [[ ! -s $1 ]]; then
+        add kernels FAIL "no register report ($1): ptxas -v output missing"
+        return 0
+    fi
+    local out rc
+    out=$(bash "$root/tests/gpu/kernel_regs.sh" "$1" 2>&1)
+    rc=$?
+    printf '%s\n' "$out"
+    keep "$1" ptxas.log
+    if ((rc == 0)); then
+        add kernels ok "$(printf '%s\n' "$out" | tail -1)"
+    else
+        add kernels FAIL "$(printf '%s\n' "$out" | tail -1)"
     fi
 }
 
@@ -151,7 +285,7 @@ build_ops_test() {
     local obj=$build/obj t0 f o
     t0=$(date +%s)
     mkdir -p "$obj"
-    rm -f "$obj"/*.o "$obj"/*.log "$build/test_gpu_ops"
+    rm -f "$obj"/*.o "$obj"/*.log "$build/test_gpu_ops" "$build/ptxas.log"
     local inc=(-I"$root/include" -I"$root/kernels" -I"$root/src/backend/cuda" -I"$root/src/backend/cpu")
     # the compilers' own folders stay out of -I (it would reorder the C++ headers)
     for f in "$cuda_home/include" "$cublas_inc" "$cudnn_inc" "$nccl_inc"; do
@@ -159,23 +293,26 @@ build_ops_test() {
     done
     local defs=(-DCDIGITS_HAVE_CUDA=1 -DCDIGITS_VERSION=\"gpu-test\" -DCDIGITS_SOURCE_DIR=\"$root\")
 
-    # the C sources the op test needs; src/common's files are optional: one that does
-    # not compile here or needs jansson is left out (log.c then gives way to log_stub.c)
+    # the C sources the op test needs: src/common without jsonl.c (the one file that
+    # needs jansson; the rest has no JSON library in it)
     local csrc=("$root"/src/backend/cuda/*.c "$root"/src/backend/cpu/*.c
         "$root/tests/gpu/cblas_fallback.c" "$root/tests/gpu/test_gpu_ops.c")
-    local optional=("$root"/src/common/*.c "$root/tests/gpu/log_stub.c")
+    for f in "$root"/src/common/*.c; do
+        [[ $(basename "$f") == jsonl.c ]] || csrc+=("$f")
+    done
 
     local gencode="-gencode=arch=compute_$arch,code=[sm_$arch,compute_$arch]"
-    say "compiling $((${#csrc[@]} + ${#optional[@]})) C files and $(ls "$root"/kernels/*.cu | wc -l) CUDA files on $jobs cores"
+    say "compiling ${#csrc[@]} C files and $(ls "$root"/kernels/*.cu | wc -l) CUDA files on $jobs cores"
     local pids=() names=() i=0
     for f in "$root"/kernels/*.cu; do
         o=$obj/cu_$(basename "$f" .cu)
-        "$nvcc" -std=c++17 -O3 "$gencode" "${inc[@]}" "${defs[@]}" -Xcompiler=-Wall \
+        "$nvcc" -std=c++17 -O3 "$gencode" -Xptxas -v "${inc[@]}" "${defs[@]}" -Xcompiler=-Wall \
             -c "$f" -o "$o.o" >"$o.log" 2>&1 &
         pids+=($!)
         names+=("$f")
+        while (($(jobs -rp | wc -l) >= jobs)); do sleep 0.1; done
     done
-    for f in "${csrc[@]}" "${optional[@]}"; do
+    for f in "${csrc[@]}"; do
         # the fallback cblas.h comes first, so <cblas.h> is ours even where OpenBLAS is installed
         o=$obj/c_$(basename "$(dirname "$f")")_$(basename "$f" .c)
         gcc -std=gnu11 -O2 -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-deprecated-declarations \
@@ -188,41 +325,27 @@ build_ops_test() {
     local bad=0
     for i in "${!pids[@]}"; do
         if ! wait "${pids[$i]}"; then
-            case " ${optional[*]} " in
-            *" ${names[$i]} "*) continue ;;
-            esac
             echo "---- compile failed: ${names[$i]}"
             bad=1
         fi
     done
+    cat "$obj"/cu_*.log | grep -E '^ptxas' >"$build/ptxas.log"
     if ((bad)); then
-        cat "$obj"/*.log | grep -B2 -A6 -E 'error' | head -80
+        cat "$obj"/*.log | grep -v '^ptxas' | grep -B2 -A6 -E 'error' | head -80
         add build FAIL "compile errors (above)"
         return 1
     fi
-    local keep_stub=1 left_out=()
-    for f in "${optional[@]}"; do
-        o=$obj/c_$(basename "$(dirname "$f")")_$(basename "$f" .c)
-        [[ $f == */log_stub.c ]] && continue
-        if [[ ! -s $o.o ]] || nm -u "$o.o" | grep -q ' json_'; then
-            rm -f "$o.o" "$o.log"
-            left_out+=("$(basename "$f")")
-        elif [[ $(basename "$f") == log.c ]]; then
-            keep_stub=0
-        fi
-    done
-    ((keep_stub)) || rm -f "$obj/c_gpu_log_stub.o"
-    ((${#left_out[@]})) && say "left out (need jansson or do not compile here): ${left_out[*]}"
-    cat "$obj"/*.log | grep -E 'warning|error' | sort -u | head -40
+    cat "$obj"/*.log | grep -v '^ptxas' | grep -E 'warning|error' | sort -u | head -40
 
     local rpath=()
     for f in "${lib_dirs[@]}"; do rpath+=("-Wl,-rpath,$f"); done
     if ! g++ -fopenmp -o "$build/test_gpu_ops" "$obj"/*.o "$cudart_lib" "$cublas_lib" "$cublaslt_lib" \
         "$cudnn_lib" "$nccl_lib" -lm -ldl -lrt -lpthread "${rpath[@]}" >"$obj/link.log" 2>&1; then
-        cat "$obj/link.log" | head -60
+        head -60 "$obj/link.log"
         add build FAIL "link errors (above)"
         return 1
     fi
+    echo "$arch" >"$build/arch"
     say "built $build/test_gpu_ops in $(($(date +%s) - t0)) s"
     add build ok "test_gpu_ops for sm_$arch in $(($(date +%s) - t0)) s"
 }
@@ -233,8 +356,8 @@ build_ops_test() {
 
 stage2() {
     echo
-    echo "== stage 2: LeNet on the CPU and the GPU, same seed"
-    local worker="" rc
+    echo "== stage 2: LeNet on the CPU and the GPU, same seed; fp16 and bf16 against fp32"
+    local worker="" rc secs out
     cur=lenet
     find_worker
     rc=$?
@@ -249,25 +372,28 @@ stage2() {
     if ! "$worker" --version; then
         add lenet FAIL "$worker --version failed (missing libraries? ldd below)"
         ldd "$worker" | grep 'not found'
+        found_worker=""
         return 1
     fi
     if ! command -v python3 >/dev/null; then
         add lenet skip "no python3 for the synthetic data set"
         return 0
     fi
-    local work=$build/lenet out
+    local work=$build/lenet args
     rm -rf "$work"
     mkdir -p "$work"
-    timeout "$t_lenet" python3 "$root/tests/gpu/lenet_compare.py" --worker "$worker" \
-        --network "$root/models/lenet.prototxt" --work "$work" --backends cpu,cuda,cuda+nccl 2>&1 |
-        tee "$build/lenet_compare.log"
-    rc=${PIPESTATUS[0]}
+    args=(--worker "$worker" --network "$root/models/lenet.prototxt" --work "$work"
+        --backends cpu,cuda,cuda+nccl,cuda:fp16,cuda:bf16)
+    [[ $rehearse == 1 ]] && args+=(--stand-in cpu)
+    secs=$(limit_for "$t_lenet")
+    bounded "$secs" "$build/lenet_compare.log" python3 "$root/tests/gpu/lenet_compare.py" "${args[@]}"
+    rc=$?
     keep "$build/lenet_compare.log"
-    out=$(tail -1 "$build/lenet_compare.log")
-    if ((rc == 0)); then
+    out=$(grep '^lenet_compare: ' "$build/lenet_compare.log" | tail -1)
+    if ((rc == 0)) && [[ -n $out ]]; then
         add lenet ok "${out#lenet_compare: }"
     elif ((rc == 124)); then
-        add lenet FAIL "timed out after $t_lenet s (log above)"
+        add lenet FAIL "cut off after $secs s (log above)"
     else
         add lenet FAIL "${out#lenet_compare: } (exit $rc; log above)"
     fi
@@ -278,17 +404,19 @@ stage2() {
 stage3() {
     echo
     echo "== stage 3: training throughput against PyTorch (bench/gpu_bench.sh)"
-    local out rc
+    local out rc secs
     cur=bench
-    CDIGITS_WORKER=${found_worker:-} CDIGITS_GPU_BUILD=$build timeout "$t_bench" \
-        bash "$root/bench/gpu_bench.sh" 2>&1 | tee "$build/gpu_bench.log"
-    rc=${PIPESTATUS[0]}
+    secs=$(limit_for "$t_bench")
+    # the benchmark sizes itself to end well inside its limit
+    CDIGITS_BENCH_DEADLINE=$((secs - 10)) CDIGITS_WORKER=${found_worker:-} CDIGITS_GPU_BUILD=$build \
+        bounded "$secs" "$build/gpu_bench.log" bash "$root/bench/gpu_bench.sh"
+    rc=$?
     keep "$build/gpu_bench.log"
     keep "$build/bench/last.txt" gpu_bench_table.txt
-    out=$(tail -1 "$build/gpu_bench.log")
+    out=$(grep '^gpu_bench: ' "$build/gpu_bench.log" | tail -1)
     case $rc in
     0) if [[ $out == *skipped* ]]; then add bench skip "${out#*: }"; else add bench ok "${out#*: }"; fi ;;
-    124) add bench FAIL "timed out after $t_bench s" ;;
+    124) add bench FAIL "cut off after $secs s${out:+ (${out#*: })}" ;;
     *) add bench FAIL "${out#*: } (exit $rc; log above)" ;;
     esac
 }

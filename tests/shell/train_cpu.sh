@@ -195,6 +195,16 @@ resume_case sgd plain '"random_seed": 5, "solver_type": "SGD", "learning_rate": 
 resume_case adam dropout '"random_seed": 6, "solver_type": "ADAM", "learning_rate": 0.002,
     "crop_size": 14, "use_mirror": true, "lr_policy": {"policy": "exp", "gamma": 0.5}'
 
+# "snapshots": false: the run trains and reports, and writes no snapshot, not even the
+# last (snapshot_interval 0 alone still writes that one)
+job "$tmp/no-snap" plain '"epochs": 1, "snapshot_interval": 0, "snapshots": false, "random_seed": 4'
+job "$tmp/end-snap" plain '"epochs": 1, "snapshot_interval": 0, "random_seed": 4'
+run "$tmp/no-snap"
+run "$tmp/end-snap"
+check "snapshots false: trained" grep -q '"name":"loss"' "$tmp/no-snap.log"
+check "snapshots false: no snapshot" test -z "$(ls "$tmp/no-snap" | grep -E '^snapshot_iter_')"
+check "snapshot_interval 0: the final snapshot" test -n "$(ls "$tmp/end-snap" | grep -E '^snapshot_iter_[0-9]+\.cdw$')"
+
 # validating every quarter epoch trains exactly as validating once at the end: the
 # validation batches go through the staging slot not holding the next training batch
 job "$tmp/val-often" plain '"epochs": 2, "snapshot_interval": 2, "validation_interval": 0.25, "random_seed": 4'
