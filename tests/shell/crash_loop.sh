@@ -8,10 +8,7 @@
 # network keep it near a minute.
 . "$(dirname "$0")/server_lib.bash"
 need_server
-if [ ! -x "$BUILD/cdigits-worker" ]; then
-    echo "SKIP: $BUILD/cdigits-worker is not built yet"
-    exit 0
-fi
+[ -x "$BUILD/cdigits-worker" ] || skip_test "$BUILD/cdigits-worker is not built yet"
 KILLS=${CRASH_LOOP_KILLS:-20}
 SEED=${CRASH_LOOP_SEED:-$RANDOM}
 echo "crash loop: $KILLS kills, seed $SEED (CRASH_LOOP_SEED replays the same moments)"

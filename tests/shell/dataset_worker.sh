@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
 # Black-box test of `cdigits-worker import-idx` and `cdigits-worker dataset`: a small
 # generated IDX pair becomes class folders, then a dataset job; bad configs fail with
-# an error line and leave no stats.json. Skips (exit 0, prints SKIP) without a worker.
+# an error line and leave no stats.json. Skips (tests/shell/skip.bash) without a worker.
 set -u
+. "$(dirname "$0")/skip.bash"
 BUILD=${CDIGITS_BUILD_DIR:-build}
 W=$BUILD/cdigits-worker
-if [ ! -x "$W" ]; then
-    echo "SKIP: $W does not exist yet (build the cdigits-worker target first)"
-    exit 0
-fi
+[ -x "$W" ] || skip_test "$W does not exist yet (build the cdigits-worker target first)"
 T=$(mktemp -d "${TMPDIR:-/tmp}/cdigits-dataset-sh-XXXXXX")
 trap 'rm -rf "$T"' EXIT
 fails=0

@@ -9,10 +9,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/server_lib.bash"
 need_server
 WORKER=$BUILD/cdigits-worker
-if [ ! -x "$WORKER" ]; then
-    echo "SKIP: $WORKER is not built yet"
-    exit 0
-fi
+[ -x "$WORKER" ] || skip_test "$WORKER is not built yet"
 
 infer_setup() {
     make_pngs "$T/images" --classes 3 --per-class 16 --size 28 --seed 7

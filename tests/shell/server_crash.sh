@@ -6,10 +6,7 @@
 # Then kill it once more mid-run and let --resume-interrupted finish it alone.
 . "$(dirname "$0")/server_lib.bash"
 need_server
-if [ ! -x "$BUILD/cdigits-worker" ]; then
-    echo "SKIP: $BUILD/cdigits-worker is not built yet"
-    exit 0
-fi
+[ -x "$BUILD/cdigits-worker" ] || skip_test "$BUILD/cdigits-worker is not built yet"
 . "$(dirname "$0")/server_tiny_net.bash"
 make_pngs "$T/images" --classes 3 --per-class 16 --size 28 --seed 9
 # long enough in iterations that a kill lands mid-run even on a fast machine, cheap per

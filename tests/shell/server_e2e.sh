@@ -3,13 +3,10 @@
 # log in, create a dataset from a folder of generated PNGs, poll its status, read its
 # JSON, create a LeNet model on it, poll until Done, read the model's JSON and metrics,
 # delete both. Then a tiny custom network with a sweep, a previous-network fine-tune
-# and an abort. Skips (exit 0) while the worker is not built.
+# and an abort. Skips (tests/shell/skip.bash) while the worker is not built.
 . "$(dirname "$0")/server_lib.bash"
 need_server
-if [ ! -x "$BUILD/cdigits-worker" ]; then
-    echo "SKIP: $BUILD/cdigits-worker is not built yet"
-    exit 0
-fi
+[ -x "$BUILD/cdigits-worker" ] || skip_test "$BUILD/cdigits-worker is not built yet"
 make_pngs "$T/images" --classes 3 --per-class 16 --size 28 --seed 5
 srv_start --data-root "$T/images" --abort-grace 5
 
@@ -94,7 +91,7 @@ http POST /models/images/classification/json -F method=custom -F custom_network=
     -F train_epochs=400 -F model_name=long -F dataset="$DS"
 MA=$(jv 'd["id"]')
 check 'wait_status "$MA" Running 30' "long run starts"
-sleep 1
+check 'training "$MA"' "it trains (a metric came)"
 http POST "/models/$MA/abort"
 check '[ "$CODE" = 200 ]' "abort"
 check 'wait_status "$MA" Aborted 30' "aborted"

@@ -8,6 +8,8 @@
 #   jv 'python expr on d'  evaluates an expression on the last reply's JSON and prints it
 #   check 'shell test' 'what'      counts a pass or prints FAIL and counts a failure
 #   wait_status ID STATUS [seconds]  polls /jobs/ID/status until STATUS (or a final one)
+#   wait_until SECONDS 'shell test'  polls until the test holds
+#   sse_until PATH OUT 'pattern'     reads an event stream until a line matches
 #   finish                 prints the summary and exits non-zero on any failure
 
 set -u
@@ -43,11 +45,11 @@ pkill_workers() {
     done
 }
 
+# shellcheck source=tests/shell/skip.bash
+. "$SRC/tests/shell/skip.bash"
+
 need_server() {
-    if [ ! -x "$CDIGITS" ]; then
-        echo "SKIP: $CDIGITS is not built (cmake --build <build> --target cdigits)"
-        exit 0
-    fi
+    [ -x "$CDIGITS" ] || skip_test "$CDIGITS is not built (cmake --build <build> --target cdigits)"
 }
 
 srv_start() {
@@ -134,6 +136,42 @@ wait_status() {
         sleep 0.1
     done
     return 1
+}
+
+# wait_until SECONDS 'shell test': evaluates the test every 0.05 s until it holds (0),
+# or SECONDS pass (1). For waiting on an event the test can see, never for a time.
+wait_until() {
+    local end=$((SECONDS + $1))
+    until eval "$2"; do
+        [ $SECONDS -ge "$end" ] && return 1
+        sleep 0.05
+    done
+    return 0
+}
+
+# training ID [SECONDS]: waits until model ID has reported a metric (it is past its
+# setup and training)
+training() {
+    TRAINING_ID=$1
+    wait_until "${2:-60}" has_metrics
+}
+has_metrics() {
+    http GET "/models/$TRAINING_ID/json"
+    [ "$(jv 'd.get("metrics_count", 0) > 0')" = true ]
+}
+
+# sse_until PATH OUT 'grep pattern' [SECONDS]: reads the event stream at PATH into OUT
+# until a line matches the pattern (0), or SECONDS (default 20) pass (1).
+sse_until() {
+    local path=$1 out=$2 pattern=$3 secs=${4:-20} pid rc
+    : >"$out"
+    curl -s -N -b "$JAR" --max-time "$secs" "$B$path" >"$out" 2>/dev/null &
+    pid=$!
+    wait_until "$secs" 'grep -q -- "$pattern" "$out"'
+    rc=$?
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    return $rc
 }
 
 finish() {

@@ -4,13 +4,10 @@
 # (compared with the records read from the .db files by an independent reader), the
 # folder picker and its image files, the network view from `check-net --json`, the
 # standard networks' files, and a new model from a snapshot named by its listed epoch.
-# Skips (exit 0) while the worker is not built.
+# Skips (tests/shell/skip.bash) while the worker is not built.
 . "$(dirname "$0")/server_lib.bash"
 need_server
-if [ ! -x "$BUILD/cdigits-worker" ]; then
-    echo "SKIP: $BUILD/cdigits-worker is not built yet"
-    exit 0
-fi
+[ -x "$BUILD/cdigits-worker" ] || skip_test "$BUILD/cdigits-worker is not built yet"
 # Two data roots: the images (class folders only), and a folder of lists, a text file,
 # a sub-folder and a symlink out of the roots.
 IMG=$T/images

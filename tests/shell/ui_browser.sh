@@ -3,7 +3,7 @@
 # playwright-core, against the real server: build/cdigits serve on a free loopback port
 # with a fresh data folder and a data root of generated PNGs (3 classes of 28x28 gray
 # images, 40 each). Screenshots of every page go to $CDIGITS_BUILD_DIR/ui-screenshots.
-# Skips (exit 0) only when node or chromium is not installed.
+# Skips (tests/shell/skip.bash) only when node or chromium is not installed.
 #   CDIGITS_BUILD_DIR, CDIGITS_SOURCE_DIR   set by ctest
 #   CHROMIUM                                the browser (default /usr/bin/chromium)
 set -u
@@ -11,14 +11,9 @@ SRC=${CDIGITS_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 BUILD=${CDIGITS_BUILD_DIR:-$SRC/build}
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 
-if ! command -v node >/dev/null 2>&1; then
-  echo "SKIP: node is not installed (apt-get install nodejs npm)"
-  exit 0
-fi
-if [ ! -x "$CHROMIUM" ]; then
-  echo "SKIP: $CHROMIUM is not installed (apt-get install chromium)"
-  exit 0
-fi
+. "$(dirname "$0")/skip.bash"
+command -v node >/dev/null 2>&1 || skip_test "node is not installed (apt-get install nodejs npm)"
+[ -x "$CHROMIUM" ] || skip_test "$CHROMIUM is not installed (apt-get install chromium)"
 
 fail() {
   echo "FAIL $*"

@@ -9,10 +9,7 @@
 #     naming the disk (or the limit).
 . "$(dirname "$0")/server_lib.bash"
 need_server
-if [ ! -x "$BUILD/cdigits-worker" ]; then
-    echo "SKIP: $BUILD/cdigits-worker is not built yet"
-    exit 0
-fi
+[ -x "$BUILD/cdigits-worker" ] || skip_test "$BUILD/cdigits-worker is not built yet"
 MOUNTED=""
 cleanup_all() {
     srv_cleanup_mounted
@@ -82,7 +79,7 @@ check 'new_dataset faults' "a dataset is Done"
 new_model oom 100000 1000
 check '[ -n "$M" ]' "a long training job runs"
 PID=$(worker_pid "$M")
-sleep 0.5
+training "$M"
 kill -KILL "$PID"
 wait_status "$M" Error 20
 http GET "/models/$M/json"
@@ -93,7 +90,7 @@ check 'serving' "the server goes on serving"
 
 new_model hang 100000 1000
 PID=$(worker_pid "$M")
-sleep 0.5
+training "$M"
 kill -STOP "$PID"
 t0=$SECONDS
 wait_status "$M" Error 30

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +34,22 @@ int cd_test_finish(void)
 {
     printf("%s: %d passed, %d failed\n", g_name, cd_test_passed, cd_test_failed);
     return cd_test_failed || cd_test_passed == 0 ? 1 : 0;
+}
+
+void cd_test_cannot(const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    const char *strict = getenv("CDIGITS_TEST_STRICT");
+    if (strict && !strcmp(strict, "1")) {
+        cd_test_failed++;
+        fprintf(stderr, "FAIL cannot run: %s (scripts/test.sh installs and builds everything a test needs)\n", why);
+    } else {
+        printf("SKIP %s\n", why);
+    }
 }
 
 uint64_t cd_test_rand_u64(void)
