@@ -114,13 +114,16 @@ done
 check '[ "$par_ok" = 1 ]' "four requests at once all answer the same"
 check '[ "$(serve_pids "$MDIR" | sort | tr "\n" " ")" = "$BEFORE" ]' "the same worker processes answered them"
 
-# warm latency of one LeNet image (curl's total time, the median of 20)
+# warm requests, one after another, each answered by the same worker (their latency is
+# a figure for bench/, not a check here: a loaded machine delays any process)
 for i in $(seq 1 20); do
-    curl -s -o /dev/null -w '%{time_total}\n' -F job_id="$ML" -F image_path="$IMG" "$B$URL"
+    curl -s -o "$T/warm-$i.json" -w '%{http_code} %{time_total}\n' -F job_id="$ML" -F image_path="$IMG" "$B$URL"
 done >"$T/times"
-MEDIAN=$(sort -n "$T/times" | sed -n 10p)
-echo "     classify_one, warm, median of 20: ${MEDIAN}s"
-check '[ "$(python3 -c "print($MEDIAN < 0.5)")" = True ]' "a warm classify_one answers in well under a second (${MEDIAN}s)"
+MEDIAN=$(awk '{print $2}' "$T/times" | sort -n | sed -n 10p)
+echo "     classify_one, warm, median of 20: ${MEDIAN}s (not checked)"
+check '[ "$(grep -c "^200 " "$T/times")" = 20 ] && [ "$(cat "$T"/warm-*.json | md5sum)" = "$(for i in $(seq 1 20); do cat "$T/warm-1.json"; done | md5sum)" ]' \
+    "20 warm classify_one requests all answer 200 with the same predictions"
+check '[ "$(serve_pids "$MDIR" | sort | tr "\n" " ")" = "$BEFORE" ]' "by the same worker processes"
 
 # idle workers stop (CDIGITS_MODEL_IDLE=5 here)
 gone=0

@@ -250,17 +250,17 @@ def check_plain(jobdir, log, chance=0.25):
     ck.done()
 
 
-def check_stopped(log, max_seconds):
-    """(b) the SIGTERM half: exit 3 within max_seconds, a snapshot at the stop point,
-    no done line. Prints the stop iteration."""
+def check_stopped(log):
+    """(b) the SIGTERM half: exit 3, a snapshot at the stop point, no done line. Prints
+    the stop iteration and how long the exit took (a figure, not a check: a loaded
+    machine delays any process; a worker that ignored the signal would hit run's
+    timeout)."""
     ck = Checker("SIGTERM")
     st, lines = read_status(log), read_log(log)
     ck.expect(st["term_sent"], "no SIGTERM was sent (the cue line never came)")
     ck.expect(st["rc"] == 3, "exit status %s after SIGTERM, want 3" % st["rc"])
     if st["term_to_exit_s"] is not None:
         print("exited %.2f s after SIGTERM" % st["term_to_exit_s"])
-        ck.expect(st["term_to_exit_s"] <= max_seconds, "took %.2f s to exit after SIGTERM (limit "
-                  "%g s)" % (st["term_to_exit_s"], max_seconds))
     ck.expect(not [l for l in lines if l.get("type") == "done"], "a stopped run printed done")
     snaps, losses = snapshots(lines), train_losses(lines)
     if ck.expect(snaps and losses, "no snapshot or no loss before the stop"):
@@ -546,7 +546,7 @@ COMMANDS = {
     "run-crash": cmd_run_crash,
     "rc": lambda log: print(read_status(log)["rc"]),
     "plain": check_plain,
-    "stopped": lambda log, seconds: check_stopped(log, float(seconds)),
+    "stopped": check_stopped,
     "resume": check_resume,
     "accumulation": check_accumulation,
     "replicas": check_replicas,

@@ -164,18 +164,24 @@ for p in "/datasets/$DS/json" "/jobs/$DS/status" "/jobs/$DS/log/json" "/files/$D
 done
 http POST /models/images/classification/json "${AH[@]}" -F dataset="$DS" -F model_name=m -F standard_networks=lenet -F train_epochs=1
 check '[ "$CODE" = 403 ]' "ann cannot train on fred's dataset"
-curl -s -N --max-time 5 "${AH[@]}" "$B/events" >"$T/ann-events.txt" &
+curl -s -N --max-time 120 "${AH[@]}" "$B/events" >"$T/ann-events.txt" &
 EV=$!
+check 'wait_until 20 "grep -q \"^event: gpus\" \"$T/ann-events.txt\""' "ann's home event stream opens"
 JAR=$T/admin.txt
 login_pw admin "$ADMIN_PW"
 http GET /login
 CSRF=$(jv 'd["csrf_token"]')
-sleep 0.5
 http PUT "/jobs/$DS" -H "X-CSRF-Token: $CSRF" -d job_name=seen-by-fred-only
 http GET /completed_jobs/json
 check 'grep -q "$DS" "$T/body"' "the admin sees every job"
-wait $EV
-check 'grep -q "^event: gpus" "$T/ann-events.txt" && ! grep -q "$DS" "$T/ann-events.txt"' "ann's home event stream carries nothing of fred's job"
+# then a job of ann's own: her stream carries it, and events come in order, so a leak of
+# the rename above would have come before it
+http POST /datasets/images/classification/json "${AH[@]}" -F dataset_name=anns-own -F folder_train="$IMG/train"
+ANN_DS=$(jv 'd["id"]')
+check 'wait_until 20 "grep -q \"$ANN_DS\" \"$T/ann-events.txt\""' "ann's stream announces her own new dataset"
+kill "$EV" 2>/dev/null
+wait "$EV" 2>/dev/null
+check '! grep -q "$DS" "$T/ann-events.txt"' "ann's home event stream carries nothing of fred's job"
 
 # ---- throttled logins ---------------------------------------------------------------------------------------
 # (the throttle lives in the server's memory: this runs on the restarted server, whose

@@ -24,16 +24,21 @@ CODE=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/index/json
 check '[ "$CODE" = 404 ]' "outside the prefix: 404"
 check 'grep -q "listening on" "$T/cdigits.log"' "--log-file receives the log"
 
-curl -s -N --max-time 6 "$B/events" >"$T/home.txt" 2>/dev/null &
+curl -s -N --max-time 120 "$B/events" >"$T/home.txt" 2>/dev/null &
 HOME_PID=$!
-sleep 0.3
+check 'wait_until 20 "grep -q \"event: gpus\" \"$T/home.txt\""' "the home stream opens with the GPU counts"
 login_as ann
 http POST /datasets/images/classification/json -F dataset_name=slow -F folder_train="$T/slowimg"
 DSLOW=$(jv 'd["id"]')
 http POST /models/images/classification/json -F dataset="$DSLOW" -F method=custom -F custom_network="<$T/slow.prototxt" \
     -F train_epochs=1 -F model_name=early
 MEARLY=$(jv 'd["id"]')
-sleep 0.5
+# waits_for ID TEXT: the scheduler has looked at the job and says it waits for TEXT
+waits_for() {
+    http GET "/models/$1/status"
+    [ "$(jv 'd["status"]')" = Waiting ] && jv 'd.get("wait_reason") or ""' | grep -q "$2"
+}
+wait_until 20 'waits_for "$MEARLY" "Waiting for dataset"'
 http GET "/models/$MEARLY/status"
 check '[ "$(jv "d[\"status\"]")" = Waiting ] && jv "d[\"wait_reason\"]" | grep -q "Waiting for dataset"' \
     "a model on a running dataset waits and says why ($(jv 'd.get("wait_reason")'))"
@@ -54,7 +59,7 @@ wait_status "$MEARLY" Aborted 10
 MA=$(make_model a -F select_gpu_count=1)
 check 'wait_status "$MA" Running 10' "A runs on one GPU"
 MB=$(make_model b -F select_gpus=0,1)
-sleep 0.6
+wait_until 20 'waits_for "$MB" "GPU 0"'
 http GET "/models/$MB/status"
 check '[ "$(jv "d[\"status\"]")" = Waiting ] && jv "d[\"wait_reason\"]" | grep -q "GPU 0"' \
     "B (GPUs 0 and 1) waits for GPU 0 ($(jv 'd.get("wait_reason")'))"
@@ -64,7 +69,7 @@ http GET /hardware/json
 check '[ "$(jv "d[\"resources\"][\"gpus\"][\"free\"]")" = 0 ]' "no GPU free"
 http POST "/models/$MA/abort"
 wait_status "$MA" Aborted 10
-sleep 0.6
+wait_until 20 'waits_for "$MB" "GPU 1"'
 http GET "/models/$MB/status"
 check '[ "$(jv "d[\"status\"]")" = Waiting ] && jv "d[\"wait_reason\"]" | grep -q "GPU 1"' \
     "B takes nothing while GPU 1 is busy ($(jv 'd.get("wait_reason")'))"
@@ -76,7 +81,9 @@ http GET "/models/$MB/json"
 check '[ "$(jv "d[\"tasks\"][0][\"gpus\"]")" = "[0, 1]" ]' "B holds GPUs 0 and 1"
 check 'python3 -c "import json,sys; c=json.load(open(sys.argv[1])); sys.exit(not (c[\"gpus\"]==[0,1] and c[\"backend\"]==\"cuda\"))" "$(jv "d[\"directory\"]")/train.json"' \
     "train.json names the GPUs and the CUDA backend"
-sleep 1.2
+# the monitor's next sample after the worker started
+monitored() { http GET /hardware/json; [ "$(jv 'len(d["workers"]) == 1 and d["workers"][0]["rss_bytes"] > 0')" = true ]; }
+wait_until 20 monitored
 http GET /hardware/json
 check '[ "$(jv "len(d[\"workers\"])")" = 1 ] && [ "$(jv "d[\"workers\"][0][\"rss_bytes\"] > 0")" = true ]' \
     "the monitor reports the running worker's memory"
@@ -125,7 +132,9 @@ http POST /models/images/classification/json -F dataset="$DS" -F method=custom -
     -F model_name=twice -F select_gpus=0,0
 check '[ "$CODE" = 400 ] && [ "$(jv "d[\"errors\"][\"select_gpus\"][0]")" = "GPU 0 is selected twice; select each GPU once" ]' \
     "the same GPU twice is a form error ($(jv 'd.get("errors")'))"
-wait $HOME_PID 2>/dev/null
+wait_until 20 'grep -q "event: job_added" "$T/home.txt"'
+kill "$HOME_PID" 2>/dev/null
+wait "$HOME_PID" 2>/dev/null
 check 'grep -q "event: job_added" "$T/home.txt" && grep -q "event: gpus" "$T/home.txt"' "the home stream announces jobs and GPUs"
 
 # a clean stop while a model trains: the worker saves its state, the job is resumable,
@@ -134,7 +143,8 @@ http POST /models/images/classification/json -F dataset="$DS" -F method=custom -
     -F train_epochs=3 -F model_name=stopme
 MS=$(jv 'd["id"]')
 check 'wait_status "$MS" Running 10' "a model runs"
-sleep 2.5
+snaps() { http GET "/models/$MS/json"; [ "$(jv 'd["snapshots"]')" != "[]" ]; }
+check 'wait_until 60 snaps' "it is past its first snapshot"
 srv_stop
 check '[ "$SRV_RC" = 0 ]' "SIGTERM stops the server cleanly while a model trains"
 srv_start --worker "$FAKE" --data-root "$T" --gpus 0,1 --url-prefix /digits --resume-interrupted
