@@ -126,23 +126,13 @@ check '[ "$(grep -c "^200 " "$T/times")" = 20 ] && [ "$(cat "$T"/warm-*.json | m
 check '[ "$(serve_pids "$MDIR" | sort | tr "\n" " ")" = "$BEFORE" ]' "by the same worker processes"
 
 # idle workers stop (CDIGITS_MODEL_IDLE=5 here)
-gone=0
-for i in $(seq 1 100); do
-    [ -z "$(serve_pids "$MDIR")" ] && { gone=1; break; }
-    sleep 0.1
-done
-check '[ "$gone" = 1 ]' "idle workers stop after CDIGITS_MODEL_IDLE seconds"
+check 'wait_until 60 "[ -z \"\$(serve_pids \"$MDIR\")\" ]"' "idle workers stop after CDIGITS_MODEL_IDLE seconds"
 
 # deleting the model stops its worker
 http POST $URL -F job_id="$ML" -F image_path="$IMG"
 check '[ "$CODE" = 200 ] && [ "$(serve_pids "$MDIR" | wc -l)" = 1 ]' "a new request starts a worker again"
 http DELETE "/models/$ML"
 check '[ "$CODE" = 200 ]' "model deleted"
-gone=0
-for i in $(seq 1 40); do
-    [ -z "$(serve_pids "$MDIR")" ] && { gone=1; break; }
-    sleep 0.1
-done
-check '[ "$gone" = 1 ]' "deleting the model stops its worker"
+check 'wait_until 60 "[ -z \"\$(serve_pids \"$MDIR\")\" ]"' "deleting the model stops its worker"
 srv_stop
 finish
