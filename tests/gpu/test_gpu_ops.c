@@ -938,23 +938,40 @@ static void go_test_graph_dropout(size_t n)
     go_free(&y);
 }
 
+/* Puts a new CUDA backend computing in precision in the device's place; returns the one
+ * it replaced, for go_restore_device, or NULL (a failed row recorded) when none could be
+ * made. */
+static cd_backend_t *go_swap_device(const char *tag, int precision, double tol)
+{
+    char why[256];
+    cd_backend_t *be = cd_backend_cuda_new(0, why, sizeof why);
+    if (!be) {
+        fprintf(stderr, "FAIL: CUDA backend%s: %s\n", tag, why);
+        go_record(go_fmt("backend%s", tag), "", NAN, tol);
+        return NULL;
+    }
+    be->precision = precision;
+    cd_backend_t *keep = go_be[DEV];
+    go_be[DEV] = be;
+    return keep;
+}
+
+static void go_restore_device(cd_backend_t *keep)
+{
+    go_be[DEV]->iface->destroy(go_be[DEV]);
+    go_be[DEV] = keep;
+}
+
 /* Convolution and gemm on a device backend made with other settings: an environment
  * variable (var, val) or a precision. */
 static void go_test_variant(const char *tag, const char *var, const char *val, int precision,
                             double tol)
 {
-    char why[256];
     if (var)
         setenv(var, val, 1);
-    cd_backend_t *keep = go_be[DEV];
-    cd_backend_t *be = cd_backend_cuda_new(0, why, sizeof why);
-    if (!be) {
-        fprintf(stderr, "FAIL: CUDA backend%s: %s\n", tag, why);
-        go_record(go_fmt("backend%s", tag), "", NAN, tol);
+    cd_backend_t *keep = go_swap_device(tag, precision, tol);
+    if (!keep)
         return;
-    }
-    be->precision = precision;
-    go_be[DEV] = be;
     go_test_gemm(tag, tol, 0, 0, 64, 500, 800);
     go_test_gemm(tag, tol, 1, 1, 37, 53, 71);
     go_test_gemm(tag, tol, 0, 1, 33, 10, 501); /* odd sizes: the casts' unaligned tails */
@@ -964,26 +981,17 @@ static void go_test_variant(const char *tag, const char *var, const char *val, i
         go_test_conv(tag, tol, go_conv(2, 3, 67, 67, 16, 11, 11, 4, 0, 1, 1), 1);
         go_test_conv(tag, tol, go_conv(3, 5, 9, 7, 6, 3, 3, 1, 1, 1, 1), 0); /* odd counts */
     }
-    be->iface->destroy(be);
-    go_be[DEV] = keep;
+    go_restore_device(keep);
 }
 
 /* The captured step of go_test_graph on a new device backend computing in precision. */
 static void go_test_graph_precision(const char *tag, int precision, double tol)
 {
-    char why[256];
-    cd_backend_t *keep = go_be[DEV];
-    cd_backend_t *be = cd_backend_cuda_new(0, why, sizeof why);
-    if (!be) {
-        fprintf(stderr, "FAIL: CUDA backend%s: %s\n", tag, why);
-        go_record(go_fmt("backend%s", tag), "", NAN, tol);
+    cd_backend_t *keep = go_swap_device(tag, precision, tol);
+    if (!keep)
         return;
-    }
-    be->precision = precision;
-    go_be[DEV] = be;
     go_test_graph(tag, tol);
-    be->iface->destroy(be);
-    go_be[DEV] = keep;
+    go_restore_device(keep);
 }
 
 /*
