@@ -1,20 +1,19 @@
 /* Dataset routes. POST /datasets/images/classification/json: DIGITS's form fields,
  * validated by the table below, become dataset.json (docs/worker-protocol.md) in a new
  * job folder. The explorer pages through the records of a split's .db file and serves
- * each record as an image; it reads the file's header, index and labels itself
- * (docs/formats.md), since the server links neither the engine nor the dataset library. */
+ * each record as an image, through the dataset library's reader and PNG writer (the
+ * server links that backend-free library, never the engine). */
 #include "internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
+#include "cdigits/dataset.h"
+#include "cdigits/image.h"
 #include "cdigits/util.h"
 
 #define ALWAYS NULL
@@ -221,96 +220,40 @@ out:
 
 void h_dataset_create(req_t *r) { api_dataset_create_fields(r, r->fields); }
 
-/* ---- the explorer: records of a split's .db ------------------------------------------ */
+/* ---- the explorer: records of a split's .db ------------------------------------------
+ * Through the dataset library (src/dataset/db_read.c): one reader, with the format's
+ * layout rules and checksums (docs/formats.md), for the worker and the server. */
 
-#define DB_HEADER 128
 #define EXPLORE_MAX_SIZE 1000 /* records per page */
 
-enum { DB_ENC_NONE = 0, DB_ENC_PNG = 1, DB_ENC_JPG = 2 };
-
-typedef struct dbfile {
-    int fd;
-    uint32_t channels, height, width, encoding;
-    uint64_t count, data_size, index_offset, labels_offset;
-} dbfile_t;
-
-static uint32_t le32(const unsigned char *p) { return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-static uint64_t le64(const unsigned char *p) { return le32(p) | (uint64_t)le32(p + 4) << 32; }
-
-/* pread of exactly n bytes; CD_ERR on a short read. */
-static int read_at(int fd, void *buf, size_t n, uint64_t off)
+/* Opens <dataset dir>/<split>.db of a dataset job. The db, or NULL after a reply. */
+static cd_db_t *split_open(req_t *r, json_t *job, const char *split)
 {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t k = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return CD_ERR;
-        got += (size_t)k;
-    }
-    return CD_OK;
-}
-
-/* Opens <dataset dir>/<split>.db and checks the header's layout rules (docs/formats.md:
- * every offset follows from count, the shape and the data size; the size on disk is
- * file_size). The record CRCs are not checked: that would read every record for one
- * page. CD_OK with db->fd open, or CD_ERR after a reply. */
-static int db_open(req_t *r, json_t *job, const char *split, dbfile_t *db)
-{
-    db->fd = -1;
     if (strcmp(split, "train") != 0 && strcmp(split, "val") != 0 && strcmp(split, "test") != 0) {
         reply_error(r, 404, "No split \"%s\": a dataset's splits are train, val and test", split);
-        return CD_ERR;
+        return NULL;
     }
     const char *type = json_string_value(json_object_get(job, "type"));
     if (!type || strcmp(type, "dataset") != 0) {
         reply_error(r, 404, "Job %s is not a dataset; the explorer shows a dataset's records", r->params[0]);
-        return CD_ERR;
+        return NULL;
     }
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s.db", sval(job, "dir"), split);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
-        reply_error(r, 404, "Dataset %s has no %s records (%s.db: %s); its %s split is empty or the dataset is not done",
-                    r->params[0], split, split, strerror(errno), split);
-        return CD_ERR;
-    }
-    unsigned char h[DB_HEADER];
     struct stat st;
-    if (fstat(fd, &st) != 0 || read_at(fd, h, sizeof h, 0) != CD_OK || memcmp(h, "CDDB", 4) != 0 || le32(h + 4) != 1 ||
-        le32(h + 8) != DB_HEADER)
-        goto bad;
-    db->channels = le32(h + 12);
-    db->height = le32(h + 16);
-    db->width = le32(h + 20);
-    db->encoding = le32(h + 24);
-    db->count = le64(h + 32);
-    db->data_size = le64(h + 48);
-    db->index_offset = le64(h + 56);
-    db->labels_offset = le64(h + 64);
-    uint64_t data_offset = le64(h + 40), crc_offset = le64(h + 72), file_size = le64(h + 80);
-    if ((db->channels != 1 && db->channels != 3) || db->height < 1 || db->height > 65536 || db->width < 1 ||
-        db->width > 65536 || db->encoding > DB_ENC_JPG || data_offset != DB_HEADER ||
-        file_size != (uint64_t)st.st_size || db->count > file_size / 4 || db->data_size > file_size)
-        goto bad;
-    uint64_t t = (DB_HEADER + db->data_size + 7) & ~(uint64_t)7;
-    uint64_t pixels = (uint64_t)db->channels * db->height * db->width;
-    uint64_t want_labels = t + (db->encoding != DB_ENC_NONE ? 16 * db->count : 0);
-    if ((db->encoding == DB_ENC_NONE ? db->index_offset != 0 || db->data_size != db->count * pixels
-                                     : db->index_offset != t) ||
-        db->labels_offset != want_labels || crc_offset != want_labels + 4 * db->count ||
-        file_size != crc_offset + 4 * db->count)
-        goto bad;
-    db->fd = fd;
-    return CD_OK;
-bad:
-    close(fd);
-    reply_error(r, 500, "%s is not a valid cdigits .db file (see docs/formats.md); create the dataset again", path);
-    return CD_ERR;
+    /* the job folder's own file, never one a link points to */
+    int missing = lstat(path, &st) != 0;
+    if (missing || !S_ISREG(st.st_mode)) {
+        reply_error(r, 404, "Dataset %s has no %s records (%s.db: %s); its %s split is empty or the dataset is not done",
+                    r->params[0], split, split, missing ? strerror(errno) : "not a plain file", split);
+        return NULL;
+    }
+    char err[512];
+    cd_db_t *db = cd_db_open(path, err, sizeof err);
+    if (!db) /* err names the file, what is wrong with it and what to do */
+        reply_error(r, 500, "%s", err);
+    return db;
 }
-
-static const char *const g_encodings[] = {"none", "png", "jpg"};
 
 /* GET /datasets/<id>/explore/json?split=train&label=N&page=P&size=S: one page of the
  * records of a split (of one class with label), each with the URL of its image.
@@ -345,142 +288,56 @@ void h_dataset_explore(req_t *r)
             goto out;
         }
     }
-    dbfile_t db;
-    if (db_open(r, job, split && *split ? split : "train", &db) != CD_OK)
-        goto out;
     split = split && *split ? split : "train";
-    unsigned char *labels = db.count ? malloc(4 * db.count) : NULL;
-    if (db.count && (!labels || read_at(db.fd, labels, 4 * db.count, db.labels_offset) != CD_OK)) {
-        free(labels);
-        close(db.fd);
-        reply_error(r, 500, "cannot read the labels of %s.db of dataset %s", split, r->params[0]);
+    cd_db_t *db = split_open(r, job, split);
+    if (!db)
         goto out;
-    }
-    close(db.fd);
+    size_t count = cd_db_count(db);
     long long first = page * size, total = 0;
     json_t *items = json_array();
-    for (uint64_t i = 0; i < db.count; i++) {
-        int32_t l = (int32_t)le32(labels + 4 * i);
+    for (size_t i = 0; i < count; i++) {
+        int l = cd_db_label(db, i);
         if (label >= 0 && l != label)
             continue;
         if (total >= first && total < first + size) {
             char url[1024];
-            snprintf(url, sizeof url, "%s/datasets/%s/images/%s/%llu", r->srv->cfg.url_prefix, r->params[0], split,
-                     (unsigned long long)i);
-            json_array_append_new(items, json_pack("{s:I, s:i, s:s}", "index", (json_int_t)i, "label", (int)l, "url", url));
+            snprintf(url, sizeof url, "%s/datasets/%s/images/%s/%zu", r->srv->cfg.url_prefix, r->params[0], split, i);
+            json_array_append_new(items, json_pack("{s:I, s:i, s:s}", "index", (json_int_t)i, "label", l, "url", url));
         }
         total++;
     }
-    free(labels);
     reply_json(r, 200, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:[i,i,i], s:s, s:o}", "split", split, "label",
-                                 (json_int_t)label, "total", (json_int_t)total, "count", (json_int_t)db.count, "page",
-                                 (json_int_t)page, "size", (json_int_t)size, "image_dims", (int)db.height,
-                                 (int)db.width, (int)db.channels, "encoding", g_encodings[db.encoding], "items", items));
+                                 (json_int_t)label, "total", (json_int_t)total, "count", (json_int_t)count, "page",
+                                 (json_int_t)page, "size", (json_int_t)size, "image_dims", cd_db_height(db),
+                                 cd_db_width(db), cd_db_channels(db), "encoding",
+                                 cd_encoding_name(cd_db_encoding(db)), "items", items));
+    cd_db_close(db);
 out:
     json_decref(job);
 }
 
-/* ---- a record as a PNG file ---------------------------------------------------------------
- * Records of encoding none are planar CHW bytes: they are sent as a PNG whose zlib
- * stream uses stored (uncompressed) deflate blocks, which needs only CRC-32 and
- * Adler-32. A few KB to a few hundred KB per image, made in microseconds. */
-
-static uint32_t g_crc_table[256];
-static pthread_once_t g_crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_init(void)
+/* Record i of db as an image file: a PNG (level 1: a few KB, made in well under a
+ * millisecond) for records of encoding none, the stored bytes (PNG or JPEG) for the
+ * others. malloc'd, or NULL with err. */
+static uint8_t *record_file(const cd_db_t *db, size_t i, size_t *len, char *err, size_t errlen)
 {
-    for (uint32_t n = 0; n < 256; n++) {
-        uint32_t c = n;
-        for (int k = 0; k < 8; k++)
-            c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        g_crc_table[n] = c;
+    const uint8_t *raw = cd_db_raw(db, i);
+    if (raw) {
+        cd_image_t img = {.c = cd_db_channels(db), .h = cd_db_height(db), .w = cd_db_width(db),
+                          .data = (uint8_t *)raw};
+        uint8_t *png = NULL;
+        return cd_image_encode_png(&img, 1, &png, len, err, errlen) == CD_OK ? png : NULL;
     }
-}
-
-static uint32_t crc32_of(const unsigned char *p, size_t n)
-{
-    pthread_once(&g_crc_once, crc_init);
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++)
-        c = g_crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
-}
-
-static void put_be32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)(v >> 24);
-    p[1] = (unsigned char)(v >> 16);
-    p[2] = (unsigned char)(v >> 8);
-    p[3] = (unsigned char)v;
-}
-
-/* Writes a chunk (length, type, the len bytes already at p + 8, CRC); returns its size. */
-static size_t png_chunk(unsigned char *p, const char *type, size_t len)
-{
-    put_be32(p, (uint32_t)len);
-    memcpy(p + 4, type, 4);
-    put_be32(p + 8 + len, crc32_of(p + 4, len + 4));
-    return len + 12;
-}
-
-/* planar is (c,h,w) uint8 with c 1 (gray) or 3 (RGB). Returns a malloc'd PNG file. */
-static unsigned char *png_from_planar(const unsigned char *planar, uint32_t c, uint32_t h, uint32_t w, size_t *outlen)
-{
-    size_t row = 1 + (size_t)w * c, raw = row * h;
-    size_t nblocks = raw / 65535 + 1;
-    size_t zlen = 2 + 5 * nblocks + raw + 4;
-    size_t total = 8 + (12 + 13) + (12 + zlen) + 12;
-    unsigned char *png = malloc(total), *rows = malloc(raw);
-    if (!png || !rows) {
-        free(png);
-        free(rows);
+    size_t size = 0;
+    const uint8_t *rec = cd_db_record(db, i, &size);
+    uint8_t *copy = rec && size ? malloc(size) : NULL;
+    if (!copy) {
+        snprintf(err, errlen, rec ? "out of memory" : "no such record");
         return NULL;
     }
-    size_t plane = (size_t)h * w;
-    for (uint32_t y = 0; y < h; y++) {
-        unsigned char *o = rows + y * row;
-        *o++ = 0; /* filter: none */
-        for (uint32_t x = 0; x < w; x++)
-            for (uint32_t k = 0; k < c; k++)
-                *o++ = planar[k * plane + (size_t)y * w + x];
-    }
-    unsigned char *p = png;
-    memcpy(p, "\x89PNG\r\n\x1a\n", 8);
-    p += 8;
-    put_be32(p + 8, w);
-    put_be32(p + 12, h);
-    p[16] = 8;                /* bits per sample */
-    p[17] = c == 3 ? 2 : 0;   /* RGB or gray */
-    p[18] = p[19] = p[20] = 0; /* deflate, adaptive filters, no interlace */
-    p += png_chunk(p, "IHDR", 13);
-    unsigned char *z = p + 8, *zp = z;
-    *zp++ = 0x78; /* zlib: deflate, 32K window */
-    *zp++ = 0x01;
-    uint32_t a = 1, b = 0;
-    for (size_t off = 0, left = raw; nblocks--;) {
-        size_t n = left < 65535 ? left : 65535;
-        *zp++ = nblocks == 0; /* BFINAL on the last block, BTYPE 00 (stored) */
-        zp[0] = (unsigned char)n;
-        zp[1] = (unsigned char)(n >> 8);
-        zp[2] = (unsigned char)~n;
-        zp[3] = (unsigned char)(~n >> 8);
-        zp += 4;
-        memcpy(zp, rows + off, n);
-        for (size_t i = 0; i < n; i++) {
-            a = (a + rows[off + i]) % 65521;
-            b = (b + a) % 65521;
-        }
-        zp += n;
-        off += n;
-        left -= n;
-    }
-    put_be32(zp, b << 16 | a);
-    p += png_chunk(p, "IDAT", zlen);
-    p += png_chunk(p, "IEND", 0);
-    free(rows);
-    *outlen = (size_t)(p - png);
-    return png;
+    memcpy(copy, rec, size);
+    *len = size;
+    return copy;
 }
 
 /* GET /datasets/<id>/images/<split>/<index>: record <index> of the split as an image:
@@ -491,46 +348,28 @@ void h_dataset_image(req_t *r)
     json_t *job = api_job_param(r);
     if (!job)
         return;
-    dbfile_t db;
-    if (db_open(r, job, r->params[1], &db) != CD_OK) {
-        json_decref(job);
-        return;
-    }
+    cd_db_t *db = split_open(r, job, r->params[1]);
     json_decref(job);
+    if (!db)
+        return;
     char *end;
     errno = 0;
     unsigned long long i = strtoull(r->params[2], &end, 10);
-    if (*end || errno || r->params[2][0] == '-' || i >= db.count) {
-        close(db.fd);
-        reply_error(r, 404, "No record %s in the %s split of dataset %s: it has %llu (0 .. %llu)", r->params[2],
-                    r->params[1], r->params[0], (unsigned long long)db.count,
-                    (unsigned long long)(db.count ? db.count - 1 : 0));
+    size_t count = cd_db_count(db);
+    if (*end || errno || r->params[2][0] == '-' || i >= count) {
+        cd_db_close(db);
+        reply_error(r, 404, "No record %s in the %s split of dataset %s: it has %zu (0 .. %zu)", r->params[2],
+                    r->params[1], r->params[0], count, count ? count - 1 : 0);
         return;
     }
-    unsigned char *body = NULL;
+    const char *ctype = cd_db_encoding(db) == CD_ENC_JPG ? "image/jpeg" : "image/png";
+    char err[512] = "";
     size_t len = 0;
-    const char *ctype = db.encoding == DB_ENC_JPG ? "image/jpeg" : "image/png";
-    if (db.encoding == DB_ENC_NONE) {
-        size_t n = (size_t)db.channels * db.height * db.width;
-        unsigned char *px = malloc(n);
-        if (px && read_at(db.fd, px, n, DB_HEADER + i * n) == CD_OK)
-            body = png_from_planar(px, db.channels, db.height, db.width, &len);
-        free(px);
-    } else {
-        unsigned char ent[16];
-        if (read_at(db.fd, ent, sizeof ent, db.index_offset + 16 * i) == CD_OK) {
-            uint64_t off = le64(ent), size = le64(ent + 8);
-            if (off >= DB_HEADER && size > 0 && size <= db.data_size && off - DB_HEADER <= db.data_size - size &&
-                (body = malloc(size)) && read_at(db.fd, body, size, off) != CD_OK) {
-                free(body);
-                body = NULL;
-            }
-            len = (size_t)size;
-        }
-    }
-    close(db.fd);
+    uint8_t *body = record_file(db, (size_t)i, &len, err, sizeof err);
+    cd_db_close(db);
     if (!body) {
-        reply_error(r, 500, "cannot read record %llu of the %s split of dataset %s", i, r->params[1], r->params[0]);
+        reply_error(r, 500, "cannot read record %llu of the %s split of dataset %s: %s", i, r->params[1],
+                    r->params[0], err);
         return;
     }
     struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);

@@ -5,10 +5,8 @@
 #define _GNU_SOURCE
 #include "archive.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,53 +17,6 @@
 #include <zlib.h>
 
 #include "cdigits/util.h"
-
-/* ---- zlib, linked or loaded ----------------------------------------------------------- */
-
-typedef struct zapi {
-    int (*deflateInit2_)(z_streamp, int, int, int, int, int, const char *, int);
-    int (*deflate)(z_streamp, int);
-    int (*deflateEnd)(z_streamp);
-    int (*inflateInit2_)(z_streamp, int, const char *, int);
-    int (*inflate)(z_streamp, int);
-    int (*inflateEnd)(z_streamp);
-    uLong (*crc32)(uLong, const Bytef *, uInt);
-} zapi;
-
-static zapi g_z;
-static int g_z_ok;
-static pthread_once_t g_z_once = PTHREAD_ONCE_INIT;
-
-static void z_load(void)
-{
-#ifdef CDIGITS_SERVER_ZLIB
-    g_z = (zapi){deflateInit2_, deflate, deflateEnd, inflateInit2_, inflate, inflateEnd, crc32};
-    g_z_ok = 1;
-#else
-    void *h = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return;
-    *(void **)&g_z.deflateInit2_ = dlsym(h, "deflateInit2_");
-    *(void **)&g_z.deflate = dlsym(h, "deflate");
-    *(void **)&g_z.deflateEnd = dlsym(h, "deflateEnd");
-    *(void **)&g_z.inflateInit2_ = dlsym(h, "inflateInit2_");
-    *(void **)&g_z.inflate = dlsym(h, "inflate");
-    *(void **)&g_z.inflateEnd = dlsym(h, "inflateEnd");
-    *(void **)&g_z.crc32 = dlsym(h, "crc32");
-    g_z_ok = g_z.deflateInit2_ && g_z.deflate && g_z.deflateEnd && g_z.inflateInit2_ && g_z.inflate &&
-             g_z.inflateEnd && g_z.crc32;
-#endif
-}
-
-static const zapi *zlib_api(char *err, size_t errlen)
-{
-    pthread_once(&g_z_once, z_load);
-    if (!g_z_ok) {
-        snprintf(err, errlen, "compressed archives need zlib (libz.so.1), which is not installed; use .tar");
-        return NULL;
-    }
-    return &g_z;
-}
 
 /* ---- names and kinds ----------------------------------------------------------------------- */
 
@@ -103,7 +54,6 @@ int archive_sniff(const void *data, size_t len)
 
 typedef struct sink {
     FILE *f;
-    const zapi *z;
     z_stream zs;      /* gzip: the whole tar goes through it */
     int gz;
     uint64_t written; /* bytes handed to put (before compression) */
@@ -125,7 +75,7 @@ static void deflate_to(sink *s, z_stream *zs, const void *p, size_t n, int flush
     do {
         zs->next_out = out;
         zs->avail_out = sizeof out;
-        int rc = s->z->deflate(zs, flush);
+        int rc = deflate(zs, flush);
         if (rc == Z_STREAM_ERROR) {
             s->bad = 1;
             return;
@@ -277,24 +227,23 @@ static int zip_entry(sink *s, const char *dir, const char *name, zip_rec *rec, c
     sink_raw(s, name, nl);
     z_stream zs;
     memset(&zs, 0, sizeof zs);
-    if (s->z->deflateInit2_(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,
-                            (int)sizeof zs) != Z_OK) {
+    if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
         fclose(in);
         snprintf(err, errlen, "zlib cannot start a deflate stream");
         return CD_ERR;
     }
     char buf[65536];
     size_t n;
-    uLong crc = s->z->crc32(0, NULL, 0);
+    uLong crc = crc32(0, NULL, 0);
     uint64_t total = 0;
     while ((n = fread(buf, 1, sizeof buf, in)) > 0) {
-        crc = s->z->crc32(crc, (const Bytef *)buf, (uInt)n);
+        crc = crc32(crc, (const Bytef *)buf, (uInt)n);
         deflate_to(s, &zs, buf, n, Z_NO_FLUSH);
         total += n;
     }
     deflate_to(s, &zs, NULL, 0, Z_FINISH);
     rec->csize = (uint32_t)zs.total_out;
-    s->z->deflateEnd(&zs);
+    deflateEnd(&zs);
     fclose(in);
     rec->crc = (uint32_t)crc;
     rec->usize = (uint32_t)total;
@@ -354,8 +303,6 @@ int archive_write(int kind, const char *dir, const char *const *names, int n, co
         return CD_ERR;
     }
     sink s = {0};
-    if (kind != ARCHIVE_TAR && !(s.z = zlib_api(err, errlen)))
-        return CD_ERR;
     s.f = fopen(out_path, "wb");
     if (!s.f) {
         snprintf(err, errlen, "cannot write %s: %s", out_path, strerror(errno));
@@ -363,8 +310,7 @@ int archive_write(int kind, const char *dir, const char *const *names, int n, co
     }
     int rc = CD_OK;
     if (kind == ARCHIVE_TGZ) {
-        if (s.z->deflateInit2_(&s.zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY,
-                               ZLIB_VERSION, (int)sizeof s.zs) != Z_OK) {
+        if (deflateInit2(&s.zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
             fclose(s.f);
             snprintf(err, errlen, "zlib cannot start a gzip stream");
             return CD_ERR;
@@ -390,7 +336,7 @@ int archive_write(int kind, const char *dir, const char *const *names, int n, co
     if (s.gz) {
         if (rc == CD_OK)
             deflate_to(&s, &s.zs, NULL, 0, Z_FINISH);
-        s.z->deflateEnd(&s.zs);
+        deflateEnd(&s.zs);
     }
     free(recs);
     if (fclose(s.f) != 0 || s.bad) {
@@ -528,7 +474,6 @@ static int ex_close(extract *ex, char *err, size_t errlen)
 typedef struct source {
     const unsigned char *data;
     size_t len, off;
-    const zapi *z;
     z_stream zs;
     int gz, eof;
 } source;
@@ -556,7 +501,7 @@ static int src_read(source *s, void *dst, size_t n, char *err, size_t errlen)
             snprintf(err, errlen, "the tar.gz archive is truncated");
             return -1;
         }
-        int rc = s->z->inflate(&s->zs, Z_NO_FLUSH);
+        int rc = inflate(&s->zs, Z_NO_FLUSH);
         if (rc == Z_STREAM_END) {
             s->eof = 1;
         } else if (rc != Z_OK) {
@@ -708,7 +653,7 @@ static int extract_tar(source *src, extract *ex, char *err, size_t errlen)
     return CD_OK;
 }
 
-static int extract_zip(const unsigned char *d, size_t len, extract *ex, const zapi *z, char *err, size_t errlen)
+static int extract_zip(const unsigned char *d, size_t len, extract *ex, char *err, size_t errlen)
 {
     /* the end of central directory record: within the last 64 KiB + 22 bytes */
     size_t eocd = (size_t)-1;
@@ -784,21 +729,21 @@ static int extract_zip(const unsigned char *d, size_t len, extract *ex, const za
             snprintf(err, errlen, "the zip entry %s is truncated", name);
             return CD_ERR;
         }
-        uLong got_crc = z->crc32(0, NULL, 0);
+        uLong got_crc = crc32(0, NULL, 0);
         uint64_t got = 0;
         if (method == 0) {
             if (csize != usize) {
                 snprintf(err, errlen, "the stored zip entry %s has two sizes", name);
                 return CD_ERR;
             }
-            got_crc = z->crc32(got_crc, d + data, csize);
+            got_crc = crc32(got_crc, d + data, csize);
             if (ex_write(ex, d + data, csize, err, errlen) != CD_OK)
                 return CD_ERR;
             got = csize;
         } else {
             z_stream zs;
             memset(&zs, 0, sizeof zs);
-            if (z->inflateInit2_(&zs, -15, ZLIB_VERSION, (int)sizeof zs) != Z_OK) {
+            if (inflateInit2(&zs, -15) != Z_OK) {
                 snprintf(err, errlen, "zlib cannot start an inflate stream");
                 return CD_ERR;
             }
@@ -809,26 +754,26 @@ static int extract_zip(const unsigned char *d, size_t len, extract *ex, const za
             do {
                 zs.next_out = out;
                 zs.avail_out = sizeof out;
-                rc = z->inflate(&zs, Z_NO_FLUSH);
+                rc = inflate(&zs, Z_NO_FLUSH);
                 if (rc != Z_OK && rc != Z_STREAM_END) {
-                    z->inflateEnd(&zs);
+                    inflateEnd(&zs);
                     snprintf(err, errlen, "the zip entry %s is damaged", name);
                     return CD_ERR;
                 }
                 size_t k = sizeof out - zs.avail_out;
-                got_crc = z->crc32(got_crc, out, (uInt)k);
+                got_crc = crc32(got_crc, out, (uInt)k);
                 got += k;
                 if (ex_write(ex, out, k, err, errlen) != CD_OK) {
-                    z->inflateEnd(&zs);
+                    inflateEnd(&zs);
                     return CD_ERR;
                 }
                 if (rc == Z_OK && zs.avail_in == 0 && zs.avail_out != 0) {
-                    z->inflateEnd(&zs);
+                    inflateEnd(&zs);
                     snprintf(err, errlen, "the zip entry %s is truncated", name);
                     return CD_ERR;
                 }
             } while (rc != Z_STREAM_END);
-            z->inflateEnd(&zs);
+            inflateEnd(&zs);
         }
         if (got != usize || (uint32_t)got_crc != crc) {
             snprintf(err, errlen, "the zip entry %s is damaged (size or CRC mismatch)", name);
@@ -847,19 +792,16 @@ int archive_extract(const void *data, size_t len, const char *dir, const archive
     *nnames = 0;
     err[0] = 0;
     int kind = archive_sniff(data, len), rc = CD_ERR;
-    const zapi *z = NULL;
     if (kind < 0) {
         snprintf(err, errlen, "the upload is not a tar, tar.gz or zip archive");
         return CD_ERR;
     }
-    if (kind != ARCHIVE_TAR && !(z = zlib_api(err, errlen)))
-        return CD_ERR;
     if (kind == ARCHIVE_ZIP) {
-        rc = extract_zip(data, len, &ex, z, err, errlen);
+        rc = extract_zip(data, len, &ex, err, errlen);
     } else {
-        source src = {.data = data, .len = len, .z = z, .gz = kind == ARCHIVE_TGZ};
+        source src = {.data = data, .len = len, .gz = kind == ARCHIVE_TGZ};
         if (src.gz) {
-            if (z->inflateInit2_(&src.zs, 15 + 16, ZLIB_VERSION, (int)sizeof src.zs) != Z_OK) {
+            if (inflateInit2(&src.zs, 15 + 16) != Z_OK) {
                 snprintf(err, errlen, "zlib cannot start an inflate stream");
                 return CD_ERR;
             }
@@ -868,7 +810,7 @@ int archive_extract(const void *data, size_t len, const char *dir, const archive
         }
         rc = extract_tar(&src, &ex, err, errlen);
         if (src.gz)
-            z->inflateEnd(&src.zs);
+            inflateEnd(&src.zs);
     }
     if (ex.fd >= 0)
         close(ex.fd);

@@ -1,8 +1,8 @@
 /* Archives of a model's files for the download and the pretrained-model upload: tar,
  * tar.gz and zip, written from files in a folder and read back from memory with every
- * entry checked (docs/inference.md). Compression is zlib's, loaded at run time
- * (libz.so.1) unless the server is linked with it (CDIGITS_SERVER_ZLIB). Functions
- * return CD_OK or CD_ERR with a message; nothing here exits. */
+ * entry checked (docs/inference.md). Compression is zlib's (the server links it, as the
+ * dataset library does). Functions return CD_OK or CD_ERR with a message; nothing here
+ * exits. */
 #ifndef CDIGITS_SERVER_ARCHIVE_H
 #define CDIGITS_SERVER_ARCHIVE_H
 

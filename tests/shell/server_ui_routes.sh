@@ -182,7 +182,7 @@ head -c 200 "$DT_DIR/val.db" >"$T/short.db"
 cp "$DT_DIR/val.db" "$T/val.db.bak"
 cp "$T/short.db" "$DT_DIR/val.db"
 http GET "/datasets/$DT/explore/json?split=val"
-check '[ "$CODE" = 500 ] && jv "d[\"error\"][\"description\"]" | grep -q "not a valid cdigits .db"' "a truncated .db is refused, not read"
+check '[ "$CODE" = 500 ] && jv "d[\"error\"][\"description\"]" | grep -q "val.db: .*(truncated); recreate the dataset"' "a truncated .db is refused, not read, naming the file and what to do"
 cp "$T/val.db.bak" "$DT_DIR/val.db"
 
 # ---- folder picker and image files -------------------------------------------------------------
