@@ -24,7 +24,7 @@
 
 #include <jansson.h>
 
-#include "cdigits/server_events.h"
+#include "cdigits/events.h"
 #include "cdigits/store.h"
 
 #ifdef __cplusplus

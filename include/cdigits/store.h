@@ -19,29 +19,12 @@
 
 #include <jansson.h>
 
+#include "cdigits/err.h"
 #include "cdigits/util.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* An error a caller can show the user: the kind picks the HTTP status. */
-enum cd_err_kind {
-    CD_E_NONE = 0,
-    CD_E_INVALID,      /* 400: the request is wrong */
-    CD_E_UNAUTHORIZED, /* 401: log in first */
-    CD_E_FORBIDDEN,    /* 403: not yours, or not allowed in this state */
-    CD_E_NOTFOUND,     /* 404 */
-    CD_E_CONFLICT,     /* 409: the job is in a state that does not allow it */
-    CD_E_TOOLARGE,     /* 413 */
-    CD_E_INTERNAL,     /* 500: disk, database, fork */
-};
-typedef struct cd_err {
-    int kind;
-    char msg[1024];
-} cd_err_t;
-/* Fills err (when not NULL) and returns CD_ERR, so callers can `return cd_err_set(...)`. */
-int cd_err_set(cd_err_t *err, int kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* DIGITS's six states of a job or task, stored as one letter (I W R D A E). */
 enum cd_state { CD_ST_INIT = 0, CD_ST_WAIT, CD_ST_RUN, CD_ST_DONE, CD_ST_ABORT, CD_ST_ERROR, CD_ST_COUNT };

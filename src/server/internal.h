@@ -13,7 +13,7 @@
 
 #include "cdigits/sched.h"
 #include "cdigits/server.h"
-#include "cdigits/server_events.h"
+#include "cdigits/events.h"
 #include "cdigits/server_hw.h"
 #include "cdigits/store.h"
 

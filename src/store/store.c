@@ -8,18 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cd_err_set(cd_err_t *err, int kind, const char *fmt, ...)
-{
-    if (err) {
-        err->kind = kind;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
-    }
-    return CD_ERR;
-}
-
 /* ---- states ------------------------------------------------------------------- */
 
 static const struct {

@@ -293,12 +293,20 @@ build_ops_test() {
     done
     local defs=(-DCDIGITS_HAVE_CUDA=1 -DCDIGITS_VERSION=\"gpu-test\" -DCDIGITS_SOURCE_DIR=\"$root\")
 
-    # the C sources the op test needs: src/common without jsonl.c (the one file that
-    # needs jansson; the rest has no JSON library in it)
+    # the C sources the op test needs: src/common without the files that use jansson
+    # (the JSON lines and the event hub: they include <jansson.h> or a header of ours
+    # that does), which the GPU machine lacks and the op test does not need
     local csrc=("$root"/src/backend/cuda/*.c "$root"/src/backend/cpu/*.c
         "$root/tests/gpu/cblas_fallback.c" "$root/tests/gpu/test_gpu_ops.c")
+    local json_headers
+    json_headers=$(grep -l '#include <jansson.h>' "$root"/include/cdigits/*.h | xargs -n1 basename | tr '\n' '|')
+    json_headers="jansson.h|${json_headers%|}"
     for f in "$root"/src/common/*.c; do
-        [[ $(basename "$f") == jsonl.c ]] || csrc+=("$f")
+        if grep -qE "#include [<\"](cdigits/)?($json_headers)[>\"]" "$f"; then
+            say "left out (uses jansson): src/common/$(basename "$f")"
+        else
+            csrc+=("$f")
+        fi
     done
 
     local gencode="-gencode=arch=compute_$arch,code=[sm_$arch,compute_$arch]"

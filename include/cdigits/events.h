@@ -9,8 +9,8 @@
  * free) and "job:<id>" (one job's status, progress, metrics, logs, snapshots and
  * hardware figures). Thread-safe.
  */
-#ifndef CDIGITS_SERVER_EVENTS_H
-#define CDIGITS_SERVER_EVENTS_H
+#ifndef CDIGITS_EVENTS_H
+#define CDIGITS_EVENTS_H
 
 #include <stddef.h>
 #include <stdint.h>

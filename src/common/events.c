@@ -1,5 +1,5 @@
 /* The SSE event hub: a ring of formatted events, a lock and a condition variable. */
-#include "cdigits/server_events.h"
+#include "cdigits/events.h"
 
 #include <errno.h>
 #include <pthread.h>
