@@ -24,18 +24,13 @@ extern "C" {
 
 typedef struct model_server model_server_t;
 
-typedef struct model_server_opts {
-    double idle_s;   /* stop a worker idle this long (CDIGITS_MODEL_IDLE, default 300 s) */
-    int max_workers; /* warm workers at once (CDIGITS_MODEL_WORKERS, default 4) */
-    int threads;     /* CPU threads per worker (CDIGITS_MODEL_THREADS, default 0: all cores) */
-} model_server_opts_t;
-
-/* The model server of a scheduler, made at its first use with the options from the
- * environment; it lives until model_server_stop (or the process ends). */
+/* The model server a scheduler owns: made by sched_new with sched_config_t's models
+ * options (the server's --model-* flags), stopped by model_server_stop or sched_free;
+ * NULL once stopped (the functions below accept NULL). */
 model_server_t *model_server_get(sched_t *s);
-/* Makes it now with these options (fields 0: the environment's, then the defaults),
- * for a server that takes them as flags; NULL when it exists already or on failure. */
-model_server_t *model_server_start(sched_t *s, const model_server_opts_t *o);
+/* For sched_new: a model server of s with options o (0 fields: the defaults); NULL
+ * when its timer thread cannot start. */
+model_server_t *model_server_new(sched_t *s, const model_server_opts_t *o);
 
 /* Sends `request` (a JSON object; an "id" is added) to the warm worker of the model
  * in job_dir at snapshot `iteration` (> 0), starting the worker when there is none,
@@ -51,7 +46,8 @@ int model_server_call(model_server_t *m, const char *job_id, const char *job_dir
 void model_server_forget(model_server_t *m, const char *job_id);
 /* [{job_id, iteration, pid, device, requests, idle_s, busy}] */
 json_t *model_server_workers(model_server_t *m);
-/* Stops every worker and the idle timer, and frees m (for the server's stop). */
+/* Stops every worker and the idle timer, and frees m; its scheduler has none after
+ * that (for the server's stop; sched_free does it when nobody did). */
 void model_server_stop(model_server_t *m);
 
 #ifdef __cplusplus

@@ -35,6 +35,13 @@ extern "C" {
 
 typedef struct sched sched_t;
 
+/* Warm inference workers (model_server.h); 0 in a field takes its default. */
+typedef struct model_server_opts {
+    double idle_s;   /* stop a worker idle this long (default 300 s) */
+    int max_workers; /* warm workers at once (default 4) */
+    int threads;     /* CPU threads per worker (default 0: all cores) */
+} model_server_opts_t;
+
 typedef struct sched_config {
     const char *worker;    /* path of the cdigits-worker executable */
     int ngpus;             /* GPUs in the pool, by their NVML/CUDA PCI-order index */
@@ -45,6 +52,7 @@ typedef struct sched_config {
     double abort_grace;    /* seconds from SIGTERM to SIGKILL */
     double poll_interval;  /* seconds between scheduling passes when nothing happens */
     double worker_timeout; /* a worker silent this long (stdout and stderr) has hung; 0: never */
+    model_server_opts_t models; /* the scheduler's warm inference workers */
 } sched_config_t;
 
 /* ---- resource pools (pure; the scheduler holds one under its lock) ---------------- */

@@ -51,6 +51,9 @@ typedef struct cd_server_config {
     int login_attempts;            /* --login-attempts: failed logins per minute per user or address (5) */
     int secure_cookies;            /* --secure-cookies: cookies only over HTTPS (behind a TLS proxy) */
     double worker_timeout;         /* --worker-timeout seconds without worker output; 0: never */
+    double model_idle;             /* --model-idle seconds before a warm inference worker stops (300) */
+    int model_workers;             /* --model-workers: warm inference workers at once (4) */
+    int model_threads;             /* --model-threads: CPU threads per inference worker (0: all) */
 } cd_server_config_t;
 
 /* Defaults, then the CDIGITS_* environment, then the flags (argv[0] is "serve").

@@ -58,6 +58,7 @@ struct sched {
     int thread_started;
     int stopping;         /* sched_stop began: start nothing, mark stopped jobs interrupted */
     int quit;             /* the scheduling thread should return */
+    struct model_server *models; /* warm inference workers (model_server.c); NULL once stopped */
 };
 
 /* The worker's stdout and stderr go to these files in its job folder (appended across

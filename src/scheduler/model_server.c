@@ -52,7 +52,6 @@ struct model_server {
     mworker *workers;
     pthread_t timer;
     int stop;
-    struct model_server *next_server;
 };
 
 /* ---- slots --------------------------------------------------------------------------- */
@@ -396,66 +395,36 @@ static void *timer_main(void *arg)
 
 /* ---- the public side ------------------------------------------------------------------ */
 
-static pthread_mutex_t g_servers_lock = PTHREAD_MUTEX_INITIALIZER;
-static model_server_t *g_servers;
-
-static double env_num(const char *name, double def, double lo, double hi)
+model_server_t *model_server_new(sched_t *s, const model_server_opts_t *o)
 {
-    const char *v = getenv(name);
-    char *end;
-    double d = v && *v ? strtod(v, &end) : def;
-    if (v && *v && (*end || d < lo || d > hi)) {
-        cd_warn("%s=%s is not a number from %g to %g; using %g", name, v, lo, hi, def);
-        d = def;
+    model_server_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->sched = s;
+    m->o.idle_s = o && o->idle_s > 0 ? o->idle_s : 300;
+    m->o.max_workers = o && o->max_workers > 0 ? o->max_workers : 4;
+    m->o.threads = o && o->threads > 0 ? o->threads : 0;
+    pthread_mutex_init(&m->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&m->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&m->timer, NULL, timer_main, m) != 0) {
+        pthread_cond_destroy(&m->cond);
+        pthread_mutex_destroy(&m->lock);
+        free(m);
+        return NULL;
     }
-    return d;
-}
-
-/* Finds or makes the model server of s (options o, else the environment's). */
-static model_server_t *get_or_make(sched_t *s, const model_server_opts_t *o, int *made)
-{
-    *made = 0;
-    pthread_mutex_lock(&g_servers_lock);
-    model_server_t *m = g_servers;
-    while (m && m->sched != s)
-        m = m->next_server;
-    if (!m && (m = calloc(1, sizeof *m))) {
-        m->sched = s;
-        m->o.idle_s = o && o->idle_s > 0 ? o->idle_s : env_num("CDIGITS_MODEL_IDLE", 300, 1, 1e7);
-        m->o.max_workers = o && o->max_workers > 0 ? o->max_workers : (int)env_num("CDIGITS_MODEL_WORKERS", 4, 1, 1024);
-        m->o.threads = o && o->threads > 0 ? o->threads : (int)env_num("CDIGITS_MODEL_THREADS", 0, 0, 1024);
-        pthread_mutex_init(&m->lock, NULL);
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&m->cond, &ca);
-        pthread_condattr_destroy(&ca);
-        if (pthread_create(&m->timer, NULL, timer_main, m) != 0) {
-            pthread_cond_destroy(&m->cond);
-            pthread_mutex_destroy(&m->lock);
-            free(m);
-            m = NULL;
-        } else {
-            m->next_server = g_servers;
-            g_servers = m;
-            *made = 1;
-        }
-    }
-    pthread_mutex_unlock(&g_servers_lock);
     return m;
 }
 
 model_server_t *model_server_get(sched_t *s)
 {
-    int made;
-    return get_or_make(s, NULL, &made);
-}
-
-model_server_t *model_server_start(sched_t *s, const model_server_opts_t *o)
-{
-    int made;
-    model_server_t *m = get_or_make(s, o, &made);
-    return made ? m : NULL;
+    pthread_mutex_lock(&s->lock);
+    model_server_t *m = s->models;
+    pthread_mutex_unlock(&s->lock);
+    return m;
 }
 
 /* Makes room for one more worker by closing the least recently used idle one (lock held). */
@@ -664,13 +633,10 @@ void model_server_stop(model_server_t *m)
 {
     if (!m)
         return;
-    pthread_mutex_lock(&g_servers_lock);
-    for (model_server_t **p = &g_servers; *p; p = &(*p)->next_server)
-        if (*p == m) {
-            *p = m->next_server;
-            break;
-        }
-    pthread_mutex_unlock(&g_servers_lock);
+    pthread_mutex_lock(&m->sched->lock);
+    if (m->sched->models == m)
+        m->sched->models = NULL; /* new calls find none from now on */
+    pthread_mutex_unlock(&m->sched->lock);
     pthread_mutex_lock(&m->lock);
     m->stop = 1;
     pthread_cond_broadcast(&m->cond);

@@ -148,6 +148,12 @@ int sched_new(const sched_config_t *cfg, store_t *store, cd_events_t *events, sc
         return cd_err_set(err, CD_E_INTERNAL, "cannot create the scheduler's lock");
     }
     pthread_condattr_destroy(&ca);
+    if (!(s->models = model_server_new(s, &s->cfg.models))) {
+        pthread_cond_destroy(&s->cond);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+        return cd_err_set(err, CD_E_INTERNAL, "cannot start the inference workers' timer thread");
+    }
     *out = s;
     return CD_OK;
 }
@@ -367,6 +373,7 @@ void sched_free(sched_t *s)
     if (!s)
         return;
     sched_stop(s);
+    model_server_stop(model_server_get(s));
     for (stask_t *t = s->tasks, *next; t; t = next) {
         next = t->next;
         free_task(t);

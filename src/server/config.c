@@ -66,6 +66,13 @@ static const option_spec_t g_options[] = {
      "resume the training jobs a server stop interrupted"},
     {"worker-timeout", "CDIGITS_WORKER_TIMEOUT", O_SECONDS, OFF(worker_timeout), 0, "SECONDS",
      "end a job in Error when its worker prints nothing for this long (0: never)"},
+    /* warm inference workers: docs/inference.md */
+    {"model-idle", "CDIGITS_MODEL_IDLE", O_SECONDS, OFF(model_idle), 0, "SECONDS",
+     "stop a warm inference worker that answered nothing for this long (300)"},
+    {"model-workers", "CDIGITS_MODEL_WORKERS", O_INT, OFF(model_workers), 0, "N",
+     "warm inference workers at once (4)"},
+    {"model-threads", "CDIGITS_MODEL_THREADS", O_INT, OFF(model_threads), 0, "N",
+     "CPU threads of each inference worker (0: all cores)"},
     /* exposure and authentication: docs/security.md */
     {"auth", "CDIGITS_AUTH", O_STR, OFF(auth), SZ(auth), "MODE",
      "none (DIGITS's username login; loopback only) or password (users, sessions, API tokens)"},
@@ -290,6 +297,8 @@ int server_config_parse(cd_server_config_t *cfg, int argc, char **argv, cd_err_t
     cfg->session_ttl = 12 * 3600;
     snprintf(cfg->job_visibility, sizeof cfg->job_visibility, "all");
     cfg->login_attempts = 5;
+    cfg->model_idle = 300;
+    cfg->model_workers = 4;
 
     for (size_t i = 0; i < CD_ARRAY_LEN(g_options); i++) {
         const char *v = getenv(g_options[i].env);

@@ -143,6 +143,7 @@ int server_run(const cd_server_config_t *cfg)
         .dataset_slots = cfg->dataset_slots,
         .inference_slots = cfg->inference_slots,
         .abort_grace = cfg->abort_grace,
+        .models = {.idle_s = cfg->model_idle, .max_workers = cfg->model_workers, .threads = cfg->model_threads},
     };
     if (pick_gpus(srv, &sc, &err) != CD_OK)
         goto fail;
