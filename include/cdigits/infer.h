@@ -8,11 +8,17 @@
  * time in bounded memory). It also reports every layer's output and parameters for
  * one image (visualizations) and exports the model as files a person can take away
  * (docs/inference.md). Not thread-safe: one classifier per thread.
+ *
+ * infer.c holds the classifier, infer_list.c the lists (lines, batches, summary, the
+ * best images per class) and infer_visualize.c the pictures of each layer.
  */
 #ifndef CDIGITS_INFER_H
 #define CDIGITS_INFER_H
 
 #include <stddef.h>
+#include <stdio.h>
+
+#include <jansson.h>
 
 #include "cdigits/backend.h"
 #include "cdigits/image.h"
@@ -27,8 +33,8 @@ extern "C" {
 typedef struct cd_classifier cd_classifier_t;
 
 /* Open the model in job_dir at snapshot `iteration` (0: the newest). backend NULL
- * means the CPU (owned by the classifier); otherwise the caller keeps it. Messages
- * name what is missing and what to do. */
+ * means the CPU on every core (cd_backend_select; owned by the classifier); otherwise
+ * the caller keeps it. Messages name what is missing and what to do. */
 cd_classifier_t *cd_classifier_open(const char *job_dir, long iteration, cd_backend_t *be,
                                     char *err, size_t errlen);
 void cd_classifier_close(cd_classifier_t *c); /* accepts NULL */
@@ -87,6 +93,93 @@ typedef struct cd_infer_layer {
 int cd_classifier_run_layers(cd_classifier_t *c, const cd_image_t *img, float *probs,
                              cd_infer_layer **layers, int *nlayers, char *err, size_t errlen);
 void cd_infer_layers_free(cd_infer_layer *layers, int n);
+
+/* ---- lists (infer_list.c) ---------------------------------------------------------- */
+
+/* [[label, percent], ...] of the `top` most probable classes (at most 64) of probs
+ * (cd_classifier_classes() floats), most probable first, percent with 2 decimals as
+ * DIGITS rounds them. A new reference: the caller decrefs. */
+json_t *cd_predictions_json(const cd_classifier_t *c, const float *probs, int top);
+
+/* One image of a list, as cd_list_line_parse reads it. */
+typedef struct cd_list_item {
+    char *path;   /* the file to read: the line's path, under root when relative */
+    char *key;    /* what the output calls the image: the key column, else path */
+    int label;    /* the class number; -1 when the line has none (or a bad one) */
+    char *error;  /* "label \"x\" is not a class number (0, 1, ...)", else NULL */
+} cd_list_item;
+
+/*
+ * One line of a list into *item. Lines are `path [label]`: surrounding white space is
+ * dropped and a last word that is an integer is the label (DIGITS's rule), so a path
+ * may hold spaces; or, tab-separated, `path<TAB>label<TAB>key` (taken as they are,
+ * label and key optional). Line endings (LF or CRLF) and a UTF-8 byte order mark at the
+ * start of the line are dropped. line is modified. Returns 1 with item filled (its
+ * strings malloc'd, freed with cd_list_item_free; a label that is not a class number
+ * is item->error, not a failure), or 0 for a line to skip (blank, `#` comment, no
+ * path), item untouched.
+ */
+int cd_list_line_parse(char *line, const char *root, cd_list_item *item);
+void cd_list_item_free(cd_list_item *item); /* accepts NULL; the item is zeroed */
+
+/* The `cap` highest scores offered and their names: a min-heap, so each offer is
+ * O(log cap) and the memory bounded by cap whatever is offered. Ties with the lowest
+ * kept score keep what came first. */
+typedef struct cd_topn {
+    float *p;     /* (cap) scores, heap order */
+    char **name;  /* (cap) malloc'd copies of the names */
+    int n, cap;
+} cd_topn;
+
+void cd_topn_init(cd_topn *t, int cap); /* cap <= 0 keeps nothing */
+void cd_topn_offer(cd_topn *t, float p, const char *name); /* name is copied */
+/* [[name, percent], ...] with the highest score first; empties t (cap stays). A new
+ * reference: the caller decrefs. */
+json_t *cd_topn_json(cd_topn *t);
+void cd_topn_free(cd_topn *t); /* accepts NULL; the struct is zeroed */
+
+typedef struct cd_list_opts {
+    int top;           /* classes per image (5) */
+    int top_n;         /* > 0: keep the top_n images that score highest for each class */
+    int batch;         /* images per forward pass of the batch net */
+    const char *root;  /* relative paths of the list start here (NULL: the working folder) */
+    long limit;        /* classify at most this many images (0: all) */
+} cd_list_opts;
+
+/*
+ * Classifies the images of a list read from in, `batch` at a time, in memory bounded
+ * by the batch and the classes (never by the list); lines as cd_list_line_parse reads
+ * them. For each image one JSON line goes to out, in list order:
+ *   {"line": N, "path": key, "predictions": [[label, percent], ...], "label": K}
+ *   {"line": N, "path": key, "error": "why"}         (unreadable image, bad label)
+ * (a label past the model's classes adds "label_error" instead of "label"). Returns
+ * the summary (caller decrefs): {"images", "classified", "failed", "labelled", and
+ * where labels were given "top1_accuracy", "top5_accuracy" (percent), "labels",
+ * "confusion_matrix" (rows: true class, columns: predicted), "per_class_accuracy"
+ * (percent or null), "per_class" [{label, count, correct}]; with top_n "top_n"
+ * [[label, [[path, percent], ...]], ...]}, or NULL with a message in err. The caller
+ * keeps in and out (neither is closed); c is left with a batch net of `batch`.
+ */
+json_t *cd_classify_list(cd_classifier_t *c, FILE *in, FILE *out, const cd_list_opts *o, char *err,
+                         size_t errlen);
+
+/* ---- visualizations (infer_visualize.c) --------------------------------------------- */
+
+/*
+ * Pictures of what each layer computed (cd_classifier_run_layers): for every layer
+ * with parameters a PNG of its first parameter (weights), and for every layer a PNG
+ * of its output (activation), written into dir (created when missing) as
+ * "NN-<layer>-weights.png" and "NN-<layer>-activation.png" (NN the layer's index).
+ * Returns DIGITS's list, in network order, of
+ *   {"name", "type", "vis_type": "Weights", "image": file name, "data_stats",
+ *    "param_count"} and {"name", "type", "vis_type": "Activation", "blob", "image",
+ *    "data_stats"}
+ * with data_stats {"shape", "mean", "stddev", "histogram": [20 counts, 20 bin
+ * centres, [min, middle, max]]} over the finite values (docs/inference.md). A new
+ * reference (the caller decrefs), or NULL with a message in err; files written before
+ * a failure stay.
+ */
+json_t *cd_infer_visualize(const cd_infer_layer *layers, int n, const char *dir, char *err, size_t errlen);
 
 /* ---- small helpers --------------------------------------------------------------- */
 

@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "cdigits/backend_select.h"
 #include "cdigits/dataset.h"
 #include "cdigits/util.h"
 
@@ -288,15 +289,13 @@ cd_classifier_t *cd_classifier_open(const char *job_dir, long iteration, cd_back
     cd_classifier_t *c = cd_xcalloc(1, sizeof *c);
     char path[4400];
     snprintf(c->job_dir, sizeof c->job_dir, "%s", job_dir);
-    c->be = be ? be : cd_backend_cpu_new(0);
+    c->be = be ? be : cd_backend_select(&(cd_backend_request){.kind = CD_BACKEND_CPU}, err, errlen);
     c->own_be = !be;
     c->batch = 1;
     c->scale = 1.0f;
     cd_train_config_init(&c->tc);
-    if (!c->be) {
-        snprintf(err, errlen, "cannot start the CPU backend");
+    if (!c->be)
         goto err;
-    }
     if (cd_train_config_load(&c->tc, job_dir, err, errlen) != CD_OK)
         goto err;
     snprintf(path, sizeof path, "%s/labels.txt", c->tc.dataset_dir);
