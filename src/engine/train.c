@@ -77,6 +77,8 @@ typedef struct trainer {
                             * says it once, without a replica's name */
     float *mean;           /* (c, h, w) at the stored size, or NULL */
     int loader_threads;
+    int loader_auto;       /* loader_threads not given: add threads while data-bound */
+    int cores;
     char advice[64];       /* the last limit reported */
     char advice_next[64];  /* a different limit seen in the last window(s), not yet */
     int advice_seen;       /* reported: how many windows in a row */
@@ -506,18 +508,127 @@ static int make_nets(trainer *t, int batch, int *oom, char *err, size_t errlen)
     return alloc_staging(t, oom, err, errlen);
 }
 
+/* One try of the batch search: 1 if the nets at `batch` fit on every replica (they stay
+ * built), 0 if some replica ran out of memory (freed), -1 on another error (in err).
+ * With `reserve`, a fit must also leave that many bytes of the device free. Every
+ * replica tries the same batches in the same order, agreeing on each answer. */
+static int try_batch(trainer *t, int batch, size_t reserve, char *err, size_t errlen)
+{
+    free_nets(t); /* the last try's nets */
+    int oom = 0, ok = make_nets(t, batch, &oom, err, errlen) == CD_OK;
+    if (!ok && !oom) {
+        free_nets(t);
+        return -1;
+    }
+    size_t free_b = 0, total_b = 0;
+    if (ok && reserve && t->be->iface->mem_info(t->be, &free_b, &total_b) == CD_OK && free_b < reserve)
+        ok = 0;
+    if (t->group)
+        ok = (int)cd_group_min(t->group, t->rank, ok);
+    if (!ok)
+        free_nets(t);
+    return ok;
+}
+
 /*
- * The nets at the largest batch that fits: the batch asked for (or the network's) and,
- * when an allocation fails, half of it with twice the accumulation, until it fits. The
- * images per iteration (batch x accumulation) stay what was asked for. With batch_size
- * "auto" the search starts from the whole effective batch in one step.
+ * batch_size auto: the largest batch that fits, `effective` (the network's batch times
+ * the accumulation asked, per replica) tried first. If it fits and the backend can say
+ * how much memory it has (a GPU, or a CPU under cpu_memory_mb), the batch doubles while
+ * it fits up to a ceiling (the training images per replica, at most 4096); if it does
+ * not, it halves until one fits. Bisection between the largest batch seen to fit and the
+ * smallest seen not to then ends at `largest`: it fits, one more does not (or it is the
+ * ceiling). A batch below `effective` takes A = ceil(effective / largest) passes of
+ * ceil(effective / A) images, the fewest passes of equal size; above it, one pass.
+ * On GPUs a fit leaves an eighth of the memory free for what grows while training
+ * (cuDNN workspaces, scratch and fp16 copies); the CPU keeps those outside its cap.
+ */
+static int search_batch(trainer *t, int effective, int *accumulation, int *largest, char *err,
+                        size_t errlen)
+{
+    const cd_backend_iface *o = t->be->iface;
+    size_t free_b = 0, total_b = 0;
+    int sized = o->mem_info && o->mem_info(t->be, &free_b, &total_b) == CD_OK && total_b > 0;
+    size_t reserve = sized && strcmp(o->name, "cpu") != 0 ? total_b / 8 : 0;
+    long per_rank = (long)cd_db_count(t->train_db) / t->nranks;
+    int ceiling = per_rank > 4096 ? 4096 : (per_rank < 1 ? 1 : (int)per_rank);
+    int fit = 0, fail = 0, tries = 0; /* the largest batch seen to fit, the smallest seen not to */
+    int batch = effective, built = 0;
+    for (;;) {
+        int r = try_batch(t, batch, reserve, err, errlen);
+        if (r < 0)
+            return CD_ERR;
+        built = r ? batch : 0;
+        if (r) {
+            fit = batch;
+            if (fail && fail <= fit)
+                fail = 0;
+        } else {
+            fail = batch;
+            if (fit >= fail)
+                fit = 0; /* memory was taken meanwhile: what fitted before may not now */
+        }
+        if (!fit && fail <= 1) {
+            t->group_error = t->group != NULL; /* every replica found it */
+            snprintf(err, errlen, "batch 1 does not fit in %s memory%s; use a smaller network or "
+                     "input size", o->name, t->group ? " on every replica" : "");
+            return CD_ERR;
+        }
+        if (++tries >= 100) {
+            t->group_error = t->group != NULL;
+            snprintf(err, errlen, "the batch search found no stable answer in %d tries: the free %s "
+                     "memory keeps changing; give batch_size a number", tries, o->name);
+            return CD_ERR;
+        }
+        if (!fit)
+            batch = (fail + 1) / 2;
+        else if (fail)
+            batch = fail - fit > 1 ? fit + (fail - fit) / 2 : 0;
+        else
+            batch = sized && fit < ceiling ? (fit > ceiling / 2 ? ceiling : 2 * fit) : 0;
+        if (!batch)
+            break;
+    }
+    *largest = fit;
+    int passes = fit >= effective ? 1 : (effective + fit - 1) / fit;
+    int want = fit >= effective ? fit : (effective + passes - 1) / passes;
+    if (built != want) {
+        /* the balanced batch is below the largest fit, yet the nets for the splits' last
+         * batches differ with it, so it is tried too; the largest fit is the fallback */
+        int r = try_batch(t, want, reserve, err, errlen);
+        if (r == 0 && want != fit)
+            r = try_batch(t, want = fit, reserve, err, errlen);
+        if (r == 0)
+            snprintf(err, errlen, "batch %d fitted in %s memory a moment ago but no longer does; is "
+                     "something else using the device?", fit, o->name);
+        if (r <= 0)
+            return CD_ERR;
+    }
+    *accumulation = passes;
+    if (!sized)
+        cd_jsonl_log("info", "batch_size auto: batch %d fits; %s memory without a cap (cpu_memory_mb) "
+                     "is not searched above the network's batch", fit, o->name);
+    else if (fail)
+        cd_jsonl_log("info", "batch_size auto: batch %d is the largest that fits in %s memory (%d does "
+                     "not); training at batch %d x %d", fit, o->name, fail, t->train_batch, passes);
+    else
+        cd_jsonl_log("info", "batch_size auto: batch %d fits in %s memory and no larger one is tried "
+                     "(the training images per replica, at most 4096); training at batch %d x %d",
+                     fit, o->name, t->train_batch, passes);
+    return CD_OK;
+}
+
+/*
+ * The nets at the batch that fits. With batch_size auto, search_batch. Otherwise the
+ * batch asked for (or the network's) and, when an allocation fails, half of it with
+ * twice the accumulation, until it fits: the images per iteration (batch x
+ * accumulation) stay what was asked for.
  */
 static int fit_nets(trainer *t, char *err, size_t errlen)
 {
     const cd_train_config *c = t->c;
     int batch = c->batch_size, accumulation = c->iter_size > 0 ? c->iter_size : 1;
     if (c->batch_auto) {
-        /* the network's batch tells the effective batch; try it in one step first */
+        /* the network's batch tells the effective batch, where the search starts */
         cd_net *probe = build_stage(t, "train", c->batch_size, err, errlen);
         if (!probe)
             return CD_ERR;
@@ -550,8 +661,12 @@ static int fit_nets(trainer *t, char *err, size_t errlen)
         batch = full / t->nranks;
         t->group_error = 0;
     }
-    int asked_batch = batch, asked_acc = accumulation;
-    for (;;) {
+    int asked_batch = batch, asked_acc = accumulation, largest = 0;
+    if (c->batch_auto) {
+        if (search_batch(t, batch, &accumulation, &largest, err, errlen) != CD_OK)
+            return CD_ERR;
+    }
+    while (!c->batch_auto) {
         int oom = 0, ok = make_nets(t, batch, &oom, err, errlen) == CD_OK;
         int cur = batch > 0 ? batch : t->train_batch;
         if (!ok && (!oom || cur <= 1)) {
@@ -580,10 +695,14 @@ static int fit_nets(trainer *t, char *err, size_t errlen)
         cd_jsonl_log("info", "with the nets at batch %d: %.3f MiB of %.3f MiB %s memory in use",
                      t->train_batch, (double)(total_b - free_b) / 1048576.0, (double)total_b / 1048576.0,
                      t->be->iface->name);
-    if (batch != asked_batch || accumulation != asked_acc || c->batch_auto)
+    if (c->batch_auto)
+        cd_jsonl(json_pack("{s:s, s:i, s:i, s:i, s:i, s:s}", "type", "batch", "batch", t->train_batch,
+                           "accumulation", t->iter_size, "effective", t->train_batch * t->iter_size,
+                           "largest", largest, "reason", "batch_size auto"));
+    else if (batch != asked_batch || accumulation != asked_acc)
         cd_jsonl(json_pack("{s:s, s:i, s:i, s:i, s:s}", "type", "batch", "batch", t->train_batch,
                            "accumulation", t->iter_size, "effective", t->train_batch * t->iter_size,
-                           "reason", c->batch_auto ? "batch_size auto" : "out of memory"));
+                           "reason", "out of memory"));
     return CD_OK;
 }
 
@@ -735,13 +854,20 @@ static void advise(trainer *t, double wait_share, double images_per_sec, double 
     double data_line = strcmp(t->advice, "data") ? 0.10 : 0.05;
     if (wait_share > data_line) {
         limit = "data";
-        snprintf(buf, sizeof buf, "the step waits for data %.0f%% of the time with %d loader threads; "
-                 "cdigits adds loader threads up to two per core; a dataset with encoding none decodes "
-                 "nothing while training", 100 * wait_share, t->loader_threads);
+        int n = snprintf(buf, sizeof buf, "the step waits for data %.0f%% of the time with %d loader "
+                         "thread%s", 100 * wait_share, t->loader_threads, t->loader_threads == 1 ? "" : "s");
+        if (!t->loader_auto)
+            n += snprintf(buf + n, sizeof buf - n, " (loader_threads in train.json); raise it, or leave "
+                          "it out and cdigits adds threads while the step waits (up to two per core)");
+        else if (t->loader_threads < 2 * t->cores)
+            n += snprintf(buf + n, sizeof buf - n, "; cdigits adds loader threads up to two per core");
+        else
+            n += snprintf(buf + n, sizeof buf - n, ", two per core, the most cdigits starts");
+        snprintf(buf + n, sizeof buf - n, "; a dataset with encoding none decodes nothing while training");
     } else if (gpu && have_mem && (double)free_b / (double)total_b > 0.5 && !t->c->batch_auto) {
         limit = "batch";
         snprintf(buf, sizeof buf, "%.0f%% of the GPU's memory is unused at batch %d; a larger batch "
-                 "(batch_size auto keeps the effective batch) keeps the GPU busier",
+                 "(batch_size auto takes the largest that fits) keeps the GPU busier",
                  100.0 * (double)free_b / (double)total_b, t->train_batch);
     } else if (gpu && (t->be->precision == CD_PREC_FP32 || t->be->precision == CD_PREC_TF32)) {
         limit = "precision";
@@ -864,6 +990,35 @@ static int scaler_check(trainer *t, loss_scaler *ls)
     return 0;
 }
 
+/* Early stopping watches the val loss of the validations before the last iteration: the
+ * first sets the best, `patience` more without a better one stop the run. Says so (once,
+ * rank 0) when the run has too few of them for it ever to act. */
+static void early_stop_warn(const trainer *t, long start)
+{
+    int patience = t->c->early_stop_patience;
+    if (patience <= 0 || t->rank != 0)
+        return;
+    if (!t->val) {
+        cd_jsonl_log("warning", "early_stopping_patience %d has no effect: the dataset has no val split "
+                     "to watch; create the dataset with one (pct_val or folder_val), or set "
+                     "early_stopping_patience to 0", patience);
+        return;
+    }
+    if (!t->val_every) {
+        cd_jsonl_log("warning", "early_stopping_patience %d has no effect with validation_interval 0, "
+                     "which validates only after the last iteration; set validation_interval (in "
+                     "epochs) to validate during training", patience);
+        return;
+    }
+    long before_last = (t->max_iter - 1) / t->val_every - start / t->val_every;
+    if (before_last < patience + 1)
+        cd_jsonl_log("warning", "early_stopping_patience %d has no effect: the run validates %ld time%s "
+                     "before its last iteration (validation_interval %g epochs) and stopping needs %d "
+                     "(early_stopping_patience + 1); lower validation_interval or "
+                     "early_stopping_patience", patience, before_last, before_last == 1 ? "" : "s",
+                     t->c->validation_interval, patience + 1);
+}
+
 /* One replica's training loop (the whole task when there is one). */
 static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ranks, cd_group_t *group)
 {
@@ -913,7 +1068,9 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
                  t.iters_per_epoch, t.be->iface->name);
 
     int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    t.loader_threads = c->loader_threads > 0 ? c->loader_threads : (cores > 4 ? 4 : 1);
+    t.cores = cores;
+    t.loader_auto = c->loader_threads <= 0;
+    t.loader_threads = t.loader_auto ? (cores > 4 ? 4 : 1) : c->loader_threads;
     cd_loader_opts lo = {.db = t.train_db, .batch = t.train_batch, .crop = t.crop, .random_crop = 1,
                          .stride = (long)t.train_batch * t.nranks, .offset = (long)t.train_batch * t.rank,
                          .flip = t.flip, .shuffle = c->shuffle, .wrap = 1, .seed = t.seed,
@@ -951,8 +1108,10 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     if (graph.usable)
         cd_jsonl_log("info", "the training step runs as a captured device graph from its second pass "
                      "(CDIGITS_GRAPHS=0 turns this off)");
+    early_stop_warn(&t, start);
     double best_val = INFINITY;
     int stale = 0, stopped_early = 0;
+    long finished = start; /* the last iteration done (less than max_iter after an early stop) */
     double window_start = cd_now(), waited = 0, excluded = 0; /* excluded: validation, snapshots */
     long window_images = 0;
     cd_net_zero_grad(t.train);
@@ -1009,6 +1168,7 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
             rate = cd_solver_step(t.train, &so, iter);
         long done = iter + 1;
         double e = epoch_of(&t, done);
+        finished = done;
         if (done % display == 0 || done == t.max_iter) {
             t.be->iface->sync(t.be);
             double dt = cd_now() - window_start - excluded;
@@ -1023,7 +1183,7 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
                 metric("train", "images_per_sec", ips, e, done);
                 metric("train", "data_wait", share, e, done);
                 advise(&t, share, ips, e);
-                if (share > 0.10 && t.loader_threads < 2 * cores) {
+                if (share > 0.10 && t.loader_auto && t.loader_threads < 2 * cores) {
                     /* data-bound: one more loader thread, from the next batch on */
                     long next = cd_loader_next_index(ld);
                     if (pending) { /* already staged: finish its upload, keep it */
@@ -1066,7 +1226,8 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
             } else if (c->early_stop_patience > 0 && ++stale >= c->early_stop_patience && !last) {
                 stopped_early = 1;
                 cd_jsonl_log("info", "stopping early at epoch %.2f: the val loss has not improved on "
-                             "%.6g for %d validations", e, best_val, stale);
+                             "%.6g by more than early_stopping_min_delta (%g) for %d validation%s", e,
+                             best_val, c->early_stop_min_delta, stale, stale == 1 ? "" : "s");
             }
         }
         if (t.rank == 0 && t.snapshots &&
@@ -1093,7 +1254,7 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     if (t.test_db && t.val) {
         /* the held-out test split, once, with the final weights */
         t.free_slot = ready ? slot ^ 1 : slot;
-        if (evaluate(&t, t.test_db, "test", t.max_iter, NULL, err, sizeof err) != CD_OK)
+        if (evaluate(&t, t.test_db, "test", finished, NULL, err, sizeof err) != CD_OK)
             goto fail;
     }
     cd_jsonl(json_pack("{s:s}", "type", "done"));

@@ -540,6 +540,253 @@ def check_replicas(*args):
     check_accumulation(*args, what_a="1 replica", what_b="2 replicas", title="replicas")
 
 
+# ---- tests/shell/train_features.sh: the advisor, loader threads, batch_size auto and
+# ---- early stopping, on the real worker
+
+
+def make_images(outdir, per_class, size, seed):
+    """2 classes (dark, bright) of per_class size x size color PPM images of uniform
+    noise, the bright class lifted by 96: noise makes JPEG records large and slow to
+    decode, which is what a data-bound run needs."""
+    rnd, size = random.Random(int(seed)), int(size)
+    for c, name in enumerate(("dark", "bright")):
+        d = os.path.join(outdir, name)
+        os.makedirs(d, exist_ok=True)
+        table = bytes(min(255, (v >> 1) + 96 * c) for v in range(256))
+        for i in range(int(per_class)):
+            with open(os.path.join(d, "%03d.ppm" % i), "wb") as f:
+                f.write(b"P6\n%d %d\n255\n" % (size, size))
+                f.write(rnd.randbytes(size * size * 3).translate(table))
+
+
+def finished(ck, log, lines):
+    """Exit 0 and a done line; returns the train progress lines."""
+    st = read_status(log)
+    ck.expect(st["rc"] == 0, "exit status %s, want 0" % st["rc"])
+    ck.expect(lines and lines[-1].get("type") == "done", "the last line is not done")
+    for l in lines:
+        if l.get("type") == "error":
+            ck.fail("error: %s" % l.get("message"))
+    return [l for l in lines if l.get("type") == "progress" and l.get("stage") == "train"]
+
+
+def advice_lines(lines):
+    out = [l for l in lines if l.get("type") == "advice"]
+    for a in out:
+        print("advice at epoch %.2f: %s (data_wait %.3f): %s" % (a["epoch"], a["limit"], a["data_wait"],
+                                                                 a["message"]))
+    return out
+
+
+def thread_changes(lines):
+    """The loader thread counts the worker says it moved to, in order."""
+    return [int(m.group(1)) for l in lines if l.get("type") == "log"
+            for m in [re.search(r"now (\d+) loader threads", l.get("message", ""))] if m]
+
+
+def cores_of(lines):
+    for l in lines:
+        m = l.get("type") == "device" and re.search(r"\((\d+) cores\)", l.get("name", ""))
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def check_data_bound(log, loader, min_wait):
+    """A data-bound run: its first advice is limit data with at least min_wait of the
+    step waiting, and the message says what to change. loader "fixed" (loader_threads
+    given): the thread count never changes and the message names loader_threads;
+    "auto": the worker adds threads one at a time from its first window (which waits
+    for the very first batch), up to two per core, and says so."""
+    ck = Checker("data-bound (%s loader threads)" % loader)
+    lines = read_log(log)
+    finished(ck, log, lines)
+    adv = advice_lines(lines)
+    if ck.expect(adv, "no advice line"):
+        a = adv[0]
+        ck.expect(a["limit"] == "data", "the first advice is %r, want data" % a["limit"])
+        ck.expect(a["data_wait"] >= float(min_wait), "the first advice says %.3f of the step waits, "
+                  "want at least %s" % (a["data_wait"], min_wait))
+        ck.expect("%.0f%%" % (100 * a["data_wait"]) in a["message"], "the message does not give the share")
+        if loader == "fixed":
+            ck.expect("loader_threads" in a["message"], "the message does not name loader_threads")
+    changes, cores = thread_changes(lines), cores_of(lines)
+    print("loader threads: %s (%s cores)" % (changes, cores))
+    if loader == "fixed":
+        ck.expect(not changes, "loader_threads was given, yet the worker changed it: %s" % changes)
+    elif ck.expect(changes and cores, "no loader thread was added (or no core count)"):
+        start = 4 if cores > 4 else 1
+        ck.expect(changes == list(range(start + 1, start + 1 + len(changes))),
+                  "threads not added one at a time from %d: %s" % (start, changes))
+        ck.expect(changes[-1] <= 2 * cores, "%d threads, above two per core" % changes[-1])
+        first = [i for i, l in enumerate(lines) if l.get("type") == "log" and "now %d loader threads"
+                 % (start + 1) in l.get("message", "")][0]
+        prog = [l for l in lines[:first] if l.get("type") == "progress" and l.get("stage") == "train"]
+        ck.expect(not prog, "the first thread was added after iteration %s, not after the first "
+                  "window" % (prog[-1]["done"] if prog else None))
+    ck.done()
+
+
+def check_cpu_bound(log):
+    """A compute-bound CPU run: the last advice is limit cpu ("compute-bound on the CPU at
+    N images/s"), with N the images_per_sec of that window; the data wait of the last
+    window is below 5%."""
+    ck = Checker("compute-bound on the CPU")
+    lines = read_log(log)
+    finished(ck, log, lines)
+    adv = advice_lines(lines)
+    if ck.expect(adv, "no advice line"):
+        a = adv[-1]
+        ck.expect(a["limit"] == "cpu", "the last advice is %r, want cpu" % a["limit"])
+        ck.expect("compute-bound on the CPU at %.0f images/s" % a["images_per_sec"] in a["message"],
+                  "the message does not say compute-bound on the CPU at its speed: %s" % a["message"])
+    waits = [l["value"] for l in lines if l.get("type") == "metric" and l["name"] == "data_wait"]
+    if ck.expect(waits, "no data_wait metric"):
+        print("data_wait per window: %s" % " ".join("%.3f" % w for w in waits))
+        ck.expect(waits[-1] < 0.05, "the last window waited %.3f for data" % waits[-1])
+    ck.done()
+
+
+def batch_line(ck, lines):
+    b = [l for l in lines if l.get("type") == "batch"]
+    if not ck.expect(len(b) == 1, "%d batch lines, want 1" % len(b)):
+        return None
+    b = b[0]
+    print("batch %s x %s = %s, largest that fits %s (%s)" % (b["batch"], b["accumulation"], b["effective"],
+                                                          b.get("largest"), b["reason"]))
+    return b
+
+
+def check_batch_auto(log, effective, direction):
+    """batch_size auto under cpu_memory_mb from the effective batch `effective`: the
+    batch line reports the largest batch that fits; direction "up" (it is above the
+    effective batch): that batch, one pass; "down": ceil(effective / largest) passes of
+    ceil(effective / passes) images; "asked" (memory not capped): the effective batch.
+    Prints the largest batch (for the runs that confirm it)."""
+    e = int(effective)
+    ck = Checker("batch_size auto (%s from %d)" % (direction, e))
+    lines = read_log(log)
+    finished(ck, log, lines)
+    b = batch_line(ck, lines)
+    if b:
+        m = b.get("largest")
+        ck.expect(b["reason"] == "batch_size auto", "reason %r" % b["reason"])
+        ck.expect(b["effective"] == b["batch"] * b["accumulation"], "effective is not batch x accumulation")
+        if direction == "up":
+            ck.expect(m and m > e, "largest %s is not above %d" % (m, e))
+            ck.expect((b["batch"], b["accumulation"]) == (m, 1), "not batch %s in one pass" % m)
+        elif direction == "down":
+            ck.expect(m and m < e, "largest %s is not below %d" % (m, e))
+            if m:
+                passes = -(-e // m)
+                ck.expect((b["batch"], b["accumulation"]) == (-(-e // passes), passes),
+                          "want %d passes of %d" % (passes, -(-e // passes)))
+        else:
+            ck.expect((b["batch"], b["accumulation"], m) == (e, 1, e), "not the network's batch")
+        said = [l["message"] for l in lines if l.get("type") == "log" and "batch_size auto" in l.get("message", "")]
+        want = {"up": "batch %s is the largest that fits in cpu memory (%s does not)" % (m, (m or 0) + 1),
+                "down": "batch %s is the largest that fits in cpu memory (%s does not)" % (m, (m or 0) + 1),
+                "asked": "is not searched above the network's batch"}[direction]
+        ck.expect(any(want in s for s in said), "no log line saying %r: %s" % (want, said))
+        with open(log + ".largest", "w") as f:
+            f.write("%s\n" % m)
+    ck.done()
+
+
+def check_no_fit(log, batch):
+    """A run given batch `batch` under a cap finds it does not fit (and halves)."""
+    ck = Checker("batch %s does not fit" % batch)
+    lines = read_log(log)
+    finished(ck, log, lines)
+    said = [l["message"] for l in lines if l.get("type") == "log" and l.get("level") == "warning"]
+    ck.expect(any(s.startswith("batch %s does not fit in cpu memory" % batch) for s in said),
+              "no warning that batch %s does not fit: %s" % (batch, said))
+    b = batch_line(ck, lines)
+    ck.expect(b and b["reason"] == "out of memory", "no out-of-memory batch line")
+    ck.done()
+
+
+def val_losses(lines):
+    return [(l["iteration"], l["epoch"], l["value"]) for l in lines
+            if l.get("type") == "metric" and l["phase"] == "val" and l["name"] == "loss"]
+
+
+def check_early_stop(log, patience, min_delta, want_epoch, per_epoch, plateau=None):
+    """Early stopping stops after validation `want_epoch` (validating once per epoch of
+    per_epoch iterations): the rule applied to the val losses the run reports
+    (independently, here) stops there too; the run says so, trains no further, writes
+    its snapshot there, and evaluates the test split at that iteration. With plateau
+    (an iteration): the learning rate is 0 from it on and the val losses after it
+    equal the one at it exactly (the plateau the test built)."""
+    patience, min_delta, want, per_epoch = int(patience), float(min_delta), int(want_epoch), int(per_epoch)
+    ck = Checker("early stopping (patience %d, min_delta %g)" % (patience, min_delta))
+    lines = read_log(log)
+    prog = finished(ck, log, lines)
+    vl = val_losses(lines)
+    print("val loss by epoch: %s" % ", ".join("%.0f: %.6f" % (e, v) for _, e, v in vl))
+    best, stale, stop = math.inf, 0, None
+    for it, e, v in vl:
+        if v < best - min_delta:
+            best, stale = v, 0
+        else:
+            stale += 1
+            if stale >= patience:
+                stop = it
+                break
+    ck.expect(stop == want * per_epoch, "the rule applied to the reported val losses stops at "
+              "iteration %s, the test expects %d" % (stop, want * per_epoch))
+    ck.expect(vl and vl[-1][0] == want * per_epoch, "the last validation is at iteration %s, want %d"
+              % (vl[-1][0] if vl else None, want * per_epoch))
+    ck.expect(prog and prog[-1]["done"] == want * per_epoch and prog[-1]["total"] > prog[-1]["done"],
+              "training went on to %s (of %s)" % (prog[-1]["done"] if prog else None,
+                                                   prog[-1]["total"] if prog else None))
+    ck.expect(any(l.get("type") == "log" and l.get("message", "").startswith("stopping early at epoch %.2f"
+                                                                            % want) for l in lines),
+              "no log line saying it stops early at epoch %d" % want)
+    snaps = [s["iteration"] for s in snapshots(lines)]
+    ck.expect(snaps and snaps[-1] == want * per_epoch, "the last snapshot is at %s" % snaps[-1:])
+    test = [l for l in lines if l.get("type") == "metric" and l["phase"] == "test"]
+    if test:
+        ck.expect(all(l["iteration"] == want * per_epoch and abs(l["epoch"] - want) < 1e-9 for l in test),
+                  "test metrics at iterations %s, want %d" % (sorted({l["iteration"] for l in test}),
+                                                             want * per_epoch))
+    if plateau is not None:
+        p = int(plateau)
+        lr = [(l["iteration"], l["value"]) for l in lines if l.get("type") == "metric"
+              and l["name"] == "learning_rate"]
+        ck.expect(all((v == 0) == (it > p) for it, v in lr), "the learning rate is not 0 exactly "
+                  "after iteration %d: %s" % (p, lr))
+        at = [v for it, _, v in vl if it == p]
+        ck.expect(at and all(v == at[0] for it, _, v in vl if it >= p), "the val loss is not flat "
+                  "from iteration %d on" % p)
+    ck.done()
+
+
+def check_warned(log, *patterns):
+    """A run that finished all its iterations and logged one warning matching every
+    pattern (early stopping that cannot act)."""
+    ck = Checker("warned")
+    lines = read_log(log)
+    prog = finished(ck, log, lines)
+    ck.expect(prog and prog[-1]["done"] == prog[-1]["total"], "the run did not train to its end")
+    warn = [l["message"] for l in lines if l.get("type") == "log" and l.get("level") == "warning"
+            and all(re.search(p, l.get("message", "")) for p in patterns)]
+    ck.expect(len(warn) == 1, "%d warnings match %s" % (len(warn), patterns))
+    for w in warn:
+        print("warning: %s" % w)
+    ck.expect(not any("stopping early" in l.get("message", "") for l in lines), "it stopped early")
+    ck.done()
+
+
+def same_file(a, b):
+    """Two snapshot files are byte-identical (the loader's thread count never changes
+    which images a step trains on)."""
+    with open(a, "rb") as x, open(b, "rb") as y:
+        same = x.read() == y.read()
+    print("%s %s %s" % (a, "==" if same else "!=", b))
+    sys.exit(0 if same else 1)
+
+
 COMMANDS = {
     "make-idx": make_idx,
     "run": cmd_run,
@@ -559,6 +806,14 @@ COMMANDS = {
     "corrupt-record": corrupt_record,
     "replica-died": check_replica_died,
     "crashed": check_crashed,
+    "make-images": make_images,
+    "data-bound": check_data_bound,
+    "cpu-bound": check_cpu_bound,
+    "batch-auto": check_batch_auto,
+    "no-fit": check_no_fit,
+    "early-stop": check_early_stop,
+    "warned": check_warned,
+    "same-file": same_file,
 }
 
 
