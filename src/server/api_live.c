@@ -162,6 +162,7 @@ void h_hardware(req_t *r)
     pthread_mutex_unlock(&srv->hw_lock);
     if (!latest)
         latest = json_pack("{s:o, s:[]}", "gpus", hw_gpus_json(srv->hw), "workers");
+    json_object_set_new(latest, "nvml", hw_nvml_json(srv->hw)); /* why "gpus" is empty, when it is */
     json_object_set_new(latest, "resources", sched_resources(srv->sched));
     json_object_set_new(latest, "server", server_memory());
     reply_json(r, 200, latest);

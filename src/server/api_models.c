@@ -37,7 +37,7 @@ static const form_field_t g_model_form[] = {
     {"val_interval", F_FLOAT, "1", 0, NAN, NULL, ALWAYS, 1, "Validation interval (in epochs)"},
     {"random_seed", F_INT, NULL, 0, 4294967295.0, NULL, ALWAYS, 0, "Random seed"},
     {"batch_size", F_INTS, NULL, 1, 1 << 20, NULL, "batch_size!=auto", 0, "Batch size"},
-    {"batch_accumulation", F_INT, NULL, 1, 1 << 16, NULL, ALWAYS, 0, "Batch accumulation"},
+    {"batch_accumulation", F_INT, NULL, 1, 1024, NULL, ALWAYS, 0, "Batch accumulation"},
     {"solver_type", F_CHOICE, "SGD", NAN, NAN, "SGD|NESTEROV|ADAGRAD|RMSPROP|ADADELTA|ADAM", ALWAYS, 1, "Solver type"},
     {"rms_decay", F_FLOAT, "0.99", 0, NAN, NULL, ALWAYS, 1, "RMS decay value"},
     {"learning_rate", F_FLOATS, "0.01", 0, NAN, NULL, ALWAYS, 1, "Base learning rate"},
@@ -62,7 +62,7 @@ static const form_field_t g_model_form[] = {
     {"shuffle", F_BOOL, "true", NAN, NAN, NULL, ALWAYS, 0, "Shuffle train data"},
     {"precision", F_CHOICE, NULL, NAN, NAN, "fp32|tf32|fp16|bf16", ALWAYS, 0, "Precision"},
     {"early_stopping_patience", F_INT, NULL, 0, 1e6, NULL, ALWAYS, 0, "Early stopping patience"},
-    {"early_stopping_min_delta", F_FLOAT, NULL, 0, NAN, NULL, ALWAYS, 0, "Early stopping minimum change"},
+    {"early_stopping_min_delta", F_FLOAT, NULL, 0, 1e9, NULL, ALWAYS, 0, "Early stopping minimum change"},
     {"select_gpus", F_INTS, NULL, 0, SCHED_MAX_GPUS - 1, NULL, ALWAYS, 0, "GPUs"},
     {"select_gpus_list", F_INTS, NULL, 0, SCHED_MAX_GPUS - 1, NULL, ALWAYS, 0, "GPUs"},
     {"select_gpu_count", F_INT, NULL, 1, SCHED_MAX_GPUS, NULL, ALWAYS, 0, "Use this many GPUs"},
@@ -237,51 +237,94 @@ static int load_network(req_t *r, const fields_t *in, json_t *v, netsrc_t *ns, j
     return CD_OK;
 }
 
+const form_field_t *model_form_fields(size_t *n)
+{
+    *n = CD_ARRAY_LEN(g_model_form);
+    return g_model_form;
+}
+
+static int have_gpu(const model_gpus_t *have, json_int_t id)
+{
+    for (int i = 0; i < have->n; i++)
+        if (have->ids[i] == id)
+            return 1;
+    return 0;
+}
+
+/* A GPU the server has not got, named by field: how many it has, why, what to do. */
+static void missing_gpu(const model_gpus_t *have, json_t *errors, const char *field, json_int_t id)
+{
+    const char *why = have->why && have->why[0] ? have->why : "no reason known";
+    if (have->cpu_only) {
+        form_add_error(errors, field,
+                       "%s: GPU %lld does not exist here: this server was started for the CPU (--gpus none); "
+                       "leave %s out to train on the CPU, or restart the server with --gpus auto",
+                       field, (long long)id, field);
+        return;
+    }
+    if (have->n == 0) {
+        form_add_error(errors, field,
+                       "%s: GPU %lld does not exist here: this server has 0 GPUs (%s); leave %s out to train on "
+                       "the CPU",
+                       field, (long long)id, why, field);
+        return;
+    }
+    char list[512];
+    size_t used = 0;
+    for (int i = 0; i < have->n && used < sizeof list; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", i ? ", " : "", have->ids[i]);
+    form_add_error(errors, field, "%s: GPU %lld does not exist here: this server has %d GPU%s (%s); choose %s %s",
+                   field, (long long)id, have->n, have->n == 1 ? "" : "s", why,
+                   have->n == 1 ? "GPU" : "among GPUs", list);
+}
+
 /* What the job asks of the scheduler: GPUs (some count, or exactly these) or the CPU.
  * Without data parallelism the worker trains on the first GPU of its list only, so the
  * job asks for exactly one: count 1, or the first of the listed GPUs; "selected" then
  * keeps what the form asked for, so the job's JSON shows why it holds one GPU. Every
  * listed GPU is still checked: a GPU the server lacks is a mistake either way. */
-static json_t *gpu_request(server_t *srv, const fields_t *in, json_t *v, json_t *errors)
+json_t *model_gpu_request(const model_gpus_t *have, json_t *v, json_t *errors)
 {
-    int ngpus = 0;
-    json_t *res = sched_resources(srv->sched);
-    ngpus = (int)json_integer_value(json_object_get(json_object_get(res, "gpus"), "total"));
-    json_decref(res);
+    static const char *const fields[] = {"select_gpus", "select_gpus_list", "select_gpu"};
     json_t *ids = json_array();
-    static const char *const lists[] = {"select_gpus", "select_gpus_list"};
-    for (int k = 0; k < 2; k++) {
-        size_t i;
-        json_t *x;
-        json_array_foreach(json_object_get(v, lists[k]), i, x) json_array_append(ids, x);
-    }
-    const char *one = sval(v, "select_gpu");
-    if (one[0] && strcmp(one, "next") != 0) {
-        char *end;
-        long g = strtol(one, &end, 10);
-        if (*end || g < 0)
-            form_add_error(errors, "select_gpu", "GPU must be \"next\" or a GPU number; got \"%s\"", one);
-        else
-            json_array_append_new(ids, json_integer(g));
-    }
-    (void)in;
-    size_t i;
-    json_t *x;
-    json_array_foreach(ids, i, x)
-    {
-        if (json_integer_value(x) >= ngpus) {
-            form_add_error(errors, "select_gpus", "GPU %d does not exist here: this server has %d GPU%s",
-                           (int)json_integer_value(x), ngpus, ngpus == 1 ? "" : "s");
-            json_decref(ids);
-            return NULL;
-        }
-        for (size_t k = 0; k < i; k++)
-            if (json_integer_value(json_array_get(ids, k)) == json_integer_value(x)) {
-                form_add_error(errors, "select_gpus", "GPU %d is selected twice; select each GPU once",
-                               (int)json_integer_value(x));
+    for (size_t k = 0; k < CD_ARRAY_LEN(fields); k++) {
+        const char *field = fields[k];
+        json_t *list = json_object_get(v, field), *one = NULL;
+        if (k == 2) {
+            /* DIGITS's single choice: "next" (its default) is any GPU, as no field is */
+            const char *text = sval(v, field);
+            if (!text[0] || strcmp(text, "next") == 0)
+                continue;
+            char *end;
+            long long g = strtoll(text, &end, 10);
+            if (end == text || *end || g < 0) {
+                form_add_error(errors, field, "GPU must be \"next\" or a GPU number; got \"%s\"", text);
                 json_decref(ids);
                 return NULL;
             }
+            list = one = json_pack("[I]", (json_int_t)g);
+        }
+        size_t i;
+        json_t *x;
+        json_array_foreach(list, i, x)
+        {
+            json_int_t g = json_integer_value(x);
+            int twice = 0;
+            for (size_t j = 0; j < json_array_size(ids); j++)
+                twice |= json_integer_value(json_array_get(ids, j)) == g;
+            if (!have_gpu(have, g))
+                missing_gpu(have, errors, field, g);
+            else if (twice)
+                form_add_error(errors, field, "GPU %lld is selected twice; select each GPU once", (long long)g);
+            else {
+                json_array_append(ids, x);
+                continue;
+            }
+            json_decref(one);
+            json_decref(ids);
+            return NULL;
+        }
+        json_decref(one);
     }
     int parallel = json_is_true(json_object_get(v, "data_parallel"));
     if (json_array_size(ids)) {
@@ -296,19 +339,42 @@ static json_t *gpu_request(server_t *srv, const fields_t *in, json_t *v, json_t 
     }
     json_decref(ids);
     json_t *count = json_object_get(v, "select_gpu_count");
-    if (ngpus == 0)
-        return json_pack("{s:s}", "kind", "cpu");
-    if (json_is_integer(count) && json_integer_value(count) > ngpus) {
-        form_add_error(errors, "select_gpu_count", "Use this many GPUs must be between 1 and %d (this server's GPUs)",
-                       ngpus);
+    if (json_is_integer(count) && !have->cpu_only && json_integer_value(count) > have->n) {
+        json_int_t asked = json_integer_value(count);
+        const char *why = have->why && have->why[0] ? have->why : "no reason known";
+        char todo[128];
+        if (have->n == 0)
+            snprintf(todo, sizeof todo, "leave select_gpu_count out to train on the CPU");
+        else
+            snprintf(todo, sizeof todo, "ask for at most %d", have->n);
+        form_add_error(errors, "select_gpu_count",
+                       "select_gpu_count: %lld GPU%s asked for, this server has %d (%s); %s", (long long)asked,
+                       asked == 1 ? "" : "s", have->n, why, todo);
         return NULL;
     }
+    if (have->n == 0)
+        return json_pack("{s:s}", "kind", "cpu");
     json_int_t n = json_is_integer(count) ? json_integer_value(count) : 1;
     json_t *out = json_pack("{s:s, s:I, s:b}", "kind", "gpu", "count", parallel ? n : 1, "data_parallel",
                             parallel);
     if (!parallel && n > 1)
         json_object_set_new(out, "selected", json_pack("{s:I}", "count", n));
     return out;
+}
+
+/* The server's GPUs for model_gpu_request, and why it has that many. */
+static json_t *gpu_request(server_t *srv, json_t *v, json_t *errors)
+{
+    const char *g = srv->cfg.gpus;
+    char why[700];
+    if (strcmp(g, "auto") != 0)
+        snprintf(why, sizeof why, "--gpus %s", g[0] ? g : "none");
+    else if (hw_nvml_loaded(srv->hw))
+        snprintf(why, sizeof why, "NVML found %d", hw_gpu_count(srv->hw));
+    else
+        snprintf(why, sizeof why, "NVML: %s", hw_nvml_reason(srv->hw));
+    model_gpus_t have = {srv->gpu_ids, srv->ngpu_ids, strcmp(g, "none") == 0 || !g[0], why};
+    return model_gpu_request(&have, v, errors);
 }
 
 /* Makes one job of a sweep; returns its brief JSON or NULL after replying. */
@@ -427,8 +493,7 @@ void api_model_create_fields(req_t *r, const fields_t *in)
     }
     if (json_object_size(errors) == 0)
         load_network(r, in, v, &ns, errors);
-    if (json_object_size(errors) == 0)
-        resources = gpu_request(srv, in, v, errors);
+    resources = gpu_request(srv, v, errors); /* its errors come with the others */
     if (json_object_size(errors) > 0) {
         reply_form_errors(r, errors);
         errors = NULL;

@@ -116,17 +116,18 @@ static int parse_float(const char *text, double *out)
     return CD_OK;
 }
 
-/* Range message: "must be at least 1", "must be between 0 and 100". */
+/* Range message: "must be at least 1", "must be between 0 and 1000000" (bounds in full, not 1e+06). */
 static int check_range(const form_field_t *f, double v, json_t *errors, const char *text)
 {
     int lo = !isnan(f->min), hi = !isnan(f->max);
     if ((lo && v < f->min) || (hi && v > f->max)) {
         if (lo && hi)
-            form_add_error(errors, f->name, "%s must be between %g and %g; got %s", f->label, f->min, f->max, text);
+            form_add_error(errors, f->name, "%s must be between %.15g and %.15g; got %s", f->label, f->min, f->max,
+                           text);
         else if (lo)
-            form_add_error(errors, f->name, "%s must be at least %g; got %s", f->label, f->min, text);
+            form_add_error(errors, f->name, "%s must be at least %.15g; got %s", f->label, f->min, text);
         else
-            form_add_error(errors, f->name, "%s must be at most %g; got %s", f->label, f->max, text);
+            form_add_error(errors, f->name, "%s must be at most %.15g; got %s", f->label, f->max, text);
         return CD_ERR;
     }
     return CD_OK;

@@ -1,11 +1,14 @@
-/* NVML through dlopen: the few entry points the server needs, declared here. */
+/* NVML through dlopen: the few entry points the server needs, declared here. Why NVML
+ * is not there (no library, a symbol missing, a call failing) is kept for the API. */
 #include "cdigits/server_hw.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cdigits/util.h"
 
@@ -33,12 +36,32 @@ struct cd_hw {
     nvmlReturn_t (*utilization)(nvmlDevice_t, nvmlUtilization_t *);
     nvmlReturn_t (*temperature)(nvmlDevice_t, int, unsigned int *);
     const char *(*error_string)(nvmlReturn_t);
+    const char *init_name, *count_name; /* the entry points found (nvmlInit_v2 or nvmlInit) */
+    char reason[512];                   /* why NVML is not loaded; "" when it is */
 };
 
-static void say(char *why, size_t len, const char *fmt, const char *a, const char *b)
+static void say(cd_hw_t *hw, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(cd_hw_t *hw, const char *fmt, ...)
 {
-    if (why && len)
-        snprintf(why, len, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(hw->reason, sizeof hw->reason, fmt, ap);
+    va_end(ap);
+}
+
+/* The reason of a failed NVML call: its name, NVML's error string and code. */
+static void say_call(cd_hw_t *hw, const char *call, nvmlReturn_t rc)
+{
+    const char *e = hw->error_string ? hw->error_string(rc) : NULL;
+    snprintf(hw->reason, sizeof hw->reason, "%s failed: %s (NVML error %d): no GPU monitoring", call,
+             e && e[0] ? e : "unknown error", rc);
+}
+
+static cd_hw_t *opened(cd_hw_t *hw, char *why, size_t whylen)
+{
+    if (why && whylen)
+        snprintf(why, whylen, "%s", hw->reason);
+    return hw;
 }
 
 cd_hw_t *hw_open(char *why, size_t whylen)
@@ -47,61 +70,67 @@ cd_hw_t *hw_open(char *why, size_t whylen)
     if (!hw)
         return NULL;
     pthread_mutex_init(&hw->lock, NULL);
-    say(why, whylen, "%s%s", "", "");
     const char *path = getenv("CDIGITS_NVML");
     if (!path)
         path = "libnvidia-ml.so.1";
     if (!path[0]) {
-        say(why, whylen, "%s%s", "NVML disabled (CDIGITS_NVML is empty)", "");
-        return hw;
+        say(hw, "NVML disabled (CDIGITS_NVML is empty): no GPU monitoring");
+        return opened(hw, why, whylen);
     }
     hw->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!hw->lib) {
         const char *e = dlerror();
-        say(why, whylen, "%s not loaded (%s): no GPU monitoring", path, e ? e : "?");
-        return hw;
+        if (e && strstr(e, "No such file"))
+            say(hw, "%s not found (no NVIDIA driver): no GPU monitoring", path);
+        else
+            say(hw, "%s not loaded (%s): no GPU monitoring", path, e ? e : "dlopen gave no reason");
+        return opened(hw, why, whylen);
     }
     struct {
         void **slot;
         const char *names[2];
+        const char **found;
     } syms[] = {
-        {(void **)&hw->init, {"nvmlInit_v2", "nvmlInit"}},
-        {(void **)&hw->shutdown, {"nvmlShutdown", NULL}},
-        {(void **)&hw->device_count, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"}},
-        {(void **)&hw->handle_by_index, {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"}},
-        {(void **)&hw->name, {"nvmlDeviceGetName", NULL}},
-        {(void **)&hw->memory, {"nvmlDeviceGetMemoryInfo", NULL}},
-        {(void **)&hw->utilization, {"nvmlDeviceGetUtilizationRates", NULL}},
-        {(void **)&hw->temperature, {"nvmlDeviceGetTemperature", NULL}},
-        {(void **)&hw->error_string, {"nvmlErrorString", NULL}},
+        {(void **)&hw->init, {"nvmlInit_v2", "nvmlInit"}, &hw->init_name},
+        {(void **)&hw->shutdown, {"nvmlShutdown", NULL}, NULL},
+        {(void **)&hw->device_count, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"}, &hw->count_name},
+        {(void **)&hw->handle_by_index, {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"}, NULL},
+        {(void **)&hw->name, {"nvmlDeviceGetName", NULL}, NULL},
+        {(void **)&hw->memory, {"nvmlDeviceGetMemoryInfo", NULL}, NULL},
+        {(void **)&hw->utilization, {"nvmlDeviceGetUtilizationRates", NULL}, NULL},
+        {(void **)&hw->temperature, {"nvmlDeviceGetTemperature", NULL}, NULL},
+        {(void **)&hw->error_string, {"nvmlErrorString", NULL}, NULL},
     };
     for (size_t i = 0; i < CD_ARRAY_LEN(syms); i++) {
-        for (int k = 0; k < 2 && !*syms[i].slot && syms[i].names[k]; k++)
+        for (int k = 0; k < 2 && !*syms[i].slot && syms[i].names[k]; k++) {
             *syms[i].slot = dlsym(hw->lib, syms[i].names[k]);
+            if (*syms[i].slot && syms[i].found)
+                *syms[i].found = syms[i].names[k];
+        }
         if (!*syms[i].slot) {
-            say(why, whylen, "%s lacks %s: no GPU monitoring", path, syms[i].names[0]);
+            say(hw, "%s lacks %s (is it NVML?): no GPU monitoring", path, syms[i].names[0]);
             goto unload;
         }
     }
     nvmlReturn_t rc = hw->init();
     if (rc != 0) {
-        say(why, whylen, "nvmlInit failed (%s): %s", hw->error_string(rc), "no GPU monitoring");
+        say_call(hw, hw->init_name, rc);
         goto unload;
     }
     unsigned int n = 0;
     rc = hw->device_count(&n);
     if (rc != 0) {
-        say(why, whylen, "nvmlDeviceGetCount failed (%s)%s", hw->error_string(rc), "");
+        say_call(hw, hw->count_name, rc);
         hw->shutdown();
         goto unload;
     }
     hw->count = (int)n;
-    return hw;
+    return opened(hw, why, whylen);
 unload:
     dlclose(hw->lib);
     hw->lib = NULL;
     hw->count = 0;
-    return hw;
+    return opened(hw, why, whylen);
 }
 
 void hw_close(cd_hw_t *hw)
@@ -117,6 +146,39 @@ void hw_close(cd_hw_t *hw)
 }
 
 int hw_gpu_count(cd_hw_t *hw) { return hw ? hw->count : 0; }
+
+int hw_nvml_loaded(const cd_hw_t *hw) { return hw && hw->lib; }
+
+const char *hw_nvml_reason(const cd_hw_t *hw)
+{
+    if (!hw)
+        return "NVML was not opened: no GPU monitoring";
+    return hw->lib ? "" : hw->reason;
+}
+
+json_t *hw_nvml_json(const cd_hw_t *hw)
+{
+    json_t *reason = json_string(hw_nvml_reason(hw)); /* NULL for a path that is not UTF-8 */
+    return json_pack("{s:b, s:o}", "loaded", hw_nvml_loaded(hw), "reason",
+                     reason ? reason : json_string("NVML is not loaded (its path is not UTF-8): no GPU monitoring"));
+}
+
+int hw_nvidia_device(const char *dev_dir, char *path, size_t len)
+{
+    static const char *const nodes[] = {"nvidiactl", "nvidia0"};
+    for (size_t i = 0; i < CD_ARRAY_LEN(nodes); i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", dev_dir ? dev_dir : "/dev", nodes[i]);
+        if (access(p, F_OK) == 0) {
+            if (path && len)
+                snprintf(path, len, "%s", p);
+            return 1;
+        }
+    }
+    if (path && len)
+        path[0] = 0;
+    return 0;
+}
 
 int hw_gpu_query(cd_hw_t *hw, cd_gpu_info_t *out, int max)
 {

@@ -33,6 +33,8 @@ typedef struct server {
     sched_t *sched;
     cd_events_t *events;
     cd_hw_t *hw;
+    int gpu_ids[SCHED_MAX_GPUS];                    /* the GPUs the scheduler has (--gpus) */
+    int ngpu_ids;
     struct MHD_Daemon *mhd;
     volatile int stopping;
     pthread_t monitor;
@@ -211,6 +213,30 @@ typedef struct form_field {
 int form_validate(const server_t *srv, const form_field_t *spec, size_t n, const fields_t *in, json_t **values,
                   json_t **errors);
 void form_add_error(json_t *errors, const char *field, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- the model form (api_models.c) ------------------------------------------------------ */
+
+/* The model form's fields, with their ranges and choices: the one table every model
+ * creation is validated against, from the API or the browser form. */
+const form_field_t *model_form_fields(size_t *n);
+
+/* The GPUs a model may ask for: the scheduler's, whether the server was started for
+ * the CPU (--gpus none), and why it has those (for messages: "NVML: libnvidia-ml.so.1
+ * not found ...", "--gpus 0,1", "NVML found 2"). */
+typedef struct model_gpus {
+    const int *ids;
+    int n;
+    int cpu_only;
+    const char *why;
+} model_gpus_t;
+
+/* What a model asks of the scheduler, from the validated form values v (select_gpus,
+ * select_gpus_list, select_gpu, select_gpu_count, data_parallel): {"kind": "gpu",
+ * "ids" or "count", "data_parallel"[, "selected"]} or {"kind": "cpu"}. GPUs the server
+ * has not got are form errors (NULL is returned, *errors names the field, the count and
+ * why); without any GPU field, or on a server started for the CPU with a count, the
+ * model trains on the CPU, as in DIGITS. Caller decrefs. */
+json_t *model_gpu_request(const model_gpus_t *have, json_t *v, json_t *errors);
 
 /* ---- views (views.c): the JSON shapes of DIGITS ------------------------------------- */
 

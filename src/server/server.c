@@ -127,15 +127,22 @@ int server_run(const cd_server_config_t *cfg)
     if (store_open(dbpath, &srv->store, &err) != CD_OK)
         goto fail;
     srv->events = events_new(4096);
-    char why[512] = "";
-    srv->hw = hw_open(why, sizeof why);
+    srv->hw = hw_open(NULL, 0);
     if (!srv->events || !srv->hw) {
         cd_err_set(&err, CD_E_INTERNAL, "out of memory");
         goto fail;
     }
-    if (why[0])
-        cd_info("%s", why);
-    cd_info("%d GPU%s found by NVML", hw_gpu_count(srv->hw), hw_gpu_count(srv->hw) == 1 ? "" : "s");
+    char dev[PATH_MAX];
+    if (hw_nvml_loaded(srv->hw))
+        cd_info("%d GPU%s found by NVML", hw_gpu_count(srv->hw), hw_gpu_count(srv->hw) == 1 ? "" : "s");
+    else if (hw_nvidia_device(NULL, dev, sizeof dev))
+        /* a driver is installed, so GPUs were meant to be here: say why none are seen */
+        cd_warn("%s exists but NVML is not loaded: %s; with --gpus auto no GPU is scheduled and GPU requests "
+                "are refused. Check that the NVIDIA driver's libnvidia-ml.so.1 matches the kernel module and is "
+                "on the library path, and that this user may open %s (or start the server with --gpus none)",
+                dev, hw_nvml_reason(srv->hw), dev);
+    else
+        cd_info("%s", hw_nvml_reason(srv->hw));
 
     sched_config_t sc = {
         .worker = srv->cfg.worker,
@@ -147,6 +154,8 @@ int server_run(const cd_server_config_t *cfg)
     };
     if (pick_gpus(srv, &sc, &err) != CD_OK)
         goto fail;
+    memcpy(srv->gpu_ids, sc.gpu_ids, sizeof srv->gpu_ids);
+    srv->ngpu_ids = sc.ngpus;
     if (access(srv->cfg.worker, X_OK) != 0)
         cd_warn("the worker %s cannot be run (%s): jobs will fail until it is built; pass --worker PATH",
                 srv->cfg.worker, strerror(errno));

@@ -89,8 +89,11 @@ http GET "/models/$M1/json"
 check '[ "$(jv "d[\"snapshots\"]")" = "[1, 2, 3]" ]' "model JSON lists snapshots 1, 2, 3"
 check '[ "$(jv "d[\"train\"][\"lr_policy\"][\"steps\"]")" = "30,60" ] && [ "$(jv "d[\"train\"][\"batch_size\"]")" = 8 ]' "solver fields reach train.json"
 TRAIN_JSON=$(jv 'd["directory"]')/train.json
-check 'python3 -c "import json,sys; c=json.load(open(sys.argv[1])); sys.exit(not (c[\"random_seed\"]==7 and c[\"learning_rate\"]==0.02 and c[\"backend\"]==\"cpu\" and c[\"lr_policy\"][\"policy\"]==\"multistep\"))" "$TRAIN_JSON"' \
-    "train.json holds the mapped fields and the CPU backend"
+# a model that names no GPU trains on the next free one, or on the CPU where there is none
+http GET /hardware/json
+WANT_BACKEND=$([ "$(jv 'd["resources"]["gpus"]["total"]')" = 0 ] && echo cpu || echo cuda)
+check 'python3 -c "import json,sys; c=json.load(open(sys.argv[1])); sys.exit(not (c[\"random_seed\"]==7 and c[\"learning_rate\"]==0.02 and c[\"backend\"]==sys.argv[2] and c[\"lr_policy\"][\"policy\"]==\"multistep\"))" "$TRAIN_JSON" "$WANT_BACKEND"' \
+    "train.json holds the mapped fields and the $WANT_BACKEND backend"
 check 'python3 -c "import json,sys; c=json.load(open(sys.argv[1])); sys.exit(c[\"data_parallel\"] is not True)" "$TRAIN_JSON"' \
     "data_parallel defaults to true in train.json"
 http GET "/models/$M1/metrics/json"
@@ -123,11 +126,13 @@ http POST /models/images/classification/json -F dataset="$DS" -F method=custom -
     -F model_name=x -F aug_flip=sideways
 check '[ "$CODE" = 400 ] && [ -n "$(jv "d[\"errors\"][\"aug_flip\"][0]")" ]' "an unknown aug_flip is a form error"
 
-# data_parallel=false (a JSON false here) reaches train.json; without GPUs the job still
-# asks for the CPU, whatever GPU count the form names
+# data_parallel=false (a JSON false here) reaches train.json; a model that names no GPU
+# asks for the CPU on a server without GPUs (one GPU on a server with some)
+http GET /hardware/json
+NGPU=$(jv 'd["resources"]["gpus"]["total"]')
 python3 -c 'import json, sys
 print(json.dumps({"dataset": sys.argv[1], "method": "custom", "custom_network": open(sys.argv[2]).read(),
-                  "train_epochs": 1, "model_name": "nodp", "data_parallel": False, "select_gpu_count": 2}))' \
+                  "train_epochs": 1, "model_name": "nodp", "data_parallel": False}))' \
     "$DS" "$T/net.prototxt" >"$T/nodp.json"
 http POST /models/images/classification/json -H 'Content-Type: application/json' --data-binary "@$T/nodp.json"
 check '[ "$CODE" = 200 ]' "a model with data_parallel false is created"
@@ -135,9 +140,14 @@ MNODP=$(jv 'd["id"]')
 http GET "/models/$MNODP/json"
 check 'python3 -c "import json,sys; c=json.load(open(sys.argv[1])); sys.exit(c[\"data_parallel\"] is not False)" "$(jv "d[\"directory\"]")/train.json"' \
     "its train.json says \"data_parallel\": false"
-check '[ "$(jv "d[\"train\"][\"data_parallel\"]")" = false ] && [ "$(jv "d[\"resources\"]")" = "{\"kind\": \"cpu\"}" ]' \
-    "its JSON shows data_parallel false and a CPU request on a server without GPUs"
-check 'wait_status "$MNODP" Done 30' "it trains on the CPU"
+check '[ "$(jv "d[\"train\"][\"data_parallel\"]")" = false ] && [ "$(jv "d[\"resources\"] == ({\"kind\": \"cpu\"} if $NGPU == 0 else {\"kind\": \"gpu\", \"count\": 1, \"data_parallel\": False})")" = true ]' \
+    "its JSON shows data_parallel false and a CPU request on a server without GPUs ($(jv 'd["resources"]'))"
+check 'wait_status "$MNODP" Done 30' "it trains"
+# more GPUs than the server has is a form error naming the field, the count and why, not a CPU job
+http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" \
+    -F model_name=toomany -F select_gpu_count=$((NGPU + 1))
+check '[ "$CODE" = 400 ] && jv "d[\"errors\"][\"select_gpu_count\"][0]" | grep -q "^select_gpu_count: $((NGPU + 1)) GPUs\? asked for, this server has $NGPU ([^)]"' \
+    "a GPU count beyond the server's is refused: $(jv 'd["errors"]["select_gpu_count"][0]')"
 
 # sweep: two learning rates make two jobs
 http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" \
@@ -149,8 +159,9 @@ check '[ "$CODE" = 200 ] && [ "$(jv "len(d[\"jobs\"])")" = 2 ] && [ "$(jv "d[\"j
 http POST /models/images/classification/json -F dataset=nope -F method=standard -F standard_networks=vgg -F train_epochs=0
 check '[ "$CODE" = 400 ] && [ "$(jv "sorted(d[\"errors\"])")" = "[\"dataset\", \"model_name\", \"standard_networks\", \"train_epochs\"]" ]' \
     "model form errors name every bad field"
-http POST /models/images/classification/json -F dataset="$DS" -F model_name=x -F method=custom -F custom_network="x" -F select_gpus=3
-check '[ "$CODE" = 400 ] && jv "d[\"errors\"][\"select_gpus\"][0]" | grep -q "does not exist"' "asking for a GPU this server lacks is refused"
+http POST /models/images/classification/json -F dataset="$DS" -F model_name=x -F method=custom -F custom_network="x" -F select_gpus="$NGPU"
+check '[ "$CODE" = 400 ] && jv "d[\"errors\"][\"select_gpus\"][0]" | grep -q "^select_gpus: GPU $NGPU does not exist here: this server has $NGPU GPU"' \
+    "asking for a GPU this server lacks is refused: $(jv 'd["errors"]["select_gpus"][0]')"
 
 # ---- abort, resume, clone --------------------------------------------------------------------
 net fake:slow > "$T/slow.prototxt"
@@ -362,8 +373,8 @@ http GET "/browse/json?path=/etc"
 check '[ "$CODE" = 400 ]' "browse refuses a folder outside the roots"
 
 http GET /hardware/json
-check '[ "$CODE" = 200 ] && [ "$(jv "d[\"gpus\"]")" = "[]" ] && [ "$(jv "d[\"resources\"][\"cpu_slots\"][\"total\"]")" = 1 ]' \
-    "hardware/json: no GPU here is an empty list, not an error"
+check '[ "$CODE" = 200 ] && [ "$(jv "isinstance(d[\"gpus\"], list) and isinstance(d[\"nvml\"][\"loaded\"], bool) and (d[\"nvml\"][\"reason\"] == \"\" if d[\"nvml\"][\"loaded\"] else d[\"gpus\"] == [] and len(d[\"nvml\"][\"reason\"]) > 0)")" = true ] && [ "$(jv "d[\"resources\"][\"cpu_slots\"][\"total\"]")" = 1 ]' \
+    "hardware/json: a list of GPUs, and without NVML an empty one with the reason ($(jv 'd["nvml"]'))"
 check '[ "$(jv "(s := d[\"server\"]) and 1 << 20 < s[\"resident_bytes\"] < 1 << 30 and 0 < s[\"sqlite_bytes\"] <= s[\"sqlite_peak_bytes\"] and s[\"heap_in_use_bytes\"] in (0, max(s[\"heap_in_use_bytes\"], s[\"sqlite_bytes\"]))")" = true ]' \
     "hardware/json: the server's memory: resident, heap (0 under AddressSanitizer), SQLite's share ($(jv 'd.get("server")'))"
 

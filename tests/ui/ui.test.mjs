@@ -6,9 +6,12 @@
 // A person's path through the UI: log in, pick a folder of class folders with the folder
 // picker (the resize preview then shows one of its images), make a dataset from it,
 // explore its records a page at a time, make one from uploaded text lists, see the
-// engine's graph of LeNet (and its message for a broken network), make a LeNet model, watch its loss chart gain points while it trains, abort it, resume
-// it, see it finish; then the home page's groups, phone width, the keyboard, and the pages
-// as a plain `chromium --dump-dom` sees them. Every page's console is watched: a
+// engine's graph of LeNet (and its message for a broken network), be refused a GPU the
+// server has not got, set precision, early stopping and batch size auto (and be refused a
+// bad patience), make a LeNet model, watch its loss chart gain points while it trains,
+// abort it, resume it, see it finish; see why the hardware panels have no GPU when NVML is
+// not loaded; then the home page's groups, phone width, the keyboard, and the pages as a
+// plain `chromium --dump-dom` sees them. Every page's console is watched: a
 // JavaScript error anywhere fails the run. Screenshots of each page go to --out.
 // Prints "ok"/"FAIL" per step and "ui_browser: N passed, N failed"; exits 1 on a failure.
 import { chromium } from 'playwright-core';
@@ -309,14 +312,18 @@ try {
   });
 
   await step('new model: GPUs to choose from, data parallelism, and the server\'s answer next to them', async () => {
-    /* this machine has no GPU: the page is shown one, and the server refuses it */
+    /* the page is shown a GPU this server has not got (the one after its last), and the
+     * server refuses it, saying how many it has */
+    const real = await (await context.request.get(BASE + '/hardware/json')).json();
+    const has = real.resources.gpus.total;
     await page.route('**/hardware/json', (route) => route.fulfill({ json: {
-      gpus: [{ index: 0, name: 'Test GPU', memory: { used: 2 ** 30, total: 16 * 2 ** 30 }, utilization: { gpu: 3, memory: 1 }, temperature: 41 }],
-      workers: [], resources: { gpus: { total: 1, free: 1, busy: [] } } } }));
+      gpus: [{ index: has, name: 'Test GPU', memory: { used: 2 ** 30, total: 16 * 2 ** 30 }, utilization: { gpu: 3, memory: 1 }, temperature: 41 }],
+      nvml: { loaded: true, reason: '' }, workers: [], resources: { gpus: { total: 1, free: 1, busy: [] } } } }));
     await page.reload({ waitUntil: 'load' });
-    await page.waitForSelector('#gpu-0', { state: 'visible' });
+    await page.waitForSelector(`#gpu-${has}`, { state: 'visible' });
     check(/GPUs available 1\/1/.test(await page.textContent('#gpu-pill')), 'the top bar does not say "GPUs available 1/1"');
-    await page.check('#gpu-0');
+    check(await page.isHidden('#gpu-nvml'), 'the form says NVML is not loaded when it is');
+    await page.check(`#gpu-${has}`);
     await page.fill('#model_name', 'ui-gpu');
     check(await page.isChecked('#data_parallel'), 'data parallelism is not ticked by default');
     await page.uncheck('#data_parallel');
@@ -325,12 +332,52 @@ try {
       page.waitForRequest((r) => r.method() === 'POST' && /\/models\/images\/classification\/json$/.test(r.url())),
       page.click('#create')]);
     const posted = sent.postDataJSON();
-    check(posted.data_parallel === 'false' && JSON.stringify(posted.select_gpus) === '[0]',
-      'the form posts ' + JSON.stringify(posted) + ', not data_parallel=false with GPU 0');
-    await page.waitForFunction(() => /GPU 0/.test(document.querySelector('.field-error[data-for="select_gpus"]').textContent));
+    check(posted.data_parallel === 'false' && JSON.stringify(posted.select_gpus) === `[${has}]`,
+      'the form posts ' + JSON.stringify(posted) + `, not data_parallel=false with GPU ${has}`);
+    await page.waitForFunction((want) => document.querySelector('.field-error[data-for="select_gpus"]').textContent.includes(want),
+      `GPU ${has} does not exist here: this server has ${has} GPU`);
     await shot('model-new-gpus');
     await page.unroute('**/hardware/json');
     await page.reload({ waitUntil: 'load' });
+    await page.waitForFunction(() => Number(document.querySelector('#lr-chart .chart')?.dataset.points) > 50);
+  });
+
+  await step('new model: precision, early stopping and batch size auto reach the job; a bad patience is refused', async () => {
+    await page.fill('#model_name', 'ui-options');
+    await page.fill('#train_epochs', '1');
+    await page.fill('#early_stopping_patience', '-1');
+    expected400++;
+    await page.click('#create');
+    await page.waitForFunction(() => document.querySelector('.field-error[data-for="early_stopping_patience"]')?.textContent);
+    const msg = await page.textContent('.field-error[data-for="early_stopping_patience"]');
+    check(/^Early stopping patience must be between 0 and \d+; got -1$/.test(msg), `the patience error reads "${msg}"`);
+    check(await page.getAttribute('#early_stopping_patience', 'aria-invalid') === 'true', 'the patience field is not marked invalid');
+    await shot('model-new-options-error');
+    await page.fill('#early_stopping_patience', '3');
+    await page.fill('#early_stopping_min_delta', '0.01');
+    await page.check('#precision-bf16');
+    check(await page.getAttribute('label[for="precision-bf16"]', 'class') === 'radio-card selected', 'the bf16 card is not shown selected');
+    await page.check('#batch_auto');
+    check(await page.isDisabled('#batch_size'), 'the batch size stays editable with auto');
+    await shot('model-new-options');
+    await Promise.all([page.waitForURL(/\/models\/[^/]+$/), page.click('#create')]);
+    const id = decodeURIComponent(page.url().split('/').pop());
+    try {
+      const job = await (await context.request.get(BASE + '/models/' + encodeURIComponent(id) + '/json')).json();
+      const t = job.train || {};
+      check(t.precision === 'bf16' && t.early_stopping_patience === 3 && t.early_stopping_min_delta === 0.01 && t.batch_size === 'auto',
+        'the job trains with ' + JSON.stringify({ precision: t.precision, patience: t.early_stopping_patience,
+          min_delta: t.early_stopping_min_delta, batch_size: t.batch_size }));
+      await page.waitForFunction(() => /Precision\s*bf16/.test(document.querySelector('#details').textContent) &&
+        /Early stopping\s*after 3 validations/.test(document.querySelector('#details').textContent) &&
+        /Batch size\s*auto/.test(document.querySelector('#details').textContent));
+      await shot('model-options');
+    } finally {
+      /* the CPU slot is the next model's; its page is left first, so that nothing reads the job once it is gone */
+      await page.goto(BASE + '/model-new.html?dataset=' + encodeURIComponent(state.datasetId), { waitUntil: 'load' });
+      const gone = await context.request.delete(BASE + '/models/' + encodeURIComponent(id));
+      check(gone.ok(), `cannot delete ${id}: ${await gone.text()}`);
+    }
     await page.waitForFunction(() => Number(document.querySelector('#lr-chart .chart')?.dataset.points) > 50);
   });
 
@@ -403,6 +450,34 @@ try {
       `the hardware panel reads "${text}"`);
     await shot('model-hardware-gpu');
     await page.unroute('**/jobs/*/events');
+    await page.goto(state.modelUrl, { waitUntil: 'load' });
+  }, { needed: false });
+
+  await step('hardware: /hardware/json says whether NVML is loaded, and the hardware panels say why not', async () => {
+    const hw = await (await context.request.get(BASE + '/hardware/json')).json();
+    const n = hw.nvml;
+    check(n && typeof n.loaded === 'boolean' && typeof n.reason === 'string' && Array.isArray(hw.gpus),
+      `/hardware/json has ${JSON.stringify({ nvml: n, gpus: hw.gpus })}`);
+    check(n.loaded ? n.reason === '' : n.reason.length > 0 && hw.gpus.length === 0,
+      `NVML ${n.loaded ? 'is loaded with a reason' : 'is not loaded without a reason'}: "${n.reason}"`);
+    /* the panel reads this server's answer; the top bar is filled from the same one first */
+    await page.goto(state.modelUrl, { waitUntil: 'load' });
+    await page.waitForFunction(() => /GPU/.test(document.querySelector('#gpu-pill').textContent));
+    if (n.loaded) check(await page.isHidden('#hw-nvml'), 'the panel says NVML is not loaded when it is');
+    else check((await page.textContent('#hw-nvml')).includes(n.reason), 'the panel does not show this server\'s reason');
+    /* a machine whose NVML fails: both hardware panels name the failed call */
+    const reason = 'nvmlInit_v2 failed: Driver/library version mismatch (NVML error 18): no GPU monitoring';
+    await page.route('**/hardware/json', (route) => route.fulfill({ json: { ...hw, gpus: [], nvml: { loaded: false, reason } } }));
+    await page.goto(state.modelUrl, { waitUntil: 'load' });
+    await page.waitForFunction((r) => !document.querySelector('#hw-nvml').hidden &&
+      document.querySelector('#hw-nvml').textContent.includes(r), reason);
+    check(/NVML is not loaded/.test(await page.textContent('#hw-nvml')), 'the panel does not say NVML is not loaded');
+    await shot('model-hardware-nvml');
+    await page.goto(BASE + '/model-new.html', { waitUntil: 'load' });
+    await page.waitForFunction((r) => !document.querySelector('#gpu-nvml').hidden &&
+      document.querySelector('#gpu-nvml').textContent.includes(r), reason);
+    await shot('model-new-nvml');
+    await page.unroute('**/hardware/json');
     await page.goto(state.modelUrl, { waitUntil: 'load' });
   }, { needed: false });
 

@@ -386,12 +386,29 @@
     return e && e.message ? e.message : String(e);
   }
 
+  /* GET /hardware/json, read once per page and shared by whoever asks. */
+  let hardwarePromise = null;
+  function hardware() {
+    if (!hardwarePromise) hardwarePromise = api('GET', '/hardware/json');
+    return hardwarePromise;
+  }
+
+  /* Why the server watches no GPU (its "nvml" when not loaded), or '' when NVML is loaded. */
+  function nvmlNote(hw) {
+    const n = hw && hw.nvml;
+    if (!n || n.loaded !== false) return '';
+    return 'NVML is not loaded, so this server watches no GPU: ' + (n.reason || 'it gave no reason') +
+      '. To train on GPUs, install the NVIDIA driver (or fix its libnvidia-ml.so.1) and restart the server.';
+  }
+
   function initTopbar(opts) {
     const pill = $('#gpu-pill');
     if (pill && !(opts && opts.noGpus)) {
-      api('GET', '/hardware/json').then((hw) => {
+      hardware().then((hw) => {
         const g = hw && hw.resources && hw.resources.gpus;
         if (g && !state.gpus) setGpus(g.total || 0, g.free || 0);
+        const note = nvmlNote(hw);
+        if (note) pill.title = note;
       }).catch(() => { pill.textContent = ''; });
     }
     user();
@@ -461,7 +478,7 @@
   window.CD = {
     base: base.href, url, el, svg, append, $, $$, clear, setText, api, ApiError, getInitial, showErrors, clearErrors,
     duration, date, ago, bytes, num, count, badge, cssOf, statusClass, progressBar, setProgress, toast,
-    confirmDialog, events, setGpus, user, requireLogin, loginUrl, actionError, initTopbar, jobUrl, param,
-    debounce, state, readPicture,
+    confirmDialog, events, setGpus, user, requireLogin, loginUrl, actionError, initTopbar, hardware, nvmlNote, jobUrl,
+    param, debounce, state, readPicture,
   };
 })();

@@ -2,8 +2,11 @@
  * learning rate (POST /models/visualize-lr), standard / previous / custom networks with
  * Customize (GET /models/standard/NAME.prototxt) and Visualize (the engine's shapes from
  * POST /models/visualize-network/json; read in the browser when the server cannot
- * answer), GPUs and data parallelism, group and name. Clone (?clone=ID) fills every field
- * from another model; ?dataset=ID picks a dataset; ?previous=ID&epoch=E a snapshot. */
+ * answer), precision, early stopping, batch size auto, GPUs and data parallelism (with
+ * why the server sees no GPU, from /hardware/json's nvml), group and name. The server
+ * checks every field against its one table of the form's fields; its errors show next
+ * to the fields. Clone (?clone=ID) fills every field from another model; ?dataset=ID
+ * picks a dataset; ?previous=ID&epoch=E a snapshot. */
 'use strict';
 
 (function () {
@@ -327,12 +330,17 @@
   function renderGpus() {
     const g = hardware && hardware.resources && hardware.resources.gpus;
     const total = g ? g.total || 0 : 0;
+    const nvml = CD.nvmlNote(hardware);
     $('#gpu-none').hidden = total > 0;
     $('#gpu-choice').hidden = total === 0;
+    CD.setText('#gpu-nvml', nvml);
+    $('#gpu-nvml').hidden = !nvml;
+    CD.setText('#precision-help', 'Weights, gradients and solver state stay fp32 in every precision; only convolutions and matrix products change. ' +
+      (total ? 'On the CPU all compute fp32.' : 'This server has no GPU: the model trains on the CPU, which computes fp32 whatever the choice.'));
     if (!total) return;
     $('#select_gpu_count').max = total;
     const list = clear($('#gpu-list'));
-    const busy = new Set(g.busy || []);
+    const busy = new Set((g.busy || []).map((b) => (b && typeof b === 'object' ? b.index : b)));
     for (const gpu of hardware.gpus || []) {
       const id = 'gpu-' + gpu.index;
       list.append(el('label', {class: 'radio-card', for: id},
@@ -375,6 +383,7 @@
         body[name] = name === 'custom_network' ? input.value : input.value.trim();
       }
     }
+    if ($('#batch_auto').checked) body.batch_size = 'auto';
     if (!$('#gpu-choice').hidden) {
       if ($('#gpu-mode-list').checked) {
         body.select_gpus = $$('input[name="select_gpus"]:checked').map((c) => Number(c.value));
@@ -418,6 +427,18 @@
 
   /* ---- clone ----------------------------------------------------------------------------------------- */
 
+  function syncBatchAuto() {
+    const auto = $('#batch_auto').checked;
+    $('#batch_size').disabled = auto;
+    $('#batch_size').placeholder = auto ? 'auto' : '[network defaults]';
+  }
+
+  function selectPrecision(value) {
+    const r = form.querySelector('input[name="precision"][value="' + CSS.escape(value) + '"]');
+    if (r) r.checked = true;
+    for (const c of $$('#precision-list .radio-card')) c.classList.toggle('selected', c.querySelector('input').checked);
+  }
+
   function fill(fields) {
     for (const [k, v] of Object.entries(fields)) {
       if (k === 'dataset' || k === 'method' || k === 'standard_networks' || k === 'previous_networks' || k === 'select_gpus') continue;
@@ -437,6 +458,12 @@
         if (c) c.checked = true;
       }
     }
+    if (String(fields.batch_size || '').toLowerCase() === 'auto') {
+      $('#batch_size').value = '';
+      $('#batch_auto').checked = true;
+    }
+    syncBatchAuto();
+    selectPrecision(fields.precision || 'fp32');
     if (fields.method) selectMethod(fields.method);
     syncPolicy();
     $('#rms-field').hidden = $('#solver_type').value !== 'RMSPROP';
@@ -469,6 +496,8 @@
     $('#net-stage').addEventListener('change', visualize);
     $('#net-hide').addEventListener('click', () => { $('#net-view').hidden = true; $('#visualize').focus(); });
     $('#select_gpu_count').addEventListener('input', () => { $('#gpu-mode-count').checked = true; });
+    $('#batch_auto').addEventListener('change', syncBatchAuto);
+    for (const r of $$('input[name="precision"]')) r.addEventListener('change', () => selectPrecision(r.value));
     form.addEventListener('submit', submit);
     renderStandard();
     syncPolicy();
@@ -476,7 +505,7 @@
     const clone = CD.param('clone');
     const [lists, hw, cloned] = await Promise.all([
       api('GET', '/completed_jobs/json').catch(() => null),
-      api('GET', '/hardware/json').catch(() => null),
+      CD.hardware().catch(() => null),
       clone ? api('GET', '/clone/' + encodeURIComponent(clone) + '/json').catch((e) => { CD.toast('Cannot clone ' + clone + ': ' + e.message, 'error'); return null; }) : null,
     ]);
     if (lists) jobs = lists;

@@ -212,6 +212,13 @@
 
   const hwHistory = [];
 
+  /* Without NVML no GPU figure can come: the panel says why, from /hardware/json. */
+  function showNvml(hw) {
+    const note = CD.nvmlNote(hw);
+    CD.setText('#hw-nvml', note);
+    $('#hw-nvml').hidden = !note;
+  }
+
   function meter(label, pct, text, hot) {
     const bar = pct === null ? el('span') : CD.progressBar(pct);
     if (hot) bar.classList.add('hot');
@@ -306,9 +313,15 @@
         : 'custom', ' · ', el('a', {href: fileUrl('network.prototxt'), text: 'network.prototxt'})));
     if (t.pretrained) row('Pretrained', el('span', {class: 'mono small', text: t.pretrained}));
     row('Epochs', String(t.epochs));
-    row('Batch size', t.batch_size ? String(t.batch_size) + (t.batch_accumulation > 1 ? ' × ' + t.batch_accumulation + ' accumulated' : '') : 'network default');
+    row('Batch size', (t.batch_size === 'auto' ? 'auto (the largest that fits)' : t.batch_size ? String(t.batch_size) : 'network default') +
+      (t.batch_accumulation > 1 ? ' × ' + t.batch_accumulation + ' accumulated' : ''));
     const b = job.batch;
     if (b && b.batch) row('Batch used', b.batch + ' × ' + (b.accumulation || 1) + ' = ' + (b.effective || b.batch) + (b.reason ? ' (' + b.reason + ')' : ''));
+    row('Precision', t.precision || 'fp32');
+    if (t.early_stopping_patience > 0) {
+      row('Early stopping', 'after ' + t.early_stopping_patience + ' validation' + (t.early_stopping_patience > 1 ? 's' : '') +
+        ' without a val loss lower by more than ' + CD.num(t.early_stopping_min_delta || 0));
+    }
     row('Solver', t.solver_type);
     row('Base learning rate', CD.num(t.learning_rate));
     const p = t.lr_policy || {};
@@ -435,6 +448,7 @@
   if (!firstMetrics) loadMetrics();
   P.loadLog();
   loadDataset();
+  CD.hardware().then(showNvml).catch(() => {});
   setInterval(() => { if (job && job.status === 'Running') renderProgress(); }, 1000);
 
   CD.events('/jobs/' + enc + '/events', {

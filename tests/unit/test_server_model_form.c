@@ -1,0 +1,311 @@
+/* The model form without a server: its GPU fields checked against the GPUs a server
+ * has (random servers and requests, against a reference written out here), the limits
+ * of precision, early stopping and batch size in its field table, and why NVML is not
+ * loaded (a missing library, a library that is not NVML, NVML turned off). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/server/internal.h"
+#include "testutil.h"
+
+static server_t g_srv; /* form_validate reads the data roots only for path fields */
+
+/* The model form's values for an urlencoded body, as the handler gets them. */
+static json_t *form_values(const char *body)
+{
+    fields_t *f = fields_new();
+    CHECK(fields_parse_urlencoded(f, body, strlen(body)) == CD_OK, "parse %s", body);
+    size_t n;
+    const form_field_t *spec = model_form_fields(&n);
+    json_t *v = NULL, *e = NULL;
+    form_validate(&g_srv, spec, n, f, &v, &e);
+    json_decref(e);
+    fields_free(f);
+    return v;
+}
+
+/* The form's errors for body (the whole form: dataset and name given). */
+static json_t *form_errors(const char *extra)
+{
+    char body[1024];
+    snprintf(body, sizeof body, "dataset=d&model_name=m&method=custom&custom_network=x%s%s", extra[0] ? "&" : "",
+             extra);
+    fields_t *f = fields_new();
+    fields_parse_urlencoded(f, body, strlen(body));
+    size_t n;
+    const form_field_t *spec = model_form_fields(&n);
+    json_t *v = NULL, *e = NULL;
+    form_validate(&g_srv, spec, n, f, &v, &e);
+    json_decref(v);
+    fields_free(f);
+    return e;
+}
+
+static const char *first_error(json_t *errors, const char *field)
+{
+    const char *s = json_string_value(json_array_get(json_object_get(errors, field), 0));
+    return s ? s : "";
+}
+
+/* A random server: n GPUs with distinct ids below 8 (as --gpus 1,3 gives), ascending. */
+static int random_gpus(int *ids)
+{
+    int n = 0;
+    for (int g = 0; g < 8; g++)
+        if (cd_test_rand_u64() % 2)
+            ids[n++] = g;
+    if (cd_test_rand_u64() % 4 == 0)
+        n = 0;
+    return n;
+}
+
+static void test_gpu_count(void)
+{
+    int ids[8];
+    for (int round = 0; round < 200; round++) {
+        int n = random_gpus(ids);
+        int cpu_only = n == 0 && cd_test_rand_u64() % 2;
+        const char *why = cpu_only ? "--gpus none" : n ? "--gpus 0,1" : "NVML: libnvidia-ml.so.1 not found";
+        model_gpus_t have = {ids, n, cpu_only, why};
+        int asked = 1 + (int)(cd_test_rand_u64() % 9), parallel = (int)(cd_test_rand_u64() % 2);
+        char body[256];
+        snprintf(body, sizeof body, "select_gpu_count=%d&data_parallel=%s", asked, parallel ? "true" : "false");
+        json_t *v = form_values(body), *errors = json_object();
+        json_t *res = model_gpu_request(&have, v, errors);
+        /* the reference: a count beyond the server's GPUs is refused unless it was started
+         * for the CPU; without GPUs the model trains on the CPU; without data parallelism
+         * a job asks for one GPU and keeps the count it was given */
+        if (!cpu_only && asked > n) {
+            const char *msg = first_error(errors, "select_gpu_count");
+            char has[64];
+            snprintf(has, sizeof has, "this server has %d (", n);
+            CHECK(!res && strstr(msg, "select_gpu_count: ") == msg && strstr(msg, has) && strstr(msg, why),
+                  "%d of %d GPUs: \"%s\" names the field, the count and why", asked, n, msg);
+            CHECK(strstr(msg, n ? "ask for at most" : "to train on the CPU") != NULL, "and says what to do: %s", msg);
+        } else if (n == 0) {
+            CHECK(res && !strcmp(json_string_value(json_object_get(res, "kind")), "cpu") && !json_object_size(errors),
+                  "%d GPUs on a server started for the CPU train on the CPU", asked);
+        } else {
+            json_int_t count = json_integer_value(json_object_get(res, "count"));
+            json_t *sel = json_object_get(res, "selected");
+            CHECK(res && !strcmp(json_string_value(json_object_get(res, "kind")), "gpu") &&
+                      count == (parallel ? asked : 1),
+                  "%d of %d GPUs, data parallel %d: a request for %lld", asked, n, parallel, (long long)count);
+            CHECK(json_is_true(json_object_get(res, "data_parallel")) == parallel &&
+                      (parallel || asked == 1 ? !sel : json_integer_value(json_object_get(sel, "count")) == asked),
+                  "data_parallel and the selected count are kept");
+        }
+        json_decref(res);
+        json_decref(errors);
+        json_decref(v);
+    }
+}
+
+static void test_gpu_ids(void)
+{
+    int ids[8];
+    static const char *const fields[] = {"select_gpus", "select_gpus_list", "select_gpu"};
+    for (int round = 0; round < 300; round++) {
+        int n = random_gpus(ids);
+        int cpu_only = n == 0 && cd_test_rand_u64() % 2;
+        model_gpus_t have = {ids, n, cpu_only, cpu_only ? "--gpus none" : "NVML found 2"};
+        int k = (int)(cd_test_rand_u64() % 3);
+        int want[4], nwant = k == 2 ? 1 : 1 + (int)(cd_test_rand_u64() % 4);
+        char body[256];
+        size_t used = (size_t)snprintf(body, sizeof body, "%s=", fields[k]);
+        for (int i = 0; i < nwant; i++) {
+            want[i] = (int)(cd_test_rand_u64() % 8);
+            used += (size_t)snprintf(body + used, sizeof body - used, "%s%d", i ? "," : "", want[i]);
+        }
+        json_t *v = form_values(body), *errors = json_object();
+        json_t *res = model_gpu_request(&have, v, errors);
+        /* the reference: the first GPU the server lacks, else the first one named twice */
+        int missing = -1, twice = -1;
+        for (int i = 0; i < nwant && missing < 0 && twice < 0; i++) {
+            int found = 0;
+            for (int j = 0; j < n; j++)
+                found |= ids[j] == want[i];
+            for (int j = 0; j < i; j++)
+                if (want[j] == want[i] && found)
+                    twice = want[i];
+            if (!found)
+                missing = want[i];
+        }
+        const char *msg = first_error(errors, fields[k]);
+        if (missing >= 0) {
+            char gpu[64];
+            snprintf(gpu, sizeof gpu, "%s: GPU %d does not exist here", fields[k], missing);
+            CHECK(!res && strstr(msg, gpu) == msg && strstr(msg, have.why), "%s: \"%s\" names GPU %d and why", body,
+                  msg, missing);
+        } else if (twice >= 0) {
+            char text[96];
+            snprintf(text, sizeof text, "GPU %d is selected twice; select each GPU once", twice);
+            CHECK(!res && !strcmp(msg, text), "%s: \"%s\"", body, msg);
+        } else {
+            json_t *got = json_object_get(res, "ids");
+            int same = res && json_array_size(got) == (size_t)nwant;
+            for (int i = 0; same && i < nwant; i++)
+                same = json_integer_value(json_array_get(got, (size_t)i)) == want[i];
+            CHECK(same && !json_object_size(errors), "%s: exactly those GPUs, in order", body);
+        }
+        json_decref(res);
+        json_decref(errors);
+        json_decref(v);
+    }
+    /* DIGITS's single choice: "next" asks for nothing in particular; a word is refused */
+    int two[] = {0, 1};
+    model_gpus_t none = {NULL, 0, 0, "NVML: x"}, some = {two, 2, 0, "NVML found 2"};
+    json_t *v = form_values("select_gpu=next"), *errors = json_object();
+    json_t *res = model_gpu_request(&none, v, errors);
+    CHECK(res && !strcmp(json_string_value(json_object_get(res, "kind")), "cpu"),
+          "select_gpu=next without GPUs: the CPU");
+    json_decref(res);
+    res = model_gpu_request(&some, v, errors);
+    CHECK(res && json_integer_value(json_object_get(res, "count")) == 1, "select_gpu=next with GPUs: any one");
+    json_decref(res);
+    json_decref(v);
+    v = form_values("select_gpu=first");
+    res = model_gpu_request(&some, v, errors);
+    CHECK(!res && strstr(first_error(errors, "select_gpu"), "\"first\""), "select_gpu=first is refused: %s",
+          first_error(errors, "select_gpu"));
+    json_decref(v);
+    json_decref(errors);
+    /* no GPU field at all: the CPU without GPUs, one GPU with them (DIGITS's default) */
+    v = form_values("model_name=m");
+    errors = json_object();
+    res = model_gpu_request(&none, v, errors);
+    CHECK(res && !strcmp(json_string_value(json_object_get(res, "kind")), "cpu") && !json_object_size(errors),
+          "no GPU field and no GPU: the CPU, no error");
+    json_decref(res);
+    res = model_gpu_request(&some, v, errors);
+    CHECK(res && json_integer_value(json_object_get(res, "count")) == 1, "no GPU field and GPUs: one of them");
+    json_decref(res);
+    json_decref(errors);
+    json_decref(v);
+}
+
+static void test_limits(void)
+{
+    static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16"};
+    for (size_t i = 0; i < 4; i++) {
+        char extra[64];
+        snprintf(extra, sizeof extra, "precision=%s", precisions[i]);
+        json_t *e = form_errors(extra);
+        CHECK(!json_object_size(e), "precision %s is accepted", precisions[i]);
+        json_decref(e);
+    }
+    json_t *e = form_errors("precision=fp8");
+    CHECK(strstr(first_error(e, "precision"), "fp32,tf32,fp16,bf16"), "fp8 is refused with the choices: %s",
+          first_error(e, "precision"));
+    json_decref(e);
+
+    /* patience: a whole number from 0 (off) to 1000000; a random one inside, one outside */
+    int p = (int)(cd_test_rand_u64() % 1000001);
+    char extra[128];
+    snprintf(extra, sizeof extra, "early_stopping_patience=%d&early_stopping_min_delta=%g", p,
+             cd_test_uniform(0, 1));
+    e = form_errors(extra);
+    CHECK(!json_object_size(e), "patience %d and a min delta in [0, 1) are accepted", p);
+    json_decref(e);
+    e = form_errors("early_stopping_patience=-1");
+    CHECK(!strcmp(first_error(e, "early_stopping_patience"),
+                  "Early stopping patience must be between 0 and 1000000; got -1"),
+          "patience -1: \"%s\"", first_error(e, "early_stopping_patience"));
+    json_decref(e);
+    e = form_errors("early_stopping_patience=2.5&early_stopping_min_delta=-0.01");
+    CHECK(strstr(first_error(e, "early_stopping_patience"), "whole number") &&
+              strstr(first_error(e, "early_stopping_min_delta"), "Early stopping minimum change must be between 0"),
+          "patience 2.5 and min delta -0.01 are refused: %s / %s", first_error(e, "early_stopping_patience"),
+          first_error(e, "early_stopping_min_delta"));
+    json_decref(e);
+
+    /* batch size: auto (any case) is not a number to check; 0 and lists with a word are */
+    e = form_errors("batch_size=auto");
+    CHECK(!json_object_size(e), "batch_size=auto is accepted");
+    json_decref(e);
+    e = form_errors("batch_size=AUTO&batch_accumulation=4");
+    CHECK(!json_object_size(e), "batch_size=AUTO with accumulation 4 is accepted");
+    json_decref(e);
+    e = form_errors("batch_size=0");
+    CHECK(strstr(first_error(e, "batch_size"), "Batch size must be between 1"), "batch_size=0: %s",
+          first_error(e, "batch_size"));
+    json_decref(e);
+    e = form_errors("batch_size=16,auto");
+    CHECK(json_object_get(e, "batch_size") != NULL, "auto in a sweep is refused: %s", first_error(e, "batch_size"));
+    json_decref(e);
+    /* the worker takes at most 1024 accumulated batches: the form says so first */
+    e = form_errors("batch_accumulation=1025");
+    CHECK(!strcmp(first_error(e, "batch_accumulation"), "Batch accumulation must be between 1 and 1024; got 1025"),
+          "accumulation 1025: %s", first_error(e, "batch_accumulation"));
+    json_decref(e);
+}
+
+static void test_nvml(void)
+{
+    const char *tmp = cd_test_tmpdir();
+    char lib[4200];
+    snprintf(lib, sizeof lib, "%s/no-such-dir/libnvidia-ml.so.1", tmp);
+    struct {
+        const char *env, *says;
+    } cases[] = {
+        {lib, "not found (no NVIDIA driver)"},
+        {"", "NVML disabled (CDIGITS_NVML is empty)"},
+        {"libm.so.6", "libm.so.6 lacks nvmlInit_v2"}, /* a library that is not NVML */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv("CDIGITS_NVML", cases[i].env, 1);
+        char why[512] = "x";
+        cd_hw_t *hw = hw_open(why, sizeof why);
+        CHECK(hw && !hw_nvml_loaded(hw) && hw_gpu_count(hw) == 0, "CDIGITS_NVML=%s: not loaded", cases[i].env);
+        CHECK(strstr(hw_nvml_reason(hw), cases[i].says) && !strcmp(why, hw_nvml_reason(hw)),
+              "CDIGITS_NVML=%s: \"%s\" says %s", cases[i].env, hw_nvml_reason(hw), cases[i].says);
+        json_t *j = hw_nvml_json(hw), *gpus = hw_gpus_json(hw);
+        CHECK(json_is_false(json_object_get(j, "loaded")) &&
+                  !strcmp(json_string_value(json_object_get(j, "reason")), hw_nvml_reason(hw)),
+              "nvml JSON {loaded: false, reason}");
+        CHECK(json_is_array(gpus) && json_array_size(gpus) == 0, "no GPU listed");
+        json_decref(j);
+        json_decref(gpus);
+        hw_close(hw);
+    }
+    /* this machine's own NVML, whatever it has: loaded with no reason, or a reason */
+    unsetenv("CDIGITS_NVML");
+    cd_hw_t *hw = hw_open(NULL, 0);
+    json_t *j = hw_nvml_json(hw);
+    int loaded = json_is_true(json_object_get(j, "loaded"));
+    const char *reason = json_string_value(json_object_get(j, "reason"));
+    CHECK(json_is_boolean(json_object_get(j, "loaded")) && reason && (loaded ? !reason[0] : reason[0] != 0),
+          "here: loaded %d, reason \"%s\"", loaded, reason ? reason : "(none)");
+    json_decref(j);
+    hw_close(hw);
+    CHECK(!hw_nvml_loaded(NULL) && hw_nvml_reason(NULL)[0], "no hw: not loaded, with a reason");
+
+    /* NVIDIA device nodes: none in an empty folder, nvidia0 or nvidiactl found */
+    char dev[4200], node[4300], found[4300];
+    snprintf(dev, sizeof dev, "%s/dev", tmp);
+    CHECK(cd_mkdirs(dev, 0755) == CD_OK, "mkdir %s", dev);
+    CHECK(!hw_nvidia_device(dev, found, sizeof found) && !found[0], "no device node in an empty folder");
+    const char *name = cd_test_rand_u64() % 2 ? "nvidia0" : "nvidiactl";
+    snprintf(node, sizeof node, "%s/%s", dev, name);
+    FILE *f = fopen(node, "w");
+    CHECK(f != NULL, "create %s", node);
+    if (f)
+        fclose(f);
+    CHECK(hw_nvidia_device(dev, found, sizeof found) && !strcmp(found, node), "%s found: %s", name, found);
+}
+
+int main(void)
+{
+    cd_test_init("test_server_model_form");
+    test_gpu_count();
+    test_gpu_ids();
+    test_limits();
+    test_nvml();
+    char rm[4200];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", cd_test_tmpdir());
+    if (system(rm) != 0)
+        fprintf(stderr, "could not remove %s\n", cd_test_tmpdir());
+    return cd_test_finish();
+}
