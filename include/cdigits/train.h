@@ -104,7 +104,7 @@ typedef struct cd_train_config {
                               * on top of mirror (which is CD_FLIP_LR) */
     int shuffle;             /* 1 (the default): a new order of the training images every
                               * epoch; 0: the dataset's stored order */
-    int backend;             /* 0 auto, 1 cpu, 2 cuda */
+    int backend;             /* enum cd_backend_kind (backend_select.h): auto, cpu, cuda */
     int gpus[16];
     int ngpus;
     int resume;

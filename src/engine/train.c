@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cdigits/backend_select.h"
 #include "cdigits/dataset.h"
 #include "cdigits/group.h"
 #include "cdigits/jsonl.h"
@@ -329,13 +330,14 @@ static int open_dataset(trainer *t, char *err, size_t errlen)
     return CD_OK;
 }
 
-/* A CPU backend with the job's memory cap (cpu_memory_mb), or NULL. */
-static cd_backend_t *cpu_backend(const cd_train_config *c, int threads)
+static void note_log(const char *line) { cd_jsonl_log("info", "%s", line); }
+
+/* The backend request of the job (backend, its first GPU, threads, cpu_memory_mb). */
+static cd_backend_request backend_request(const cd_train_config *c, int kind, int threads)
 {
-    cd_backend_t *be = cd_backend_cpu_new(threads);
-    if (be && c->cpu_memory_mb > 0)
-        cd_backend_cpu_limit_memory(be, (size_t)(c->cpu_memory_mb * 1048576.0));
-    return be;
+    return (cd_backend_request){.kind = kind, .gpu = c->ngpus > 0 ? c->gpus[0] : 0, .threads = threads,
+                                .cpu_memory = c->cpu_memory_mb > 0 ? (size_t)(c->cpu_memory_mb * 1048576.0) : 0,
+                                .task = "training", .note = note_log};
 }
 
 static int choose_backend(trainer *t, char *err, size_t errlen)
@@ -360,7 +362,7 @@ static int choose_backend(trainer *t, char *err, size_t errlen)
             return CD_ERR;
         }
 #endif
-    } else if (t->group && c->backend == 2 && cd_backend_cuda_device_count() > 0) {
+    } else if (t->group && c->backend == CD_BACKEND_CUDA && cd_backend_cuda_device_count() > 0) {
         /* replicas on GPUs are one per GPU listed: unjoined backends on one GPU would
          * train apart */
         snprintf(err, errlen, "%d replica%s on GPUs need%s as many usable GPUs listed in \"gpus\", one "
@@ -368,36 +370,30 @@ static int choose_backend(trainer *t, char *err, size_t errlen)
                  t->nranks, t->nranks == 1 ? "" : "s", t->nranks == 1 ? "s" : "", c->ngpus,
                  cd_backend_cuda_device_count());
         return CD_ERR;
-    } else if (t->group && c->backend != 2) {
+    } else if (t->group && c->backend != CD_BACKEND_CUDA) {
         /* replicas in one process: CPU backends sharing the cores, joined in a group
          * (a job that asked for a GPU on a machine without one fails below) */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         int threads = c->threads > 0 ? c->threads : (int)(cores / t->nranks);
-        t->be = cpu_backend(c, threads > 0 ? threads : 1);
-        if (!t->be || cd_backend_cpu_join_group(t->be, t->group, t->rank) != CD_OK) {
-            snprintf(err, errlen, "cannot start the CPU backend of replica %d", t->rank);
-            return CD_ERR;
-        }
-    }
-    if (c->backend != 1 && !t->be) {
+        cd_backend_request req = backend_request(c, CD_BACKEND_CPU, threads > 0 ? threads : 1);
         char why[256] = "";
-        int dev = c->ngpus > 0 ? c->gpus[0] : 0;
-        if (cd_backend_cuda_device_count() > 0)
-            t->be = cd_backend_cuda_new(dev, why, sizeof why);
-        else
-            snprintf(why, sizeof why, "no usable GPU on this machine");
-        if (!t->be && c->backend == 2) {
-            snprintf(err, errlen, "a GPU was asked for but %s", why);
+        t->be = cd_backend_select(&req, why, sizeof why);
+        if (!t->be || cd_backend_cpu_join_group(t->be, t->group, t->rank) != CD_OK) {
+            snprintf(err, errlen, "cannot start the CPU backend of replica %d%s%s", t->rank, why[0] ? ": " : "",
+                     why);
             return CD_ERR;
         }
-        if (!t->be)
-            cd_jsonl_log("info", "%s; training on the CPU", why);
     }
-    if (!t->be)
-        t->be = cpu_backend(c, c->threads);
     if (!t->be) {
-        snprintf(err, errlen, "cannot start the CPU backend");
-        return CD_ERR;
+        cd_backend_request req = backend_request(c, c->backend, c->threads);
+        char why[256] = "";
+        if (!(t->be = cd_backend_select(&req, why, sizeof why))) {
+            if (c->backend == CD_BACKEND_CUDA)
+                snprintf(err, errlen, "a GPU was asked for but %s", why);
+            else
+                snprintf(err, errlen, "%s", why);
+            return CD_ERR;
+        }
     }
     char name[64];
     if (t->be->device >= 0 && strcmp(t->be->iface->name, "cpu") != 0)
@@ -1317,9 +1313,9 @@ int cd_train_run(const cd_train_config *c)
     int n = c->replicas > 1 ? c->replicas : 1, gpu = 0;
     int force = c->force_data_parallel && c->data_parallel;
     cd_train_config shared = *c;
-    if (force && c->backend != 1 && c->ngpus == 0 && cd_backend_cuda_device_count() > 0)
+    if (force && c->backend != CD_BACKEND_CPU && c->ngpus == 0 && cd_backend_cuda_device_count() > 0)
         shared.gpus[shared.ngpus++] = 0; /* a group of one on the first GPU */
-    if (c->backend != 1 && shared.ngpus >= (force ? 1 : 2) &&
+    if (c->backend != CD_BACKEND_CPU && shared.ngpus >= (force ? 1 : 2) &&
         cd_backend_cuda_device_count() >= shared.ngpus) {
         if (c->data_parallel) {
             n = shared.ngpus; /* one replica per GPU */

@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 
+#include "cdigits/backend_select.h"
 #include "cdigits/train.h"
 #include "cdigits/util.h"
 
@@ -282,7 +283,8 @@ int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, siz
     c->resume = resume && json_is_true(resume);
     static const name_value means[] = {{"none", CD_MEAN_NONE}, {"image", CD_MEAN_IMAGE},
                                        {"pixel", CD_MEAN_PIXEL}};
-    static const name_value backends[] = {{"auto", 0}, {"cpu", 1}, {"cuda", 2}, {"gpu", 2}};
+    static const name_value backends[] = {{"auto", CD_BACKEND_AUTO}, {"cpu", CD_BACKEND_CPU}, {"cuda", CD_BACKEND_CUDA},
+                                          {"gpu", CD_BACKEND_CUDA}};
     static const name_value flips[] = {{"none", 0},
                                        {"fliplr", CD_FLIP_LR},
                                        {"flipud", CD_FLIP_UD},
