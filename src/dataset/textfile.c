@@ -3,13 +3,13 @@
  * relative to textfile_root, or to the list's own folder when no root is given. */
 #include "internal.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cdigits/dataset.h"
+#include "cdigits/list_line.h"
 #include "cdigits/util.h"
 
 static char *resolve(const char *root, const char *path)
@@ -39,35 +39,24 @@ static int parse_list(const char *list, const char *root_cfg, int nlabels, ds_it
         if (next)
             *next++ = 0;
         lineno++;
-        char *end = line + strlen(line);
-        while (end > line && isspace((unsigned char)end[-1]))
-            *--end = 0;
-        while (isspace((unsigned char)*line))
-            line++;
-        if (!*line || *line == '#')
+        char *path, *word;
+        if (!cd_list_line_split(line, 0, &path, &word))
             continue;
         snprintf(where, sizeof where, "%s:%d", list, lineno);
-        char *sep = end;
-        while (sep > line && !isspace((unsigned char)sep[-1]))
-            sep--;
-        if (sep == line) {
+        if (!word) {
             ds_skip(skips, where, "expected `path label`");
             continue;
         }
         char *num_end;
         errno = 0;
-        long label = strtol(sep, &num_end, 10);
+        long label = strtol(word, &num_end, 10);
         if (*num_end || errno || label < 0 || label >= nlabels) {
             snprintf(why, sizeof why, "label %.32s is not a number in 0..%d (the labels file "
-                     "has %d names)", sep, nlabels - 1, nlabels);
+                     "has %d names)", word, nlabels - 1, nlabels);
             ds_skip(skips, where, why);
             continue;
         }
-        char *pend = sep;
-        while (pend > line && isspace((unsigned char)pend[-1]))
-            pend--;
-        *pend = 0;
-        ds_items_push(out, resolve(root, line), (int)label);
+        ds_items_push(out, resolve(root, path), (int)label);
     }
     free(dir);
     free(text);

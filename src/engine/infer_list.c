@@ -4,13 +4,13 @@
 #define _GNU_SOURCE
 #include "cdigits/infer.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cdigits/list_line.h"
 #include "cdigits/util.h"
 
 /* A probability as DIGITS shows it: a percentage with 2 decimals. */
@@ -35,12 +35,12 @@ int cd_list_line_parse(char *line, const char *root, cd_list_item *item)
     /* a byte order mark (the first line of a file saved by Notepad) is not the path's */
     if ((unsigned char)line[0] == 0xEF && (unsigned char)line[1] == 0xBB && (unsigned char)line[2] == 0xBF)
         line += 3;
-    size_t len = strlen(line);
-    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-        line[--len] = 0;
     char *tab = strchr(line, '\t');
     char *path = line, *label = NULL, *key = NULL;
     if (tab) {
+        size_t len = strlen(line);
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = 0;
         *tab = 0;
         label = tab + 1;
         char *tab2 = strchr(label, '\t');
@@ -48,29 +48,8 @@ int cd_list_line_parse(char *line, const char *root, cd_list_item *item)
             *tab2 = 0;
             key = tab2 + 1;
         }
-    } else {
-        while (isspace((unsigned char)*path))
-            path++;
-        len = strlen(path);
-        while (len && isspace((unsigned char)path[len - 1]))
-            path[--len] = 0;
-        if (!len || path[0] == '#')
-            return 0;
-        /* DIGITS's rule: a last word that is an integer is the label */
-        char *sp = path + len;
-        while (sp > path && !isspace((unsigned char)sp[-1]))
-            sp--;
-        if (sp > path) {
-            char *end;
-            strtol(sp, &end, 10);
-            if (*end == 0 && end != sp && (isdigit((unsigned char)*sp) || *sp == '-')) {
-                label = sp;
-                char *t = sp;
-                while (t > path && isspace((unsigned char)t[-1]))
-                    t--;
-                *t = 0;
-            }
-        }
+    } else if (!cd_list_line_split(line, 1, &path, &label)) {
+        return 0;
     }
     if (!path[0])
         return 0;

@@ -7,7 +7,6 @@
 #define _GNU_SOURCE
 #include "api_infer.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,8 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cdigits/model_server.h"
+#include "cdigits/base64.h"
 #include "cdigits/image.h"
+#include "cdigits/list_line.h"
+#include "cdigits/model_server.h"
 #include "cdigits/util.h"
 
 #define INFER_WAIT 300.0  /* seconds to wait for the model's worker and a slot */
@@ -278,31 +279,6 @@ void infer_reply_fd(req_t *r, int fd, const char *ctype, const char *filename)
 
 /* ---- classify_one --------------------------------------------------------------------- */
 
-static char *base64(const unsigned char *p, size_t n)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
-    if (!out)
-        return NULL;
-    size_t i = 0;
-    for (; i + 2 < n; i += 3) {
-        unsigned v = (unsigned)p[i] << 16 | (unsigned)p[i + 1] << 8 | p[i + 2];
-        *o++ = tab[v >> 18];
-        *o++ = tab[(v >> 12) & 63];
-        *o++ = tab[(v >> 6) & 63];
-        *o++ = tab[v & 63];
-    }
-    if (i < n) {
-        unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0);
-        *o++ = tab[v >> 18];
-        *o++ = tab[(v >> 12) & 63];
-        *o++ = i + 1 < n ? tab[(v >> 6) & 63] : '=';
-        *o++ = '=';
-    }
-    *o = 0;
-    return out;
-}
-
 static int is_image(const field_t *f)
 {
     return cd_image_sniff(f->value, f->len) != CD_IMAGE_UNKNOWN;
@@ -358,7 +334,7 @@ void h_classify_one(req_t *r)
                         cd_image_kinds());
             goto out;
         }
-        char *b64 = base64((const unsigned char *)file->value, file->len);
+        char *b64 = cd_base64_encode(file->value, file->len);
         if (!b64) {
             reply_error(r, 500, "out of memory");
             goto out;
@@ -417,31 +393,13 @@ static void skip(list_job *lj, const char *key, long line, const char *why)
     }
 }
 
-/* One line of the upload: "path [label]" with the label an integer, DIGITS's rule. */
-static void list_line(req_t *r, list_job *lj, FILE *out, char *line, long lineno, const char *folder)
+/* One line of the upload: "path [label]" (cd_list_line_split, the rule of every list). */
+static void list_line(req_t *r, list_job *lj, FILE *out, char *text, long lineno, const char *folder)
 {
-    while (isspace((unsigned char)*line))
-        line++;
-    size_t len = strlen(line);
-    while (len && isspace((unsigned char)line[len - 1]))
-        line[--len] = 0;
-    if (!len || line[0] == '#')
+    char *line, *word;
+    if (!cd_list_line_split(text, 1, &line, &word))
         return;
-    const char *label = "";
-    char *sp = line + len;
-    while (sp > line && !isspace((unsigned char)sp[-1]))
-        sp--;
-    if (sp > line) {
-        char *end;
-        strtol(sp, &end, 10);
-        if (!*end && end != sp && isdigit((unsigned char)*sp)) {
-            label = sp;
-            char *t = sp;
-            while (t > line && isspace((unsigned char)t[-1]))
-                t--;
-            *t = 0;
-        }
-    }
+    const char *label = word ? word : "";
     char key[PATH_MAX * 2], real[PATH_MAX], msg[1024];
     if (line[0] != '/' && folder[0])
         snprintf(key, sizeof key, "%s/%s", folder, line);
