@@ -5,6 +5,7 @@
  * previous network whose weights are the pretrained model's snapshot). */
 #define _GNU_SOURCE
 #include "api_infer.h"
+#include "security.h"
 
 #include <errno.h>
 #include <math.h>
@@ -314,7 +315,7 @@ void h_pretrained_list(req_t *r)
     json_t *j;
     json_array_foreach(jobs, i, j)
     {
-        if (!view_job_is_pretrained(j))
+        if (!view_job_is_pretrained(j) || !security_may_read(r, j))
             continue;
         json_t *full = store_job_get(r->srv->store, sval(j, "id"));
         json_t *pre = json_object_get(json_object_get(full, "config"), "pretrained");

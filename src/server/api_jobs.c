@@ -18,13 +18,15 @@ static int job_state(json_t *job) { return (int)json_integer_value(json_object_g
 
 /* ---- home ------------------------------------------------------------------------ */
 
-/* The body of /index/json, from the cache while the store has not changed. */
+/* The body of /index/json: the jobs the asker may read (security_may_read). The body
+ * for those who read every job comes from the cache while the store has not changed. */
 void h_index(req_t *r)
 {
     server_t *srv = r->srv;
+    int all = security_reads_all(r);
     uint64_t version = store_version(srv->store);
     pthread_mutex_lock(&srv->index_lock);
-    if (srv->index_body && srv->index_version == version) {
+    if (all && srv->index_body && srv->index_version == version) {
         struct MHD_Response *resp =
             MHD_create_response_from_buffer(srv->index_len, srv->index_body, MHD_RESPMEM_MUST_COPY);
         pthread_mutex_unlock(&srv->index_lock);
@@ -45,7 +47,8 @@ void h_index(req_t *r)
         json_t *j;
         json_array_foreach(jobs, i, j)
         {
-            json_array_append_new(cd_state_is_running(job_state(j)) ? running : done, view_job_brief(j));
+            if (security_may_read(r, j))
+                json_array_append_new(cd_state_is_running(job_state(j)) ? running : done, view_job_brief(j));
         }
         json_array_extend(running, done);
         json_object_set_new(out, keys[k], running);
@@ -54,7 +57,7 @@ void h_index(req_t *r)
     }
     if (srv->cfg.server_name[0])
         json_object_set_new(out, "server_name", json_string(srv->cfg.server_name));
-    char *text = json_dumps(out, JSON_COMPACT);
+    char *text = all ? json_dumps(out, JSON_COMPACT) : NULL;
     if (text) {
         pthread_mutex_lock(&srv->index_lock);
         free(srv->index_body);
@@ -76,6 +79,7 @@ void h_home(req_t *r)
     h_index(r);
 }
 
+/* The home tables: the jobs the asker may read (security_may_read), running ones first. */
 void h_completed_jobs(req_t *r)
 {
     server_t *srv = r->srv;
@@ -86,6 +90,8 @@ void h_completed_jobs(req_t *r)
     json_t *j;
     json_array_foreach(jobs, i, j)
     {
+        if (!security_may_read(r, j))
+            continue;
         json_t *d = view_job_table(srv, j, fields);
         if (cd_state_is_running(job_state(j)))
             json_array_append_new(running, d);

@@ -3,7 +3,8 @@
  * An SSE stream is a response whose content comes from a callback: each call returns
  * what is pending, or blocks (on the event hub's condition variable, up to the
  * keepalive interval) until the channel has something. The server runs a thread per
- * connection, so a blocked stream holds only its own thread. */
+ * connection, so a blocked stream holds only its own thread. The home stream carries
+ * only the events of jobs the asker may read (security_may_read). */
 #include "internal.h"
 
 #include <malloc.h>
@@ -22,13 +23,69 @@ typedef struct sse {
     uint64_t cursor;
     char *buf;
     size_t len, off;
+    req_t *who;   /* the asker's identity, for security_may_read; NULL: every event goes out */
+    json_t *seen; /* job id -> whether the asker may read it (owners do not change) */
 } sse_t;
+
+/* Whether the event text [p, end) may go to the asker: events about no job do, events
+ * about a job when security_may_read says so (a job already gone does not). */
+static int sse_event_readable(sse_t *s, const char *p, const char *end)
+{
+    const char *data = p;
+    while (data < end && strncmp(data, "data: ", 6) != 0) {
+        const char *nl = memchr(data, '\n', (size_t)(end - data));
+        data = nl ? nl + 1 : end;
+    }
+    if (data >= end)
+        return 1;
+    data += 6;
+    const char *eol = memchr(data, '\n', (size_t)(end - data));
+    json_t *d = json_loadb(data, (size_t)((eol ? eol : end) - data), 0, NULL);
+    const char *id = json_string_value(json_object_get(d, "job_id"));
+    int ok = 1;
+    if (id) {
+        json_t *known = json_object_get(s->seen, id);
+        if (known) {
+            ok = json_is_true(known);
+        } else {
+            json_t *job = store_job_get(s->srv->store, id);
+            ok = job && security_may_read(s->who, job);
+            if (job) {
+                if (json_object_size(s->seen) > 4096)
+                    json_object_clear(s->seen);
+                json_object_set_new(s->seen, id, json_boolean(ok));
+            }
+            json_decref(job);
+        }
+    }
+    json_decref(d);
+    return ok;
+}
+
+/* Keeps in s->buf only the events the asker may read, in place (events_wait's text:
+ * "id: N\nevent: NAME\ndata: JSON\n\n" each). */
+static void sse_filter(sse_t *s)
+{
+    char *p = s->buf, *end = s->buf + s->len, *w = s->buf;
+    while (p < end) {
+        char *stop = strstr(p, "\n\n");
+        char *next = stop ? stop + 2 : end;
+        if (sse_event_readable(s, p, next)) {
+            memmove(w, p, (size_t)(next - p));
+            w += next - p;
+        }
+        p = next;
+    }
+    s->len = (size_t)(w - s->buf);
+    if (s->buf)
+        s->buf[s->len] = 0;
+}
 
 static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max)
 {
     (void)pos;
     sse_t *s = cls;
-    if (s->off >= s->len) {
+    while (s->off >= s->len) { /* until something is left after the filter */
         s->len = s->off = 0;
         if (s->srv->stopping)
             return MHD_CONTENT_READER_END_OF_STREAM;
@@ -43,6 +100,8 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max)
             memcpy(nb, ka, sizeof ka);
             s->buf = nb;
             s->len = sizeof ka - 1;
+        } else if (s->who) {
+            sse_filter(s);
         }
     }
     size_t n = s->len - s->off;
@@ -57,6 +116,8 @@ static void sse_free(void *cls)
 {
     sse_t *s = cls;
     free(s->buf);
+    free(s->who);
+    json_decref(s->seen);
     free(s);
 }
 
@@ -78,10 +139,24 @@ static uint64_t sse_cursor(req_t *r)
 }
 
 /* Starts a stream on channel from cursor (sse_cursor), first sending `first` (an event
- * with no id, so that it does not move a client's Last-Event-ID). */
-static void sse_start(req_t *r, const char *channel, uint64_t cursor, const char *first_name, json_t *first)
+ * with no id, so that it does not move a client's Last-Event-ID). With `filtered`, only
+ * the events of jobs the asker may read go out (security_may_read). */
+static void sse_start(req_t *r, const char *channel, uint64_t cursor, const char *first_name, json_t *first,
+                      int filtered)
 {
     sse_t *s = calloc(1, sizeof *s);
+    if (s && filtered && !security_reads_all(r)) {
+        s->who = calloc(1, sizeof *s->who);
+        s->seen = json_object();
+        if (!s->who || !s->seen) {
+            sse_free(s);
+            s = NULL;
+        } else {
+            s->who->srv = r->srv;
+            snprintf(s->who->username, sizeof s->who->username, "%s", r->username);
+            s->who->is_admin = r->is_admin;
+        }
+    }
     if (!s) {
         json_decref(first);
         reply_error(r, 500, "out of memory");
@@ -120,7 +195,7 @@ void h_job_events(req_t *r)
         return;
     char channel[64];
     snprintf(channel, sizeof channel, "job:%s", r->params[0]);
-    sse_start(r, channel, cursor, "job", view_job_detail(r->srv, job));
+    sse_start(r, channel, cursor, "job", view_job_detail(r->srv, job), 0); /* the route checked the job */
     json_decref(job);
 }
 
@@ -131,7 +206,7 @@ void h_home_events(req_t *r)
     json_t *gpus = json_object_get(res, "gpus");
     json_t *hello = json_pack("{s:O, s:O}", "total", json_object_get(gpus, "total"), "free", json_object_get(gpus, "free"));
     json_decref(res);
-    sse_start(r, "home", cursor, "gpus", hello);
+    sse_start(r, "home", cursor, "gpus", hello, 1);
 }
 
 /* The server process's own memory: resident, the C heap in use, and SQLite's share of

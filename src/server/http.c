@@ -435,7 +435,7 @@ static void dispatch(req_t *r)
     MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, query_iterator, r);
     if (security_check_request(r) != CD_OK)
         return;
-    security_handler(r)(r);
+    r->route->handler(r);
     if (!r->resp)
         reply_error(r, 500, "%s %s produced no reply", r->method, r->path);
 }

@@ -368,9 +368,11 @@ int security_may_edit(const req_t *r, json_t *job)
     return strcmp(owner, r->username) == 0;
 }
 
+int security_reads_all(const req_t *r) { return !r->srv->cfg.visibility_own || r->is_admin; }
+
 int security_may_read(const req_t *r, json_t *job)
 {
-    if (!r->srv->cfg.visibility_own || r->is_admin)
+    if (security_reads_all(r))
         return 1;
     const char *owner = json_string_value(json_object_get(job, "username"));
     if (!owner || !owner[0])
@@ -503,23 +505,9 @@ int security_check_request(req_t *r)
 {
     if (authenticate(r) != CD_OK || check_csrf(r) != CD_OK || check_login(r) != CD_OK)
         return CD_ERR;
-    if (r->srv->cfg.visibility_own && !r->is_admin && check_named_jobs(r) != CD_OK)
+    if (!security_reads_all(r) && check_named_jobs(r) != CD_OK)
         return CD_ERR;
     return CD_OK;
-}
-
-handler_fn security_handler(const req_t *r)
-{
-    handler_fn h = r->route->handler;
-    if (!r->srv->cfg.visibility_own || r->is_admin)
-        return h;
-    if (h == h_index)
-        return h_index_visible;
-    if (h == h_completed_jobs)
-        return h_completed_jobs_visible;
-    if (h == h_home_events)
-        return h_home_events_visible;
-    return h;
 }
 
 /* ---- headers ------------------------------------------------------------------------------- */

@@ -1,7 +1,7 @@
 /* Who may reach the server and what they may do (docs/security.md): the loopback rule,
  * password logins, sessions and API tokens (auth*.c), the checks every request passes
  * before its handler (security.c: host, cross-site requests, login, admin, whose job),
- * security headers, and the job lists of --job-visibility own (security_views.c).
+ * the reading rule the home lists and streams filter with, and security headers.
  * Included by internal.h. */
 #ifndef CDIGITS_SERVER_SECURITY_H
 #define CDIGITS_SERVER_SECURITY_H
@@ -53,14 +53,17 @@ int security_check_early(req_t *r);
 /* Before the handler (fields decoded): who is asking, the CSRF rule for cookies,
  * login, admin, and whether the jobs a request names may be read. CD_ERR after a reply. */
 int security_check_request(req_t *r);
-/* The handler for this request under --job-visibility own (filtered lists), or the
- * route's own. */
-handler_fn security_handler(const req_t *r);
 /* Headers every response carries (CSP, nosniff, frame refusal, referrer policy). */
 void security_headers(const req_t *r, struct MHD_Response *resp);
-/* Whether the asker may change (abort, delete, edit, resume) / read this job. */
+/* Whether the asker may change (abort, delete, edit, resume) / read this job. The
+ * reading rule (--job-visibility): with all, everyone reads every job, as DIGITS; with
+ * own, a user reads their own jobs and those nobody owns, an administrator every job.
+ * Every list, stream and route that shows a job asks security_may_read. */
 int security_may_edit(const req_t *r, json_t *job);
 int security_may_read(const req_t *r, json_t *job);
+/* 1 when security_may_read holds for every job this asker could name (--job-visibility
+ * all, or an administrator): a list need not look at owners. */
+int security_reads_all(const req_t *r);
 /* The client's address as text ("" when unknown). */
 void security_peer(const req_t *r, char *out, size_t len);
 
@@ -92,10 +95,5 @@ void h_users_list(req_t *r);
 void h_user_create(req_t *r);
 void h_user_delete(req_t *r);
 void h_user_password(req_t *r);
-
-/* security_views.c: the lists of --job-visibility own */
-void h_index_visible(req_t *r);
-void h_completed_jobs_visible(req_t *r);
-void h_home_events_visible(req_t *r);
 
 #endif

@@ -154,12 +154,20 @@ check '[ "$CODE" = 401 ]' "a revoked token is refused"
 
 # ---- --job-visibility own ---------------------------------------------------------------------------------
 srv_stop
+# fred's pretrained model, as an upload leaves it (a model job without a dataset; the
+# upload itself needs a worker that loads models, which fake_worker.py is not)
+PT=$(date +%Y%m%d-%H%M%S)-$(head -c 2 /dev/urandom | od -An -tx1 | tr -d ' \n')
+mkdir -p "$T/data/jobs/$PT"
+sql "INSERT INTO jobs (id, type, name, username, status, created, dir, config) VALUES ('$PT', 'model', 'freds-pretrained', 'fred', 'D', $(date +%s), '$T/data/jobs/$PT', '{\"network\": {\"method\": \"pretrained\"}}')" >/dev/null
 FAKE_STEP=0.01 srv_start "${ARGS[@]}" --job-visibility own
 AH=(-H "Authorization: Bearer $ATOK")
 http GET /completed_jobs/json "${AH[@]}"
 check '[ "$CODE" = 200 ] && ! grep -q "$DS" "$T/body"' "ann's home tables do not list fred's job"
+check '! grep -q "$PT" "$T/body"' "nor fred's pretrained model"
 http GET /index/json "${AH[@]}"
-check '! grep -q "$DS" "$T/body"' "nor does ann's /index/json"
+check '! grep -q "$DS" "$T/body" && ! grep -q "$PT" "$T/body"' "nor does ann's /index/json list fred's dataset or pretrained model"
+http GET /pretrained_models/json "${AH[@]}"
+check '[ "$CODE" = 200 ] && ! grep -q "$PT" "$T/body"' "nor does ann's list of pretrained models"
 for p in "/datasets/$DS/json" "/jobs/$DS/status" "/jobs/$DS/log/json" "/files/$DS/dataset.json" "/clone/$DS/json" "/jobs/$DS/events"; do
     http GET "$p" "${AH[@]}" --max-time 3
     check '[ "$CODE" = 403 ] && jv "d[\"error\"][\"description\"]" | grep -q "only their own jobs"' "ann reading $p of fred's: 403"
@@ -176,6 +184,25 @@ CSRF=$(jv 'd["csrf_token"]')
 http PUT "/jobs/$DS" -H "X-CSRF-Token: $CSRF" -d job_name=seen-by-fred-only
 http GET /completed_jobs/json
 check 'grep -q "$DS" "$T/body"' "the admin sees every job"
+# fred owns every job there is: his lists must be the admin's (every job, as under
+# --job-visibility all), section by section
+sections() { python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(sorted((k, sorted(x["id"] for x in v)) for k, v in d.items() if isinstance(v, list) and k != "model_output_fields"))' "$1"; }
+cp "$T/body" "$T/admin-completed.json"
+http GET /index/json
+cp "$T/body" "$T/admin-index.json"
+JAR=$T/fred.txt
+login_pw fred fred-password-2
+http GET /completed_jobs/json
+check '[ "$(jv "[x[\"id\"] for x in d[\"pretrained_models\"]]")" = "[\"$PT\"]" ] && ! grep -q "$PT" <<<"$(jv "d[\"models\"]")"' \
+    "fred's home tables list his pretrained model among pretrained_models, not among the models"
+check '[ "$(sections "$T/body")" = "$(sections "$T/admin-completed.json")" ]' "fred's home tables are the admin's, section by section"
+http GET /index/json
+check 'grep -q "$PT" <<<"$(jv "d[\"models\"]")"' "fred's /index/json lists his pretrained model among the models"
+check '[ "$(sections "$T/body")" = "$(sections "$T/admin-index.json")" ]' "fred's /index/json is the admin's, section by section"
+http GET /login
+http PUT "/jobs/$PT" -H "X-CSRF-Token: $(jv 'd["csrf_token"]')" -d job_name=freds-renamed
+check '[ "$CODE" = 200 ]' "fred renames his pretrained model"
+JAR=$T/none.txt
 # then a job of ann's own: her stream carries it, and events come in order, so a leak of
 # the rename above would have come before it
 http POST /datasets/images/classification/json "${AH[@]}" -F dataset_name=anns-own -F folder_train="$IMG/train"
@@ -184,6 +211,7 @@ check 'wait_until 20 "grep -q \"$ANN_DS\" \"$T/ann-events.txt\""' "ann's stream 
 kill "$EV" 2>/dev/null
 wait "$EV" 2>/dev/null
 check '! grep -q "$DS" "$T/ann-events.txt"' "ann's home event stream carries nothing of fred's job"
+check '! grep -q "$PT" "$T/ann-events.txt"' "nor of fred's pretrained model"
 
 # ---- throttled logins ---------------------------------------------------------------------------------------
 # (the throttle lives in the server's memory: this runs on the restarted server, whose
