@@ -1,8 +1,7 @@
 /* Opening the store: pragmas, numbered migrations, the prepared statement table and
- * the small helpers every store file uses (binding, stepping rows into JSON). */
+ * the connections with their locks. Running statements is in query.c. */
 #include "internal.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -297,172 +296,15 @@ void store_release(store_conn_t *c)
 
 uint64_t store_version(store_t *s) { return __atomic_load_n(&s->writer.releases, __ATOMIC_ACQUIRE); }
 
-sqlite3_stmt *store_stmt(store_conn_t *c, int id)
-{
-    sqlite3_stmt *st = c->stmt[id];
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-    return st;
-}
-
-int store_exec(store_conn_t *c, sqlite3_stmt *st, const char *what, cd_err_t *err)
-{
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        ;
-    if (rc != SQLITE_DONE) {
-        cd_err_set(err, rc == SQLITE_CONSTRAINT ? CD_E_CONFLICT : CD_E_INTERNAL, "%s: %s", what,
-                   sqlite3_errmsg(c->db));
-        sqlite3_reset(st);
-        return CD_ERR;
-    }
-    sqlite3_reset(st);
-    return CD_OK;
-}
-
-int store_bind_text(sqlite3_stmt *st, int i, const char *v)
-{
-    return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
-}
-
-int store_bind_json(sqlite3_stmt *st, int i, json_t *v)
-{
-    if (!v)
-        return sqlite3_bind_null(st, i);
-    char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    if (!text)
-        return SQLITE_NOMEM;
-    int rc = sqlite3_bind_text(st, i, text, -1, SQLITE_TRANSIENT);
-    free(text);
-    return rc;
-}
-
-int store_bind_real(sqlite3_stmt *st, int i, double v)
-{
-    return isfinite(v) ? sqlite3_bind_double(st, i, v) : sqlite3_bind_null(st, i);
-}
-
-static json_t *column_json(sqlite3_stmt *st, int c, const char *name)
-{
-    switch (sqlite3_column_type(st, c)) {
-    case SQLITE_INTEGER:
-        return json_integer(sqlite3_column_int64(st, c));
-    case SQLITE_FLOAT:
-        return json_real(sqlite3_column_double(st, c));
-    case SQLITE_TEXT: {
-        const char *text = (const char *)sqlite3_column_text(st, c);
-        size_t n = strlen(name);
-        if (n > 5 && strcmp(name + n - 5, "_json") == 0) {
-            json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
-            return v ? v : json_null();
-        }
-        return json_string(text);
-    }
-    default:
-        return json_null();
-    }
-}
-
-json_t *store_rows(store_conn_t *c, sqlite3_stmt *st)
-{
-    json_t *rows = json_array();
-    int rc, ncol = sqlite3_column_count(st);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        json_t *row = json_object();
-        for (int c = 0; c < ncol; c++) {
-            const char *name = sqlite3_column_name(st, c);
-            json_t *v = column_json(st, c, name);
-            char key[64];
-            size_t n = strlen(name);
-            if (n > 5 && n < sizeof key && strcmp(name + n - 5, "_json") == 0) {
-                memcpy(key, name, n - 5);
-                key[n - 5] = 0;
-                name = key;
-            }
-            if (strcmp(name, "state") == 0 && json_is_string(v)) {
-                json_object_set(row, "status", v);
-                json_object_set_new(row, "state", json_integer(cd_state_from_code(json_string_value(v))));
-                json_decref(v);
-                continue;
-            }
-            if (strcmp(name, "interrupted") == 0 || strcmp(name, "superseded") == 0) {
-                json_object_set_new(row, name, json_boolean(json_integer_value(v)));
-                json_decref(v);
-                continue;
-            }
-            json_object_set_new(row, name, v ? v : json_null());
-        }
-        json_array_append_new(rows, row);
-    }
-    if (rc != SQLITE_DONE) {
-        cd_error("store: query failed: %s", sqlite3_errmsg(c->db));
-        json_decref(rows);
-        rows = NULL;
-    }
-    sqlite3_reset(st);
-    return rows;
-}
-
-json_t *store_row(store_conn_t *c, sqlite3_stmt *st)
-{
-    json_t *rows = store_rows(c, st);
-    if (!rows)
-        return NULL;
-    json_t *row = json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
-    json_decref(rows);
-    return row;
-}
-
-int store_tx_begin(store_conn_t *c, cd_err_t *err)
-{
-    if (store_exec(c, store_stmt(c, c->tx_depth ? Q_SAVEPOINT : Q_BEGIN), "begin transaction", err) != CD_OK)
-        return CD_ERR;
-    c->tx_depth++;
-    return CD_OK;
-}
-
-int store_tx_commit(store_conn_t *c, cd_err_t *err)
-{
-    if (c->tx_depth <= 0)
-        return CD_OK;
-    if (store_exec(c, store_stmt(c, c->tx_depth == 1 ? Q_COMMIT : Q_RELEASE), "commit", err) != CD_OK) {
-        store_tx_rollback(c);
-        return CD_ERR;
-    }
-    c->tx_depth--;
-    return CD_OK;
-}
-
-void store_tx_rollback(store_conn_t *c)
-{
-    if (c->tx_depth <= 0)
-        return;
-    if (c->tx_depth == 1) {
-        if (!sqlite3_get_autocommit(c->db))
-            store_exec(c, store_stmt(c, Q_ROLLBACK), "rollback", NULL);
-    } else {
-        store_exec(c, store_stmt(c, Q_ROLLBACK_TO), "rollback", NULL);
-        store_exec(c, store_stmt(c, Q_RELEASE), "rollback", NULL);
-    }
-    c->tx_depth--;
-}
-
 int store_batch_begin(store_t *s, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    if (store_tx_begin(c, err) != CD_OK) {
-        store_release(c);
-        return CD_ERR;
-    }
-    return CD_OK;
+    store_conn_t *c;
+    return store_tx_start(s, &c, err); /* the lock stays taken until store_batch_end */
 }
 
 int store_batch_end(store_t *s, cd_err_t *err)
 {
-    store_conn_t *c = &s->writer;
-    int rc = store_tx_commit(c, err);
-    store_release(c); /* the lock store_batch_begin took */
-    return rc;
+    return store_tx_finish(&s->writer, CD_OK, err);
 }
 
 void store_sync(store_t *s)

@@ -9,139 +9,87 @@
 
 static int history_add(store_conn_t *c, const char *job_id, int st, const char *message, double now, cd_err_t *err)
 {
-    sqlite3_stmt *q = store_stmt(c, Q_JOB_HISTORY_ADD);
-    store_bind_text(q, 1, job_id);
-    store_bind_text(q, 2, cd_state_code(st));
-    sqlite3_bind_double(q, 3, now);
-    store_bind_text(q, 4, message);
-    return store_exec(c, q, "adding to the job's status history", err);
+    return store_run(c, Q_JOB_HISTORY_ADD, "adding to the job's status history", NULL, err,
+                     STORE_ARGS(STORE_TEXT(job_id), STORE_TEXT(cd_state_code(st)), STORE_DOUBLE(now),
+                                STORE_TEXT(message)));
 }
 
 int store_job_insert(store_t *s, const store_job_new_t *job, cd_err_t *err)
 {
     double now = cd_wall_time();
-    store_conn_t *c = store_writer(s);
-    if (store_tx_begin(c, err) != CD_OK)
-        goto err;
-    sqlite3_stmt *q = store_stmt(c, Q_JOB_INSERT);
-    store_bind_text(q, 1, job->id);
-    store_bind_text(q, 2, job->type);
-    store_bind_text(q, 3, job->name);
-    store_bind_text(q, 4, job->group ? job->group : "");
-    store_bind_text(q, 5, job->username);
-    store_bind_text(q, 6, job->dataset_id);
-    store_bind_text(q, 7, job->dir);
+    store_conn_t *c;
+    if (store_tx_start(s, &c, err) != CD_OK)
+        return CD_ERR;
     json_t *empty = json_object();
-    store_bind_json(q, 8, job->form ? job->form : empty);
-    store_bind_json(q, 9, job->config ? job->config : empty);
+    int rc = store_run(c, Q_JOB_INSERT, "adding the job", NULL, err,
+                       STORE_ARGS(STORE_TEXT(job->id), STORE_TEXT(job->type), STORE_TEXT(job->name),
+                                  STORE_TEXT(job->group ? job->group : ""), STORE_TEXT(job->username),
+                                  STORE_TEXT(job->dataset_id), STORE_TEXT(job->dir),
+                                  STORE_JSON(job->form ? job->form : empty),
+                                  STORE_JSON(job->config ? job->config : empty), STORE_DOUBLE(now)));
     json_decref(empty);
-    sqlite3_bind_double(q, 10, now);
-    if (store_exec(c, q, "adding the job", err) != CD_OK ||
-        history_add(c, job->id, CD_ST_INIT, NULL, now, err) != CD_OK) {
-        store_tx_rollback(c);
-        goto err;
-    }
-    if (store_tx_commit(c, err) != CD_OK)
-        goto err;
-    store_release(c);
-    return CD_OK;
-err:
-    store_release(c);
-    return CD_ERR;
+    if (rc == CD_OK)
+        rc = history_add(c, job->id, CD_ST_INIT, NULL, now, err);
+    return store_tx_finish(c, rc, err);
 }
 
 json_t *store_job_get(store_t *s, const char *id)
 {
-    store_conn_t *c = store_reader(s);
-    sqlite3_stmt *q = store_stmt(c, Q_JOB_GET);
-    store_bind_text(q, 1, id);
-    json_t *row = store_row(c, q);
-    store_release(c);
-    return row;
+    return store_get(s, Q_JOB_GET, STORE_ARGS(STORE_TEXT(id)));
 }
 
 json_t *store_job_list(store_t *s, const char *type)
 {
-    store_conn_t *c = store_reader(s);
-    sqlite3_stmt *q = store_stmt(c, type ? Q_JOB_LIST_TYPE : Q_JOB_LIST);
     if (type)
-        store_bind_text(q, 1, type);
-    json_t *rows = store_rows(c, q);
-    store_release(c);
-    return rows ? rows : json_array();
+        return store_list(s, Q_JOB_LIST_TYPE, STORE_ARGS(STORE_TEXT(type)));
+    return store_list(s, Q_JOB_LIST, NULL, 0);
 }
 
-/* Runs a one-row UPDATE bound with (id, text) and reports a missing job. */
-static int update_text(store_t *s, int stmt, const char *id, const char *value, const char *what, cd_err_t *err)
+/* Runs a one-row UPDATE bound with (id, value) and reports a missing job. */
+static int update_job(store_t *s, int stmt, const char *id, store_val_t value, const char *what, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = store_stmt(c, stmt);
-    store_bind_text(q, 1, id);
-    store_bind_text(q, 2, value);
-    int rc = store_exec(c, q, what, err);
-    if (rc == CD_OK && sqlite3_changes(c->db) == 0)
+    store_changes_t ch = {0, 0};
+    int rc = store_write(s, stmt, what, &ch, err, STORE_ARGS(STORE_TEXT(id), value));
+    if (rc == CD_OK && ch.changes == 0)
         rc = cd_err_set(err, CD_E_NOTFOUND, "%s: no job %s", what, id);
-    store_release(c);
     return rc;
 }
 
 int store_job_set_state(store_t *s, const char *id, int st, const char *message, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    if (store_tx_begin(c, err) != CD_OK)
-        goto err;
-    sqlite3_stmt *q = store_stmt(c, Q_JOB_SET_STATE);
-    store_bind_text(q, 1, id);
-    store_bind_text(q, 2, cd_state_code(st));
-    if (store_exec(c, q, "setting the job's status", err) != CD_OK)
-        goto rollback;
-    if (sqlite3_changes(c->db) == 0) {
-        cd_err_set(err, CD_E_NOTFOUND, "no job %s", id);
-        goto rollback;
-    }
-    if (history_add(c, id, st, message, cd_wall_time(), err) != CD_OK)
-        goto rollback;
-    if (store_tx_commit(c, err) != CD_OK)
-        goto err;
-    store_release(c);
-    return CD_OK;
-rollback:
-    store_tx_rollback(c);
-err:
-    store_release(c);
-    return CD_ERR;
+    store_conn_t *c;
+    if (store_tx_start(s, &c, err) != CD_OK)
+        return CD_ERR;
+    store_changes_t ch = {0, 0};
+    int rc = store_run(c, Q_JOB_SET_STATE, "setting the job's status", &ch, err,
+                       STORE_ARGS(STORE_TEXT(id), STORE_TEXT(cd_state_code(st))));
+    if (rc == CD_OK && ch.changes == 0)
+        rc = cd_err_set(err, CD_E_NOTFOUND, "no job %s", id);
+    if (rc == CD_OK)
+        rc = history_add(c, id, st, message, cd_wall_time(), err);
+    return store_tx_finish(c, rc, err);
 }
 
 int store_job_set_wait_reason(store_t *s, const char *id, const char *reason, cd_err_t *err)
 {
-    return update_text(s, Q_JOB_SET_WAIT, id, reason ? reason : "", "setting why the job waits", err);
+    return update_job(s, Q_JOB_SET_WAIT, id, STORE_TEXT(reason ? reason : ""), "setting why the job waits", err);
 }
 
 int store_job_set_error(store_t *s, const char *id, const char *error, cd_err_t *err)
 {
-    return update_text(s, Q_JOB_SET_ERROR, id, error, "setting the job's error", err);
+    return update_job(s, Q_JOB_SET_ERROR, id, STORE_TEXT(error), "setting the job's error", err);
 }
 
 int store_job_set_interrupted(store_t *s, const char *id, int interrupted, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = store_stmt(c, Q_JOB_SET_INTERRUPTED);
-    store_bind_text(q, 1, id);
-    sqlite3_bind_int(q, 2, interrupted ? 1 : 0);
-    int rc = store_exec(c, q, "marking the job interrupted", err);
-    store_release(c);
-    return rc;
+    return store_write(s, Q_JOB_SET_INTERRUPTED, "marking the job interrupted", NULL, err,
+                       STORE_ARGS(STORE_TEXT(id), STORE_INT(interrupted ? 1 : 0)));
 }
 
 int store_job_set_progress(store_t *s, const char *id, double progress, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = store_stmt(c, Q_JOB_SET_PROGRESS);
-    store_bind_text(q, 1, id);
-    store_bind_real(q, 2, progress);
-    int rc = store_exec(c, q, "setting the job's progress", err);
-    store_release(c);
-    return rc;
+    return store_write(s, Q_JOB_SET_PROGRESS, "setting the job's progress", NULL, err,
+                       STORE_ARGS(STORE_TEXT(id), STORE_REAL(progress)));
 }
 
 int store_job_set_text(store_t *s, const char *id, const char *field, const char *value, cd_err_t *err)
@@ -152,37 +100,26 @@ int store_job_set_text(store_t *s, const char *id, const char *field, const char
     } fields[] = {{"name", Q_JOB_SET_NAME}, {"notes", Q_JOB_SET_NOTES}, {"group", Q_JOB_SET_GROUP}};
     for (size_t i = 0; i < CD_ARRAY_LEN(fields); i++)
         if (strcmp(fields[i].field, field) == 0)
-            return update_text(s, fields[i].stmt, id, value, "editing the job", err);
+            return update_job(s, fields[i].stmt, id, STORE_TEXT(value), "editing the job", err);
     return cd_err_set(err, CD_E_INVALID, "a job has no editable field \"%s\"", field);
-}
-
-static int update_json(store_t *s, int stmt, const char *id, json_t *v, const char *what, cd_err_t *err)
-{
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = store_stmt(c, stmt);
-    store_bind_text(q, 1, id);
-    store_bind_json(q, 2, v);
-    int rc = store_exec(c, q, what, err);
-    store_release(c);
-    return rc;
 }
 
 int store_job_set_result(store_t *s, const char *id, json_t *result, cd_err_t *err)
 {
-    return update_json(s, Q_JOB_SET_RESULT, id, result, "saving the dataset's result", err);
+    return store_write(s, Q_JOB_SET_RESULT, "saving the dataset's result", NULL, err,
+                       STORE_ARGS(STORE_TEXT(id), STORE_JSON(result)));
 }
 
 int store_job_set_config(store_t *s, const char *id, json_t *config, cd_err_t *err)
 {
-    return update_json(s, Q_JOB_SET_CONFIG, id, config, "saving the job's configuration", err);
+    return store_write(s, Q_JOB_SET_CONFIG, "saving the job's configuration", NULL, err,
+                       STORE_ARGS(STORE_TEXT(id), STORE_JSON(config)));
 }
 
 int store_job_delete(store_t *s, const char *id, cd_err_t *err)
 {
     store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = store_stmt(c, Q_JOB_MODELS_USING);
-    store_bind_text(q, 1, id);
-    json_t *users = store_rows(c, q);
+    json_t *users = store_query(c, Q_JOB_MODELS_USING, STORE_ARGS(STORE_TEXT(id)));
     if (users && json_array_size(users)) {
         json_t *m = json_array_get(users, 0);
         cd_err_set(err, CD_E_FORBIDDEN,
@@ -194,18 +131,20 @@ int store_job_delete(store_t *s, const char *id, cd_err_t *err)
         return CD_ERR;
     }
     json_decref(users);
-    q = store_stmt(c, Q_JOB_DELETE);
-    store_bind_text(q, 1, id);
-    int rc = store_exec(c, q, "deleting the job", err);
-    if (rc == CD_OK && sqlite3_changes(c->db) == 0)
+    store_changes_t ch = {0, 0};
+    int rc = store_run(c, Q_JOB_DELETE, "deleting the job", &ch, err, STORE_ARGS(STORE_TEXT(id)));
+    if (rc == CD_OK && ch.changes == 0)
         rc = cd_err_set(err, CD_E_NOTFOUND, "Job not found: %s", id);
     store_release(c);
     return rc;
 }
 
-static json_t *history_rows(store_conn_t *c, sqlite3_stmt *q)
+/* The rows of a status history query as [status, ts, message] triples. */
+static json_t *history_rows(store_t *s, int stmt, store_val_t key)
 {
-    json_t *rows = store_rows(c, q), *out = json_array();
+    store_conn_t *c = store_reader(s);
+    json_t *rows = store_query(c, stmt, STORE_ARGS(key)), *out = json_array();
+    store_release(c);
     size_t i;
     json_t *r;
     json_array_foreach(rows, i, r)
@@ -219,162 +158,93 @@ static json_t *history_rows(store_conn_t *c, sqlite3_stmt *q)
 
 json_t *store_job_history(store_t *s, const char *id)
 {
-    store_conn_t *c = store_reader(s);
-    sqlite3_stmt *q = store_stmt(c, Q_JOB_HISTORY);
-    store_bind_text(q, 1, id);
-    json_t *out = history_rows(c, q);
-    store_release(c);
-    return out;
+    return history_rows(s, Q_JOB_HISTORY, STORE_TEXT(id));
 }
 
 json_t *store_job_models_using(store_t *s, const char *dataset_id)
 {
-    store_conn_t *c = store_reader(s);
-    sqlite3_stmt *q = store_stmt(c, Q_JOB_MODELS_USING);
-    store_bind_text(q, 1, dataset_id);
-    json_t *rows = store_rows(c, q);
-    store_release(c);
-    return rows ? rows : json_array();
+    return store_list(s, Q_JOB_MODELS_USING, STORE_ARGS(STORE_TEXT(dataset_id)));
 }
 
 /* ---- tasks ------------------------------------------------------------------------ */
 
+static int task_history_add(store_conn_t *c, int64_t task_id, int st, const char *message, double now,
+                            cd_err_t *err)
+{
+    return store_run(c, Q_TASK_HISTORY_ADD, "adding to the task's history", NULL, err,
+                     STORE_ARGS(STORE_INT(task_id), STORE_TEXT(cd_state_code(st)), STORE_DOUBLE(now),
+                                STORE_TEXT(message)));
+}
+
 int store_task_insert(store_t *s, const char *job_id, const char *kind, const char *name, int64_t *task_id,
                       cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    if (store_tx_begin(c, err) != CD_OK)
-        goto err;
-    sqlite3_stmt *q = store_stmt(c, Q_TASK_INSERT);
-    store_bind_text(q, 1, job_id);
-    store_bind_text(q, 2, kind);
-    store_bind_text(q, 3, name);
-    if (store_exec(c, q, "adding a task", err) != CD_OK)
-        goto rollback;
-    int64_t id = sqlite3_last_insert_rowid(c->db);
-    q = store_stmt(c, Q_TASK_HISTORY_ADD);
-    sqlite3_bind_int64(q, 1, id);
-    store_bind_text(q, 2, cd_state_code(CD_ST_INIT));
-    sqlite3_bind_double(q, 3, cd_wall_time());
-    sqlite3_bind_null(q, 4);
-    if (store_exec(c, q, "adding to the task's history", err) != CD_OK)
-        goto rollback;
-    if (store_tx_commit(c, err) != CD_OK)
-        goto err;
-    if (task_id)
-        *task_id = id;
-    store_release(c);
-    return CD_OK;
-rollback:
-    store_tx_rollback(c);
-err:
-    store_release(c);
-    return CD_ERR;
+    store_conn_t *c;
+    if (store_tx_start(s, &c, err) != CD_OK)
+        return CD_ERR;
+    store_changes_t ch = {0, 0};
+    int rc = store_run(c, Q_TASK_INSERT, "adding a task", &ch, err,
+                       STORE_ARGS(STORE_TEXT(job_id), STORE_TEXT(kind), STORE_TEXT(name)));
+    if (rc == CD_OK)
+        rc = task_history_add(c, ch.rowid, CD_ST_INIT, NULL, cd_wall_time(), err);
+    rc = store_tx_finish(c, rc, err);
+    if (rc == CD_OK && task_id)
+        *task_id = ch.rowid;
+    return rc;
 }
 
 int store_task_set_state(store_t *s, int64_t task_id, int st, const char *message, cd_err_t *err)
 {
     double now = cd_wall_time();
-    store_conn_t *c = store_writer(s);
-    if (store_tx_begin(c, err) != CD_OK)
-        goto err;
-    sqlite3_stmt *q = store_stmt(c, Q_TASK_SET_STATE);
-    sqlite3_bind_int64(q, 1, task_id);
-    store_bind_text(q, 2, cd_state_code(st));
-    sqlite3_bind_double(q, 3, now);
-    if (store_exec(c, q, "setting the task's status", err) != CD_OK)
-        goto rollback;
-    if (sqlite3_changes(c->db) == 0) {
-        cd_err_set(err, CD_E_NOTFOUND, "no task %lld", (long long)task_id);
-        goto rollback;
-    }
-    q = store_stmt(c, Q_TASK_HISTORY_ADD);
-    sqlite3_bind_int64(q, 1, task_id);
-    store_bind_text(q, 2, cd_state_code(st));
-    sqlite3_bind_double(q, 3, now);
-    store_bind_text(q, 4, message);
-    if (store_exec(c, q, "adding to the task's history", err) != CD_OK)
-        goto rollback;
-    if (store_tx_commit(c, err) != CD_OK)
-        goto err;
-    store_release(c);
-    return CD_OK;
-rollback:
-    store_tx_rollback(c);
-err:
-    store_release(c);
-    return CD_ERR;
+    store_conn_t *c;
+    if (store_tx_start(s, &c, err) != CD_OK)
+        return CD_ERR;
+    store_changes_t ch = {0, 0};
+    int rc = store_run(c, Q_TASK_SET_STATE, "setting the task's status", &ch, err,
+                       STORE_ARGS(STORE_INT(task_id), STORE_TEXT(cd_state_code(st)), STORE_DOUBLE(now)));
+    if (rc == CD_OK && ch.changes == 0)
+        rc = cd_err_set(err, CD_E_NOTFOUND, "no task %lld", (long long)task_id);
+    if (rc == CD_OK)
+        rc = task_history_add(c, task_id, st, message, now, err);
+    return store_tx_finish(c, rc, err);
 }
 
 int store_task_set_process(store_t *s, int64_t task_id, int pid, long long pid_start, const char *gpus_json,
                            int attempt, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = store_stmt(c, Q_TASK_SET_PROCESS);
-    sqlite3_bind_int64(q, 1, task_id);
-    sqlite3_bind_int(q, 2, pid);
-    sqlite3_bind_int64(q, 3, pid_start);
-    store_bind_text(q, 4, gpus_json);
-    sqlite3_bind_int(q, 5, attempt);
-    int rc = store_exec(c, q, "recording the worker process", err);
-    store_release(c);
-    return rc;
+    return store_write(s, Q_TASK_SET_PROCESS, "recording the worker process", NULL, err,
+                       STORE_ARGS(STORE_INT(task_id), STORE_INT(pid), STORE_INT(pid_start), STORE_TEXT(gpus_json),
+                                  STORE_INT(attempt)));
 }
 
 int store_task_clear_process(store_t *s, int64_t task_id, int exit_status, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = store_stmt(c, Q_TASK_CLEAR_PROCESS);
-    sqlite3_bind_int64(q, 1, task_id);
-    sqlite3_bind_int(q, 2, exit_status);
-    int rc = store_exec(c, q, "recording the worker's exit", err);
-    store_release(c);
-    return rc;
+    return store_write(s, Q_TASK_CLEAR_PROCESS, "recording the worker's exit", NULL, err,
+                       STORE_ARGS(STORE_INT(task_id), STORE_INT(exit_status)));
 }
 
 int store_task_set_progress(store_t *s, int64_t task_id, double progress, const char *stage, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = store_stmt(c, Q_TASK_SET_PROGRESS);
-    sqlite3_bind_int64(q, 1, task_id);
-    store_bind_real(q, 2, progress);
-    store_bind_text(q, 3, stage);
-    int rc = store_exec(c, q, "setting the task's progress", err);
-    store_release(c);
-    return rc;
+    return store_write(s, Q_TASK_SET_PROGRESS, "setting the task's progress", NULL, err,
+                       STORE_ARGS(STORE_INT(task_id), STORE_REAL(progress), STORE_TEXT(stage)));
 }
 
 int store_task_set_error(store_t *s, int64_t task_id, const char *error, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = store_stmt(c, Q_TASK_SET_ERROR);
-    sqlite3_bind_int64(q, 1, task_id);
-    store_bind_text(q, 2, error);
-    int rc = store_exec(c, q, "setting the task's error", err);
-    store_release(c);
-    return rc;
+    return store_write(s, Q_TASK_SET_ERROR, "setting the task's error", NULL, err,
+                       STORE_ARGS(STORE_INT(task_id), STORE_TEXT(error)));
 }
 
 int store_task_set_device(store_t *s, int64_t task_id, json_t *device, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = store_stmt(c, Q_TASK_SET_DEVICE);
-    sqlite3_bind_int64(q, 1, task_id);
-    store_bind_json(q, 2, device);
-    int rc = store_exec(c, q, "recording the task's device", err);
-    store_release(c);
-    return rc;
+    return store_write(s, Q_TASK_SET_DEVICE, "recording the task's device", NULL, err,
+                       STORE_ARGS(STORE_INT(task_id), STORE_JSON(device)));
 }
 
 int store_task_set_out_offset(store_t *s, int64_t task_id, long long offset, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = store_stmt(c, Q_TASK_SET_OFFSET);
-    sqlite3_bind_int64(q, 1, task_id);
-    sqlite3_bind_int64(q, 2, offset);
-    int rc = store_exec(c, q, "recording how far the worker's output was read", err);
-    store_release(c);
-    return rc;
+    return store_write(s, Q_TASK_SET_OFFSET, "recording how far the worker's output was read", NULL, err,
+                       STORE_ARGS(STORE_INT(task_id), STORE_INT(offset)));
 }
 
 int store_task_set_runtime(store_t *s, int64_t task_id, const char *key, json_t *value, cd_err_t *err)
@@ -382,31 +252,18 @@ int store_task_set_runtime(store_t *s, int64_t task_id, const char *key, json_t 
     for (const char *p = key; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || *p == '_'))
             return cd_err_set(err, CD_E_INVALID, "runtime key \"%s\" must be lowercase letters and _", key);
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = store_stmt(c, Q_TASK_SET_RUNTIME);
-    sqlite3_bind_int64(q, 1, task_id);
-    store_bind_text(q, 2, key);
-    store_bind_json(q, 3, value);
-    int rc = store_exec(c, q, "recording what the worker reported", err);
-    store_release(c);
-    return rc;
+    return store_write(s, Q_TASK_SET_RUNTIME, "recording what the worker reported", NULL, err,
+                       STORE_ARGS(STORE_INT(task_id), STORE_TEXT(key), STORE_JSON(value)));
 }
 
 json_t *store_task_list(store_t *s, const char *job_id)
 {
-    store_conn_t *c = store_reader(s);
-    sqlite3_stmt *q = store_stmt(c, Q_TASK_LIST);
-    store_bind_text(q, 1, job_id);
-    json_t *rows = store_rows(c, q);
-    store_release(c);
-    return rows ? rows : json_array();
+    return store_list(s, Q_TASK_LIST, STORE_ARGS(STORE_TEXT(job_id)));
 }
 
 json_t *store_task_list_by_state(store_t *s, unsigned state_mask)
 {
-    store_conn_t *c = store_reader(s);
-    json_t *rows = store_rows(c, store_stmt(c, Q_TASK_LIST_ALL));
-    store_release(c);
+    json_t *rows = store_list(s, Q_TASK_LIST_ALL, NULL, 0);
     json_t *out = json_array();
     size_t i;
     json_t *r;
@@ -422,10 +279,5 @@ json_t *store_task_list_by_state(store_t *s, unsigned state_mask)
 
 json_t *store_task_history(store_t *s, int64_t task_id)
 {
-    store_conn_t *c = store_reader(s);
-    sqlite3_stmt *q = store_stmt(c, Q_TASK_HISTORY);
-    sqlite3_bind_int64(q, 1, task_id);
-    json_t *out = history_rows(c, q);
-    store_release(c);
-    return out;
+    return history_rows(s, Q_TASK_HISTORY, STORE_INT(task_id));
 }

@@ -22,120 +22,113 @@ static sqlite3_stmt *prep(store_conn_t *c, const char *sql, cd_err_t *err)
     return st;
 }
 
-/* Runs a write on the writer connection; CD_E_NOTFOUND (with notfound as the message)
- * when want_change is set and no row changed. */
-static int write_stmt(store_t *s, sqlite3_stmt *st, store_conn_t *c, const char *what, int want_change,
-                      const char *notfound, cd_err_t *err)
+/* Runs sql bound to v on the writer connection; out, when not NULL, gets what it
+ * changed. */
+static int write_sql(store_t *s, const char *sql, const char *what, store_changes_t *out, cd_err_t *err,
+                     const store_val_t *v, int n)
 {
-    int rc = store_exec(c, st, what, err);
-    if (rc == CD_OK && want_change && sqlite3_changes(c->db) == 0)
-        rc = cd_err_set(err, CD_E_NOTFOUND, "%s", notfound);
+    store_conn_t *c = store_writer(s);
+    sqlite3_stmt *st = prep(c, sql, err);
+    int rc = st ? store_run_stmt(c, st, what, out, err, v, n) : CD_ERR;
     sqlite3_finalize(st);
     store_release(c);
-    (void)s;
     return rc;
 }
 
-static json_t *read_rows(store_conn_t *c, sqlite3_stmt *st, int one)
+/* write_sql that reports CD_E_NOTFOUND with notfound as the message when no row changed. */
+static int change_sql(store_t *s, const char *sql, const char *what, const char *notfound, cd_err_t *err,
+                      const store_val_t *v, int n)
 {
-    json_t *out = st ? (one ? store_row(c, st) : store_rows(c, st)) : NULL;
+    store_changes_t ch = {0, 0};
+    int rc = write_sql(s, sql, what, &ch, err, v, n);
+    if (rc == CD_OK && ch.changes == 0)
+        rc = cd_err_set(err, CD_E_NOTFOUND, "%s", notfound);
+    return rc;
+}
+
+/* The rows of sql bound to v on a reader connection (its first row when one is set);
+ * NULL on a database error or, with one, when there is no row. */
+static json_t *read_sql(store_t *s, const char *sql, int one, const store_val_t *v, int n)
+{
+    store_conn_t *c = store_reader(s);
+    sqlite3_stmt *st = prep(c, sql, NULL);
+    json_t *out = st ? store_query_stmt(c, st, one, v, n) : NULL;
     sqlite3_finalize(st);
     store_release(c);
     return out;
 }
 
+/* Turns row's integer field name into a JSON boolean. */
+static void set_bool(json_t *row, const char *name)
+{
+    json_object_set_new(row, name, json_boolean(json_integer_value(json_object_get(row, name))));
+}
+
+/* read_sql's first row with its is_admin as a JSON boolean; NULL when there is none. */
+static json_t *read_user_row(store_t *s, const char *sql, const store_val_t *v, int n)
+{
+    json_t *row = read_sql(s, sql, 1, v, n);
+    if (row)
+        set_bool(row, "is_admin");
+    return row;
+}
+
 int store_user_login(store_t *s, const char *name, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = store_stmt(c, Q_USER_LOGIN);
-    store_bind_text(q, 1, name);
-    sqlite3_bind_double(q, 2, cd_wall_time());
-    int rc = store_exec(c, q, "recording the login", err);
-    store_release(c);
-    return rc;
+    return store_write(s, Q_USER_LOGIN, "recording the login", NULL, err,
+                       STORE_ARGS(STORE_TEXT(name), STORE_DOUBLE(cd_wall_time())));
 }
 
 json_t *store_user_get(store_t *s, const char *name)
 {
-    store_conn_t *c = store_reader(s);
-    sqlite3_stmt *q = prep(c, "SELECT name, created, last_login, is_admin, password_hash FROM users WHERE name = ?1",
-                           NULL);
-    if (q)
-        store_bind_text(q, 1, name);
-    json_t *row = read_rows(c, q, 1);
-    if (row)
-        json_object_set_new(row, "is_admin", json_boolean(json_integer_value(json_object_get(row, "is_admin"))));
-    return row;
+    return read_user_row(s, "SELECT name, created, last_login, is_admin, password_hash FROM users WHERE name = ?1",
+                         STORE_ARGS(STORE_TEXT(name)));
 }
 
 int store_user_create(store_t *s, const char *name, const char *password_hash, int is_admin, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
+    store_changes_t ch = {0, 0};
     /* a name first seen at a username login (before passwords) gets the password */
-    sqlite3_stmt *q = prep(c,
-                           "INSERT INTO users (name, created, last_login, password_hash, is_admin) "
-                           "VALUES (?1, ?2, 0, ?3, ?4) ON CONFLICT (name) DO UPDATE SET password_hash = ?3, "
-                           "is_admin = ?4 WHERE users.password_hash IS NULL",
-                           err);
-    if (!q) {
-        store_release(c);
-        return CD_ERR;
-    }
-    store_bind_text(q, 1, name);
-    sqlite3_bind_double(q, 2, cd_wall_time());
-    store_bind_text(q, 3, password_hash);
-    sqlite3_bind_int(q, 4, is_admin ? 1 : 0);
-    int rc = store_exec(c, q, "creating the user", err);
-    if (rc == CD_OK && sqlite3_changes(c->db) == 0)
+    int rc = write_sql(s,
+                       "INSERT INTO users (name, created, last_login, password_hash, is_admin) "
+                       "VALUES (?1, ?2, 0, ?3, ?4) ON CONFLICT (name) DO UPDATE SET password_hash = ?3, "
+                       "is_admin = ?4 WHERE users.password_hash IS NULL",
+                       "creating the user", &ch, err,
+                       STORE_ARGS(STORE_TEXT(name), STORE_DOUBLE(cd_wall_time()), STORE_TEXT(password_hash),
+                                  STORE_INT(is_admin ? 1 : 0)));
+    if (rc == CD_OK && ch.changes == 0)
         rc = cd_err_set(err, CD_E_CONFLICT, "User %s exists already; pick another name", name);
-    sqlite3_finalize(q);
-    store_release(c);
     return rc;
 }
 
 int store_user_set_password(store_t *s, const char *name, const char *password_hash, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = prep(c, "UPDATE users SET password_hash = ?2 WHERE name = ?1", err);
-    if (!q) {
-        store_release(c);
-        return CD_ERR;
-    }
-    store_bind_text(q, 1, name);
-    store_bind_text(q, 2, password_hash);
     char nf[160];
     snprintf(nf, sizeof nf, "User not found: %s", name);
-    return write_stmt(s, q, c, "setting the password", 1, nf, err);
+    return change_sql(s, "UPDATE users SET password_hash = ?2 WHERE name = ?1", "setting the password", nf, err,
+                      STORE_ARGS(STORE_TEXT(name), STORE_TEXT(password_hash)));
 }
 
 int store_user_delete(store_t *s, const char *name, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = prep(c, "DELETE FROM users WHERE name = ?1", err);
-    if (!q) {
-        store_release(c);
-        return CD_ERR;
-    }
-    store_bind_text(q, 1, name);
     char nf[160];
     snprintf(nf, sizeof nf, "User not found: %s", name);
-    return write_stmt(s, q, c, "deleting the user", 1, nf, err);
+    return change_sql(s, "DELETE FROM users WHERE name = ?1", "deleting the user", nf, err,
+                      STORE_ARGS(STORE_TEXT(name)));
 }
 
 json_t *store_user_list(store_t *s)
 {
-    store_conn_t *c = store_reader(s);
-    sqlite3_stmt *q = prep(c,
-                           "SELECT name, created, last_login, is_admin, password_hash IS NOT NULL AS has_password "
-                           "FROM users ORDER BY name",
-                           NULL);
-    json_t *rows = read_rows(c, q, 0);
+    json_t *rows = read_sql(s,
+                            "SELECT name, created, last_login, is_admin, password_hash IS NOT NULL AS has_password "
+                            "FROM users ORDER BY name",
+                            0, NULL, 0);
     size_t i;
     json_t *u;
     json_array_foreach(rows, i, u)
     {
-        json_object_set_new(u, "is_admin", json_boolean(json_integer_value(json_object_get(u, "is_admin"))));
-        json_object_set_new(u, "has_password", json_boolean(json_integer_value(json_object_get(u, "has_password"))));
+        set_bool(u, "is_admin");
+        set_bool(u, "has_password");
     }
     return rows ? rows : json_array();
 }
@@ -144,12 +137,12 @@ int store_user_count_passwords(store_t *s)
 {
     store_conn_t *c = store_reader(s);
     sqlite3_stmt *q = prep(c, "SELECT COUNT(*) FROM users WHERE password_hash IS NOT NULL", NULL);
-    int n = 0;
-    if (q && sqlite3_step(q) == SQLITE_ROW)
-        n = sqlite3_column_int(q, 0);
+    int64_t n = 0;
+    if (q)
+        store_scalar(q, &n);
     sqlite3_finalize(q);
     store_release(c);
-    return n;
+    return (int)n;
 }
 
 /* ---- sessions ---------------------------------------------------------------------- */
@@ -157,75 +150,39 @@ int store_user_count_passwords(store_t *s)
 int store_session_add(store_t *s, const char *id_hash, const char *username, const char *csrf, double created,
                       double expires, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = prep(c,
-                           "INSERT INTO sessions (id_hash, username, csrf, created, expires) "
-                           "VALUES (?1, ?2, ?3, ?4, ?5)",
-                           err);
-    if (!q) {
-        store_release(c);
-        return CD_ERR;
-    }
-    store_bind_text(q, 1, id_hash);
-    store_bind_text(q, 2, username);
-    store_bind_text(q, 3, csrf);
-    sqlite3_bind_double(q, 4, created);
-    sqlite3_bind_double(q, 5, expires);
-    return write_stmt(s, q, c, "starting the session", 0, NULL, err);
+    return write_sql(s,
+                     "INSERT INTO sessions (id_hash, username, csrf, created, expires) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5)",
+                     "starting the session", NULL, err,
+                     STORE_ARGS(STORE_TEXT(id_hash), STORE_TEXT(username), STORE_TEXT(csrf), STORE_DOUBLE(created),
+                                STORE_DOUBLE(expires)));
 }
 
 json_t *store_session_get(store_t *s, const char *id_hash, double now)
 {
-    store_conn_t *c = store_reader(s);
-    sqlite3_stmt *q = prep(c,
-                           "SELECT s.username, u.is_admin, s.csrf, s.created, s.expires FROM sessions s "
-                           "JOIN users u ON u.name = s.username WHERE s.id_hash = ?1 AND s.expires > ?2 "
-                           "AND u.password_hash IS NOT NULL",
-                           NULL);
-    if (q) {
-        store_bind_text(q, 1, id_hash);
-        sqlite3_bind_double(q, 2, now);
-    }
-    json_t *row = read_rows(c, q, 1);
-    if (row)
-        json_object_set_new(row, "is_admin", json_boolean(json_integer_value(json_object_get(row, "is_admin"))));
-    return row;
+    return read_user_row(s,
+                         "SELECT s.username, u.is_admin, s.csrf, s.created, s.expires FROM sessions s "
+                         "JOIN users u ON u.name = s.username WHERE s.id_hash = ?1 AND s.expires > ?2 "
+                         "AND u.password_hash IS NOT NULL",
+                         STORE_ARGS(STORE_TEXT(id_hash), STORE_DOUBLE(now)));
 }
 
 int store_session_delete(store_t *s, const char *id_hash, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = prep(c, "DELETE FROM sessions WHERE id_hash = ?1", err);
-    if (!q) {
-        store_release(c);
-        return CD_ERR;
-    }
-    store_bind_text(q, 1, id_hash);
-    return write_stmt(s, q, c, "ending the session", 0, NULL, err);
+    return write_sql(s, "DELETE FROM sessions WHERE id_hash = ?1", "ending the session", NULL, err,
+                     STORE_ARGS(STORE_TEXT(id_hash)));
 }
 
 int store_session_delete_user(store_t *s, const char *username, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = prep(c, "DELETE FROM sessions WHERE username = ?1", err);
-    if (!q) {
-        store_release(c);
-        return CD_ERR;
-    }
-    store_bind_text(q, 1, username);
-    return write_stmt(s, q, c, "ending the user's sessions", 0, NULL, err);
+    return write_sql(s, "DELETE FROM sessions WHERE username = ?1", "ending the user's sessions", NULL, err,
+                     STORE_ARGS(STORE_TEXT(username)));
 }
 
 int store_session_purge(store_t *s, double now, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = prep(c, "DELETE FROM sessions WHERE expires <= ?1", err);
-    if (!q) {
-        store_release(c);
-        return CD_ERR;
-    }
-    sqlite3_bind_double(q, 1, now);
-    return write_stmt(s, q, c, "removing expired sessions", 0, NULL, err);
+    return write_sql(s, "DELETE FROM sessions WHERE expires <= ?1", "removing expired sessions", NULL, err,
+                     STORE_ARGS(STORE_DOUBLE(now)));
 }
 
 /* ---- API tokens ------------------------------------------------------------------------ */
@@ -233,88 +190,48 @@ int store_session_purge(store_t *s, double now, cd_err_t *err)
 int store_token_add(store_t *s, const char *username, const char *name, const char *hash, const char *prefix,
                     double created, double expires, long long *id, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = prep(c,
-                           "INSERT INTO tokens (username, name, hash, prefix, created, expires) "
-                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                           err);
-    if (!q) {
-        store_release(c);
-        return CD_ERR;
-    }
-    store_bind_text(q, 1, username);
-    store_bind_text(q, 2, name);
-    store_bind_text(q, 3, hash);
-    store_bind_text(q, 4, prefix);
-    sqlite3_bind_double(q, 5, created);
-    if (expires > 0)
-        sqlite3_bind_double(q, 6, expires);
-    else
-        sqlite3_bind_null(q, 6);
-    int rc = store_exec(c, q, "creating the token", err);
+    store_changes_t ch = {0, 0};
+    int rc = write_sql(s,
+                       "INSERT INTO tokens (username, name, hash, prefix, created, expires) "
+                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                       "creating the token", &ch, err,
+                       STORE_ARGS(STORE_TEXT(username), STORE_TEXT(name), STORE_TEXT(hash), STORE_TEXT(prefix),
+                                  STORE_DOUBLE(created), expires > 0 ? STORE_DOUBLE(expires) : STORE_NULL));
     if (rc == CD_OK && id)
-        *id = (long long)sqlite3_last_insert_rowid(c->db);
-    sqlite3_finalize(q);
-    store_release(c);
+        *id = (long long)ch.rowid;
     return rc;
 }
 
 json_t *store_token_find(store_t *s, const char *hash, double now)
 {
-    store_conn_t *c = store_reader(s);
-    sqlite3_stmt *q = prep(c,
-                           "SELECT t.id, t.username, u.is_admin, t.name, t.last_used FROM tokens t "
-                           "JOIN users u ON u.name = t.username "
-                           "WHERE t.hash = ?1 AND (t.expires IS NULL OR t.expires > ?2)",
-                           NULL);
-    if (q) {
-        store_bind_text(q, 1, hash);
-        sqlite3_bind_double(q, 2, now);
-    }
-    json_t *row = read_rows(c, q, 1);
+    json_t *row = read_user_row(s,
+                                "SELECT t.id, t.username, u.is_admin, t.name, t.last_used FROM tokens t "
+                                "JOIN users u ON u.name = t.username "
+                                "WHERE t.hash = ?1 AND (t.expires IS NULL OR t.expires > ?2)",
+                                STORE_ARGS(STORE_TEXT(hash), STORE_DOUBLE(now)));
     if (!row)
         return NULL;
-    json_object_set_new(row, "is_admin", json_boolean(json_integer_value(json_object_get(row, "is_admin"))));
     /* the last use is worth a write at most once a minute */
     double last = json_number_value(json_object_get(row, "last_used"));
-    if (now - last > 60) {
-        store_conn_t *w = store_writer(s);
-        sqlite3_stmt *u = prep(w, "UPDATE tokens SET last_used = ?2 WHERE id = ?1", NULL);
-        if (u) {
-            sqlite3_bind_int64(u, 1, json_integer_value(json_object_get(row, "id")));
-            sqlite3_bind_double(u, 2, now);
-            write_stmt(s, u, w, "recording the token's use", 0, NULL, NULL);
-        } else {
-            store_release(w);
-        }
-    }
+    if (now - last > 60)
+        write_sql(s, "UPDATE tokens SET last_used = ?2 WHERE id = ?1", "recording the token's use", NULL, NULL,
+                  STORE_ARGS(STORE_INT(json_integer_value(json_object_get(row, "id"))), STORE_DOUBLE(now)));
     return row;
 }
 
 json_t *store_token_list(store_t *s, const char *username)
 {
-    store_conn_t *c = store_reader(s);
-    sqlite3_stmt *q = prep(c,
-                           "SELECT id, name, prefix, created, expires, last_used FROM tokens "
-                           "WHERE username = ?1 ORDER BY id",
-                           NULL);
-    if (q)
-        store_bind_text(q, 1, username);
-    json_t *rows = read_rows(c, q, 0);
+    json_t *rows = read_sql(s,
+                            "SELECT id, name, prefix, created, expires, last_used FROM tokens "
+                            "WHERE username = ?1 ORDER BY id",
+                            0, STORE_ARGS(STORE_TEXT(username)));
     return rows ? rows : json_array();
 }
 
 int store_token_delete(store_t *s, long long id, const char *username, cd_err_t *err)
 {
-    store_conn_t *c = store_writer(s);
-    sqlite3_stmt *q = prep(c, "DELETE FROM tokens WHERE id = ?1 AND (?2 IS NULL OR username = ?2)", err);
-    if (!q) {
-        store_release(c);
-        return CD_ERR;
-    }
-    sqlite3_bind_int64(q, 1, id);
-    store_bind_text(q, 2, username);
     char nf[160];
     snprintf(nf, sizeof nf, "Token %lld not found among %s tokens", id, username ? "your" : "any user's");
-    return write_stmt(s, q, c, "revoking the token", 1, nf, err);
+    return change_sql(s, "DELETE FROM tokens WHERE id = ?1 AND (?2 IS NULL OR username = ?2)", "revoking the token",
+                      nf, err, STORE_ARGS(STORE_INT(id), STORE_TEXT(username)));
 }
