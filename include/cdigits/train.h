@@ -1,6 +1,6 @@
 /*
- * Training: learning-rate policies, the solver (one fused backend update per
- * parameter tensor), snapshots with solver state, and the training task that ties a
+ * Training: the solver (one fused backend update per parameter tensor, its rate from
+ * cdigits/lr_policy.h), snapshots with solver state, and the training task that ties a
  * dataset, a network and a solver together and reports JSON lines.
  */
 #ifndef CDIGITS_TRAIN_H
@@ -9,39 +9,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cdigits/lr_policy.h"
 #include "cdigits/net.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---- learning-rate policies (DIGITS's meaning: steps in percent of training) ---- */
-
-enum cd_lr_type { CD_LR_FIXED, CD_LR_STEP, CD_LR_MULTISTEP, CD_LR_EXP, CD_LR_INV, CD_LR_POLY,
-                  CD_LR_SIGMOID, CD_LR_COUNT };
-
-#define CD_LR_MAX_STEPS 32
-
-typedef struct cd_lr_policy {
-    int type;
-    double base_lr;
-    double gamma;                 /* step, multistep, exp, inv, sigmoid */
-    double power;                 /* inv, poly */
-    double step_pct;              /* step, sigmoid: percent of training */
-    double steps_pct[CD_LR_MAX_STEPS]; /* multistep: percents */
-    int nsteps;
-    long max_iter;
-} cd_lr_policy;
-
-/* Policy by name ("step"); -1 if unknown. */
-int cd_lr_type_parse(const char *name);
-const char *cd_lr_type_name(int type);
-const char *cd_lr_type_list(void);
-/* DIGITS's defaults for a policy (gamma, power, steps), keeping base_lr and max_iter. */
-void cd_lr_policy_defaults(cd_lr_policy *p, int type);
-/* Learning rate at solver iteration iter (0-based), exactly as Caffe computes it from
- * the parameters DIGITS derives (see docs/training.md). */
-double cd_lr_at(const cd_lr_policy *p, long iter);
 
 /* ---- solver ------------------------------------------------------------------ */
 

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cdigits/lr_policy.h"
 #include "cdigits/util.h"
 
 #define ALWAYS NULL
@@ -44,16 +45,16 @@ static const form_field_t g_model_form[] = {
     {"momentum", F_FLOAT, NULL, 0, 1, NULL, ALWAYS, 0, "Momentum"},
     {"weight_decay", F_FLOAT, NULL, 0, NAN, NULL, ALWAYS, 0, "Weight decay"},
     {"lr_policy", F_CHOICE, "step", NAN, NAN, "fixed|step|multistep|exp|inv|poly|sigmoid", ALWAYS, 1, "Policy"},
-    {"lr_step_size", F_FLOAT, "33", 0, NAN, NULL, "lr_policy=step", 1, "Step size (% of training)"},
-    {"lr_step_gamma", F_FLOAT, "0.1", 0, NAN, NULL, "lr_policy=step", 1, "Gamma"},
-    {"lr_multistep_values", F_FLOATS, "50,85", 0, NAN, NULL, "lr_policy=multistep", 1, "Step values (% of training)"},
-    {"lr_multistep_gamma", F_FLOAT, "0.5", 0, NAN, NULL, "lr_policy=multistep", 1, "Gamma"},
-    {"lr_exp_gamma", F_FLOAT, "0.95", 0, NAN, NULL, "lr_policy=exp", 1, "Gamma"},
-    {"lr_inv_gamma", F_FLOAT, "0.1", 0, NAN, NULL, "lr_policy=inv", 1, "Gamma"},
-    {"lr_inv_power", F_FLOAT, "0.5", 0, NAN, NULL, "lr_policy=inv", 1, "Power"},
-    {"lr_poly_power", F_FLOAT, "3", 0, NAN, NULL, "lr_policy=poly", 1, "Power"},
-    {"lr_sigmoid_step", F_FLOAT, "50", 0, NAN, NULL, "lr_policy=sigmoid", 1, "Step (% of training)"},
-    {"lr_sigmoid_gamma", F_FLOAT, "0.1", 0, NAN, NULL, "lr_policy=sigmoid", 1, "Gamma"},
+    {"lr_step_size", F_FLOAT, CD_LR_TEXT(CD_LR_DEFAULT_STEP_SIZE), 0, NAN, NULL, "lr_policy=step", 1, "Step size (% of training)"},
+    {"lr_step_gamma", F_FLOAT, CD_LR_TEXT(CD_LR_DEFAULT_STEP_GAMMA), 0, NAN, NULL, "lr_policy=step", 1, "Gamma"},
+    {"lr_multistep_values", F_FLOATS, CD_LR_DEFAULT_MULTISTEP_VALUES, 0, NAN, NULL, "lr_policy=multistep", 1, "Step values (% of training)"},
+    {"lr_multistep_gamma", F_FLOAT, CD_LR_TEXT(CD_LR_DEFAULT_MULTISTEP_GAMMA), 0, NAN, NULL, "lr_policy=multistep", 1, "Gamma"},
+    {"lr_exp_gamma", F_FLOAT, CD_LR_TEXT(CD_LR_DEFAULT_EXP_GAMMA), 0, NAN, NULL, "lr_policy=exp", 1, "Gamma"},
+    {"lr_inv_gamma", F_FLOAT, CD_LR_TEXT(CD_LR_DEFAULT_INV_GAMMA), 0, NAN, NULL, "lr_policy=inv", 1, "Gamma"},
+    {"lr_inv_power", F_FLOAT, CD_LR_TEXT(CD_LR_DEFAULT_INV_POWER), 0, NAN, NULL, "lr_policy=inv", 1, "Power"},
+    {"lr_poly_power", F_FLOAT, CD_LR_TEXT(CD_LR_DEFAULT_POLY_POWER), 0, NAN, NULL, "lr_policy=poly", 1, "Power"},
+    {"lr_sigmoid_step", F_FLOAT, CD_LR_TEXT(CD_LR_DEFAULT_SIGMOID_STEP), 0, NAN, NULL, "lr_policy=sigmoid", 1, "Step (% of training)"},
+    {"lr_sigmoid_gamma", F_FLOAT, CD_LR_TEXT(CD_LR_DEFAULT_SIGMOID_GAMMA), 0, NAN, NULL, "lr_policy=sigmoid", 1, "Gamma"},
     {"use_mean", F_CHOICE, "image", NAN, NAN, "none|image|pixel", ALWAYS, 1, "Subtract mean"},
     {"crop_size", F_INT, NULL, 1, 8192, NULL, ALWAYS, 0, "Crop size"},
     {"use_mirror", F_BOOL, "false", NAN, NAN, NULL, ALWAYS, 0, "Mirror images"},
@@ -81,36 +82,52 @@ static double fval(json_t *v, const char *k, double def)
     return json_is_number(x) ? json_number_value(x) : def;
 }
 
+/* A policy's parameters from the model form: each field the policy reads (cd_lr_field),
+ * as text in f (a raw form) or else as the validated number or list in v, and the
+ * worker's default (cd_lr_policy_defaults) for a field the form leaves out. base_lr
+ * and max_iter are 0. */
+static void lr_from_form(cd_lr_policy *p, int type, const fields_t *f, json_t *v)
+{
+    memset(p, 0, sizeof *p);
+    cd_lr_policy_defaults(p, type);
+    double *num[CD_LR_ARG_COUNT] = {[CD_LR_ARG_STEP] = &p->step_pct, [CD_LR_ARG_GAMMA] = &p->gamma,
+                                    [CD_LR_ARG_POWER] = &p->power};
+    for (int a = 0; a < CD_LR_ARG_COUNT; a++) {
+        const char *k = cd_lr_field(type, a), *text = k && f ? fields_get(f, k) : NULL;
+        if (!k)
+            continue;
+        if (a != CD_LR_ARG_STEPS) {
+            *num[a] = f ? (text ? atof(text) : *num[a]) : fval(v, k, *num[a]);
+        } else if (f && text) {
+            /* the worker's separators (train_config.c): commas or spaces */
+            char *copy = cd_xstrdup(text), *save = NULL;
+            p->nsteps = 0;
+            for (char *t = strtok_r(copy, ", ", &save); t && p->nsteps < CD_LR_MAX_STEPS; t = strtok_r(NULL, ", ", &save))
+                p->steps_pct[p->nsteps++] = atof(t);
+            free(copy);
+        } else if (!f && json_is_array(json_object_get(v, k))) {
+            size_t i;
+            json_t *x;
+            p->nsteps = 0;
+            json_array_foreach(json_object_get(v, k), i, x) if (p->nsteps < CD_LR_MAX_STEPS)
+                p->steps_pct[p->nsteps++] = json_number_value(x);
+        }
+    }
+}
+
 /* Train.json's lr_policy: the protocol's keys, filled from the fields of the policy. */
 static json_t *lr_policy(json_t *v)
 {
-    const char *p = sval(v, "lr_policy");
-    double stepsize = 33, gamma = 0.1, power = 1;
-    char steps[512] = "50,85";
-    if (strcmp(p, "step") == 0) {
-        stepsize = fval(v, "lr_step_size", 33);
-        gamma = fval(v, "lr_step_gamma", 0.1);
-    } else if (strcmp(p, "multistep") == 0) {
-        gamma = fval(v, "lr_multistep_gamma", 0.5);
-        json_t *list = json_object_get(v, "lr_multistep_values");
-        size_t i, n = 0;
-        json_t *x;
-        steps[0] = 0;
-        json_array_foreach(list, i, x) n += (size_t)snprintf(steps + n, n < sizeof steps ? sizeof steps - n : 0,
-                                                             "%s%g", i ? "," : "", json_number_value(x));
-    } else if (strcmp(p, "exp") == 0) {
-        gamma = fval(v, "lr_exp_gamma", 0.95);
-    } else if (strcmp(p, "inv") == 0) {
-        gamma = fval(v, "lr_inv_gamma", 0.1);
-        power = fval(v, "lr_inv_power", 0.5);
-    } else if (strcmp(p, "poly") == 0) {
-        power = fval(v, "lr_poly_power", 3);
-    } else if (strcmp(p, "sigmoid") == 0) {
-        stepsize = fval(v, "lr_sigmoid_step", 50);
-        gamma = fval(v, "lr_sigmoid_gamma", 0.1);
-    }
-    return json_pack("{s:s, s:f, s:f, s:f, s:s}", "policy", p, "stepsize", stepsize, "gamma", gamma, "power", power,
-                     "steps", steps);
+    const char *name = sval(v, "lr_policy");
+    cd_lr_policy p;
+    lr_from_form(&p, cd_lr_type_parse(name), NULL, v);
+    char steps[512] = "";
+    size_t n = 0;
+    for (int i = 0; i < p.nsteps; i++)
+        n += (size_t)snprintf(steps + n, n < sizeof steps ? sizeof steps - n : 0, "%s%g", i ? "," : "",
+                              p.steps_pct[i]);
+    return json_pack("{s:s, s:f, s:f, s:f, s:s}", "policy", name, "stepsize", p.step_pct, "gamma", p.gamma,
+                     "power", p.power, "steps", steps);
 }
 
 /* Where the network comes from, checked before any job is made. */
@@ -611,67 +628,28 @@ void h_visualize_lr(req_t *r)
         reply_form_errors(r, errors);
         return;
     }
-#define NUM(name, def) (fields_get(f, name) ? atof(fields_get(f, name)) : (def))
-    double step = strcmp(policy, "sigmoid") == 0 ? NUM("lr_sigmoid_step", 50) : NUM("lr_step_size", 33);
-    double gamma = 0, power = 0;
-    double steps[64];
-    int nsteps = 0;
-    if (strcmp(policy, "step") == 0)
-        gamma = NUM("lr_step_gamma", 0.1);
-    else if (strcmp(policy, "multistep") == 0) {
-        gamma = NUM("lr_multistep_gamma", 0.5);
-        char buf[512];
-        snprintf(buf, sizeof buf, "%s", fields_get(f, "lr_multistep_values") ? fields_get(f, "lr_multistep_values") : "50,85");
-        char *save = NULL;
-        for (char *t = strtok_r(buf, ",", &save); t && nsteps < 64; t = strtok_r(NULL, ",", &save))
-            steps[nsteps++] = atof(t);
-    } else if (strcmp(policy, "exp") == 0)
-        gamma = NUM("lr_exp_gamma", 0.95);
-    else if (strcmp(policy, "inv") == 0) {
-        gamma = NUM("lr_inv_gamma", 0.1);
-        power = NUM("lr_inv_power", 0.5);
-    } else if (strcmp(policy, "poly") == 0)
-        power = NUM("lr_poly_power", 3);
-    else if (strcmp(policy, "sigmoid") == 0)
-        gamma = NUM("lr_sigmoid_gamma", 0.1);
-    else if (strcmp(policy, "fixed") != 0) {
+    int type = cd_lr_type_parse(policy);
+    if (type < 0) {
         reply_error(r, 400, "Invalid policy \"%s\": use fixed, step, multistep, exp, inv, poly or sigmoid", policy);
         return;
     }
-#undef NUM
-    if (step <= 0)
-        step = 1;
+    cd_lr_policy p;
+    lr_from_form(&p, type, f, NULL);
     json_t *columns = json_array();
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", lrs);
-    char *save = NULL;
+    char *list = cd_xstrdup(lrs), *save = NULL;
     int j = 0;
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), j++) {
-        double lr = atof(t);
+    for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save), j++) {
+        p.base_lr = atof(t);
+        double y[101];
+        cd_lr_preview(&p, y, 101);
         char label[64];
         snprintf(label, sizeof label, "Learning Rate %d", j);
         json_t *col = json_pack("[s]", label);
-        int cur = 0;
-        for (int i = 0; i <= 100; i++) {
-            double y = lr;
-            if (strcmp(policy, "step") == 0)
-                y = lr * pow(gamma, floor(i / step));
-            else if (strcmp(policy, "multistep") == 0) {
-                if (cur < nsteps && i >= steps[cur])
-                    cur++;
-                y = lr * pow(gamma, cur);
-            } else if (strcmp(policy, "exp") == 0)
-                y = lr * pow(gamma, i);
-            else if (strcmp(policy, "inv") == 0)
-                y = lr * pow(1.0 + gamma * i, -power);
-            else if (strcmp(policy, "poly") == 0)
-                y = lr * pow(1.0 - i / 100.0, power);
-            else if (strcmp(policy, "sigmoid") == 0)
-                y = lr / (1.0 + exp(gamma * (i - step)));
-            json_array_append_new(col, isfinite(y) ? json_real(y) : json_null());
-        }
+        for (int i = 0; i <= 100; i++)
+            json_array_append_new(col, isfinite(y[i]) ? json_real(y[i]) : json_null());
         json_array_append_new(columns, col);
     }
+    free(list);
     reply_json(r, 200, json_pack("{s:{s:o}}", "data", "columns", columns));
 }
 

@@ -280,12 +280,111 @@ static void test_defaults(void)
           c.solver.lr.base_lr);
 }
 
+/* The server's preview (cd_lr_preview: 101 points, one per percent of training) is the
+ * training rate of a 100-iteration run: checked exactly against cd_lr_at, the function
+ * the solver calls, and within the tolerance against the reference above, for every
+ * policy with random parameters and a random max_iter in p that the preview must
+ * neither use nor change. */
+static void test_preview(void)
+{
+    for (int type = 0; type < CD_LR_COUNT; type++) {
+        for (int k = 0; k < 20; k++) {
+            cd_lr_policy p, train;
+            random_policy(&p, type, 1 + (long)(cd_test_rand_u64() % 100000));
+            long max_iter = p.max_iter;
+            double y[101];
+            cd_lr_preview(&p, y, 101);
+            CHECK(p.max_iter == max_iter, "%s: the preview changed max_iter %ld to %ld",
+                  cd_lr_type_name(type), max_iter, p.max_iter);
+            train = p;
+            train.max_iter = 100;
+            for (long i = 0; i <= 100; i++) {
+                CHECK(y[i] == cd_lr_at(&train, i), "%s: preview at %ld%% is %.17g, training's rate %.17g",
+                      cd_lr_type_name(type), i, y[i], cd_lr_at(&train, i));
+                check_at(&train, i);
+            }
+        }
+    }
+    /* by hand: the server test's curve (step 50%, gamma 0.5) and a fractional step,
+     * which training rounds up to whole iterations: 33.5% of 100 is iteration 34 */
+    cd_lr_policy p;
+    memset(&p, 0, sizeof p);
+    cd_lr_policy_defaults(&p, CD_LR_STEP);
+    p.base_lr = 0.1;
+    p.step_pct = 50;
+    p.gamma = 0.5;
+    double y[101];
+    cd_lr_preview(&p, y, 101);
+    CHECK_NEAR(y[49], 0.1, 1e-15, "preview step at 49%%");
+    CHECK_NEAR(y[99], 0.05, 1e-15, "preview step at 99%%");
+    CHECK_NEAR(y[100], 0.025, 1e-15, "preview step at 100%%");
+    p.step_pct = 33.5;
+    cd_lr_preview(&p, y, 101);
+    CHECK_NEAR(y[33], 0.1, 1e-15, "preview step 33.5%% at 33%%");
+    CHECK_NEAR(y[34], 0.05, 1e-15, "preview step 33.5%% at 34%%");
+}
+
+/* The model form's field of each parameter (DIGITS's names), and the defaults as the
+ * form's text: the same numbers cd_lr_policy_defaults gives. */
+static void test_fields(void)
+{
+    static const struct {
+        int type, arg;
+        const char *field, *text;
+    } want[] = {
+        {CD_LR_STEP, CD_LR_ARG_STEP, "lr_step_size", "33"},
+        {CD_LR_STEP, CD_LR_ARG_GAMMA, "lr_step_gamma", "0.1"},
+        {CD_LR_MULTISTEP, CD_LR_ARG_STEPS, "lr_multistep_values", "50,85"},
+        {CD_LR_MULTISTEP, CD_LR_ARG_GAMMA, "lr_multistep_gamma", "0.5"},
+        {CD_LR_EXP, CD_LR_ARG_GAMMA, "lr_exp_gamma", "0.95"},
+        {CD_LR_INV, CD_LR_ARG_GAMMA, "lr_inv_gamma", "0.1"},
+        {CD_LR_INV, CD_LR_ARG_POWER, "lr_inv_power", "0.5"},
+        {CD_LR_POLY, CD_LR_ARG_POWER, "lr_poly_power", "3"},
+        {CD_LR_SIGMOID, CD_LR_ARG_STEP, "lr_sigmoid_step", "50"},
+        {CD_LR_SIGMOID, CD_LR_ARG_GAMMA, "lr_sigmoid_gamma", "0.1"},
+    };
+    const size_t n = sizeof want / sizeof want[0];
+    for (int t = 0; t < CD_LR_COUNT; t++)
+        for (int a = 0; a < CD_LR_ARG_COUNT; a++) {
+            const char *got = cd_lr_field(t, a), *field = NULL, *text = NULL;
+            for (size_t i = 0; i < n; i++)
+                if (want[i].type == t && want[i].arg == a) {
+                    field = want[i].field;
+                    text = want[i].text;
+                }
+            CHECK(field ? got && !strcmp(got, field) : got == NULL, "%s parameter %d: field %s, want %s",
+                  cd_lr_type_name(t), a, got ? got : "(none)", field ? field : "(none)");
+            if (!text)
+                continue;
+            cd_lr_policy p;
+            memset(&p, 0, sizeof p);
+            cd_lr_policy_defaults(&p, t);
+            if (a == CD_LR_ARG_STEPS) {
+                CHECK(p.nsteps == 2 && p.steps_pct[0] == 50 && p.steps_pct[1] == 85, "%s: default steps", field);
+                continue;
+            }
+            double v = a == CD_LR_ARG_STEP ? p.step_pct : a == CD_LR_ARG_GAMMA ? p.gamma : p.power;
+            CHECK(v == strtod(text, NULL), "%s: default %g, DIGITS's form says %s", field, v, text);
+        }
+    CHECK(cd_lr_field(-1, 0) == NULL && cd_lr_field(CD_LR_COUNT, 0) == NULL &&
+          cd_lr_field(CD_LR_STEP, CD_LR_ARG_COUNT) == NULL, "out-of-range fields");
+    /* the texts the server's form shows */
+    CHECK(!strcmp(CD_LR_TEXT(CD_LR_DEFAULT_STEP_SIZE), "33") &&
+          !strcmp(CD_LR_TEXT(CD_LR_DEFAULT_EXP_GAMMA), "0.95") &&
+          !strcmp(CD_LR_TEXT(CD_LR_DEFAULT_MULTISTEP_GAMMA), "0.5") &&
+          !strcmp(CD_LR_DEFAULT_MULTISTEP_VALUES, "50,85"),
+          "form texts: %s %s %s %s", CD_LR_TEXT(CD_LR_DEFAULT_STEP_SIZE), CD_LR_TEXT(CD_LR_DEFAULT_EXP_GAMMA),
+          CD_LR_TEXT(CD_LR_DEFAULT_MULTISTEP_GAMMA), CD_LR_DEFAULT_MULTISTEP_VALUES);
+}
+
 int main(void)
 {
     cd_test_init("test_lr_policy");
     test_names();
     test_defaults();
+    test_fields();
     test_hand_values();
     test_formulas();
+    test_preview();
     return cd_test_finish();
 }
