@@ -26,52 +26,8 @@
 # AddressSanitizer. Needs CDIGITS_BUILD_DIR (ctest sets it) and python3.
 set -u
 
-here=$(cd "$(dirname "$0")" && pwd)
-build=${CDIGITS_BUILD_DIR:?set CDIGITS_BUILD_DIR to the build folder}
-worker=$build/cdigits-worker
-lib="$here/lib_train.py"
-passed=0
-failed=0
-t0=$(date +%s)
-
-if [ ! -x "$worker" ]; then
-    echo "FAIL: $worker is missing; build the cdigits-worker target"
-    echo "train_cpu: 0 passed, 1 failed"
-    exit 1
-fi
-if ! command -v python3 >/dev/null; then
-    echo "FAIL: python3 is needed for these tests"
-    echo "train_cpu: 0 passed, 1 failed"
-    exit 1
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/cdigits-train-XXXXXX")
-cleanup() {
-    if [ -n "${CDIGITS_KEEP_TMP:-}" ]; then
-        echo "(the runs are kept in $tmp)"
-    else
-        rm -rf "$tmp"
-        [ "$failed" -eq 0 ] || echo "(set CDIGITS_KEEP_TMP=1 to keep the runs for a look)"
-    fi
-}
-trap cleanup EXIT
-
-# check NAME COMMAND...: run a check, count it, say which failed
-check() {
-    local name=$1
-    shift
-    if "$@"; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
-        echo "FAILED: $name"
-    fi
-}
-
-# run JOBDIR [CUE]: train JOBDIR (SIGTERM at the first line of type CUE); log in JOBDIR.log
-run() {
-    python3 "$lib" run "$worker" "$1" "$1.log" ${2:+"$2"}
-}
+. "$(dirname "$0")/train_lib.bash"
+train_setup train_cpu
 
 rc_of() { python3 "$lib" rc "$1.log"; }
 
@@ -330,6 +286,4 @@ bad_value epochs '"epochs": "ten"' epochs
 bad_value use_mean '"use_mean": "median"' mean
 bad_value learning_rate '"learning_rate": -0.1' lr
 
-echo "time: $(($(date +%s) - t0)) s"
-echo "train_cpu: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+train_finish

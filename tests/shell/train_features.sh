@@ -20,50 +20,10 @@
 # are fixed and printed. Needs CDIGITS_BUILD_DIR (ctest sets it) and python3.
 set -u
 
-here=$(cd "$(dirname "$0")" && pwd)
-build=${CDIGITS_BUILD_DIR:?set CDIGITS_BUILD_DIR to the build folder}
-worker=$build/cdigits-worker
-lib="$here/lib_train.py"
-passed=0
-failed=0
-t0=$(date +%s)
+. "$(dirname "$0")/train_lib.bash"
 seed=${CDIGITS_TEST_SEED:-20240611}
 echo "seed: $seed (CDIGITS_TEST_SEED=$seed replays this run)"
-
-if [ ! -x "$worker" ]; then
-    echo "FAIL: $worker is missing; build the cdigits-worker target"
-    echo "train_features: 0 passed, 1 failed"
-    exit 1
-fi
-if ! command -v python3 >/dev/null; then
-    echo "FAIL: python3 is needed for these tests"
-    echo "train_features: 0 passed, 1 failed"
-    exit 1
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/cdigits-features-XXXXXX")
-cleanup() {
-    if [ -n "${CDIGITS_KEEP_TMP:-}" ]; then
-        echo "(the runs are kept in $tmp)"
-    else
-        rm -rf "$tmp"
-        [ "$failed" -eq 0 ] || echo "(set CDIGITS_KEEP_TMP=1 to keep the runs for a look)"
-    fi
-}
-trap cleanup EXIT
-
-check() {
-    local name=$1
-    shift
-    if "$@"; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
-        echo "FAILED: $name"
-    fi
-}
-
-run() { python3 "$lib" run "$worker" "$1" "$1.log"; }
+train_setup train_features
 
 die_setup() {
     cat "$2"
@@ -253,6 +213,4 @@ check "early stopping with validation_interval 0 warns" python3 "$lib" warned "$
 check "early stopping with too few validations warns" python3 "$lib" warned "$tmp/es-few.log" \
     "early_stopping_patience 2 has no effect" "validates 1 time before its last" "needs 3"
 
-echo "time: $(($(date +%s) - t0)) s"
-echo "train_features: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+train_finish

@@ -1,0 +1,63 @@
+# Setup shared by the shell tests that train with the real worker (sourced by
+# tests/shell/train_*.sh; not a test itself).
+#
+#   train_setup NAME [WORKER]  checks the worker (default $CDIGITS_BUILD_DIR's) and
+#                          python3, sets here, worker, lib (lib_train.py), tmp (removed at
+#                          exit unless CDIGITS_KEEP_TMP is set), passed, failed, t0
+#   check NAME COMMAND...  runs a check, counts it, names it when it fails
+#   run JOBDIR [CUE]       trains JOBDIR (SIGTERM at the first line of type CUE); the
+#                          log goes to JOBDIR.log
+#   train_finish           prints the time and "NAME: N passed, N failed"; its status is
+#                          the test's
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+lib="$here/lib_train.py"
+passed=0
+failed=0
+t0=$(date +%s)
+
+train_setup() {
+    TRAIN_NAME=$1
+    worker=${2:-${CDIGITS_BUILD_DIR:?set CDIGITS_BUILD_DIR to the build folder}/cdigits-worker}
+    if [ ! -x "$worker" ]; then
+        echo "FAIL: $worker is missing; build the cdigits-worker target"
+        echo "$TRAIN_NAME: 0 passed, 1 failed"
+        exit 1
+    fi
+    if ! command -v python3 >/dev/null; then
+        echo "FAIL: python3 is needed for these tests"
+        echo "$TRAIN_NAME: 0 passed, 1 failed"
+        exit 1
+    fi
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/cdigits-$TRAIN_NAME-XXXXXX")
+    trap train_cleanup EXIT
+}
+
+train_cleanup() {
+    if [ -n "${CDIGITS_KEEP_TMP:-}" ]; then
+        echo "(the runs are kept in $tmp)"
+    else
+        rm -rf "$tmp"
+        [ "$failed" -eq 0 ] || echo "(set CDIGITS_KEEP_TMP=1 to keep the runs for a look)"
+    fi
+}
+
+check() {
+    local name=$1
+    shift
+    if "$@"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "FAILED: $name"
+    fi
+}
+
+run() {
+    python3 "$lib" run "$worker" "$1" "$1.log" ${2:+"$2"}
+}
+
+train_finish() {
+    echo "time: $(($(date +%s) - t0)) s"
+    echo "$TRAIN_NAME: $passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+}
