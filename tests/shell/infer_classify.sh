@@ -6,7 +6,8 @@
 # (model, snapshot) and reused, parallel requests, its warm latency, its stop when idle
 # and when the model is deleted.
 . "$(dirname "$0")/infer_lib.bash" || exit 1
-export CDIGITS_MODEL_IDLE=5
+# warm workers stay for the default idle time while the checks that need the same
+# workers run; the idle stop is checked at the end on a server restarted with a short one
 infer_setup
 
 IMG=$(ls "$T/images/columns/"*.png | head -1)
@@ -125,8 +126,14 @@ check '[ "$(grep -c "^200 " "$T/times")" = 20 ] && [ "$(cat "$T"/warm-*.json | m
     "20 warm classify_one requests all answer 200 with the same predictions"
 check '[ "$(serve_pids "$MDIR" | sort | tr "\n" " ")" = "$BEFORE" ]' "by the same worker processes"
 
-# idle workers stop (CDIGITS_MODEL_IDLE=5 here)
-check 'wait_until 60 "[ -z \"\$(serve_pids \"$MDIR\")\" ]"' "idle workers stop after CDIGITS_MODEL_IDLE seconds"
+# idle workers stop: the same data on a server whose workers idle 2 s at most
+srv_stop
+check 'wait_until 60 "[ -z \"\$(serve_pids \"$MDIR\")\" ]"' "the server's stop ends its warm workers"
+srv_start --data-root "$T/images" --model-idle 2
+login_as tester
+http POST $URL -F job_id="$ML" -F image_path="$IMG"
+check '[ "$CODE" = 200 ] && [ "$(serve_pids "$MDIR" | wc -l)" = 1 ]' "after a restart a request starts a warm worker"
+check 'wait_until 60 "[ -z \"\$(serve_pids \"$MDIR\")\" ]"' "an idle worker stops after --model-idle seconds"
 
 # deleting the model stops its worker
 http POST $URL -F job_id="$ML" -F image_path="$IMG"
