@@ -198,9 +198,10 @@ typedef struct cd_snapshot_info {
     double epoch;
 } cd_snapshot_info;
 int cd_snapshot_epochs(const char *job_dir, cd_snapshot_info *out, int max);
-/* The iteration of the snapshot whose epoch is `epoch` (within 1e-3), or -1 with a
- * message naming the epochs that exist. */
-long cd_snapshot_for_epoch(const char *job_dir, double epoch, char *err, size_t errlen);
+/* The iteration of the snapshot that `epoch` (the text as typed) names by
+ * jobdir_epoch_pick's rule (cdigits/jobdir.h), or -1 with a message naming the epochs
+ * that exist. */
+long cd_snapshot_for_epoch(const char *job_dir, const char *epoch, char *err, size_t errlen);
 
 /* ---- export (the model download) --------------------------------------------------- */
 

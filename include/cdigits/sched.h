@@ -143,19 +143,6 @@ int sched_running(sched_t *s, sched_proc_t *out, int max);
 /* rm -rf of a job directory, refused unless its last component is job_id. */
 int sched_remove_dir(const char *dir, const char *job_id);
 
-/* A complete snapshot in a job folder: X.cdw with its X.solverstate, named
- * snapshot_iter_N (by iteration, as the worker writes them) or snapshot_epoch_N (by
- * epoch). */
-typedef struct sched_snapshot {
-    char file[128];     /* "snapshot_iter_N.cdw", relative to the job folder */
-    long long number;   /* N */
-    int by_iteration;   /* N counts iterations (else epochs) */
-} sched_snapshot_t;
-/* Every complete snapshot in dir, up to max, in no order; returns how many. */
-int sched_snapshot_scan(const char *dir, sched_snapshot_t *out, int max);
-/* The newest complete snapshot: 1 and *out, or 0 when there is none. */
-int sched_snapshot_newest(const char *dir, sched_snapshot_t *out);
-
 /* ---- /proc ------------------------------------------------------------------------- */
 
 /* Start time of a process in clock ticks after boot; -1 when it does not exist or is

@@ -103,6 +103,7 @@ int cd_cmd_classify(int argc, char **argv)
     const char *model = NULL, *list = NULL, *folder = NULL;
     long iteration = 0;
     double epoch = -1;
+    const char *epoch_text = NULL;
     int top = 5, first = argc, jsonl = 0;
     cd_list_opts lo = {.top = 5, .batch = 64};
     for (int i = 1; i < argc; i++) {
@@ -113,7 +114,7 @@ int cd_cmd_classify(int argc, char **argv)
         else if (!strcmp(a, "--iteration") && more)
             iteration = atol(argv[++i]);
         else if (!strcmp(a, "--epoch") && more)
-            epoch = atof(argv[++i]);
+            epoch = atof(epoch_text = argv[++i]);
         else if (!strcmp(a, "--top") && more)
             top = atoi(argv[++i]);
         else if (!strcmp(a, "--top-n") && more)
@@ -145,7 +146,7 @@ int cd_cmd_classify(int argc, char **argv)
         return 2;
     }
     char err[1024];
-    if (epoch >= 0 && (iteration = cd_snapshot_for_epoch(model, epoch, err, sizeof err)) < 0) {
+    if (epoch >= 0 && (iteration = cd_snapshot_for_epoch(model, epoch_text, err, sizeof err)) < 0) {
         fprintf(stderr, "classify: %s: %s\n", model, err);
         return 1;
     }

@@ -29,6 +29,7 @@
 #include "cdigits/backend_select.h"
 #include "cdigits/base64.h"
 #include "cdigits/infer.h"
+#include "cdigits/jobdir.h"
 #include "cdigits/util.h"
 #include "commands.h"
 
@@ -254,7 +255,7 @@ static void note_stderr(const char *line) { fprintf(stderr, "serve-model: %s\n",
 static int model_present(const char *dir)
 {
     char path[4200];
-    snprintf(path, sizeof path, "%s/train.json", dir);
+    jobdir_path(dir, JOBDIR_TRAIN_JSON, path, sizeof path);
     return access(path, F_OK) == 0;
 }
 

@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #include "cdigits/infer.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 
 #include "cdigits/backend_select.h"
 #include "cdigits/dataset.h"
+#include "cdigits/jobdir.h"
 #include "cdigits/util.h"
 
 struct cd_classifier {
@@ -38,27 +38,13 @@ struct cd_classifier {
     long iteration;
 };
 
-static int cmp_long(const void *a, const void *b)
-{
-    long x = *(const long *)a, y = *(const long *)b;
-    return (x > y) - (x < y);
-}
-
 int cd_snapshot_list(const char *job_dir, long *iters, int max)
 {
-    DIR *d = opendir(job_dir);
-    if (!d)
-        return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < max) {
-        long it;
-        char tail[16];
-        if (sscanf(e->d_name, "snapshot_iter_%ld.%15s", &it, tail) == 2 && !strcmp(tail, "cdw"))
-            iters[n++] = it;
-    }
-    closedir(d);
-    qsort(iters, (size_t)n, sizeof *iters, cmp_long);
+    jobdir_snapshot *all = cd_xmalloc(sizeof *all * (size_t)(max > 0 ? max : 1));
+    int n = jobdir_snapshots(job_dir, JOBDIR_ITER_ONLY, all, max);
+    for (int i = 0; i < n; i++)
+        iters[i] = (long)all[i].number;
+    free(all);
     return n;
 }
 
@@ -81,7 +67,7 @@ int cd_snapshot_epochs(const char *job_dir, cd_snapshot_info *out, int max)
     cd_snapshot_info *known = cd_xcalloc((size_t)(max > 0 ? max : 1), sizeof *known);
     int nknown = 0;
     char path[4200];
-    snprintf(path, sizeof path, "%s/worker.out.jsonl", job_dir);
+    jobdir_path(job_dir, JOBDIR_WORKER_OUT, path, sizeof path);
     FILE *f = fopen(path, "r");
     if (f) {
         char *line = NULL;
@@ -99,7 +85,7 @@ int cd_snapshot_epochs(const char *job_dir, cd_snapshot_info *out, int max)
         free(line);
         fclose(f);
     }
-    snprintf(path, sizeof path, "%s/info.json", job_dir);
+    jobdir_path(job_dir, JOBDIR_INFO_JSON, path, sizeof path);
     json_t *info = json_load_file(path, 0, NULL);
     if (json_is_number(json_object_get(info, "snapshot epoch")) &&
         json_is_integer(json_object_get(info, "snapshot iteration")))
@@ -122,19 +108,28 @@ int cd_snapshot_epochs(const char *job_dir, cd_snapshot_info *out, int max)
     return n;
 }
 
-long cd_snapshot_for_epoch(const char *job_dir, double epoch, char *err, size_t errlen)
+long cd_snapshot_for_epoch(const char *job_dir, const char *epoch, char *err, size_t errlen)
 {
-    cd_snapshot_info snaps[4096];
-    int n = cd_snapshot_epochs(job_dir, snaps, 4096);
+    enum { MAX = 4096 };
+    cd_snapshot_info *snaps = cd_xmalloc(sizeof *snaps * MAX);
+    double *epochs = cd_xmalloc(sizeof *epochs * MAX);
+    int n = cd_snapshot_epochs(job_dir, snaps, MAX);
     for (int i = 0; i < n; i++)
-        if (snaps[i].epoch >= 0 && fabs(snaps[i].epoch - epoch) < 1e-3)
-            return snaps[i].iteration;
-    size_t used = (size_t)snprintf(err, errlen, "there is no snapshot of epoch %g; the snapshots are of epoch%s ",
+        epochs[i] = snaps[i].epoch;
+    int k = jobdir_epoch_pick(epochs, n, epoch);
+    long it = k >= 0 ? snaps[k].iteration : -1;
+    free(epochs);
+    if (it >= 0) {
+        free(snaps);
+        return it;
+    }
+    size_t used = (size_t)snprintf(err, errlen, "there is no snapshot of epoch %s; the snapshots are of epoch%s ",
                                    epoch, n == 1 ? "" : "s");
     for (int i = 0; i < n && used < errlen; i++)
         used += (size_t)snprintf(err + used, errlen - used, "%s%g", i ? ", " : "", snaps[i].epoch);
     if (n == 0 && used < errlen)
         snprintf(err + used, errlen - used, "(none yet)");
+    free(snaps);
     return -1;
 }
 
@@ -229,7 +224,7 @@ static int load_mean(cd_classifier_t *c, char *err, size_t errlen)
     int mc, mh, mw;
     float *mean = NULL;
     char path[4200];
-    snprintf(path, sizeof path, "%s/mean.bin", c->tc.dataset_dir);
+    jobdir_path(c->tc.dataset_dir, JOBDIR_MEAN_BIN, path, sizeof path);
     if (cd_mean_load(path, &mc, &mh, &mw, &mean) != CD_OK) {
         snprintf(err, errlen, "%s", cd_dataset_strerror());
         return CD_ERR;
@@ -298,7 +293,7 @@ cd_classifier_t *cd_classifier_open(const char *job_dir, long iteration, cd_back
         goto err;
     if (cd_train_config_load(&c->tc, job_dir, err, errlen) != CD_OK)
         goto err;
-    snprintf(path, sizeof path, "%s/labels.txt", c->tc.dataset_dir);
+    jobdir_path(c->tc.dataset_dir, JOBDIR_LABELS, path, sizeof path);
     if (cd_labels_load(path, &c->labels, &c->nlabels) != CD_OK) {
         snprintf(err, errlen, "%s", cd_dataset_strerror());
         goto err;
@@ -317,7 +312,7 @@ cd_classifier_t *cd_classifier_open(const char *job_dir, long iteration, cd_back
         iteration = iters[n - 1];
     }
     c->iteration = iteration;
-    snprintf(path, sizeof path, "%s/snapshot_iter_%ld.cdw", job_dir, iteration);
+    jobdir_snapshot_path(job_dir, iteration, JOBDIR_WEIGHTS, path, sizeof path);
     if (access(path, R_OK) != 0) {
         long iters[4096];
         int n = cd_snapshot_list(job_dir, iters, 4096);
@@ -623,25 +618,25 @@ int cd_classifier_export(const cd_classifier_t *c, const char *out_dir, const ch
     if (put_text(out_dir, "solver.prototxt", solver, err, errlen) != CD_OK)
         goto out;
     NAME("solver.prototxt");
-    snprintf(src, sizeof src, "%s/labels.txt", c->tc.dataset_dir);
-    snprintf(dst, sizeof dst, "%s/labels.txt", out_dir);
+    jobdir_path(c->tc.dataset_dir, JOBDIR_LABELS, src, sizeof src);
+    jobdir_path(out_dir, JOBDIR_LABELS, dst, sizeof dst);
     if (put_file(src, dst, err, errlen) != CD_OK)
         goto out;
-    NAME("labels.txt");
+    NAME(jobdir_name(JOBDIR_LABELS));
     int have_mean = 0;
-    static const char *const mean_files[] = {"mean.bin", "mean.png"};
+    static const jobdir_file mean_files[] = {JOBDIR_MEAN_BIN, JOBDIR_MEAN_PNG};
     for (int i = 0; i < 2; i++) {
-        snprintf(src, sizeof src, "%s/%s", c->tc.dataset_dir, mean_files[i]);
+        jobdir_path(c->tc.dataset_dir, mean_files[i], src, sizeof src);
         if (access(src, R_OK) != 0)
             continue;
-        snprintf(dst, sizeof dst, "%s/%s", out_dir, mean_files[i]);
+        jobdir_path(out_dir, mean_files[i], dst, sizeof dst);
         if (put_file(src, dst, err, errlen) != CD_OK)
             goto out;
-        NAME(mean_files[i]);
+        NAME(jobdir_name(mean_files[i]));
         have_mean |= i == 0;
     }
     char weights[64];
-    snprintf(weights, sizeof weights, "snapshot_iter_%ld.cdw", c->iteration);
+    jobdir_snapshot_name(c->iteration, JOBDIR_WEIGHTS, weights, sizeof weights);
     snprintf(src, sizeof src, "%s/%s", c->job_dir, weights);
     snprintf(dst, sizeof dst, "%s/%s", out_dir, weights);
     if (put_file(src, dst, err, errlen) != CD_OK)
@@ -651,7 +646,7 @@ int cd_classifier_export(const cd_classifier_t *c, const char *out_dir, const ch
     info = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:[i,i,i], s:s, s:s, s:I, s:o, s:i, s:s}", "name",
                      job_name ? job_name : "", "framework", "cdigits", "snapshot file", weights, "model file",
                      "deploy.prototxt", "network file", "original.prototxt", "solver file", "solver.prototxt",
-                     "labels file", "labels.txt", "image dimensions", c->h, c->w, c->c, "image resize mode",
+                     "labels file", jobdir_name(JOBDIR_LABELS), "image dimensions", c->h, c->w, c->c, "image resize mode",
                      cd_resize_mode_name(c->resize_mode), "use mean", mean_name(c->tc.use_mean),
                      "snapshot iteration", (json_int_t)c->iteration, "snapshot epoch",
                      epoch >= 0 ? json_real(epoch) : json_null(), "num classes", c->nlabels, "version",
@@ -661,13 +656,13 @@ int cd_classifier_export(const cd_classifier_t *c, const char *out_dir, const ch
         goto out;
     }
     if (have_mean) {
-        json_object_set_new(info, "mean file", json_string("mean.bin"));
-        json_object_set_new(info, "mean image file", json_string("mean.png"));
+        json_object_set_new(info, "mean file", json_string(jobdir_name(JOBDIR_MEAN_BIN)));
+        json_object_set_new(info, "mean image file", json_string(jobdir_name(JOBDIR_MEAN_PNG)));
     }
     if (oh != c->h || ow != c->w)
         json_object_set_new(info, "crop size", json_integer(oh));
     info_text = json_dumps(info, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    if (put_text(out_dir, "info.json", info_text, err, errlen) != CD_OK)
+    if (put_text(out_dir, jobdir_name(JOBDIR_INFO_JSON), info_text, err, errlen) != CD_OK)
         goto out;
     NAME("info.json");
 #undef NAME

@@ -8,7 +8,6 @@
  * after iteration k repeats exactly what the uninterrupted run did from k on.
  */
 #define _GNU_SOURCE /* pthread_setname_np */
-#include <dirent.h>
 #include <pthread.h>
 #include <errno.h>
 #include <math.h>
@@ -21,6 +20,7 @@
 #include "cdigits/backend_select.h"
 #include "cdigits/dataset.h"
 #include "cdigits/group.h"
+#include "cdigits/jobdir.h"
 #include "cdigits/jsonl.h"
 #include "cdigits/loader.h"
 #include "cdigits/train.h"
@@ -181,36 +181,21 @@ static cd_net *build_stage(trainer *t, const char *stage, int batch, char *err, 
 /* The newest snapshot in the job dir with both files present; 0 if none. */
 static long newest_snapshot(const char *dir)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    long best = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        long it;
-        char tail[32];
-        if (sscanf(e->d_name, "snapshot_iter_%ld.%31s", &it, tail) == 2 && !strcmp(tail, "solverstate")) {
-            char w[4200];
-            snprintf(w, sizeof w, "%s/snapshot_iter_%ld.cdw", dir, it);
-            if (access(w, R_OK) == 0 && it > best)
-                best = it;
-        }
-    }
-    closedir(d);
-    return best;
+    jobdir_snapshot s;
+    return jobdir_snapshot_newest(dir, JOBDIR_ITER_ONLY | JOBDIR_NEED_STATE, &s) ? (long)s.number : 0;
 }
 
 static int save_snapshot(trainer *t, long iter, char *err, size_t errlen)
 {
     char w[4200], s[4200];
-    snprintf(w, sizeof w, "%s/snapshot_iter_%ld.cdw", t->c->job_dir, iter);
-    snprintf(s, sizeof s, "%s/snapshot_iter_%ld.solverstate", t->c->job_dir, iter);
+    jobdir_snapshot_path(t->c->job_dir, iter, JOBDIR_WEIGHTS, w, sizeof w);
+    jobdir_snapshot_path(t->c->job_dir, iter, JOBDIR_STATE, s, sizeof s);
     /* state first: a weights file without its state is never taken for a resume */
     if (cd_snapshot_save_weights(t->train, w, err, errlen) != CD_OK ||
         cd_snapshot_save_state(t->train, iter, s, err, errlen) != CD_OK)
         return CD_ERR;
     char file[64];
-    snprintf(file, sizeof file, "snapshot_iter_%ld.cdw", iter);
+    jobdir_snapshot_name(iter, JOBDIR_WEIGHTS, file, sizeof file);
     cd_jsonl(json_pack("{s:s, s:f, s:I, s:s}", "type", "snapshot", "epoch", epoch_of(t, iter),
                        "iteration", (json_int_t)iter, "file", file));
     return CD_OK;
@@ -315,7 +300,7 @@ static int open_dataset(trainer *t, char *err, size_t errlen)
     t->h_in = cd_db_height(t->train_db);
     t->w_in = cd_db_width(t->train_db);
     t->classes = cd_db_num_classes(t->train_db);
-    snprintf(path, sizeof path, "%s/labels.txt", c->dataset_dir);
+    jobdir_path(c->dataset_dir, JOBDIR_LABELS, path, sizeof path);
     char **names = NULL;
     int n = 0;
     if (cd_labels_load(path, &names, &n) == CD_OK) {
@@ -709,7 +694,7 @@ static int load_mean(trainer *t, char *err, size_t errlen)
     char path[4200];
     int mc, mh, mw;
     float *mean = NULL;
-    snprintf(path, sizeof path, "%s/mean.bin", c->dataset_dir);
+    jobdir_path(c->dataset_dir, JOBDIR_MEAN_BIN, path, sizeof path);
     if (cd_mean_load(path, &mc, &mh, &mw, &mean) != CD_OK) {
         snprintf(err, errlen, "%s; choose use_mean none or recreate the dataset", cd_dataset_strerror());
         return CD_ERR;
@@ -799,8 +784,8 @@ static int starting_point(trainer *t, long *start, char *err, size_t errlen)
         long it = newest_snapshot(c->job_dir);
         if (it > 0) {
             char w[4200], s[4200];
-            snprintf(w, sizeof w, "%s/snapshot_iter_%ld.cdw", c->job_dir, it);
-            snprintf(s, sizeof s, "%s/snapshot_iter_%ld.solverstate", c->job_dir, it);
+            jobdir_snapshot_path(c->job_dir, it, JOBDIR_WEIGHTS, w, sizeof w);
+            jobdir_snapshot_path(c->job_dir, it, JOBDIR_STATE, s, sizeof s);
             if (cd_snapshot_load_weights(t->train, w, 0, NULL, err, errlen) != CD_OK ||
                 cd_snapshot_load_state(t->train, start, s, err, errlen) != CD_OK)
                 return CD_ERR;

@@ -6,6 +6,7 @@
 #include <jansson.h>
 
 #include "cdigits/backend_select.h"
+#include "cdigits/jobdir.h"
 #include "cdigits/train.h"
 #include "cdigits/util.h"
 
@@ -161,7 +162,7 @@ static int parse_lr(json_t *lp, cd_lr_policy *p, char *err, size_t errlen)
 int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, size_t errlen)
 {
     char path[4200];
-    snprintf(path, sizeof path, "%s/train.json", job_dir);
+    jobdir_path(job_dir, JOBDIR_TRAIN_JSON, path, sizeof path);
     snprintf(c->job_dir, sizeof c->job_dir, "%s", job_dir);
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);

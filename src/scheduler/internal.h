@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sys/types.h>
 
+#include "cdigits/jobdir.h"
 #include "cdigits/sched.h"
 
 #define TAIL_LINES 8
@@ -63,8 +64,6 @@ struct sched {
 
 /* The worker's stdout and stderr go to these files in its job folder (appended across
  * attempts), so that nothing it prints is lost while the server is down. */
-#define WORKER_OUT "worker.out.jsonl"
-#define WORKER_ERR "worker.err.log"
 
 /* worker.c: start a task's worker and its reader thread (lock held). */
 int worker_start(sched_t *s, stask_t *t, cd_err_t *err);

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cdigits/jobdir.h"
 #include "cdigits/model_server.h"
 #include "cdigits/util.h"
 
@@ -343,7 +344,7 @@ static void mw_kill(mworker *w)
 static int job_present(const char *dir)
 {
     char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/train.json", dir);
+    jobdir_path(dir, JOBDIR_TRAIN_JSON, path, sizeof path);
     return access(path, F_OK) == 0;
 }
 

@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <math.h>
@@ -14,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cdigits/jobdir.h"
 #include "cdigits/model_server.h"
 #include "cdigits/util.h"
 
@@ -530,53 +530,11 @@ int sched_has_job(sched_t *s, const char *job_id)
 
 /* ---- resume -------------------------------------------------------------------------- */
 
-int sched_snapshot_scan(const char *dir, sched_snapshot_t *out, int max)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < max) {
-        long long num;
-        int used = 0, by_iter;
-        if (sscanf(e->d_name, "snapshot_iter_%lld.cdw%n", &num, &used) == 1 && used && !e->d_name[used])
-            by_iter = 1;
-        else if (sscanf(e->d_name, "snapshot_epoch_%lld.cdw%n", &num, &used) == 1 && used && !e->d_name[used])
-            by_iter = 0;
-        else
-            continue;
-        char state[PATH_MAX];
-        snprintf(state, sizeof state, "%s/snapshot_%s_%lld.solverstate", dir, by_iter ? "iter" : "epoch", num);
-        if (access(state, R_OK) != 0)
-            continue;
-        snprintf(out[n].file, sizeof out[n].file, "%s", e->d_name);
-        out[n].number = num;
-        out[n].by_iteration = by_iter;
-        n++;
-    }
-    closedir(d);
-    return n;
-}
-
-int sched_snapshot_newest(const char *dir, sched_snapshot_t *out)
-{
-    sched_snapshot_t all[1024];
-    int n = sched_snapshot_scan(dir, all, 1024), best = -1;
-    for (int i = 0; i < n; i++)
-        if (best < 0 || all[i].number > all[best].number)
-            best = i;
-    if (best < 0)
-        return 0;
-    *out = all[best];
-    return 1;
-}
-
 /* Sets "resume" in the job's train.json. */
 static int set_resume_flag(const char *dir, int resume, cd_err_t *err)
 {
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/train.json", dir);
+    jobdir_path(dir, JOBDIR_TRAIN_JSON, path, sizeof path);
     json_error_t jerr;
     json_t *cfg = json_load_file(path, 0, &jerr);
     if (!cfg)
@@ -597,8 +555,8 @@ static int set_resume_flag(const char *dir, int resume, cd_err_t *err)
  * cut off after writing a snapshot but before its line was read). */
 static void reconcile_snapshots(sched_t *s, const char *job_id, const char *dir)
 {
-    sched_snapshot_t found[1024];
-    int n = sched_snapshot_scan(dir, found, 1024);
+    jobdir_snapshot found[1024];
+    int n = jobdir_snapshots(dir, JOBDIR_NEED_STATE, found, 1024);
     if (n == 0)
         return;
     json_t *known = store_snapshot_list(s->store, job_id);
@@ -642,8 +600,8 @@ int sched_resume(sched_t *s, const char *job_id, double *epoch_out, cd_err_t *er
     }
     const char *dir = jstr(job, "dir");
     reconcile_snapshots(s, job_id, dir);
-    sched_snapshot_t snap;
-    int have = sched_snapshot_newest(dir, &snap);
+    jobdir_snapshot snap;
+    int have = jobdir_snapshot_newest(dir, JOBDIR_NEED_STATE, &snap);
     double epoch = 0;
     long long iteration = 0;
     if (have) {

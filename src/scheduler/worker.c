@@ -29,7 +29,7 @@ extern char **environ;
 static int write_train_devices(const stask_t *t, cd_err_t *err)
 {
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/train.json", t->dir);
+    jobdir_path(t->dir, JOBDIR_TRAIN_JSON, path, sizeof path);
     json_error_t jerr;
     json_t *cfg = json_load_file(path, 0, &jerr);
     if (!cfg)
@@ -104,8 +104,8 @@ static int spawn(const char *worker, const char *cmd, const char *dir, pid_t *pi
     int fa_ok = 0, attr_ok = 0, rc;
     char **env = NULL;
     char out[PATH_MAX], errf[PATH_MAX];
-    snprintf(out, sizeof out, "%s/" WORKER_OUT, dir);
-    snprintf(errf, sizeof errf, "%s/" WORKER_ERR, dir);
+    jobdir_path(dir, JOBDIR_WORKER_OUT, out, sizeof out);
+    jobdir_path(dir, JOBDIR_WORKER_ERR, errf, sizeof errf);
     if (access(worker, X_OK) != 0)
         return cd_err_set(err, CD_E_INTERNAL,
                           "cannot run the worker %s: %s; build it (cmake --build build) or start the server "
@@ -242,7 +242,7 @@ static int open_at(const char *dir, const char *name, long long offset)
 
 void worker_replay(sched_t *s, stask_t *t)
 {
-    linebuf_t lo = {.fd = open_at(t->dir, WORKER_OUT, t->out_offset), .offset = &t->out_offset};
+    linebuf_t lo = {.fd = open_at(t->dir, jobdir_name(JOBDIR_WORKER_OUT), t->out_offset), .offset = &t->out_offset};
     if (lo.fd < 0)
         return;
     size_t n = drain(s, t, &lo, 0, 1);
@@ -259,19 +259,20 @@ static void *reader_thread(void *arg)
 {
     stask_t *t = arg;
     sched_t *s = t->owner;
-    linebuf_t lo = {.fd = open_at(t->dir, WORKER_OUT, t->out_offset), .offset = &t->out_offset};
-    linebuf_t le = {.fd = open_at(t->dir, WORKER_ERR, t->err_offset), .offset = &t->err_offset};
+    linebuf_t lo = {.fd = open_at(t->dir, jobdir_name(JOBDIR_WORKER_OUT), t->out_offset), .offset = &t->out_offset};
+    linebuf_t le = {.fd = open_at(t->dir, jobdir_name(JOBDIR_WORKER_ERR), t->err_offset), .offset = &t->err_offset};
     int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
     char path[PATH_MAX];
     if (ino >= 0) {
-        snprintf(path, sizeof path, "%s/" WORKER_OUT, t->dir);
+        jobdir_path(t->dir, JOBDIR_WORKER_OUT, path, sizeof path);
         inotify_add_watch(ino, path, IN_MODIFY);
-        snprintf(path, sizeof path, "%s/" WORKER_ERR, t->dir);
+        jobdir_path(t->dir, JOBDIR_WORKER_ERR, path, sizeof path);
         inotify_add_watch(ino, path, IN_MODIFY);
     }
     int pidfd = (int)syscall(SYS_pidfd_open, t->pid, 0);
     if (lo.fd < 0)
-        cd_error("job %s: cannot read the worker's output %s/" WORKER_OUT ": %s", t->job_id, t->dir, strerror(errno));
+        cd_error("job %s: cannot read the worker's output %s/%s: %s", t->job_id, t->dir, jobdir_name(JOBDIR_WORKER_OUT),
+                 strerror(errno));
     int status = 0;
     for (;;) {
         size_t got = 0;
@@ -326,9 +327,9 @@ int worker_start(sched_t *s, stask_t *t, cd_err_t *err)
         return CD_ERR;
     /* read from where the files end now: earlier attempts' lines are stored already */
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/" WORKER_OUT, t->dir);
+    jobdir_path(t->dir, JOBDIR_WORKER_OUT, path, sizeof path);
     t->out_offset = file_size(path);
-    snprintf(path, sizeof path, "%s/" WORKER_ERR, t->dir);
+    jobdir_path(t->dir, JOBDIR_WORKER_ERR, path, sizeof path);
     t->err_offset = file_size(path);
     store_task_set_out_offset(s->store, t->task_id, t->out_offset, NULL);
     pid_t pid;

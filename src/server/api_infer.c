@@ -20,6 +20,7 @@
 
 #include "cdigits/base64.h"
 #include "cdigits/image.h"
+#include "cdigits/jobdir.h"
 #include "cdigits/list_line.h"
 #include "cdigits/model_server.h"
 #include "cdigits/util.h"
@@ -104,7 +105,11 @@ int infer_snapshot(req_t *r, json_t *job, long *iteration, double *epoch)
             reply_error(r, 400, "snapshot_epoch \"%s\" is not a number", es);
             goto out;
         }
-        json_array_foreach(snaps, i, s) if (fabs(json_number_value(json_object_get(s, "epoch")) - want) < 1e-3) pick = s;
+        double *epochs = cd_xmalloc(sizeof *epochs * n);
+        json_array_foreach(snaps, i, s) epochs[i] = json_number_value(json_object_get(s, "epoch"));
+        int k = jobdir_epoch_pick(epochs, (int)n, es);
+        free(epochs);
+        pick = k >= 0 ? json_array_get(snaps, (size_t)k) : NULL;
         if (!pick) {
             snapshot_names(snaps, 0, list, sizeof list);
             reply_error(r, 404, "Job %s has no snapshot of epoch %g; its snapshots are of epochs %s", id, want, list);

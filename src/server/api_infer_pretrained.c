@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "archive.h"
+#include "cdigits/jobdir.h"
 #include "cdigits/model_server.h"
 #include "cdigits/util.h"
 
@@ -159,7 +160,7 @@ static int make_model_files(req_t *r, const char *dir, char names[][ARCHIVE_NAME
     *epoch = json_is_number(ep) && json_number_value(ep) > 0 ? json_number_value(ep) : (double)it;
     *iteration = it;
     char wname[64];
-    snprintf(wname, sizeof wname, "snapshot_iter_%ld.cdw", it);
+    jobdir_snapshot_name(it, JOBDIR_WEIGHTS, wname, sizeof wname);
     if (same_file(dir, weights, wname, err, errlen) != CD_OK || same_file(dir, network, "network.prototxt", err, errlen) != CD_OK ||
         same_file(dir, labels, "labels.txt", err, errlen) != CD_OK ||
         (mean && same_file(dir, mean, "mean.bin", err, errlen) != CD_OK))
@@ -273,7 +274,7 @@ void h_pretrained_upload(req_t *r)
     char msg[512];
     snprintf(msg, sizeof msg, "Imported from %s", f->filename ? f->filename : "an archive");
     char wname[64];
-    snprintf(wname, sizeof wname, "snapshot_iter_%ld.cdw", iteration);
+    jobdir_snapshot_name(iteration, JOBDIR_WEIGHTS, wname, sizeof wname);
     if (store_snapshot_add(srv->store, id, epoch, iteration, wname, &e) != CD_OK ||
         store_job_set_progress(srv->store, id, 1.0, &e) != CD_OK ||
         store_job_set_state(srv->store, id, CD_ST_DONE, msg, &e) != CD_OK) {

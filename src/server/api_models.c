@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cdigits/jobdir.h"
 #include "cdigits/lr_policy.h"
 #include "cdigits/util.h"
 
@@ -57,7 +58,8 @@ static const form_field_t g_model_form[] = {
     {"lr_sigmoid_gamma", F_FLOAT, CD_LR_TEXT(CD_LR_DEFAULT_SIGMOID_GAMMA), 0, NAN, NULL, "lr_policy=sigmoid", 1, "Gamma"},
     {"use_mean", F_CHOICE, "image", NAN, NAN, "none|image|pixel", ALWAYS, 1, "Subtract mean"},
     {"crop_size", F_INT, NULL, 1, 8192, NULL, ALWAYS, 0, "Crop size"},
-    {"use_mirror", F_BOOL, "false", NAN, NAN, NULL, ALWAYS, 0, "Mirror images"},
+    /* three-valued, read by mirror_choice: absent keeps the network's transform_param */
+    {"use_mirror", F_STRING, NULL, NAN, NAN, NULL, ALWAYS, 0, "Mirror images"},
     {"data_parallel", F_BOOL, "true", NAN, NAN, NULL, ALWAYS, 0, "Data parallelism"},
     {"aug_flip", F_CHOICE, "none", NAN, NAN, "none|fliplr|flipud|fliplrud", ALWAYS, 0, "Flipping"},
     {"shuffle", F_BOOL, "true", NAN, NAN, NULL, ALWAYS, 0, "Shuffle train data"},
@@ -138,42 +140,17 @@ typedef struct netsrc {
     json_t *desc;          /* {method, standard_network | previous_job, epoch} */
 } netsrc_t;
 
-/* The snapshot that a typed epoch names, or NULL: the nearest one, when the value is as
- * close as the precision it was written with (the 3 decimals of "snapshots" in the job's
- * JSON: 2.133 names 2.1333333; "2.13" names it within 0.005) and closer than half the
- * gap to the next snapshot, so that no value names two snapshots. Borrowed from snaps. */
-static json_t *snapshot_for_epoch(json_t *snaps, const char *text, double epoch)
+/* The snapshot that a typed epoch names (jobdir_epoch_pick's rule), or NULL. Borrowed
+ * from snaps. */
+static json_t *snapshot_for_epoch(json_t *snaps, const char *text)
 {
-    const char *dot = strchr(text, '.');
-    int decimals = 0;
-    if (dot)
-        while (dot[1 + decimals] >= '0' && dot[1 + decimals] <= '9')
-            decimals++;
-    double tol = strpbrk(text, "eE") ? 1e-6 : 0.5 * pow(10, -decimals);
-    if (tol < 5e-4)
-        tol = 5e-4;
-    json_t *best = NULL;
-    double best_diff = INFINITY, best_epoch = 0;
-    size_t i;
+    size_t n = json_array_size(snaps), i;
+    double *epochs = cd_xmalloc(sizeof *epochs * (n ? n : 1));
     json_t *sn;
-    json_array_foreach(snaps, i, sn)
-    {
-        double e = json_number_value(json_object_get(sn, "epoch"));
-        if (fabs(e - epoch) < best_diff) {
-            best_diff = fabs(e - epoch);
-            best_epoch = e;
-            best = sn;
-        }
-    }
-    if (!best || best_diff > tol + 1e-9)
-        return NULL;
-    json_array_foreach(snaps, i, sn)
-    {
-        double gap = fabs(json_number_value(json_object_get(sn, "epoch")) - best_epoch);
-        if (sn != best && gap > 0 && best_diff >= gap / 2)
-            return NULL;
-    }
-    return best;
+    json_array_foreach(snaps, i, sn) epochs[i] = json_number_value(json_object_get(sn, "epoch"));
+    int k = jobdir_epoch_pick(epochs, (int)n, text);
+    free(epochs);
+    return k >= 0 ? json_array_get(snaps, (size_t)k) : NULL;
 }
 
 static int load_network(req_t *r, const fields_t *in, json_t *v, netsrc_t *ns, json_t *errors)
@@ -214,7 +191,7 @@ static int load_network(req_t *r, const fields_t *in, json_t *v, netsrc_t *ns, j
         return CD_ERR;
     }
     char path[PATH_MAX], key[600];
-    snprintf(path, sizeof path, "%s/network.prototxt", sval(old, "dir"));
+    jobdir_path(sval(old, "dir"), JOBDIR_NETWORK, path, sizeof path);
     ns->text = cd_read_file(path, &ns->len);
     if (!ns->text) {
         form_add_error(errors, "previous_networks", "cannot read the network of job %s (%s)", prev, strerror(errno));
@@ -226,7 +203,7 @@ static int load_network(req_t *r, const fields_t *in, json_t *v, netsrc_t *ns, j
     double epoch = es && *es ? atof(es) : 0;
     if (epoch == -1) {
         char tpath[PATH_MAX];
-        snprintf(tpath, sizeof tpath, "%s/train.json", sval(old, "dir"));
+        jobdir_path(sval(old, "dir"), JOBDIR_TRAIN_JSON, tpath, sizeof tpath);
         json_t *tj = json_load_file(tpath, 0, NULL);
         const char *pre = json_string_value(json_object_get(tj, "pretrained"));
         if (pre)
@@ -234,7 +211,7 @@ static int load_network(req_t *r, const fields_t *in, json_t *v, netsrc_t *ns, j
         json_decref(tj);
     } else if (epoch > 0) {
         json_t *snaps = store_snapshot_list(srv->store, prev);
-        json_t *sn = snapshot_for_epoch(snaps, es, epoch);
+        json_t *sn = snapshot_for_epoch(snaps, es);
         if (sn) {
             snprintf(ns->pretrained, sizeof ns->pretrained, "%s/%s", sval(old, "dir"), sval(sn, "file"));
             epoch = json_number_value(json_object_get(sn, "epoch"));
@@ -407,14 +384,14 @@ static json_t *make_job(req_t *r, json_t *v, json_t *form, json_t *dataset, cons
         return NULL;
     }
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/network.prototxt", dir);
+    jobdir_path(dir, JOBDIR_NETWORK, path, sizeof path);
     if (cd_write_file_atomic(path, ns->text, ns->len) != CD_OK) {
         reply_error(r, 500, "cannot write %s: %s", path, strerror(errno));
         goto fail;
     }
     json_t *seed = json_object_get(v, "random_seed"), *crop = json_object_get(v, "crop_size");
     json_t *accum = json_object_get(v, "batch_accumulation"), *wd = json_object_get(v, "weight_decay");
-    train = json_pack("{s:O, s:s, s:O, s:O, s:O, s:O, s:O, s:I, s:O, s:f, s:O, s:f, s:O, s:o, s:O, s:O, s:b, "
+    train = json_pack("{s:O, s:s, s:O, s:O, s:O, s:O, s:O, s:I, s:O, s:f, s:O, s:f, s:O, s:o, s:O, s:O, "
                       "s:s, s:[], s:b, s:o}",
                       "dataset_dir", json_object_get(dataset, "dir"), "network", "network.prototxt", "epochs",
                       json_object_get(v, "train_epochs"), "snapshot_interval", json_object_get(v, "snapshot_interval"),
@@ -424,8 +401,7 @@ static json_t *make_job(req_t *r, json_t *v, json_t *form, json_t *dataset, cons
                       json_object_get(v, "solver_type"), "learning_rate", lr, "momentum",
                       json_object_get(v, "momentum"), "weight_decay", json_is_number(wd) ? json_number_value(wd) : lr / 100.0,
                       "rms_decay", json_object_get(v, "rms_decay"), "lr_policy", lr_policy(v), "use_mean",
-                      json_object_get(v, "use_mean"), "crop_size", crop ? crop : json_null(), "use_mirror",
-                      json_is_true(json_object_get(v, "use_mirror")),
+                      json_object_get(v, "use_mean"), "crop_size", crop ? crop : json_null(),
                       "backend", "auto", "gpus", "resume", 0, "pretrained",
                       ns->pretrained[0] ? json_string(ns->pretrained) : json_null());
     if (!train) {
@@ -440,13 +416,14 @@ static json_t *make_job(req_t *r, json_t *v, json_t *form, json_t *dataset, cons
                   {"early_stopping_min_delta", "early_stopping_min_delta"},
                   {"data_parallel", "data_parallel"},
                   {"shuffle", "shuffle"},
+                  {"use_mirror", "use_mirror"}, /* absent: the network's transform_param decides */
                   {"aug_flip", "flip"}};
     for (size_t i = 0; i < CD_ARRAY_LEN(extras); i++) {
         json_t *x = json_object_get(v, extras[i].form);
         if (x && !json_is_null(x))
             json_object_set(train, extras[i].train, x);
     }
-    if (api_write_json(dir, "train.json", train, &err) != CD_OK) {
+    if (api_write_json(dir, jobdir_name(JOBDIR_TRAIN_JSON), train, &err) != CD_OK) {
         reply_err(r, &err);
         goto fail;
     }
@@ -491,12 +468,48 @@ fail:
     return NULL;
 }
 
+/* use_mirror is three-valued: absent, empty, "default" or "network" keep the network's
+ * transform_param { mirror } (the key is left out of train.json); DIGITS's checkbox
+ * values ("y", "1", "true", "on") turn it on and "0", "false", "off" turn it off. Replaces
+ * the string in v by true or false, or removes it; an unknown value is a form error. */
+static void mirror_choice(json_t *v, json_t *errors)
+{
+    static const char *const on[] = {"1", "true", "on", "yes", "y", "mirror"};
+    static const char *const off[] = {"0", "false", "off", "no", "n", "none"};
+    static const char *const net[] = {"", "default", "network"};
+    const char *s = json_string_value(json_object_get(v, "use_mirror"));
+    if (!s) {
+        json_object_del(v, "use_mirror");
+        return;
+    }
+    for (size_t i = 0; i < CD_ARRAY_LEN(net); i++)
+        if (strcasecmp(s, net[i]) == 0) {
+            json_object_del(v, "use_mirror");
+            return;
+        }
+    for (size_t i = 0; i < CD_ARRAY_LEN(on); i++)
+        if (strcasecmp(s, on[i]) == 0) {
+            json_object_set_new(v, "use_mirror", json_true());
+            return;
+        }
+    for (size_t i = 0; i < CD_ARRAY_LEN(off); i++)
+        if (strcasecmp(s, off[i]) == 0) {
+            json_object_set_new(v, "use_mirror", json_false());
+            return;
+        }
+    form_add_error(errors, "use_mirror",
+                   "Mirror images (use_mirror) must be true, false or default (the network's "
+                   "transform_param); got \"%s\"", s);
+    json_object_del(v, "use_mirror");
+}
+
 void api_model_create_fields(req_t *r, const fields_t *in)
 {
     server_t *srv = r->srv;
     json_t *v = NULL, *errors = NULL, *dataset = NULL, *resources = NULL, *form = NULL, *jobs = NULL;
     netsrc_t ns = {0};
     form_validate(srv, g_model_form, CD_ARRAY_LEN(g_model_form), in, &v, &errors);
+    mirror_choice(v, errors);
     const char *ds = sval(v, "dataset");
     if (ds[0]) {
         dataset = store_job_get(srv->store, ds);

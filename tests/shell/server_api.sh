@@ -115,8 +115,8 @@ check 'wait_status "$MAUTO" Done 30' "a batch_size=auto model trains"
 http GET "/models/$MAUTO/json"
 check '[ "$(jv "d[\"train\"][\"batch_size\"]")" = auto ] && [ "$(jv "d[\"train\"][\"precision\"]")" = fp16 ] && [ "$(jv "d[\"train\"][\"early_stopping_patience\"]")" = 3 ]' \
     "batch_size auto, precision and early_stopping_patience reach train.json"
-check '[ "$(jv "d[\"train\"][\"flip\"]")" = fliplrud ] && [ "$(jv "d[\"train\"][\"shuffle\"]")" = false ] && [ "$(jv "d[\"train\"][\"use_mirror\"]")" = false ]' \
-    "aug_flip and shuffle reach train.json as flip and shuffle (use_mirror stays false)"
+check '[ "$(jv "d[\"train\"][\"flip\"]")" = fliplrud ] && [ "$(jv "d[\"train\"][\"shuffle\"]")" = false ] && [ "$(jv "\"use_mirror\" in d[\"train\"]")" = false ]' \
+    "aug_flip and shuffle reach train.json as flip and shuffle (no use_mirror: the network's mirror is kept)"
 check '[ "$(jv "d[\"batch\"][\"effective\"]")" = 8 ] && [ "$(jv "d[\"advice\"][\"limit\"]")" = data ]' \
     "the worker's batch and advice lines show in the model JSON"
 http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" \
@@ -125,6 +125,36 @@ check '[ "$CODE" = 400 ] && [ -n "$(jv "d[\"errors\"][\"precision\"][0]")" ]' "a
 http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" \
     -F model_name=x -F aug_flip=sideways
 check '[ "$CODE" = 400 ] && [ -n "$(jv "d[\"errors\"][\"aug_flip\"][0]")" ]' "an unknown aug_flip is a form error"
+
+# use_mirror: DIGITS's checkbox value and true turn mirroring on, false (a JSON false
+# here) turns it off, default keeps the network's transform_param (no key in train.json)
+mirror_model() { # name, then curl's body arguments; sets MID and the train.json path TJ
+    http POST /models/images/classification/json "$@"
+    MID=$(jv 'd["id"]')
+    TJ=
+    [ "$CODE" = 200 ] || return 1
+    http GET "/models/$MID/json"
+    TJ="$(jv 'd["directory"]')/train.json"
+}
+train_mirror() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("use_mirror", "absent"))' "$TJ"; }
+for want in y:True true:True default:absent ; do
+    mirror_model -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" -F train_epochs=1 \
+        -F model_name="mirror ${want%%:*}" -F use_mirror="${want%%:*}"
+    check '[ -n "$TJ" ] && [ "$(train_mirror)" = "${want#*:}" ] && wait_status "$MID" Done 30' \
+        "use_mirror=${want%%:*} writes use_mirror ${want#*:} into train.json"
+    http DELETE "/models/$MID"
+done
+python3 -c 'import json, sys
+print(json.dumps({"dataset": sys.argv[1], "method": "custom", "custom_network": open(sys.argv[2]).read(),
+                  "train_epochs": 1, "model_name": "nomirror", "use_mirror": False}))' \
+    "$DS" "$T/net.prototxt" >"$T/nomirror.json"
+mirror_model -H 'Content-Type: application/json' --data-binary "@$T/nomirror.json"
+check '[ -n "$TJ" ] && [ "$(train_mirror)" = False ] && wait_status "$MID" Done 30' \
+    "a JSON \"use_mirror\": false writes use_mirror false into train.json"
+http DELETE "/models/$MID"
+http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" \
+    -F model_name=x -F use_mirror=sometimes
+check '[ "$CODE" = 400 ] && jv "d[\"errors\"][\"use_mirror\"][0]" | grep -q sometimes' "an unknown use_mirror is a form error"
 
 # data_parallel=false (a JSON false here) reaches train.json; a model that names no GPU
 # asks for the CPU on a server without GPUs (one GPU on a server with some)

@@ -8,11 +8,13 @@
 // explore its records a page at a time, make one from uploaded text lists, see the
 // engine's graph of LeNet (and its message for a broken network), be refused a GPU the
 // server has not got, set precision, early stopping and batch size auto (and be refused a
-// bad patience), make a LeNet model, watch its loss chart gain points while it trains,
-// abort it, resume it, see it finish; see why the hardware panels have no GPU when NVML is
-// not loaded; then the home page's groups, phone width, the keyboard, and the pages as a
-// plain `chromium --dump-dom` sees them. Every page's console is watched: a
-// JavaScript error anywhere fails the run. Screenshots of each page go to --out.
+// bad patience; the mirror choice stays at the network's setting), make a LeNet model
+// that does not mirror, watch its loss chart gain points while it trains, abort it,
+// resume it, see it finish; see why the hardware panels have no GPU when NVML is not
+// loaded; then the home page's groups, the keyboard, the one top bar of every page, phone
+// width, and the pages as a plain `chromium --dump-dom` sees them. Every page's console
+// is watched: a JavaScript error anywhere fails the run. Screenshots of each page go to
+// --out.
 // Prints "ok"/"FAIL" per step and "ui_browser: N passed, N failed"; exits 1 on a failure.
 import { chromium } from 'playwright-core';
 import { spawn } from 'node:child_process';
@@ -359,18 +361,24 @@ try {
     check(await page.getAttribute('label[for="precision-bf16"]', 'class') === 'radio-card selected', 'the bf16 card is not shown selected');
     await page.check('#batch_auto');
     check(await page.isDisabled('#batch_size'), 'the batch size stays editable with auto');
+    check(await page.inputValue('#use_mirror') === '' &&
+      (await page.$$eval('#use_mirror option', (os) => os.map((o) => o.value + ':' + o.textContent))).join('|') ===
+        ":Network's setting|true:Mirror|false:Don't mirror",
+      'the mirror choice does not start at the network\'s setting with Mirror and Don\'t mirror');
     await shot('model-new-options');
     await Promise.all([page.waitForURL(/\/models\/[^/]+$/), page.click('#create')]);
     const id = decodeURIComponent(page.url().split('/').pop());
     try {
       const job = await (await context.request.get(BASE + '/models/' + encodeURIComponent(id) + '/json')).json();
       const t = job.train || {};
-      check(t.precision === 'bf16' && t.early_stopping_patience === 3 && t.early_stopping_min_delta === 0.01 && t.batch_size === 'auto',
+      check(t.precision === 'bf16' && t.early_stopping_patience === 3 && t.early_stopping_min_delta === 0.01 && t.batch_size === 'auto' &&
+        !('use_mirror' in t),
         'the job trains with ' + JSON.stringify({ precision: t.precision, patience: t.early_stopping_patience,
-          min_delta: t.early_stopping_min_delta, batch_size: t.batch_size }));
+          min_delta: t.early_stopping_min_delta, batch_size: t.batch_size, use_mirror: t.use_mirror }));
       await page.waitForFunction(() => /Precision\s*bf16/.test(document.querySelector('#details').textContent) &&
         /Early stopping\s*after 3 validations/.test(document.querySelector('#details').textContent) &&
-        /Batch size\s*auto/.test(document.querySelector('#details').textContent));
+        /Batch size\s*auto/.test(document.querySelector('#details').textContent) &&
+        /network's mirror setting/.test(document.querySelector('#details').textContent));
       await shot('model-options');
     } finally {
       /* the CPU slot is the next model's; its page is left first, so that nothing reads the job once it is gone */
@@ -386,10 +394,13 @@ try {
     await page.fill('#batch_size', '16');
     await page.fill('#model_name', 'ui-lenet');
     await page.fill('#group_name', 'ui-tests');
+    await page.selectOption('#use_mirror', 'false');
     await shot('model-new');
     await Promise.all([page.waitForURL(/\/models\/[^/]+$/), page.click('#create')]);
     state.modelUrl = page.url();
     state.modelId = decodeURIComponent(state.modelUrl.split('/').pop());
+    const job = await (await context.request.get(BASE + '/models/' + encodeURIComponent(state.modelId) + '/json')).json();
+    check((job.train || {}).use_mirror === false, 'Don\'t mirror does not write use_mirror false: ' + JSON.stringify((job.train || {}).use_mirror));
   });
 
   await step('model page: the loss chart gains points while it trains, hardware updates', async () => {
@@ -487,6 +498,7 @@ try {
       document.querySelector('#train_epochs').value !== '30' && document.querySelector('#batch_size').value === '16');
     check(await page.isChecked('#net-lenet'), 'the clone did not pick LeNet');
     check(await page.inputValue('#dataset') === state.datasetId, 'the clone did not pick the dataset');
+    check(await page.inputValue('#use_mirror') === 'false', 'the clone did not keep Don\'t mirror');
   }, { needed: false });
 
   await step('a new model from a snapshot of the previous one', async () => {
@@ -531,6 +543,31 @@ try {
     await page.focus('#tab-models');
     await page.keyboard.press('ArrowRight');
     check(await page.getAttribute('#tab-datasets', 'aria-selected') === 'true', 'ArrowRight does not move to the Datasets tab');
+  }, { needed: false });
+
+  await step('every page has the one top bar: skip link first, brand, main links, GPUs and user', async () => {
+    const pages = [['home', '/'], ['', '/login.html'], ['dataset-new', '/dataset-new.html'], ['model-new', '/model-new.html'],
+      ['', state.datasetUrl], ['', state.modelUrl], ['', '/classify.html?job=' + encodeURIComponent(state.modelId)]];
+    for (const [current, u] of pages) {
+      await page.goto(u.startsWith('http') ? u : BASE + u, { waitUntil: 'load' });
+      const bar = await page.evaluate(() => ({
+        first: document.body.firstElementChild.outerHTML,
+        headers: document.querySelectorAll('header.topbar').length,
+        brand: document.querySelector('header.topbar .brand')?.href,
+        links: [...document.querySelectorAll('header.topbar nav.topnav[aria-label="Main"] a')].map((a) =>
+          [a.href, a.textContent, a.getAttribute('aria-current')]),
+        pill: document.querySelectorAll('#gpu-pill[aria-live="polite"]').length,
+        user: document.querySelectorAll('#user-box').length,
+      }));
+      const root = new URL('./', BASE + '/').href;
+      const want = [[root, 'Home', current === 'home' ? 'page' : null],
+        [root + 'dataset-new.html', 'New dataset', current === 'dataset-new' ? 'page' : null],
+        [root + 'model-new.html', 'New model', current === 'model-new' ? 'page' : null]];
+      check(bar.first === '<a class="skip-link" href="#main">Skip to content</a>', `${u}: the page does not start with the skip link: ${bar.first}`);
+      check(bar.headers === 1 && bar.brand === root && bar.pill === 1 && bar.user === 1,
+        `${u}: the top bar is not the one of every page: ${JSON.stringify(bar)}`);
+      check(JSON.stringify(bar.links) === JSON.stringify(want), `${u}: the main links are ${JSON.stringify(bar.links)}`);
+    }
   }, { needed: false });
 
   await step('phone width: no page is wider than the screen', async () => {

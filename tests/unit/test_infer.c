@@ -255,9 +255,9 @@ static void test_batch_and_layers(const char *job)
 static void test_epochs(const char *job)
 {
     char err[512];
-    CHECK(cd_snapshot_for_epoch(job, 1, err, sizeof err) == 6, "epoch 1 is iteration 6");
-    CHECK(cd_snapshot_for_epoch(job, 2.0001, err, sizeof err) == 12, "epoch 2 is iteration 12");
-    CHECK(cd_snapshot_for_epoch(job, 3, err, sizeof err) == -1 && strstr(err, "epochs 1, 2"), "epoch 3: %s", err);
+    CHECK(cd_snapshot_for_epoch(job, "1", err, sizeof err) == 6, "epoch 1 is iteration 6");
+    CHECK(cd_snapshot_for_epoch(job, "2.0001", err, sizeof err) == 12, "epoch 2 is iteration 12");
+    CHECK(cd_snapshot_for_epoch(job, "3", err, sizeof err) == -1 && strstr(err, "epochs 1, 2"), "epoch 3: %s", err);
     /* a snapshot without a line gets its epoch from the others' iterations per epoch */
     char path[4200];
     snprintf(path, sizeof path, "%s/snapshot_iter_9.cdw", job);

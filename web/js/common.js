@@ -313,6 +313,31 @@
 
   /* ---- the top bar ------------------------------------------------------------------------------ */
 
+  /* The links of the top bar: [page key, path under the UI root, text]. */
+  const NAV = [['home', '', 'Home'], ['dataset-new', 'dataset-new.html', 'New dataset'], ['model-new', 'model-new.html', 'New model']];
+
+  /* Fills each <header data-cd-header="KEY"> with the skip link (before it), the brand,
+   * the links of NAV (KEY's marked aria-current="page"; KEY may be empty) and the GPU pill
+   * and user box that initTopbar fills; data-pill is the pill's text until then. Runs when
+   * parsing ends, before the deferred page scripts that look for #gpu-pill and #user-box. */
+  function renderHeader() {
+    for (const h of document.querySelectorAll('header[data-cd-header]')) {
+      if (h.firstChild) continue;
+      const current = h.dataset.cdHeader;
+      h.classList.add('topbar');
+      h.before(el('a', {class: 'skip-link', href: '#main', text: 'Skip to content'}));
+      h.append(
+        el('a', {class: 'brand', href: url('')}, el('span', {class: 'brand-mark', 'aria-hidden': 'true'}), 'cdigits'),
+        el('nav', {class: 'topnav', 'aria-label': 'Main'},
+          NAV.map(([key, path, text]) => el('a', {href: url(path), 'aria-current': key === current ? 'page' : null, text}))),
+        el('div', {class: 'topbar-right'},
+          el('span', {class: 'gpu-pill', id: 'gpu-pill', 'aria-live': 'polite', text: h.dataset.pill || ''}),
+          el('span', {class: 'user', id: 'user-box'})));
+    }
+  }
+  if (document.readyState !== 'loading') renderHeader();
+  else document.addEventListener('readystatechange', renderHeader, {once: true});
+
   const state = {user: undefined, gpus: null};
 
   function renderUser() {

@@ -439,12 +439,22 @@
     for (const c of $$('#precision-list .radio-card')) c.classList.toggle('selected', c.querySelector('input').checked);
   }
 
+  /* use_mirror as the server reads it (api_models.c): DIGITS's checkbox values are on, the
+   * usual no-words off, anything else (absent, "default") the network's own setting. */
+  function mirrorChoice(v) {
+    const s = String(v).trim().toLowerCase();
+    if (['1', 'true', 'on', 'yes', 'y', 'mirror'].includes(s)) return 'true';
+    if (['0', 'false', 'off', 'no', 'n', 'none'].includes(s)) return 'false';
+    return '';
+  }
+
   function fill(fields) {
     for (const [k, v] of Object.entries(fields)) {
       if (k === 'dataset' || k === 'method' || k === 'standard_networks' || k === 'previous_networks' || k === 'select_gpus') continue;
       const input = form.querySelector('[name="' + CSS.escape(k) + '"]');
       if (!input || input.type === 'radio') continue;
       if (input.type === 'checkbox') input.checked = ['true', '1', 'on', 'yes'].includes(String(v).toLowerCase());
+      else if (k === 'use_mirror') input.value = mirrorChoice(v);
       else input.value = Array.isArray(v) ? v.join(',') : v;
     }
     if (fields.standard_networks) {

@@ -336,7 +336,9 @@
     row('Mean', t.use_mean);
     const FLIP = {fliplr: 'horizontal flips', flipud: 'vertical flips', fliplrud: 'horizontal and vertical flips'};
     row('Crop, flips', (t.crop_size ? 'crop ' + t.crop_size : 'no crop') + ', ' +
-      (t.use_mirror || FLIP[t.flip] ? [t.use_mirror ? 'mirror' : '', FLIP[t.flip] || ''].filter(Boolean).join(', ') : 'no flips') +
+      /* use_mirror absent: the network's transform_param { mirror } decides */
+      [t.use_mirror === true ? 'mirror' : t.use_mirror === false ? 'no mirror' : "network's mirror setting",
+        FLIP[t.flip] || ''].filter(Boolean).join(', ') +
       (t.shuffle === false ? ', stored order' : ', shuffled'));
     row('Random seed', t.random_seed === null || t.random_seed === undefined ? 'none' : String(t.random_seed));
     const r = job.resources || {};

@@ -1,0 +1,73 @@
+/* The job folder: the name of every file a job keeps there, and the snapshot rules
+ * (which snapshots a folder holds, the newest complete one, the one an epoch names).
+ * Backend-free and without jansson (src/common), so the worker, the scheduler, the
+ * server and tests/gpu/run.sh's build all use the same names and rules.
+ *
+ * The epoch rule. DIGITS's snapshot_epoch is one of the values it listed for the job
+ * (the epochs of its snapshots, as shown) sent back as it was shown; DIGITS looks the
+ * snapshot up by equality with that value. Our lists print epochs with 3 decimals
+ * ("snapshots" of /models/<id>/json), so equality with the stored float would refuse
+ * every value a person copies from them. jobdir_epoch_pick therefore takes the text as
+ * typed: the nearest snapshot, when it is as close as the precision of the text (half a
+ * unit of its last decimal, at least 5e-4; "2.133" and "2.13" both name 2.1333333) and
+ * closer than half the gap to any other snapshot, so that no value ever names two. A
+ * fixed window (the 1e-3 the classifier and the inference routes used) refuses "2.13"
+ * and, with snapshots closer than 1e-3 apart, names whichever came first or last. */
+#pragma once
+
+#include <stddef.h>
+
+/* Files a job folder holds, by role. */
+typedef enum jobdir_file {
+    JOBDIR_TRAIN_JSON,   /* train.json: a model job's configuration (docs/worker-protocol.md) */
+    JOBDIR_DATASET_JSON, /* dataset.json: a dataset job's configuration */
+    JOBDIR_NETWORK,      /* network.prototxt: the model's network, DIGITS's one-file form */
+    JOBDIR_LABELS,       /* labels.txt: class names, line n is label n */
+    JOBDIR_MEAN_BIN,     /* mean.bin: the mean image (docs/formats.md) */
+    JOBDIR_MEAN_PNG,     /* mean.png: the same as a picture */
+    JOBDIR_WORKER_OUT,   /* worker.out.jsonl: the worker's lines (docs/worker-protocol.md) */
+    JOBDIR_WORKER_ERR,   /* worker.err.log: the worker's stderr */
+    JOBDIR_INFO_JSON,    /* info.json: an imported or downloaded model's description */
+    JOBDIR_FILE_COUNT
+} jobdir_file;
+
+/* The file's name in a job folder ("train.json"); NULL for a value out of range. */
+const char *jobdir_name(jobdir_file f);
+/* dir/name into buf. CD_OK, or CD_ERR when it does not fit (buf then holds "") or f is
+ * out of range. */
+int jobdir_path(const char *dir, jobdir_file f, char *buf, size_t len);
+
+/* The two files of a snapshot: the weights (what inference needs) and the solver state
+ * (what a resume needs as well). */
+typedef enum jobdir_part { JOBDIR_WEIGHTS, JOBDIR_STATE } jobdir_part;
+
+/* "snapshot_iter_N.cdw" or "snapshot_iter_N.solverstate", as the trainer writes them.
+ * CD_OK, or CD_ERR when it does not fit. */
+int jobdir_snapshot_name(long iteration, jobdir_part part, char *buf, size_t len);
+/* dir/ and the same. */
+int jobdir_snapshot_path(const char *dir, long iteration, jobdir_part part, char *buf, size_t len);
+
+/* A snapshot found in a job folder: its weights file, snapshot_iter_N.cdw (by
+ * iteration, as the trainer writes them) or snapshot_epoch_N.cdw (by epoch). */
+typedef struct jobdir_snapshot {
+    char file[128];   /* the weights file, relative to the folder */
+    long long number; /* N */
+    int by_iteration; /* N counts iterations (else epochs) */
+    int has_state;    /* the .solverstate beside it is readable */
+} jobdir_snapshot;
+
+enum {
+    JOBDIR_NEED_STATE = 1, /* only complete snapshots (weights and state): a resume */
+    JOBDIR_ITER_ONLY = 2,  /* only snapshot_iter_N: the ones the trainer and inference use */
+};
+
+/* The snapshots in dir that pass flags, ascending by N (epoch snapshots before
+ * iteration ones of the same N, so the newest is the trainer's own), at most max; returns how many (0 when dir can't be read). */
+int jobdir_snapshots(const char *dir, int flags, jobdir_snapshot *out, int max);
+/* The one with the largest N that passes flags: 1 and *out, or 0 when there is none. */
+int jobdir_snapshot_newest(const char *dir, int flags, jobdir_snapshot *out);
+
+/* The index in epochs[0..n) that text (an epoch as a person typed or copied it) names,
+ * by the rule above, or -1 when it names none (not a number, too far, or ambiguous).
+ * Negative entries (epoch unknown) are never named. */
+int jobdir_epoch_pick(const double *epochs, int n, const char *text);

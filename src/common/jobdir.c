@@ -1,0 +1,152 @@
+/* The job folder's file names and snapshot rules (include/cdigits/jobdir.h). */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cdigits/jobdir.h"
+#include "cdigits/util.h"
+
+static const char *const g_names[JOBDIR_FILE_COUNT] = {
+    [JOBDIR_TRAIN_JSON] = "train.json",     [JOBDIR_DATASET_JSON] = "dataset.json",
+    [JOBDIR_NETWORK] = "network.prototxt",  [JOBDIR_LABELS] = "labels.txt",
+    [JOBDIR_MEAN_BIN] = "mean.bin",         [JOBDIR_MEAN_PNG] = "mean.png",
+    [JOBDIR_WORKER_OUT] = "worker.out.jsonl", [JOBDIR_INFO_JSON] = "info.json",
+    [JOBDIR_WORKER_ERR] = "worker.err.log",
+};
+
+/* The two ways a snapshot is named, and the extension of each part. */
+static const char *const g_kinds[2] = {"snapshot_epoch_", "snapshot_iter_"}; /* by by_iteration */
+static const char *const g_parts[2] = {[JOBDIR_WEIGHTS] = ".cdw", [JOBDIR_STATE] = ".solverstate"};
+
+static int fit(char *buf, size_t len, int n)
+{
+    if (n < 0 || (size_t)n >= len) {
+        if (len)
+            buf[0] = 0;
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
+const char *jobdir_name(jobdir_file f) { return (unsigned)f < JOBDIR_FILE_COUNT ? g_names[f] : NULL; }
+
+int jobdir_path(const char *dir, jobdir_file f, char *buf, size_t len)
+{
+    const char *name = jobdir_name(f);
+    if (!name)
+        return fit(buf, len, -1);
+    return fit(buf, len, snprintf(buf, len, "%s/%s", dir, name));
+}
+
+int jobdir_snapshot_name(long iteration, jobdir_part part, char *buf, size_t len)
+{
+    return fit(buf, len, snprintf(buf, len, "%s%ld%s", g_kinds[1], iteration, g_parts[part != JOBDIR_WEIGHTS]));
+}
+
+int jobdir_snapshot_path(const char *dir, long iteration, jobdir_part part, char *buf, size_t len)
+{
+    return fit(buf, len,
+               snprintf(buf, len, "%s/%s%ld%s", dir, g_kinds[1], iteration, g_parts[part != JOBDIR_WEIGHTS]));
+}
+
+/* N and the kind of a weights file name ("snapshot_iter_N.cdw"): 1, or 0 for any other
+ * name (digits only in N, nothing after .cdw). */
+static int parse_weights(const char *name, long long *num, int *by_iter)
+{
+    for (int k = 0; k < 2; k++) {
+        size_t pre = strlen(g_kinds[k]);
+        if (strncmp(name, g_kinds[k], pre) != 0)
+            continue;
+        const char *p = name + pre, *q = p;
+        while (*q >= '0' && *q <= '9')
+            q++;
+        if (q == p || q - p > 18 || strcmp(q, g_parts[JOBDIR_WEIGHTS]) != 0)
+            return 0;
+        *num = strtoll(p, NULL, 10);
+        *by_iter = k;
+        return 1;
+    }
+    return 0;
+}
+
+static int cmp_snap(const void *a, const void *b)
+{
+    const jobdir_snapshot *x = a, *y = b;
+    if (x->number != y->number)
+        return (x->number > y->number) - (x->number < y->number);
+    return x->by_iteration - y->by_iteration;
+}
+
+int jobdir_snapshots(const char *dir, int flags, jobdir_snapshot *out, int max)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while (n < max && (e = readdir(d))) {
+        jobdir_snapshot s = {0};
+        if (!parse_weights(e->d_name, &s.number, &s.by_iteration) || (flags & JOBDIR_ITER_ONLY && !s.by_iteration))
+            continue;
+        char state[4400];
+        if (fit(state, sizeof state,
+                snprintf(state, sizeof state, "%s/%s%lld%s", dir, g_kinds[s.by_iteration], s.number,
+                         g_parts[JOBDIR_STATE])) == CD_OK)
+            s.has_state = access(state, R_OK) == 0;
+        if (flags & JOBDIR_NEED_STATE && !s.has_state)
+            continue;
+        snprintf(s.file, sizeof s.file, "%s", e->d_name);
+        out[n++] = s;
+    }
+    closedir(d);
+    qsort(out, (size_t)n, sizeof *out, cmp_snap);
+    return n;
+}
+
+int jobdir_snapshot_newest(const char *dir, int flags, jobdir_snapshot *out)
+{
+    enum { MAX = 4096 };
+    jobdir_snapshot *all = cd_xmalloc(sizeof *all * MAX);
+    int n = jobdir_snapshots(dir, flags, all, MAX);
+    if (n > 0)
+        *out = all[n - 1];
+    free(all);
+    return n > 0;
+}
+
+int jobdir_epoch_pick(const double *epochs, int n, const char *text)
+{
+    char *end;
+    double want = text ? strtod(text, &end) : NAN;
+    if (text && end != text)
+        while (*end == ' ' || *end == '\t')
+            end++;
+    if (!text || end == text || *end || !isfinite(want))
+        return -1;
+    const char *dot = strchr(text, '.');
+    int decimals = 0;
+    if (dot)
+        while (dot[1 + decimals] >= '0' && dot[1 + decimals] <= '9')
+            decimals++;
+    double tol = strpbrk(text, "eE") ? 1e-6 : 0.5 * pow(10, -decimals);
+    if (tol < 5e-4)
+        tol = 5e-4;
+    int best = -1;
+    double best_diff = INFINITY;
+    for (int i = 0; i < n; i++)
+        if (epochs[i] >= 0 && fabs(epochs[i] - want) < best_diff) {
+            best_diff = fabs(epochs[i] - want);
+            best = i;
+        }
+    if (best < 0 || best_diff > tol + 1e-9)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        double gap = fabs(epochs[i] - epochs[best]);
+        if (i != best && epochs[i] >= 0 && gap > 0 && best_diff >= gap / 2)
+            return -1;
+    }
+    return best;
+}
