@@ -190,9 +190,11 @@ int cd_topk(const float *p, int n, int k, int *idx);
 /* Snapshot iterations present in job_dir, ascending; returns the count (<= max). */
 int cd_snapshot_list(const char *job_dir, long *iters, int max);
 
-/* A snapshot with its epoch: from the worker's `snapshot` lines (JOBDIR/worker.out.jsonl)
- * or an imported model's info.json; iterations without a recorded epoch get one from
- * the iterations per epoch of the others (-1 when nothing is known). */
+/* A snapshot with its epoch: from the snapshot_iter_N.epoch the trainer writes beside it
+ * (jobdir_snapshots), or for an imported model from its info.json. A snapshot without
+ * one gets an epoch from the iterations per epoch of the newest one that has it; when
+ * none has (a folder from before .epoch files existed), the epoch is -1: unknown. The
+ * snapshots are ascending by iteration; returns how many (<= max). */
 typedef struct cd_snapshot_info {
     long iteration;
     double epoch;
@@ -200,7 +202,7 @@ typedef struct cd_snapshot_info {
 int cd_snapshot_epochs(const char *job_dir, cd_snapshot_info *out, int max);
 /* The iteration of the snapshot that `epoch` (the text as typed) names by
  * jobdir_epoch_pick's rule (cdigits/jobdir.h), or -1 with a message naming the epochs
- * that exist. */
+ * that exist (and the iterations of those whose epoch is unknown). */
 long cd_snapshot_for_epoch(const char *job_dir, const char *epoch, char *err, size_t errlen);
 
 /* ---- export (the model download) --------------------------------------------------- */

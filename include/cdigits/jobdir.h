@@ -37,12 +37,14 @@ const char *jobdir_name(jobdir_file f);
  * out of range. */
 int jobdir_path(const char *dir, jobdir_file f, char *buf, size_t len);
 
-/* The two files of a snapshot: the weights (what inference needs) and the solver state
- * (what a resume needs as well). */
-typedef enum jobdir_part { JOBDIR_WEIGHTS, JOBDIR_STATE } jobdir_part;
+/* The files of a snapshot: the weights (what inference needs), the solver state (what a
+ * resume needs as well) and the epoch (docs/formats.md: one decimal number as text, the
+ * epoch the trainer was at when it saved the snapshot; written after the other two). */
+typedef enum jobdir_part { JOBDIR_WEIGHTS, JOBDIR_STATE, JOBDIR_EPOCH } jobdir_part;
 
-/* "snapshot_iter_N.cdw" or "snapshot_iter_N.solverstate", as the trainer writes them.
- * CD_OK, or CD_ERR when it does not fit. */
+/* "snapshot_iter_N.cdw", "snapshot_iter_N.solverstate" or "snapshot_iter_N.epoch", as
+ * the trainer writes them. CD_OK, or CD_ERR when it does not fit or part is out of
+ * range. */
 int jobdir_snapshot_name(long iteration, jobdir_part part, char *buf, size_t len);
 /* dir/ and the same. */
 int jobdir_snapshot_path(const char *dir, long iteration, jobdir_part part, char *buf, size_t len);
@@ -54,6 +56,8 @@ typedef struct jobdir_snapshot {
     long long number; /* N */
     int by_iteration; /* N counts iterations (else epochs) */
     int has_state;    /* the .solverstate beside it is readable */
+    double epoch;     /* from the .epoch beside it (N itself for snapshot_epoch_N);
+                       * -1 when unknown: no such file, or one that is not a number */
 } jobdir_snapshot;
 
 enum {
@@ -66,6 +70,14 @@ enum {
 int jobdir_snapshots(const char *dir, int flags, jobdir_snapshot *out, int max);
 /* The one with the largest N that passes flags: 1 and *out, or 0 when there is none. */
 int jobdir_snapshot_newest(const char *dir, int flags, jobdir_snapshot *out);
+
+/* Writes dir/snapshot_iter_N.epoch for epoch (>= 0, finite) with cd_write_file_atomic.
+ * The trainer calls it after the weights and state are in place, so a crash never
+ * leaves an epoch for a snapshot that is not there. CD_OK, or CD_ERR with errno. */
+int jobdir_snapshot_epoch_write(const char *dir, long iteration, double epoch);
+/* The epoch in dir/snapshot_iter_N.epoch, or -1 when the file is missing or does not
+ * hold one non-negative number. */
+double jobdir_snapshot_epoch_read(const char *dir, long iteration);
 
 /* The index in epochs[0..n) that text (an epoch as a person typed or copied it) names,
  * by the rule above, or -1 when it names none (not a number, too far, or ambiguous).

@@ -1,5 +1,6 @@
 /* The job folder's file names and snapshot rules (include/cdigits/jobdir.h). */
 #include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,8 @@ static const char *const g_names[JOBDIR_FILE_COUNT] = {
 
 /* The two ways a snapshot is named, and the extension of each part. */
 static const char *const g_kinds[2] = {"snapshot_epoch_", "snapshot_iter_"}; /* by by_iteration */
-static const char *const g_parts[2] = {[JOBDIR_WEIGHTS] = ".cdw", [JOBDIR_STATE] = ".solverstate"};
+static const char *const g_parts[3] = {[JOBDIR_WEIGHTS] = ".cdw", [JOBDIR_STATE] = ".solverstate",
+                                       [JOBDIR_EPOCH] = ".epoch"};
 
 static int fit(char *buf, size_t len, int n)
 {
@@ -43,13 +45,49 @@ int jobdir_path(const char *dir, jobdir_file f, char *buf, size_t len)
 
 int jobdir_snapshot_name(long iteration, jobdir_part part, char *buf, size_t len)
 {
-    return fit(buf, len, snprintf(buf, len, "%s%ld%s", g_kinds[1], iteration, g_parts[part != JOBDIR_WEIGHTS]));
+    if ((unsigned)part > JOBDIR_EPOCH)
+        return fit(buf, len, -1);
+    return fit(buf, len, snprintf(buf, len, "%s%ld%s", g_kinds[1], iteration, g_parts[part]));
 }
 
 int jobdir_snapshot_path(const char *dir, long iteration, jobdir_part part, char *buf, size_t len)
 {
-    return fit(buf, len,
-               snprintf(buf, len, "%s/%s%ld%s", dir, g_kinds[1], iteration, g_parts[part != JOBDIR_WEIGHTS]));
+    if ((unsigned)part > JOBDIR_EPOCH)
+        return fit(buf, len, -1);
+    return fit(buf, len, snprintf(buf, len, "%s/%s%ld%s", dir, g_kinds[1], iteration, g_parts[part]));
+}
+
+int jobdir_snapshot_epoch_write(const char *dir, long iteration, double epoch)
+{
+    char path[4400], text[64];
+    if (!isfinite(epoch) || epoch < 0 || jobdir_snapshot_path(dir, iteration, JOBDIR_EPOCH, path, sizeof path) != CD_OK) {
+        errno = EINVAL;
+        return CD_ERR;
+    }
+    /* %.17g: the reader gets back the very double the trainer had */
+    int n = snprintf(text, sizeof text, "%.17g\n", epoch);
+    return cd_write_file_atomic(path, text, (size_t)n);
+}
+
+double jobdir_snapshot_epoch_read(const char *dir, long iteration)
+{
+    char path[4400], text[64];
+    if (jobdir_snapshot_path(dir, iteration, JOBDIR_EPOCH, path, sizeof path) != CD_OK)
+        return -1;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t got = fread(text, 1, sizeof text - 1, f);
+    int more = fgetc(f) != EOF; /* longer than any number we write: not ours */
+    fclose(f);
+    text[got] = 0;
+    char *end;
+    double e = strtod(text, &end);
+    if (end == text || more)
+        return -1;
+    while (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')
+        end++;
+    return *end || !isfinite(e) || e < 0 ? -1 : e;
 }
 
 /* N and the kind of a weights file name ("snapshot_iter_N.cdw"): 1, or 0 for any other
@@ -99,6 +137,7 @@ int jobdir_snapshots(const char *dir, int flags, jobdir_snapshot *out, int max)
         if (flags & JOBDIR_NEED_STATE && !s.has_state)
             continue;
         snprintf(s.file, sizeof s.file, "%s", e->d_name);
+        s.epoch = s.by_iteration ? jobdir_snapshot_epoch_read(dir, (long)s.number) : (double)s.number;
         out[n++] = s;
     }
     closedir(d);

@@ -48,63 +48,32 @@ int cd_snapshot_list(const char *job_dir, long *iters, int max)
     return n;
 }
 
-/* Records (iteration, epoch) pairs seen in the worker's output or an info.json. */
-static void note_epoch(cd_snapshot_info *known, int *nknown, int max, long it, double epoch)
-{
-    for (int i = 0; i < *nknown; i++)
-        if (known[i].iteration == it) {
-            known[i].epoch = epoch;
-            return;
-        }
-    if (*nknown < max)
-        known[(*nknown)++] = (cd_snapshot_info){it, epoch};
-}
-
 int cd_snapshot_epochs(const char *job_dir, cd_snapshot_info *out, int max)
 {
-    long *iters = cd_xmalloc(sizeof(long) * (size_t)(max > 0 ? max : 1));
-    int n = cd_snapshot_list(job_dir, iters, max);
-    cd_snapshot_info *known = cd_xcalloc((size_t)(max > 0 ? max : 1), sizeof *known);
-    int nknown = 0;
+    jobdir_snapshot *all = cd_xmalloc(sizeof *all * (size_t)(max > 0 ? max : 1));
+    int n = jobdir_snapshots(job_dir, JOBDIR_ITER_ONLY, all, max);
+    for (int i = 0; i < n; i++)
+        out[i] = (cd_snapshot_info){(long)all[i].number, all[i].epoch};
+    free(all);
+    /* an imported model names the epoch of its one snapshot in info.json */
     char path[4200];
-    jobdir_path(job_dir, JOBDIR_WORKER_OUT, path, sizeof path);
-    FILE *f = fopen(path, "r");
-    if (f) {
-        char *line = NULL;
-        size_t cap = 0;
-        while (getline(&line, &cap, f) > 0) {
-            if (!strstr(line, "\"snapshot\""))
-                continue;
-            json_t *o = json_loads(line, 0, NULL);
-            const char *type = json_string_value(json_object_get(o, "type"));
-            if (type && !strcmp(type, "snapshot") && json_is_number(json_object_get(o, "epoch")))
-                note_epoch(known, &nknown, max, (long)json_integer_value(json_object_get(o, "iteration")),
-                           json_number_value(json_object_get(o, "epoch")));
-            json_decref(o);
-        }
-        free(line);
-        fclose(f);
-    }
     jobdir_path(job_dir, JOBDIR_INFO_JSON, path, sizeof path);
-    json_t *info = json_load_file(path, 0, NULL);
-    if (json_is_number(json_object_get(info, "snapshot epoch")) &&
-        json_is_integer(json_object_get(info, "snapshot iteration")))
-        note_epoch(known, &nknown, max, (long)json_integer_value(json_object_get(info, "snapshot iteration")),
-                   json_number_value(json_object_get(info, "snapshot epoch")));
+    json_t *info = access(path, R_OK) == 0 ? json_load_file(path, 0, NULL) : NULL;
+    json_t *ie = json_object_get(info, "snapshot epoch"), *ii = json_object_get(info, "snapshot iteration");
+    if (json_is_number(ie) && json_number_value(ie) >= 0 && json_is_integer(ii))
+        for (int i = 0; i < n; i++)
+            if (out[i].iteration == (long)json_integer_value(ii) && out[i].epoch < 0)
+                out[i].epoch = json_number_value(ie);
     json_decref(info);
-    double per_iter = -1; /* epochs per iteration, from the newest known pair */
-    for (int i = 0; i < nknown; i++)
-        if (known[i].iteration > 0 && known[i].epoch > 0)
-            per_iter = known[i].epoch / (double)known[i].iteration;
-    for (int i = 0; i < n; i++) {
-        out[i].iteration = iters[i];
-        out[i].epoch = per_iter > 0 ? per_iter * (double)iters[i] : -1;
-        for (int k = 0; k < nknown; k++)
-            if (known[k].iteration == iters[i])
-                out[i].epoch = known[k].epoch;
-    }
-    free(known);
-    free(iters);
+    /* a snapshot whose .epoch the trainer did not get to write (a crash right after the
+     * weights) takes the iterations per epoch of the newest one that has it */
+    double per_iter = -1;
+    for (int i = 0; i < n; i++)
+        if (out[i].iteration > 0 && out[i].epoch > 0)
+            per_iter = out[i].epoch / (double)out[i].iteration;
+    for (int i = 0; i < n; i++)
+        if (out[i].epoch < 0 && per_iter > 0)
+            out[i].epoch = per_iter * (double)out[i].iteration;
     return n;
 }
 
@@ -125,10 +94,19 @@ long cd_snapshot_for_epoch(const char *job_dir, const char *epoch, char *err, si
     }
     size_t used = (size_t)snprintf(err, errlen, "there is no snapshot of epoch %s; the snapshots are of epoch%s ",
                                    epoch, n == 1 ? "" : "s");
-    for (int i = 0; i < n && used < errlen; i++)
-        used += (size_t)snprintf(err + used, errlen - used, "%s%g", i ? ", " : "", snaps[i].epoch);
+    int unknown = 0;
+    for (int i = 0; i < n && used < errlen; i++) {
+        unknown |= snaps[i].epoch < 0;
+        if (snaps[i].epoch < 0)
+            used += (size_t)snprintf(err + used, errlen - used, "%sunknown (iteration %ld)", i ? ", " : "",
+                                     snaps[i].iteration);
+        else
+            used += (size_t)snprintf(err + used, errlen - used, "%s%g", i ? ", " : "", snaps[i].epoch);
+    }
     if (n == 0 && used < errlen)
         snprintf(err + used, errlen - used, "(none yet)");
+    else if (unknown && used < errlen)
+        snprintf(err + used, errlen - used, "; name a snapshot of unknown epoch by its iteration");
     free(snaps);
     return -1;
 }

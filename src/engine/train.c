@@ -190,10 +190,23 @@ static int save_snapshot(trainer *t, long iter, char *err, size_t errlen)
     char w[4200], s[4200];
     jobdir_snapshot_path(t->c->job_dir, iter, JOBDIR_WEIGHTS, w, sizeof w);
     jobdir_snapshot_path(t->c->job_dir, iter, JOBDIR_STATE, s, sizeof s);
-    /* state first: a weights file without its state is never taken for a resume */
+    /* The epoch goes last and an older one first: a .epoch beside a snapshot was
+     * written after that very snapshot, so a crash leaves at worst a snapshot without
+     * its epoch (readers then call it unknown), never an epoch for a missing or older
+     * snapshot. A weights file without its state is never taken for a resume. */
+    char e[4200];
+    jobdir_snapshot_path(t->c->job_dir, iter, JOBDIR_EPOCH, e, sizeof e);
+    if (unlink(e) != 0 && errno != ENOENT) {
+        snprintf(err, errlen, "cannot remove the old %s: %s; check the job folder's permissions", e, strerror(errno));
+        return CD_ERR;
+    }
     if (cd_snapshot_save_weights(t->train, w, err, errlen) != CD_OK ||
         cd_snapshot_save_state(t->train, iter, s, err, errlen) != CD_OK)
         return CD_ERR;
+    if (jobdir_snapshot_epoch_write(t->c->job_dir, iter, epoch_of(t, iter)) != CD_OK) {
+        snprintf(err, errlen, "cannot write %s: %s; free space on the job folder's disk and resume", e, strerror(errno));
+        return CD_ERR;
+    }
     char file[64];
     jobdir_snapshot_name(iter, JOBDIR_WEIGHTS, file, sizeof file);
     cd_jsonl(json_pack("{s:s, s:f, s:I, s:s}", "type", "snapshot", "epoch", epoch_of(t, iter),

@@ -160,6 +160,10 @@ run "$tmp/end-snap"
 check "snapshots false: trained" grep -q '"name":"loss"' "$tmp/no-snap.log"
 check "snapshots false: no snapshot" test -z "$(ls "$tmp/no-snap" | grep -E '^snapshot_iter_')"
 check "snapshot_interval 0: the final snapshot" test -n "$(ls "$tmp/end-snap" | grep -E '^snapshot_iter_[0-9]+\.cdw$')"
+# each snapshot has its epoch beside it (docs/formats.md): 1 epoch, so the final one's is 1
+end_iter=$(ls "$tmp/end-snap" | sed -n 's/^snapshot_iter_\([0-9]*\)\.cdw$/\1/p' | sort -n | tail -1)
+check "the final snapshot's epoch file says 1" python3 -c 'import sys; sys.exit(float(open(sys.argv[1]).read()) != 1.0)' \
+    "$tmp/end-snap/snapshot_iter_${end_iter:-0}.epoch"
 
 # validating every quarter epoch trains exactly as validating once at the end: the
 # validation batches go through the staging slot not holding the next training batch

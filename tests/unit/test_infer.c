@@ -8,8 +8,9 @@
  *     parameters and their count, and a convolution's output before its in-place ReLU;
  *   - the prototxt writer round-trips LeNet and escaped strings; the solver writer's
  *     text validates as Caffe's SolverParameter with the policy in iterations;
- *   - snapshot epochs come from the worker's snapshot lines, and a missing epoch names
- *     the ones there are;
+ *   - snapshot epochs come from the .epoch files beside the snapshots, a snapshot
+ *     without one takes the others' iterations per epoch, a folder without any has
+ *     unknown epochs, and a missing epoch names the ones there are;
  *   - weights taken by name and shape: a last layer of another number of classes keeps
  *     its fillers while the others are taken (what starting from a pretrained model
  *     relies on);
@@ -34,6 +35,7 @@
 #include "cdigits/base64.h"
 #include "cdigits/dataset.h"
 #include "cdigits/infer.h"
+#include "cdigits/jobdir.h"
 #include "cdigits/prototxt.h"
 #include "cdigits/util.h"
 #include "testutil.h"
@@ -93,10 +95,8 @@ static void make_job(const char *dir)
     cd_test_fill_uniform(mean, C * H * W, 60, 200);
     snprintf(path, sizeof path, "%s/mean.bin", dir);
     CHECK(cd_mean_save(path, C, H, W, 100, mean, err, sizeof err) == CD_OK, "mean.bin: %s", err);
-    write_text(dir, "worker.out.jsonl",
-               "{\"type\":\"snapshot\",\"epoch\":1.0,\"iteration\":6,\"file\":\"snapshot_iter_6.cdw\"}\n"
-               "{\"type\":\"metric\",\"phase\":\"train\",\"name\":\"loss\",\"value\":1}\n"
-               "{\"type\":\"snapshot\",\"epoch\":2.0,\"iteration\":12,\"file\":\"snapshot_iter_12.cdw\"}\n");
+    CHECK(jobdir_snapshot_epoch_write(dir, 6, 1.0) == CD_OK && jobdir_snapshot_epoch_write(dir, 12, 2.0) == CD_OK,
+          "the snapshots' .epoch files");
     cd_net_opts o = {.stage = "train", .batch = 4, .input_c = C, .input_h = H, .input_w = W,
                      .num_classes = CLASSES, .seed = cd_test_rand_u64()};
     snprintf(path, sizeof path, "%s/network.prototxt", dir);
@@ -266,6 +266,20 @@ static void test_epochs(const char *job)
     int n = cd_snapshot_epochs(job, s, 8);
     CHECK(n == 3 && s[1].iteration == 9 && fabs(s[1].epoch - 1.5) < 1e-9, "iteration 9 is epoch 1.5 (%g)", n == 3 ? s[1].epoch : -1);
     unlink(path);
+    /* a folder from before .epoch files: the epochs are unknown, and the message says
+     * which iterations those are */
+    for (long it = 6; it <= 12; it += 6) {
+        jobdir_snapshot_path(job, it, JOBDIR_EPOCH, path, sizeof path);
+        CHECK(unlink(path) == 0, "remove %s", path);
+    }
+    n = cd_snapshot_epochs(job, s, 8);
+    CHECK(n == 2 && s[0].epoch == -1 && s[1].epoch == -1, "no .epoch files: unknown epochs (%g, %g)",
+          n == 2 ? s[0].epoch : 0, n == 2 ? s[1].epoch : 0);
+    CHECK(cd_snapshot_for_epoch(job, "1", err, sizeof err) == -1 && strstr(err, "unknown (iteration 6)") &&
+              strstr(err, "unknown (iteration 12)") && strstr(err, "by its iteration"),
+          "unknown epochs: %s", err);
+    CHECK(jobdir_snapshot_epoch_write(job, 6, 1.0) == CD_OK && jobdir_snapshot_epoch_write(job, 12, 2.0) == CD_OK,
+          "the .epoch files again");
 }
 
 static void test_prototxt_writer(void)

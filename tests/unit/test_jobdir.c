@@ -1,10 +1,12 @@
 /* The job folder's names and snapshot rules (cdigits/jobdir.h) on a temporary folder of
  * files made here: random iterations, some without their solver state (incomplete
- * pairs), gaps, names that only look like snapshots, epoch snapshots, and the epoch rule
- * against values as a person types them. */
+ * pairs), gaps, names that only look like snapshots, epoch snapshots, the .epoch files
+ * beside snapshots (present, missing, damaged, orphan), and the epoch rule against values
+ * as a person types them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cdigits/jobdir.h"
 #include "cdigits/util.h"
@@ -95,8 +97,65 @@ static void test_scan(void)
         jobdir_snapshot_name(newest_full, JOBDIR_WEIGHTS, want, sizeof want);
         CHECK(!strcmp(one.file, want), "file %s, want %s", one.file, want);
     }
+    for (int i = 0; i < n; i++)
+        CHECK(s[i].by_iteration ? s[i].epoch == -1 : s[i].epoch == (double)s[i].number,
+              "%s: epoch %g without a .epoch file", s[i].file, s[i].epoch);
     CHECK(jobdir_snapshots("/nonexistent/jobdir", 0, s, 64) == 0, "a missing folder has none");
     CHECK(!jobdir_snapshot_newest("/nonexistent/jobdir", 0, &one), "a missing folder has no newest");
+}
+
+/* .epoch files: written and read back exactly, read by the scan for the snapshot beside
+ * them, and a missing, empty, damaged or orphan one is an unknown epoch. */
+static void test_epoch_files(void)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/epochs", cd_test_tmpdir()); /* apart from test_scan's files */
+    CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
+    enum { N = 8 };
+    long iters[N];
+    double epochs[N];
+    int written[N];
+    long it = 0;
+    double per_epoch = 3 + (double)(cd_test_rand_u64() % 997); /* iterations per epoch */
+    for (int i = 0; i < N; i++) {
+        it += 1 + (long)(cd_test_rand_u64() % 300);
+        iters[i] = it;
+        epochs[i] = (double)it / per_epoch;
+        written[i] = i == 0 || cd_test_rand_u64() % 4 != 0; /* some saved without one */
+        char name[64];
+        jobdir_snapshot_name(it, JOBDIR_WEIGHTS, name, sizeof name);
+        touch(dir, name);
+        if (written[i])
+            CHECK(jobdir_snapshot_epoch_write(dir, it, epochs[i]) == CD_OK, "write the epoch of %ld", it);
+    }
+    char name[64];
+    CHECK(jobdir_snapshot_name(7, JOBDIR_EPOCH, name, sizeof name) == CD_OK && !strcmp(name, "snapshot_iter_7.epoch"),
+          "%s", name);
+    CHECK(jobdir_snapshot_name(7, (jobdir_part)3, name, sizeof name) == CD_ERR, "part out of range refused");
+    /* an epoch for a snapshot that is not there names nothing */
+    CHECK(jobdir_snapshot_epoch_write(dir, it + 5, 99.0) == CD_OK, "orphan epoch");
+    CHECK(jobdir_snapshot_epoch_write(dir, it + 6, -1.0) == CD_ERR, "a negative epoch is refused");
+
+    jobdir_snapshot s[64];
+    int n = jobdir_snapshots(dir, JOBDIR_ITER_ONLY, s, 64);
+    CHECK(n == N, "snapshots: %d, want %d", n, N);
+    for (int i = 0; i < n && i < N; i++) {
+        double want = written[i] ? epochs[i] : -1;
+        CHECK(s[i].number == iters[i] && s[i].epoch == want, "snapshot %ld: epoch %.17g, want %.17g", iters[i],
+              s[i].epoch, want);
+        CHECK(jobdir_snapshot_epoch_read(dir, iters[i]) == want, "read %ld", iters[i]);
+    }
+    /* damaged files: empty, not a number, a number and more */
+    static const char *const bad[] = {"", "two\n", "1.5 x\n", "-2\n", "nan\n"};
+    for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+        char path[4400];
+        jobdir_snapshot_path(dir, iters[0], JOBDIR_EPOCH, path, sizeof path);
+        CHECK(cd_write_file_atomic(path, bad[b], strlen(bad[b])) == CD_OK, "write %s", path);
+        CHECK(jobdir_snapshot_epoch_read(dir, iters[0]) == -1, "\"%s\" is an unknown epoch", bad[b]);
+        n = jobdir_snapshots(dir, JOBDIR_ITER_ONLY, s, 64);
+        CHECK(n == N && s[0].epoch == -1, "scan of \"%s\": %g", bad[b], n ? s[0].epoch : 0);
+    }
+    CHECK(jobdir_snapshot_epoch_read(dir, it + 100) == -1, "a missing file is an unknown epoch");
 }
 
 static void test_epoch_rule(void)
@@ -138,6 +197,7 @@ int main(void)
     cd_test_init("test_jobdir");
     test_names();
     test_scan();
+    test_epoch_files();
     test_epoch_rule();
     return cd_test_finish();
 }
