@@ -102,6 +102,12 @@ enum { CD_MEAN_NONE = 0, CD_MEAN_IMAGE = 1, CD_MEAN_PIXEL = 2 };
 void cd_train_config_init(cd_train_config *c);
 /* Read JOBDIR/train.json (docs/worker-protocol.md) over the defaults. */
 int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, size_t errlen);
+/* The train command's options after JOBDIR (argc of them), each overriding its key of
+ * train.json (docs/worker-protocol.md): --resume (resume: true), --gpus LIST (gpus: the
+ * comma-separated numbers), --backend auto|cpu|cuda (backend). Call it after
+ * cd_train_config_load. CD_OK, or CD_ERR with a message naming the argument: a usage
+ * error. */
+int cd_train_config_args(cd_train_config *c, int argc, char **argv, char *err, size_t errlen);
 
 /* Run the training task; returns the worker exit status (0 done, 1 failed, 3 stopped
  * by a signal after saving a snapshot). Reports JSON lines on stdout. */

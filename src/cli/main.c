@@ -15,7 +15,7 @@ static const command commands[] = {
     {"check-net", cd_cmd_check_net, "check-net FILE [--input CxHxW] [--classes N] [--batch N] [--crop N] [--json]"},
     {"dataset", cd_cmd_dataset, "dataset JOBDIR"},
     {"import-idx", cd_cmd_import_idx, "import-idx --images FILE --labels FILE --out DIR [--labels-names a,b,...]"},
-    {"train", cd_cmd_train, "train JOBDIR"},
+    {"train", cd_cmd_train, "train JOBDIR [--resume] [--gpus LIST] [--backend auto|cpu|cuda]"},
     {"classify", cd_cmd_classify, "classify --model JOBDIR [--iteration N | --epoch E] IMAGE... | --list FILE"},
     {"serve-model", cd_cmd_serve_model, "serve-model --model JOBDIR [--iteration N] [--gpu N] (JSON lines on stdin)"},
 };

@@ -1,5 +1,7 @@
 /* train.json (docs/worker-protocol.md) into a cd_train_config, with DIGITS's defaults
- * and a message naming the key for every bad value. */
+ * and a message naming the key for every bad value; then the train command's options,
+ * which override their keys (the scheduler passes its choices for one attempt there and
+ * leaves the job's train.json as it was written). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,6 +89,27 @@ typedef struct name_value {
     const char *name;
     int value;
 } name_value;
+
+static const name_value backends[] = {{"auto", CD_BACKEND_AUTO}, {"cpu", CD_BACKEND_CPU}, {"cuda", CD_BACKEND_CUDA},
+                                      {"gpu", CD_BACKEND_CUDA}};
+#define BACKEND_LIST "auto, cpu, cuda"
+
+#define MAX_GPUS ((int)(sizeof ((cd_train_config *)0)->gpus / sizeof(int)))
+#define MAX_GPU_ID 1023
+
+/* Appends GPU id to c->gpus; what names the source ("train.json: \"gpus\"", "--gpus")
+ * in the message. The caller has checked the range and the count. */
+static int gpu_add(cd_train_config *c, int id, const char *what, char *err, size_t errlen)
+{
+    for (int k = 0; k < c->ngpus; k++)
+        if (c->gpus[k] == id) {
+            /* two replicas on one device: NCCL does not support it (it may hang) */
+            snprintf(err, errlen, "%s lists GPU %d twice; list each GPU once", what, id);
+            return CD_ERR;
+        }
+    c->gpus[c->ngpus++] = id;
+    return CD_OK;
+}
 
 static int get_enum(json_t *root, const char *key, const name_value *table, size_t n, int *out,
                     const char *list, char *err, size_t errlen)
@@ -284,8 +307,6 @@ int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, siz
     c->resume = resume && json_is_true(resume);
     static const name_value means[] = {{"none", CD_MEAN_NONE}, {"image", CD_MEAN_IMAGE},
                                        {"pixel", CD_MEAN_PIXEL}};
-    static const name_value backends[] = {{"auto", CD_BACKEND_AUTO}, {"cpu", CD_BACKEND_CPU}, {"cuda", CD_BACKEND_CUDA},
-                                          {"gpu", CD_BACKEND_CUDA}};
     static const name_value flips[] = {{"none", 0},
                                        {"fliplr", CD_FLIP_LR},
                                        {"flipud", CD_FLIP_UD},
@@ -294,7 +315,7 @@ int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, siz
                                             {"fp16", CD_PREC_FP16}, {"bf16", CD_PREC_BF16}};
     if (get_enum(root, "use_mean", means, CD_ARRAY_LEN(means), &c->use_mean, "none, image, pixel",
                  err, errlen) ||
-        get_enum(root, "backend", backends, CD_ARRAY_LEN(backends), &c->backend, "auto, cpu, cuda",
+        get_enum(root, "backend", backends, CD_ARRAY_LEN(backends), &c->backend, BACKEND_LIST,
                  err, errlen) ||
         get_enum(root, "flip", flips, CD_ARRAY_LEN(flips), &c->flip, "none, fliplr, flipud, fliplrud",
                  err, errlen) ||
@@ -306,23 +327,74 @@ int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, siz
         size_t i;
         json_t *g;
         json_array_foreach(gpus, i, g) {
-            if (!json_is_integer(g) || json_integer_value(g) < 0 || json_integer_value(g) > 1023 ||
-                c->ngpus >= 16) {
+            if (!json_is_integer(g) || json_integer_value(g) < 0 || json_integer_value(g) > MAX_GPU_ID ||
+                c->ngpus >= MAX_GPUS) {
                 bad(err, errlen, "gpus", "a list of up to 16 GPU numbers");
                 goto out;
             }
-            int id = (int)json_integer_value(g);
-            for (int k = 0; k < c->ngpus; k++)
-                if (c->gpus[k] == id) {
-                    /* two replicas on one device: NCCL does not support it (it may hang) */
-                    snprintf(err, errlen, "train.json: \"gpus\" lists GPU %d twice; list each GPU once", id);
-                    goto out;
-                }
-            c->gpus[c->ngpus++] = id;
+            if (gpu_add(c, (int)json_integer_value(g), "train.json: \"gpus\"", err, errlen))
+                goto out;
         }
     }
     rc = CD_OK;
 out:
     json_decref(root);
     return rc;
+}
+
+/* --gpus LIST: comma-separated GPU numbers, replacing train.json's list. */
+static int parse_gpus_arg(cd_train_config *c, const char *list, char *err, size_t errlen)
+{
+    c->ngpus = 0;
+    const char *p = list;
+    for (;;) {
+        char *end;
+        long id = *p >= '0' && *p <= '9' ? strtol(p, &end, 10) : -1;
+        if (id < 0 || id > MAX_GPU_ID || (*end && *end != ',') || c->ngpus >= MAX_GPUS) {
+            snprintf(err, errlen, "--gpus %s: give up to %d GPU numbers between 0 and %d separated by commas, "
+                     "e.g. --gpus 0,1", list, MAX_GPUS, MAX_GPU_ID);
+            return CD_ERR;
+        }
+        if (gpu_add(c, (int)id, "--gpus", err, errlen))
+            return CD_ERR;
+        if (!*end)
+            return CD_OK;
+        p = end + 1;
+    }
+}
+
+int cd_train_config_args(cd_train_config *c, int argc, char **argv, char *err, size_t errlen)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--resume")) {
+            c->resume = 1;
+            continue;
+        }
+        if (strcmp(a, "--gpus") && strcmp(a, "--backend")) {
+            snprintf(err, errlen, "%s is not an option of train; the options are --resume, --gpus LIST and "
+                     "--backend %s", a, BACKEND_LIST);
+            return CD_ERR;
+        }
+        if (i + 1 >= argc) {
+            snprintf(err, errlen, "%s needs a value (%s)", a,
+                     !strcmp(a, "--gpus") ? "GPU numbers, e.g. --gpus 0,1" : "one of " BACKEND_LIST);
+            return CD_ERR;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(a, "--gpus")) {
+            if (parse_gpus_arg(c, v, err, errlen))
+                return CD_ERR;
+            continue;
+        }
+        size_t k = 0;
+        while (k < CD_ARRAY_LEN(backends) && strcasecmp(v, backends[k].name))
+            k++;
+        if (k == CD_ARRAY_LEN(backends)) {
+            snprintf(err, errlen, "--backend %s: must be one of %s", v, BACKEND_LIST);
+            return CD_ERR;
+        }
+        c->backend = backends[k].value;
+    }
+    return CD_OK;
 }

@@ -25,6 +25,8 @@ typedef struct stask {
     int attempt;          /* of the run in progress (or next run while queued) */
     int gpus[SCHED_MAX_GPUS];
     int ngpus;
+    int resume;           /* a model's later attempt with a complete snapshot: the worker
+                           * gets --resume (its train.json is left as the API wrote it) */
     pid_t pid;
     long long pid_start;
     long long out_offset;  /* bytes of worker.out.jsonl read and stored */

@@ -408,6 +408,13 @@ int sched_enqueue(sched_t *s, const char *job_id, cd_err_t *err)
     snprintf(t->dir, sizeof t->dir, "%s", jstr(job, "dir"));
     t->task_id = json_integer_value(json_object_get(task, "id"));
     t->attempt = (int)json_integer_value(json_object_get(task, "attempt")) + 1;
+    /* Decided from what is on disk, not remembered from sched_resume: a resume queued
+     * when the server stopped is queued again at start with only the store and the job
+     * folder to go on. A first attempt starts fresh; a later one continues from the
+     * newest complete snapshot, the one sched_resume announced, when there is one. */
+    jobdir_snapshot snap;
+    t->resume = strcmp(t->type, "model") == 0 && t->attempt > 1 &&
+                jobdir_snapshot_newest(t->dir, JOBDIR_NEED_STATE, &snap);
 
     pthread_mutex_lock(&s->lock);
     sched_job_request(s, job, &t->req);
@@ -530,27 +537,6 @@ int sched_has_job(sched_t *s, const char *job_id)
 
 /* ---- resume -------------------------------------------------------------------------- */
 
-/* Sets "resume" in the job's train.json. */
-static int set_resume_flag(const char *dir, int resume, cd_err_t *err)
-{
-    char path[PATH_MAX];
-    jobdir_path(dir, JOBDIR_TRAIN_JSON, path, sizeof path);
-    json_error_t jerr;
-    json_t *cfg = json_load_file(path, 0, &jerr);
-    if (!cfg)
-        return cd_err_set(err, CD_E_INTERNAL, "cannot read %s: %s", path, jerr.text);
-    json_object_set_new(cfg, "resume", json_boolean(resume));
-    char *text = json_dumps(cfg, JSON_INDENT(2));
-    json_decref(cfg);
-    if (!text)
-        return cd_err_set(err, CD_E_INTERNAL, "out of memory writing %s", path);
-    int rc = cd_write_file_atomic(path, text, strlen(text));
-    free(text);
-    if (rc != CD_OK)
-        return cd_err_set(err, CD_E_INTERNAL, "cannot write %s: %s", path, strerror(errno));
-    return CD_OK;
-}
-
 /* Records the snapshots found on disk that the store does not know (a worker that was
  * cut off after writing a snapshot but before its line was read). */
 static void reconcile_snapshots(sched_t *s, const char *job_id, const char *dir)
@@ -623,8 +609,6 @@ int sched_resume(sched_t *s, const char *job_id, double *epoch_out, cd_err_t *er
     int next_attempt = (int)json_integer_value(json_object_get(json_array_get(tasks, 0), "attempt")) + 1;
     if (store_metric_supersede(s->store, job_id, epoch, have && iteration > 0 ? iteration : (have ? -1 : 0),
                                next_attempt, err) != CD_OK)
-        goto out;
-    if (set_resume_flag(dir, have, err) != CD_OK)
         goto out;
     char msg[200];
     if (have)

@@ -25,33 +25,8 @@ extern char **environ;
 
 #define MAX_LINE (4u << 20) /* longer lines are cut: no worker line is that long */
 
-/* Adds the GPUs and the backend to train.json, which the API wrote at creation. */
-static int write_train_devices(const stask_t *t, cd_err_t *err)
-{
-    char path[PATH_MAX];
-    jobdir_path(t->dir, JOBDIR_TRAIN_JSON, path, sizeof path);
-    json_error_t jerr;
-    json_t *cfg = json_load_file(path, 0, &jerr);
-    if (!cfg)
-        return cd_err_set(err, CD_E_INTERNAL, "cannot read %s: %s (line %d)", path, jerr.text, jerr.line);
-    json_t *gpus = json_array();
-    for (int i = 0; i < t->ngpus; i++)
-        json_array_append_new(gpus, json_integer(t->gpus[i]));
-    json_object_set_new(cfg, "gpus", gpus);
-    json_object_set_new(cfg, "backend", json_string(t->ngpus > 0 ? "cuda" : "cpu"));
-    char *text = json_dumps(cfg, JSON_INDENT(2));
-    json_decref(cfg);
-    if (!text)
-        return cd_err_set(err, CD_E_INTERNAL, "out of memory writing %s", path);
-    int rc = cd_write_file_atomic(path, text, strlen(text));
-    free(text);
-    if (rc != CD_OK)
-        return cd_err_set(err, CD_E_INTERNAL, "cannot write %s: %s", path, strerror(errno));
-    return CD_OK;
-}
-
 /* The server's environment plus CUDA_DEVICE_ORDER=PCI_BUS_ID, so that the GPU numbers
- * in train.json (NVML's order) are the numbers CUDA uses. Caller frees the array only. */
+ * given to --gpus (NVML's order) are the numbers CUDA uses. Caller frees the array only. */
 static char **worker_env(void)
 {
     size_t n = 0;
@@ -95,9 +70,41 @@ static long long file_size(const char *path)
     return stat(path, &st) == 0 ? (long long)st.st_size : 0;
 }
 
-/* Starts `worker cmd dir` in dir, in a process group of its own, with stdin from
+/* The worker's command line for t (docs/worker-protocol.md): `train DIR` with --resume,
+ * --gpus and --backend for this attempt, or `dataset DIR`. The strings point into t and
+ * gpus (a buffer of the caller's); argv has room for WORKER_ARGV entries, NULL last. */
+#define WORKER_ARGV 10
+static void worker_argv(const char *worker, const stask_t *t, char *gpus, size_t gpus_len, char **argv)
+{
+    int n = 0;
+    argv[n++] = (char *)worker;
+    if (strcmp(t->type, "model") != 0) {
+        argv[n++] = "dataset";
+        argv[n++] = (char *)t->dir;
+        argv[n] = NULL;
+        return;
+    }
+    argv[n++] = "train";
+    argv[n++] = (char *)t->dir;
+    if (t->resume)
+        argv[n++] = "--resume";
+    if (t->ngpus > 0) {
+        gpus[0] = 0;
+        for (int i = 0; i < t->ngpus; i++) {
+            size_t used = strlen(gpus);
+            snprintf(gpus + used, gpus_len - used, "%s%d", i ? "," : "", t->gpus[i]);
+        }
+        argv[n++] = "--gpus";
+        argv[n++] = gpus;
+    }
+    argv[n++] = "--backend";
+    argv[n++] = t->ngpus > 0 ? "cuda" : "cpu";
+    argv[n] = NULL;
+}
+
+/* Starts the worker with argv in dir, in a process group of its own, with stdin from
  * /dev/null and stdout and stderr appended to the job's output files. */
-static int spawn(const char *worker, const char *cmd, const char *dir, pid_t *pid, cd_err_t *err)
+static int spawn(const char *worker, char **argv, const char *dir, pid_t *pid, cd_err_t *err)
 {
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
@@ -140,7 +147,6 @@ static int spawn(const char *worker, const char *cmd, const char *dir, pid_t *pi
         rc = ENOMEM;
         goto spawn_err;
     }
-    char *argv[] = {(char *)worker, (char *)cmd, (char *)dir, NULL};
     if ((rc = posix_spawn(pid, worker, &fa, &attr, argv, env)) != 0)
         goto spawn_err;
     free(env);
@@ -148,7 +154,7 @@ static int spawn(const char *worker, const char *cmd, const char *dir, pid_t *pi
     posix_spawnattr_destroy(&attr);
     return CD_OK;
 spawn_err:
-    cd_err_set(err, CD_E_INTERNAL, "cannot start the worker %s %s %s: %s", worker, cmd, dir, strerror(rc));
+    cd_err_set(err, CD_E_INTERNAL, "cannot start the worker %s %s %s: %s", worker, argv[1], dir, strerror(rc));
     free(env);
     if (fa_ok)
         posix_spawn_file_actions_destroy(&fa);
@@ -322,9 +328,6 @@ static void *reader_thread(void *arg)
 
 int worker_start(sched_t *s, stask_t *t, cd_err_t *err)
 {
-    int is_train = strcmp(t->type, "model") == 0;
-    if (is_train && write_train_devices(t, err) != CD_OK)
-        return CD_ERR;
     /* read from where the files end now: earlier attempts' lines are stored already */
     char path[PATH_MAX];
     jobdir_path(t->dir, JOBDIR_WORKER_OUT, path, sizeof path);
@@ -333,7 +336,9 @@ int worker_start(sched_t *s, stask_t *t, cd_err_t *err)
     t->err_offset = file_size(path);
     store_task_set_out_offset(s->store, t->task_id, t->out_offset, NULL);
     pid_t pid;
-    if (spawn(s->cfg.worker, is_train ? "train" : "dataset", t->dir, &pid, err) != CD_OK)
+    char gpu_list[16 * SCHED_MAX_GPUS], *argv[WORKER_ARGV];
+    worker_argv(s->cfg.worker, t, gpu_list, sizeof gpu_list, argv);
+    if (spawn(s->cfg.worker, argv, t->dir, &pid, err) != CD_OK)
         return CD_ERR;
     t->pid = pid;
     t->pid_start = proc_start_ticks(pid);

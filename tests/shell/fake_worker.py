@@ -3,7 +3,9 @@
 anything, so the server's tests run in seconds and can provoke failures on demand.
 
     fake_worker.py dataset JOBDIR     reads dataset.json, counts the class folders
-    fake_worker.py train JOBDIR       reads train.json, prints metrics and snapshots
+    fake_worker.py train JOBDIR [--resume] [--gpus LIST] [--backend auto|cpu|cuda]
+                                      reads train.json, the options overriding its keys as
+                                      in cdigits-worker, prints metrics and snapshots
 
 Behaviour switches, read from a comment in JOBDIR/network.prototxt (per job) or from
 the environment variable FAKE_WORKER (for every job); a file named fake_slow in a
@@ -15,6 +17,8 @@ dataset's folder_train makes that dataset slow:
     fake:nodone       exit 0 without finishing (never used by the real worker)
 Every metric line is also appended with its send time to JOBDIR/fake_sent.log
 ("<iteration> <phase> <name> <unix time>") so that a test can measure delivery delays.
+Each start appends its options to JOBDIR/fake_args.log, one JSON list a line, so that a
+test can see what the scheduler passed.
 """
 import json
 import os
@@ -101,9 +105,46 @@ def newest_snapshot(jobdir):
     return best
 
 
-def train(jobdir, m):
+def train_options(args, cfg):
+    """Applies the train command's options to cfg as cdigits-worker does; returns an error
+    message, or None."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--resume":
+            cfg["resume"] = True
+            i += 1
+            continue
+        if a not in ("--gpus", "--backend"):
+            return "%s is not an option of train" % a
+        if i + 1 >= len(args):
+            return "%s needs a value" % a
+        v = args[i + 1]
+        if a == "--gpus":
+            try:
+                ids = [int(x) for x in v.split(",")]
+            except ValueError:
+                return "--gpus %s: give GPU numbers separated by commas" % v
+            if any(g < 0 or g > 1023 for g in ids) or len(set(ids)) != len(ids) or len(ids) > 16:
+                return "--gpus %s: give up to 16 different GPU numbers between 0 and 1023" % v
+            cfg["gpus"] = ids
+        else:
+            if v.lower() not in ("auto", "cpu", "cuda", "gpu"):
+                return "--backend %s: must be one of auto, cpu, cuda" % v
+            cfg["backend"] = v.lower()
+        i += 2
+    return None
+
+
+def train(jobdir, m, args):
     with open(os.path.join(jobdir, "train.json")) as f:
         cfg = json.load(f)
+    with open(os.path.join(jobdir, "fake_args.log"), "a") as f:
+        f.write(json.dumps(args) + "\n")
+    why = train_options(args, cfg)
+    if why:
+        emit({"type": "error", "message": why})
+        return 2
     epochs = int(cfg.get("epochs", 1))
     iters = 10
     step = 0.2 if "slow" in m else float(os.environ.get("FAKE_STEP", "0.01"))
@@ -166,15 +207,15 @@ def train(jobdir, m):
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("dataset", "train"):
-        sys.stderr.write("usage: fake_worker.py dataset|train JOBDIR\n")
+    if len(sys.argv) < 3 or sys.argv[1] not in ("dataset", "train") or (sys.argv[1] == "dataset" and len(sys.argv) != 3):
+        sys.stderr.write("usage: fake_worker.py dataset JOBDIR | train JOBDIR [--resume] [--gpus LIST] [--backend NAME]\n")
         return 2
     jobdir = sys.argv[2]
     m = modes(jobdir)
     signal.signal(signal.SIGTERM, signal.SIG_IGN if "ignore_term" in m else on_term)
     if sys.argv[1] == "dataset":
         return dataset(jobdir)
-    return train(jobdir, m)
+    return train(jobdir, m, sys.argv[3:])
 
 
 if __name__ == "__main__":

@@ -92,8 +92,10 @@ TRAIN_JSON=$(jv 'd["directory"]')/train.json
 # a model that names no GPU trains on the next free one, or on the CPU where there is none
 http GET /hardware/json
 WANT_BACKEND=$([ "$(jv 'd["resources"]["gpus"]["total"]')" = 0 ] && echo cpu || echo cuda)
-check 'python3 -c "import json,sys; c=json.load(open(sys.argv[1])); sys.exit(not (c[\"random_seed\"]==7 and c[\"learning_rate\"]==0.02 and c[\"backend\"]==sys.argv[2] and c[\"lr_policy\"][\"policy\"]==\"multistep\"))" "$TRAIN_JSON" "$WANT_BACKEND"' \
-    "train.json holds the mapped fields and the $WANT_BACKEND backend"
+check 'python3 -c "import json,sys; c=json.load(open(sys.argv[1])); sys.exit(not (c[\"random_seed\"]==7 and c[\"learning_rate\"]==0.02 and c[\"backend\"]==\"auto\" and c[\"lr_policy\"][\"policy\"]==\"multistep\"))" "$TRAIN_JSON"' \
+    "train.json holds the mapped fields and the form's backend (auto)"
+check 'tail -n 1 "$(dirname "$TRAIN_JSON")/fake_args.log" | python3 -c "import json,sys; a=json.load(sys.stdin); sys.exit(a[-2:] != [\"--backend\", sys.argv[1]] or \"--resume\" in a)" "$WANT_BACKEND"' \
+    "the worker is given the $WANT_BACKEND backend ($(tail -n 1 "$(dirname "$TRAIN_JSON")/fake_args.log"))"
 check 'python3 -c "import json,sys; c=json.load(open(sys.argv[1])); sys.exit(c[\"data_parallel\"] is not True)" "$TRAIN_JSON"' \
     "data_parallel defaults to true in train.json"
 http GET "/models/$M1/metrics/json"

@@ -30,6 +30,8 @@ check '[ "$CODE" = 200 ]' "model created"
 # wait for the first snapshots on disk, then pull the plug on the server
 JOBDIR=$T/data/jobs/$M
 nsnap() { ls "$JOBDIR" 2>/dev/null | grep -c '\.solverstate$'; }
+# the resumes reach the worker as --resume: train.json stays as the server wrote it
+TRAIN_SUM=$(sha256sum "$JOBDIR/train.json" | cut -d' ' -f1)
 end=$((SECONDS + 120))
 while [ $SECONDS -lt $end ] && [ "$(nsnap)" -lt 2 ]; do sleep 0.02; done
 # read what the server has, then kill it at once (parse later: the run goes on meanwhile)
@@ -76,6 +78,8 @@ check '[ "$(jv "d[\"snapshots\"] == sorted(set(d[\"snapshots\"]))")" = true ]' "
 check '[ "$(jv "d[\"tasks\"][0][\"attempt\"]")" = 3 ]' "three attempts are recorded"
 http GET "/jobs/$M/log/json?n=100000"
 check '[ "$(jv "len([l for l in d[\"log\"] if \"resuming from iteration\" in l[\"message\"]])")" -ge 1 ]' "the worker resumed from its solver state"
+check '[ "$(sha256sum "$JOBDIR/train.json" | cut -d" " -f1)" = "$TRAIN_SUM" ] && python3 -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))[\"resume\"] is not False)" "$JOBDIR/train.json"' \
+    "the resumes leave train.json as the server wrote it (\"resume\": false)"
 http GET "/models/$M/metrics/json?all=1"
 ids_to "$T/after2.ids"
 check 'subset "$T/before.ids" "$T/after2.ids"' "every metric from before the first crash is still there"

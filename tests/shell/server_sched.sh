@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The scheduler through the API, with tests/shell/fake_worker.py and two pretend GPUs
 # (--gpus 0,1): a model waits for its dataset and says so, GPU requests are all or
-# nothing, a job asking for GPUs 0 and 1 waits until both are free, train.json gets the
-# GPUs it was given, a job without data parallelism asks for one GPU whatever the form
-# selected, the home event stream announces jobs, and --url-prefix,
-# --server-name and --log-file do what they say.
+# nothing, a job asking for GPUs 0 and 1 waits until both are free, the worker is given
+# the GPUs and the backend on its command line (--gpus, --backend) and a resume as
+# --resume while the job's train.json stays as the server wrote it, a job without data
+# parallelism asks for one GPU whatever the form selected, the home event stream
+# announces jobs, and --url-prefix, --server-name and --log-file do what they say.
 . "$(dirname "$0")/server_lib.bash"
 need_server
 
@@ -17,6 +18,9 @@ srv_start --worker "$FAKE" --data-root "$T" --gpus 0,1 --abort-grace 2 --url-pre
 B=$B/digits
 net() { printf '# %s\nlayer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip" }\n' "$1"; }
 net fake:slow >"$T/slow.prototxt"
+# worker_args DIR: the options of the worker's latest start in DIR (fake_worker.py logs them)
+worker_args() { tail -n 1 "$1/fake_args.log" 2>/dev/null; }
+sum_of() { sha256sum "$1" | cut -d' ' -f1; }
 
 http GET /index/json
 check '[ "$CODE" = 200 ] && [ "$(jv "d[\"server_name\"]")" = testbox ]' "--url-prefix and --server-name"
@@ -60,6 +64,9 @@ MA=$(make_model a -F select_gpu_count=1)
 check 'wait_status "$MA" Running 10' "A runs on one GPU"
 MB=$(make_model b -F select_gpus=0,1)
 wait_until 20 'waits_for "$MB" "GPU 0"'
+http GET "/models/$MB/json"
+DIRB=$(jv 'd["directory"]')
+SUMB=$(sum_of "$DIRB/train.json")
 http GET "/models/$MB/status"
 check '[ "$(jv "d[\"status\"]")" = Waiting ] && jv "d[\"wait_reason\"]" | grep -q "GPU 0"' \
     "B (GPUs 0 and 1) waits for GPU 0 ($(jv 'd.get("wait_reason")'))"
@@ -79,8 +86,10 @@ http POST "/models/$MC/abort"
 check 'wait_status "$MB" Running 15' "B runs once both are free"
 http GET "/models/$MB/json"
 check '[ "$(jv "d[\"tasks\"][0][\"gpus\"]")" = "[0, 1]" ]' "B holds GPUs 0 and 1"
-check 'python3 -c "import json,sys; c=json.load(open(sys.argv[1])); sys.exit(not (c[\"gpus\"]==[0,1] and c[\"backend\"]==\"cuda\"))" "$(jv "d[\"directory\"]")/train.json"' \
-    "train.json names the GPUs and the CUDA backend"
+check '[ "$(worker_args "$DIRB")" = "[\"--gpus\", \"0,1\", \"--backend\", \"cuda\"]" ]' \
+    "the worker is given the GPUs and the CUDA backend ($(worker_args "$DIRB"))"
+check '[ "$(sum_of "$DIRB/train.json")" = "$SUMB" ] && python3 -c "import json,sys; c=json.load(open(sys.argv[1])); sys.exit(not (c[\"gpus\"]==[] and c[\"backend\"]==\"auto\" and c[\"resume\"] is False))" "$DIRB/train.json"' \
+    "the GPU assignment leaves train.json as the server wrote it"
 # the monitor's next sample after the worker started
 monitored() { http GET /hardware/json; [ "$(jv 'len(d["workers"]) == 1 and d["workers"][0]["rss_bytes"] > 0')" = true ]; }
 wait_until 20 monitored
@@ -90,8 +99,15 @@ check '[ "$(jv "len(d[\"workers\"])")" = 1 ] && [ "$(jv "d[\"workers\"][0][\"rss
 http POST /abort_jobs -F "job_ids[]=$MB"
 check 'wait_status "$MB" Aborted 10' "bulk abort"
 
-# data parallelism off: the job asks for one GPU, holds one, and train.json says so
-train_json() { python3 -c "import json,sys; c=json.load(open(sys.argv[1])); print(json.dumps([c['gpus'], c['data_parallel']]))" "$(jv 'd["directory"]')/train.json"; }
+# data parallelism off: the job asks for one GPU, holds one, and the worker is told so
+# (--gpus on its command line, data_parallel in train.json)
+train_json() {
+    worker_args "$(jv 'd["directory"]')" | python3 -c "import json,sys
+a = json.load(sys.stdin)
+c = json.load(open(sys.argv[1]))
+assert c['gpus'] == [] and a[-2:] == ['--backend', 'cuda'], (c['gpus'], a)
+print(json.dumps([[int(g) for g in a[a.index('--gpus') + 1].split(',')], c['data_parallel']]))" "$(jv 'd["directory"]')/train.json"
+}
 MD=$(make_model nodp -F select_gpu_count=2 -F data_parallel=false)
 http GET "/models/$MD/json"
 check '[ "$(jv "d[\"resources\"] == {\"kind\": \"gpu\", \"count\": 1, \"data_parallel\": False, \"selected\": {\"count\": 2}}")" = true ]' \
@@ -99,7 +115,7 @@ check '[ "$(jv "d[\"resources\"] == {\"kind\": \"gpu\", \"count\": 1, \"data_par
 check 'wait_status "$MD" Running 10' "it runs"
 http GET "/models/$MD/json"
 check '[ "$(jv "len(d[\"tasks\"][0][\"gpus\"])")" = 1 ] && [ "$(train_json)" = "[$(jv "d[\"tasks\"][0][\"gpus\"]"), false]" ]' \
-    "it holds one GPU and its train.json names that GPU with data_parallel false ($(train_json))"
+    "it holds one GPU and its worker is given that GPU with data_parallel false ($(train_json))"
 http GET /hardware/json
 check '[ "$(jv "d[\"resources\"][\"gpus\"][\"free\"]")" = 1 ]' "the other GPU stays free"
 http POST "/models/$MD/abort"
@@ -111,7 +127,7 @@ check '[ "$(jv "d[\"resources\"] == {\"kind\": \"gpu\", \"count\": 2, \"data_par
 check 'wait_status "$MD" Running 10' "it runs"
 http GET "/models/$MD/json"
 check '[ "$(jv "d[\"tasks\"][0][\"gpus\"]")" = "[0, 1]" ] && [ "$(train_json)" = "[[0, 1], true]" ]' \
-    "it holds both GPUs and its train.json names them with data_parallel true ($(train_json))"
+    "it holds both GPUs and its worker is given them with data_parallel true ($(train_json))"
 http POST "/models/$MD/abort"
 check 'wait_status "$MD" Aborted 10' "aborted"
 MD=$(make_model nodplist -F select_gpus=1,0 -F data_parallel=false)
@@ -145,6 +161,13 @@ MS=$(jv 'd["id"]')
 check 'wait_status "$MS" Running 10' "a model runs"
 snaps() { http GET "/models/$MS/json"; [ "$(jv 'd["snapshots"]')" != "[]" ]; }
 check 'wait_until 60 snaps' "it is past its first snapshot"
+DIRS=$(jv 'd["directory"]')
+SUMS=$(sum_of "$DIRS/train.json")
+# given_gpus [--resume]: the options the worker should have for the GPUs of the model
+# in the last reply
+given_gpus() { jv "[${1:+\"$1\", }'--gpus', ','.join(map(str, d['tasks'][0]['gpus'])), '--backend', 'cuda']"; }
+check '[ "$(worker_args "$DIRS")" = "$(given_gpus)" ]' \
+    "its first attempt is given its GPU and no --resume ($(worker_args "$DIRS"))"
 srv_stop
 check '[ "$SRV_RC" = 0 ]' "SIGTERM stops the server cleanly while a model trains"
 srv_start --worker "$FAKE" --data-root "$T" --gpus 0,1 --url-prefix /digits --resume-interrupted
@@ -154,5 +177,9 @@ http GET "/models/$MS/json"
 check '[ "$(jv "d[\"snapshots\"]")" = "[1, 2, 3]" ] && [ "$(jv "d[\"tasks\"][0][\"attempt\"]")" = 2 ]' \
     "its snapshots are all there after two attempts"
 check '[ "$(jv "[h[0] for h in d[\"status_history\"]].count(\"Aborted\")")" = 1 ]' "its history shows the interruption"
+check '[ "$(worker_args "$DIRS")" = "$(given_gpus --resume)" ] && [ "$(wc -l <"$DIRS/fake_args.log")" = 2 ]' \
+    "its second attempt is given --resume ($(worker_args "$DIRS"))"
+check '[ "$(sum_of "$DIRS/train.json")" = "$SUMS" ] && python3 -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))[\"resume\"] is not False)" "$DIRS/train.json"' \
+    "the resume leaves train.json as the server wrote it"
 srv_stop
 finish
