@@ -216,6 +216,15 @@ static void validate_one(const server_t *srv, const form_field_t *f, const form_
         return;
     }
     const char *raw = raw_value(spec, n, in, f->name);
+    const field_t *given = fields_find(in, f->name);
+    if (given && given->value == raw && memchr(given->value, 0, given->len)) {
+        /* a C string would end at the NUL and keep only what comes before it */
+        size_t at = strlen(given->value);
+        form_add_error(errors, f->name, "%s must be text, but it holds a NUL byte (byte %zu of %zu): a binary file, not "
+                       "a %s", f->label, at + 1, given->len, f->type == F_TEXT ? "text definition" : "value");
+        json_object_set_new(values, f->name, json_null());
+        return;
+    }
     char *copy = raw ? strdup(raw) : NULL;
     char *v = copy ? (f->type == F_TEXT ? copy : trim(copy)) : NULL;
     if (!v || !*v) {

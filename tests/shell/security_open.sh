@@ -122,10 +122,19 @@ http POST /datasets/images/classification/json -H 'Content-Type: multipart/form-
 check '[ "$CODE" = 400 ] && jv "d[\"error\"][\"description\"]" | grep -q "Malformed form body"' "a truncated multipart body is refused (400)"
 http POST /datasets/images/classification/json -H 'Content-Type: application/json' -d '{"dataset_name": {"$gt": ""}}'
 check '[ "$CODE" = 400 ]' "a JSON body with a nested object is refused (400)"
-head -c 3000 /dev/urandom >"$T/garbage.prototxt"
+# random bytes from a printed seed, and the case that once slipped through: text, then a
+# NUL byte, then binary (a C string would have kept only the text before the NUL)
+GSEED=${CDIGITS_TEST_SEED:-$RANDOM}
+echo "     garbage seed $GSEED (CDIGITS_TEST_SEED replays it)"
+python3 -c 'import random, sys; r = random.Random(int(sys.argv[1])); sys.stdout.buffer.write(bytes(r.randrange(256) for _ in range(3000)))' "$GSEED" >"$T/garbage.prototxt"
 http POST /models/images/classification/json -F method=custom -F "custom_network=<$T/garbage.prototxt" \
     -F dataset="$DS" -F model_name=junk -F train_epochs=1
 check '[ "$CODE" = 400 ]' "a binary file as a network definition is refused (400)"
+printf 'name: "x"\000\377\376binary' >"$T/nul.prototxt"
+http POST /models/images/classification/json -F method=custom -F "custom_network=<$T/nul.prototxt" \
+    -F dataset="$DS" -F model_name=junk -F train_epochs=1
+check '[ "$CODE" = 400 ] && jv "d[\"errors\"][\"custom_network\"][0]" | grep -q "NUL byte"' \
+    "text followed by a NUL byte is refused naming the NUL ($(jv 'd.get("errors")'))"
 printf '<script>alert(1)</script>' >"$T/data/jobs/$DS/page.html"
 h=$(hdrs "$B/files/$DS/page.html")
 check 'grep -qi "^Content-Type: text/plain" <<<"$h" && grep -qi "^Content-Security-Policy: default-src .none.; img-src .self.; sandbox" <<<"$h"' \
