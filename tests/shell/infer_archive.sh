@@ -180,7 +180,9 @@ tar(d + "/caffe.tar", [(n, k, json.dumps(dict(json.loads(x), framework="caffe"))
 z = zipfile.ZipFile(d + "/dotdot.zip", "w"); z.writestr("../evil.txt", "x"); z.close()
 z = zipfile.ZipFile(d + "/symlink.zip", "w")
 zi = zipfile.ZipInfo("evil"); zi.create_system = 3; zi.external_attr = (0o120777 << 16); z.writestr(zi, "/etc/passwd"); z.close()
-open(d + "/random.bin", "wb").write(os.urandom(4096))' "$T/m1.tar.gz" "$T"
+# bytes of no archive kind (fixed, so they can never start like a gzip or zip by chance)
+import random
+open(d + "/random.bin", "wb").write(b"\0" + random.Random(7).randbytes(4095))' "$T/m1.tar.gz" "$T"
 for bad in dotdot.tar:'\.\.' absolute.tar:absolute symlink.tar:'symbolic link' hardlink.tar:'hard link' \
     noweights.tar:'no weights' caffe.tar:caffe dotdot.zip:'\.\.' symlink.zip:'symbolic link' random.bin:'not a tar'; do
     http POST /pretrained_models/upload_archive -F archive="@$T/${bad%%:*}"
