@@ -336,14 +336,14 @@ json_t *model_gpu_request(const model_gpus_t *have, json_t *v, json_t *errors)
     if (json_is_integer(count) && !have->cpu_only && json_integer_value(count) > have->n) {
         json_int_t asked = json_integer_value(count);
         const char *why = have->why && have->why[0] ? have->why : "no reason known";
-        char todo[128];
+        char fix[128]; /* what the user can do instead */
         if (have->n == 0)
-            snprintf(todo, sizeof todo, "leave select_gpu_count out to train on the CPU");
+            snprintf(fix, sizeof fix, "leave select_gpu_count out to train on the CPU");
         else
-            snprintf(todo, sizeof todo, "ask for at most %d", have->n);
+            snprintf(fix, sizeof fix, "ask for at most %d", have->n);
         form_add_error(errors, "select_gpu_count",
                        "select_gpu_count: %lld GPU%s asked for, this server has %d (%s); %s", (long long)asked,
-                       asked == 1 ? "" : "s", have->n, why, todo);
+                       asked == 1 ? "" : "s", have->n, why, fix);
         return NULL;
     }
     if (have->n == 0)
