@@ -347,13 +347,12 @@ base, job, sent_log = sys.argv[1], sys.argv[2], sys.argv[3]
 u = urllib.parse.urlparse(base)
 s = socket.create_connection((u.hostname, u.port), timeout=20)
 s.sendall(("GET /jobs/%s/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n" % job).encode())
-buf, arrivals, seq, kinds, done = b"", {}, [], set(), False
+buf, seq, kinds, done = b"", [], set(), False
 end = time.time() + 30
 while time.time() < end and not done:
     chunk = s.recv(65536)
     if not chunk:
         break
-    now = time.time()
     buf += chunk
     while b"\n\n" in buf:
         ev, buf = buf.split(b"\n\n", 1)
@@ -368,29 +367,25 @@ while time.time() < end and not done:
         kinds.add(name)
         d = json.loads(data)
         if name == "metric" and d["phase"] == "train" and d["name"] == "loss":
-            arrivals[d["iteration"]] = now
             seq.append(d["iteration"])
         if name == "status" and d.get("status") in ("Done", "Error", "Aborted"):
             done = True
-sent = {}
+sent = set()
 for line in open(sent_log):
     it, phase, name, t = line.split()
     if phase == "train":
-        sent[int(it)] = float(t)
+        sent.add(int(it))
 # the stream starts after what its first event shows: from the first metric it
 # carries, every train loss the worker printed arrives, once and in order
 first = seq[0] if seq else None
 expected = sorted(i for i in sent if first is not None and i >= first)
-delays = sorted(arrivals[i] - sent[i] for i in arrivals if i in sent)
 print("kinds", " ".join(sorted(kinds)))
-print("metrics", len(arrivals))
+print("metrics", len(set(seq)))
 print("complete", int(bool(expected) and seq == expected))
-# the latency is a figure, not a check (a loaded machine delays any process)
-print("max_delay %.4f" % (delays[-1] if delays else float("nan")))
 PY
 check 'grep -q "kinds.*metric.*progress.*status" "$T/sse.txt"' "the job stream carries status, progress and metric events"
 check '[ "$(awk "/^metrics/ {print \$2}" "$T/sse.txt")" -ge 5 ]' "metric events arrived ($(grep ^metrics "$T/sse.txt"))"
-check 'grep -q "^complete 1" "$T/sse.txt"' "from the first, every train metric arrives once and in order ($(grep max_delay "$T/sse.txt") s from the worker's print to the client)"
+check 'grep -q "^complete 1" "$T/sse.txt"' "from the first, every train metric arrives once and in order"
 check 'sse_until /events "$T/home.txt" "event: gpus"' "the home stream starts with the GPU counts"
 
 http GET /browse/json
