@@ -157,16 +157,9 @@ static void test_flips(const cd_db_t *db)
 
 static int load_config(const char *json, cd_train_config *c, char *err, size_t errlen)
 {
-    char dir[4200], path[4300];
-    snprintf(dir, sizeof dir, "%s", cd_test_tmpdir());
-    snprintf(path, sizeof path, "%s/train.json", dir);
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL, "cannot write %s", path);
-    if (!f)
+    if (cd_test_write("train.json", json) != CD_OK)
         return CD_ERR;
-    fputs(json, f);
-    fclose(f);
-    return cd_train_config_load(c, dir, err, errlen);
+    return cd_train_config_load(c, cd_test_tmpdir(), err, errlen);
 }
 
 static void test_config(void)

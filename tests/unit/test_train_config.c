@@ -14,14 +14,8 @@
 
 static int load(const char *json, cd_train_config *c, char *err, size_t errlen)
 {
-    char path[4300];
-    snprintf(path, sizeof path, "%s/train.json", cd_test_tmpdir());
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL, "cannot write %s", path);
-    if (!f)
+    if (cd_test_write("train.json", json) != CD_OK)
         return CD_ERR;
-    fputs(json, f);
-    fclose(f);
     cd_train_config_init(c);
     return cd_train_config_load(c, cd_test_tmpdir(), err, errlen);
 }

@@ -102,6 +102,20 @@ const char *cd_test_tmpdir(void)
     return dir;
 }
 
+int cd_test_write(const char *name, const char *text)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/%s", cd_test_tmpdir(), name);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (!f)
+        return CD_ERR;
+    int ok = fputs(text, f) >= 0;
+    ok = fclose(f) == 0 && ok;
+    CHECK(ok, "cannot write %s", path);
+    return ok ? CD_OK : CD_ERR;
+}
+
 int cd_test_replay_corpus(const char *name, int (*target)(const uint8_t *, size_t), int *crashes)
 {
     char dir[4200];

@@ -48,5 +48,8 @@ const char *cd_test_source_path(const char *rel);
  * *crashes (may be NULL). */
 int cd_test_replay_corpus(const char *name, int (*target)(const uint8_t *, size_t), int *crashes);
 const char *cd_test_tmpdir(void);
+/* Writes text to cd_test_tmpdir()/name (replacing it); CD_OK, or CD_ERR with a failed
+ * check counted. */
+int cd_test_write(const char *name, const char *text);
 
 #endif
