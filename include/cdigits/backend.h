@@ -4,9 +4,12 @@
  *
  * A backend is { iface; device; context } in the style of ggml: iface is a table of
  * function pointers filled per backend, optional slots are NULL and the public
- * wrappers (cd_be_*) check them. All float pointers passed to ops are device
- * pointers of that backend (host memory for the CPU backend). Tensors are NCHW,
- * row-major, float32 unless a slot says otherwise.
+ * wrappers (cd_be_*, at the end of this file) check them, so the engine calls an
+ * optional slot only through its wrapper and never asks which backend it has: what a
+ * backend is (a device, reduced precision) is in iface->caps, and iface->name is for
+ * messages only. Required slots are called directly. All float pointers passed to ops
+ * are device pointers of that backend (host memory for the CPU backend). Tensors are
+ * NCHW, row-major, float32 unless a slot says otherwise.
  *
  * Gradient conventions, shared by every backend:
  *  - "dx"/"data gradient" outputs are overwritten (beta = 0);
@@ -24,6 +27,8 @@ extern "C" {
 #endif
 
 typedef struct cd_backend cd_backend_t;
+/* an in-process group of replicas (threads of one worker): group.h */
+typedef struct cd_group cd_group_t;
 
 /* Convolution geometry. x is (n,c,h,w), weights (k, c/group, kh, kw), y (n,k,oh,ow).
  * oh = (h + 2*ph - (dh*(kh-1)+1)) / sh + 1, likewise ow (the Convolution layer fills them). */
@@ -110,9 +115,29 @@ typedef struct cd_update_desc {
     long iteration; /* 0-based solver iteration, for ADAM's bias correction */
 } cd_update_desc;
 
+/* What a backend is, for the choices the engine makes (cd_backend_iface.caps). What it
+ * can do beyond the required slots is told by its optional slots (cd_be_supports). */
+enum cd_backend_cap {
+    /* its memory is a device's own, not the host's, and the libraries' workspaces that
+     * grow while training come out of it too (the batch search leaves them room); it
+     * has a device ordinal and is tuned as an accelerator, not as CPU cores */
+    CD_BE_CAP_DEVICE = 1u << 0,
+    /* conv and gemm honour be->precision (tf32, fp16, bf16); without it they compute in
+     * fp32 whatever it says, so an fp16 loss needs no scaling there */
+    CD_BE_CAP_REDUCED_PRECISION = 1u << 1,
+};
+
+/* Called with the message before a failed device call ends the process, so the engine
+ * can say which layer ran it (see set_fail_hook). */
+typedef void (*cd_backend_fail_hook)(cd_backend_t *be, const char *message);
+
+/* The largest data-parallel group id with its terminator (group_id). */
+#define CD_BE_GROUP_ID_LEN 512
+
 /* The function table. Slots marked optional may be NULL. */
 typedef struct cd_backend_iface {
-    const char *name; /* "cpu", "cuda" */
+    const char *name; /* "cpu", "cuda": for messages, never for decisions */
+    unsigned caps;    /* enum cd_backend_cap bits */
 
     /* memory */
     void *(*alloc)(cd_backend_t *be, size_t bytes);          /* zeroed; NULL on failure */
@@ -306,6 +331,34 @@ typedef struct cd_backend_iface {
     int (*graph_begin)(cd_backend_t *be);
     int (*graph_end)(cd_backend_t *be);
     int (*graph_replay)(cd_backend_t *be);
+
+    /*
+     * optional: data-parallel groups across devices, one rank per device (NCCL on
+     * CUDA). group_id makes a new group's id on the rank that starts it: text of at
+     * most CD_BE_GROUP_ID_LEN bytes with its terminator, which the caller hands to every
+     * rank; each calls group_join with it, the group's size and its own rank. After the
+     * join allreduce_mean, allreduce_start and broadcast act across the group. Both
+     * return CD_OK, or CD_ERR with the reason in why. (Replicas that share one device's
+     * memory, the CPU's, join an in-process group instead: join_local_group.)
+     *
+     * These are slots rather than functions looked up by name (ggml's
+     * get_proc_address): the extras a backend may have are few and known, a typed slot
+     * lets the compiler check both the backend's function and the engine's call, and
+     * "NULL means not supported" stays the one rule that every optional feature
+     * follows, answered by one wrapper each.
+     */
+    int (*group_id)(cd_backend_t *be, char *id, size_t id_len, char *why, size_t why_len);
+    int (*group_join)(cd_backend_t *be, const char *id, int nranks, int rank, char *why,
+                      size_t why_len);
+    /* optional: the hook a fatal device failure calls before it ends the process (NULL
+     * restores the default: print and abort). Process-wide where the backend's failure
+     * handling is (CUDA): the last hook set wins. A backend whose failures are returned
+     * to the caller, not fatal, has none. */
+    void (*set_fail_hook)(cd_backend_t *be, cd_backend_fail_hook hook);
+    /* optional: replicas that are threads of one process on host memory (the CPU's)
+     * join the in-process group g as rank (group.h); allreduce_mean and broadcast then
+     * act across it. CD_OK, or CD_ERR when rank is outside the group. */
+    int (*join_local_group)(cd_backend_t *be, cd_group_t *g, int rank);
 } cd_backend_iface;
 
 /* Arithmetic of the gemm-shaped ops (conv, gemm) on backends with several: values
@@ -340,6 +393,65 @@ int cd_backend_cuda_device_count(void);
 int cd_backend_cuda_compiled(void);
 
 void cd_backend_free(cd_backend_t *be);
+
+/*
+ * The optional slots, one wrapper each (src/engine/backend_iface.c): each checks its
+ * slot and, where the backend lacks it, gives the fallback the slot's comment
+ * documents, or CD_ERR with "the <name> backend does not support ..." in be->err (why,
+ * for the group calls). Callers never test a slot themselves.
+ */
+
+/* What a backend can do beyond the required slots: a feature is there when every slot
+ * it needs is (table in backend_iface.c). */
+enum cd_be_feature {
+    CD_BE_PREPARE_BATCH = 0,    /* prepare_batch: batches are prepared on the device */
+    CD_BE_ASYNC_UPLOAD,         /* upload_async and upload_wait: uploads overlap compute */
+    CD_BE_OVERLAPPED_ALLREDUCE, /* allreduce_start and allreduce_wait */
+    CD_BE_GRAPHS,               /* graph_begin, graph_end and graph_replay */
+    CD_BE_DEVICE_GROUPS,        /* group_id and group_join */
+    CD_BE_LOCAL_GROUPS,         /* join_local_group */
+    CD_BE_FEATURE_COUNT
+};
+/* 1 when be has the feature, 0 when not (or the feature is unknown). */
+int cd_be_supports(const cd_backend_t *be, int feature);
+/* "device graphs" and the like, for messages; "?" for an unknown feature. */
+const char *cd_be_feature_name(int feature);
+
+/* prepare_batch; CD_ERR without it (the caller prepares on the host: input_prep.h). */
+int cd_be_prepare_batch(cd_backend_t *be, int n, int c, int sh, int sw, int oh, int ow,
+                        const uint8_t *src, const int *oy, const int *ox,
+                        const uint8_t *mirror, const float *mean, float scale, float *dst);
+/* allreduce_mean and broadcast; without them the backend is in no group: the
+ * identity, CD_OK. */
+int cd_be_allreduce_mean(cd_backend_t *be, float *x, size_t n);
+int cd_be_broadcast(cd_backend_t *be, float *x, size_t n);
+/* allreduce_start and allreduce_wait; without the pair, start is cd_be_allreduce_mean
+ * at once and wait has nothing to wait for (CD_OK). */
+int cd_be_allreduce_start(cd_backend_t *be, float *x, size_t n);
+int cd_be_allreduce_wait(cd_backend_t *be);
+/* mem_info; CD_ERR (and zeros) when the backend cannot tell. */
+int cd_be_mem_info(cd_backend_t *be, size_t *free_bytes, size_t *total_bytes);
+/* host_alloc and host_free; NULL without the pair (the caller uses malloc), and
+ * host_free is then never given anything but NULL. */
+void *cd_be_host_alloc(cd_backend_t *be, size_t bytes);
+void cd_be_host_free(cd_backend_t *be, void *ptr);
+/* upload_async and upload_wait; without the pair, upload (done at once) and nothing
+ * to wait for. */
+void cd_be_upload_async(cd_backend_t *be, void *dst_dev, const void *src_host, size_t bytes);
+void cd_be_upload_wait(cd_backend_t *be);
+/* graph_begin, graph_end and graph_replay; CD_ERR without all three (begin refuses to
+ * start a capture that could not end). */
+int cd_be_graph_begin(cd_backend_t *be);
+int cd_be_graph_end(cd_backend_t *be);
+int cd_be_graph_replay(cd_backend_t *be);
+/* group_id and group_join; CD_ERR with the reason in why without them. */
+int cd_be_group_id(cd_backend_t *be, char *id, size_t id_len, char *why, size_t why_len);
+int cd_be_group_join(cd_backend_t *be, const char *id, int nranks, int rank, char *why,
+                     size_t why_len);
+/* join_local_group; CD_ERR with the reason in be->err without it. */
+int cd_be_join_local_group(cd_backend_t *be, cd_group_t *g, int rank);
+/* set_fail_hook; nothing to do without it (the backend's failures are not fatal). */
+void cd_be_set_fail_hook(cd_backend_t *be, cd_backend_fail_hook hook);
 
 /* The counter-based uniform generator shared by every backend, in [0,1). Same
  * (seed, counter, index) gives the same number on every backend. */

@@ -41,6 +41,10 @@ typedef struct cd_backend_request {
  */
 cd_backend_t *cd_backend_select(const cd_backend_request *req, char *err, size_t errlen);
 
+/* How many GPUs a CUDA request could have on this machine (0 where CUDA is not built or
+ * no device answers): how many replicas on GPUs a job can run. */
+int cd_backend_gpu_count(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,8 +8,6 @@
 
 #include <stddef.h>
 
-#include "cdigits/backend.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -32,10 +30,6 @@ long cd_group_min(cd_group_t *g, int rank, long v);
 
 /* Rank 0's len bytes of buf, copied into every rank's buf (a barrier). */
 void cd_group_broadcast_bytes(cd_group_t *g, int rank, void *buf, size_t len);
-
-/* Join a CPU backend to a group as `rank`: its allreduce_mean slot then averages over
- * the group. */
-int cd_backend_cpu_join_group(cd_backend_t *be, cd_group_t *g, int rank);
 
 #ifdef __cplusplus
 }

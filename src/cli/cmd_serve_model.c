@@ -302,7 +302,8 @@ int cd_cmd_serve_model(int argc, char **argv)
     snprintf(device, sizeof device, "%s:%d", be->iface->name, be->device);
     server s = {.model = model};
     s.c = cd_classifier_open(model, iteration, be, err, sizeof err);
-    if (s.c && threads <= 0 && !strcmp(be->iface->name, "cpu") && cd_classifier_macs(s.c) < SMALL_NET_MACS &&
+    int on_cores = !(be->iface->caps & CD_BE_CAP_DEVICE); /* the CPU's: its threads are ours to pick */
+    if (s.c && threads <= 0 && on_cores && cd_classifier_macs(s.c) < SMALL_NET_MACS &&
         sysconf(_SC_NPROCESSORS_ONLN) > 1) {
         /* a small network: one thread answers sooner than a team that waits for its
          * slowest member on a busy machine */
@@ -321,9 +322,9 @@ int cd_cmd_serve_model(int argc, char **argv)
         cd_backend_free(be);
         return 1;
     }
-    if (strcmp(be->iface->name, "cpu") == 0)
-        snprintf(device, sizeof device, "cpu (%d thread%s)", threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN),
-                 threads == 1 ? "" : "s");
+    if (on_cores)
+        snprintf(device, sizeof device, "%s (%d thread%s)", be->iface->name,
+                 threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN), threads == 1 ? "" : "s");
     s.probs = cd_xcalloc((size_t)cd_classifier_classes(s.c), sizeof(float));
     s.ready = ready_line(&s, device);
     reply(json_incref(s.ready));

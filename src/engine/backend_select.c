@@ -19,6 +19,11 @@ static cd_backend_t *gpu_backend(const cd_backend_request *req, char *why, size_
     return be;
 }
 
+int cd_backend_gpu_count(void)
+{
+    return cd_backend_cuda_device_count();
+}
+
 cd_backend_t *cd_backend_select(const cd_backend_request *req, char *err, size_t errlen)
 {
     if (req->kind != CD_BACKEND_CPU) {

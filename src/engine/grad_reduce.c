@@ -79,8 +79,8 @@ void cd_grad_reduce_init(cd_grad_reduce *r, cd_net *net, double bucket_mb)
         r->n = 0;
         r->buckets[r->n++] = (cd_grad_bucket){.after_layer = 0, .lo = 0, .hi = net->param_count};
     }
-    const cd_backend_iface *o = net->be ? net->be->iface : NULL; /* NULL: not allocated yet */
-    r->overlapped = o && o->allreduce_start && o->allreduce_wait;
+    /* no backend: the net is not allocated yet */
+    r->overlapped = net->be && cd_be_supports(net->be, CD_BE_OVERLAPPED_ALLREDUCE);
 }
 
 void cd_grad_reduce_free(cd_grad_reduce *r)
@@ -97,8 +97,8 @@ static void after_backward(cd_net *net, int layer, void *ctx)
     while (r->next < r->n && r->buckets[r->next].after_layer == layer) {
         const cd_grad_bucket *b = &r->buckets[r->next++];
         float *x = net->arena_diff + b->lo;
-        int rc = r->overlapped ? be->iface->allreduce_start(be, x, b->hi - b->lo)
-                               : be->iface->allreduce_mean(be, x, b->hi - b->lo);
+        int rc = r->overlapped ? cd_be_allreduce_start(be, x, b->hi - b->lo)
+                               : cd_be_allreduce_mean(be, x, b->hi - b->lo);
         if (rc != CD_OK)
             r->failed = 1;
     }
@@ -121,7 +121,7 @@ int cd_grad_reduce_finish(cd_grad_reduce *r, char *err, size_t errlen)
         snprintf(err, errlen, "only %d of %d gradient buckets were averaged", r->next, r->n);
         return CD_ERR;
     }
-    if (r->failed || (r->overlapped && be->iface->allreduce_wait(be) != CD_OK)) {
+    if (r->failed || (r->overlapped && cd_be_allreduce_wait(be) != CD_OK)) {
         snprintf(err, errlen, "averaging the gradients across the replicas failed: %s", be->err);
         return CD_ERR;
     }

@@ -14,6 +14,7 @@
 #include "cdigits/dataset.h"
 #include "cdigits/jobdir.h"
 #include "cdigits/util.h"
+#include "input_prep.h"
 
 struct cd_classifier {
     cd_backend_t *be;
@@ -29,12 +30,9 @@ struct cd_classifier {
     int nlabels;
     int c, h, w;          /* stored image size of the dataset */
     int resize_mode;
-    float *mean;          /* device (c, h, w) or NULL */
-    float *mean_host;     /* the same on the host, for backends without prepare_batch */
-    uint8_t *pixels;      /* device staging for `batch` images */
-    int *oy, *ox;
-    uint8_t *mirror;
-    float scale;
+    cd_input_prep prep;   /* the mean, and the images into the input */
+    cd_input_stage stage; /* room for `batch` images */
+    int *oy, *ox;         /* `batch` centre crops, on the host */
     long iteration;
 };
 
@@ -161,70 +159,24 @@ static cd_net *deploy_net(cd_classifier_t *c, int batch, const cd_net *from, cd_
 
 static void free_staging(cd_classifier_t *c)
 {
-    const cd_backend_iface *o = c->be->iface;
-    o->free(c->be, c->pixels);
-    o->free(c->be, c->oy);
-    o->free(c->be, c->ox);
-    o->free(c->be, c->mirror);
-    c->pixels = NULL;
+    cd_input_stage_free(&c->prep, &c->stage);
+    free(c->oy);
+    free(c->ox);
     c->oy = c->ox = NULL;
-    c->mirror = NULL;
 }
 
-/* Device buffers for `n` images: pixels, centre crop offsets, no mirroring. */
+/* Room for `n` images, and their centre crops into input. */
 static int alloc_staging(cd_classifier_t *c, int n, const cd_blob *input, char *err, size_t errlen)
 {
-    const cd_backend_iface *o = c->be->iface;
     free_staging(c);
-    size_t image = (size_t)c->c * c->h * c->w;
-    c->pixels = o->alloc(c->be, image * (size_t)n);
-    c->oy = o->alloc(c->be, sizeof(int) * (size_t)n);
-    c->ox = o->alloc(c->be, sizeof(int) * (size_t)n);
-    c->mirror = o->alloc(c->be, (size_t)n);
-    if (!c->pixels || !c->oy || !c->ox || !c->mirror) {
-        snprintf(err, errlen, "out of device memory for a batch of %d images", n);
+    if (cd_input_stage_alloc(&c->prep, &c->stage, n, err, errlen) != CD_OK)
         return CD_ERR;
-    }
-    int *oy = cd_xmalloc(sizeof(int) * (size_t)n), *ox = cd_xmalloc(sizeof(int) * (size_t)n);
+    c->oy = cd_xmalloc(sizeof(int) * (size_t)n);
+    c->ox = cd_xmalloc(sizeof(int) * (size_t)n);
     for (int i = 0; i < n; i++) {
-        oy[i] = (c->h - input->dims[2]) / 2;
-        ox[i] = (c->w - input->dims[3]) / 2;
+        c->oy[i] = (c->h - input->dims[2]) / 2;
+        c->ox[i] = (c->w - input->dims[3]) / 2;
     }
-    o->upload(c->be, c->oy, oy, sizeof(int) * (size_t)n);
-    o->upload(c->be, c->ox, ox, sizeof(int) * (size_t)n);
-    free(oy);
-    free(ox);
-    return CD_OK;
-}
-
-static int load_mean(cd_classifier_t *c, char *err, size_t errlen)
-{
-    int mc, mh, mw;
-    float *mean = NULL;
-    char path[4200];
-    jobdir_path(c->tc.dataset_dir, JOBDIR_MEAN_BIN, path, sizeof path);
-    if (cd_mean_load(path, &mc, &mh, &mw, &mean) != CD_OK) {
-        snprintf(err, errlen, "%s", cd_dataset_strerror());
-        return CD_ERR;
-    }
-    if (mc != c->c || mh != c->h || mw != c->w) {
-        snprintf(err, errlen, "%s is %dx%dx%d but the images are %dx%dx%d; the mean belongs to another dataset",
-                 path, mc, mh, mw, c->c, c->h, c->w);
-        free(mean);
-        return CD_ERR;
-    }
-    if (c->tc.use_mean == CD_MEAN_PIXEL) {
-        cd_mean_to_pixel(mean, mc, mh, mw);
-    }
-    size_t bytes = (size_t)mc * mh * mw * sizeof(float);
-    c->mean = c->be->iface->alloc(c->be, bytes);
-    if (!c->mean) {
-        free(mean);
-        snprintf(err, errlen, "out of device memory for the mean image");
-        return CD_ERR;
-    }
-    c->be->iface->upload(c->be, c->mean, mean, bytes);
-    c->mean_host = mean;
     return CD_OK;
 }
 
@@ -265,7 +217,6 @@ cd_classifier_t *cd_classifier_open(const char *job_dir, long iteration, cd_back
     c->be = be ? be : cd_backend_select(&(cd_backend_request){.kind = CD_BACKEND_CPU}, err, errlen);
     c->own_be = !be;
     c->batch = 1;
-    c->scale = 1.0f;
     cd_train_config_init(&c->tc);
     if (!c->be)
         goto err;
@@ -278,6 +229,7 @@ cd_classifier_t *cd_classifier_open(const char *job_dir, long iteration, cd_back
     }
     if (read_image_shape(c, err, errlen) != CD_OK)
         goto err;
+    cd_input_prep_init(&c->prep, c->be, c->c, c->h, c->w, 1.0f);
     if (!(c->net = deploy_net(c, 1, NULL, &c->input, &c->output, err, errlen)))
         goto err;
     if (iteration <= 0) {
@@ -305,7 +257,7 @@ cd_classifier_t *cd_classifier_open(const char *job_dir, long iteration, cd_back
         goto err;
     if (alloc_staging(c, 1, c->input, err, errlen) != CD_OK)
         goto err;
-    if (c->tc.use_mean != CD_MEAN_NONE && load_mean(c, err, errlen) != CD_OK)
+    if (cd_input_mean_load(&c->prep, c->tc.dataset_dir, c->tc.use_mean, err, errlen) != CD_OK)
         goto err;
     return c;
 err:
@@ -317,16 +269,14 @@ void cd_classifier_close(cd_classifier_t *c)
 {
     if (!c)
         return;
-    if (c->be) {
+    if (c->be)
         free_staging(c);
-        c->be->iface->free(c->be, c->mean);
-    }
+    cd_input_prep_free(&c->prep);
     cd_net_free(c->bnet);
     cd_net_free(c->net);
     if (c->own_be)
         cd_backend_free(c->be);
     cd_labels_free(c->labels, c->nlabels);
-    free(c->mean_host);
     free(c);
 }
 
@@ -391,34 +341,18 @@ int cd_classifier_prepare(const cd_classifier_t *c, const cd_image_t *img, cd_im
     return rc;
 }
 
-/* Fills input (n, C, oh, ow) from n prepared (c, h, w) images: centre crop, mean, scale. */
-static void fill_input(cd_classifier_t *c, cd_blob *input, const cd_image_t *const *prepared, int n)
+/* Fills input (n, C, oh, ow) from n prepared (c, h, w) images: centre crop and mean. */
+static int fill_input(cd_classifier_t *c, cd_blob *input, const cd_image_t *const *prepared, int n, char *err,
+                      size_t errlen)
 {
-    const cd_backend_iface *o = c->be->iface;
-    size_t image = (size_t)c->c * c->h * c->w;
-    int oh = input->dims[2], ow = input->dims[3];
-    if (o->prepare_batch) {
-        for (int i = 0; i < n; i++)
-            o->upload(c->be, c->pixels + image * (size_t)i, prepared[i]->data, image);
-        o->prepare_batch(c->be, n, c->c, c->h, c->w, oh, ow, c->pixels, c->oy, c->ox, c->mirror, c->mean,
-                         c->scale, input->data);
-        return;
-    }
-    /* the same arithmetic on the host for a backend without prepare_batch */
-    size_t plane = (size_t)oh * ow, per = (size_t)c->c * plane;
-    float *host = cd_xcalloc((size_t)n * per, sizeof *host);
-    int y0 = (c->h - oh) / 2, x0 = (c->w - ow) / 2;
+    const uint8_t **images = cd_xmalloc(sizeof *images * (size_t)n);
     for (int i = 0; i < n; i++)
-        for (int ch = 0; ch < c->c; ch++)
-            for (int y = 0; y < oh; y++)
-                for (int x = 0; x < ow; x++) {
-                    size_t s = ((size_t)ch * c->h + (size_t)(y + y0)) * c->w + (size_t)(x + x0);
-                    float m = c->mean_host ? c->mean_host[s] : 0.0f;
-                    host[(size_t)i * per + (size_t)ch * plane + (size_t)y * ow + x] =
-                        ((float)prepared[i]->data[s] - m) * c->scale;
-                }
-    o->upload(c->be, input->data, host, (size_t)n * per * sizeof *host);
-    free(host);
+        images[i] = prepared[i]->data;
+    cd_input_batch b = {.n = n, .images = images, .oy = c->oy, .ox = c->ox};
+    cd_input_stage_upload(&c->prep, &c->stage, &b);
+    int rc = cd_input_prepare(&c->prep, &c->stage, input->dims[2], input->dims[3], input->data, err, errlen);
+    free(images);
+    return rc;
 }
 
 int cd_classifier_run_prepared(cd_classifier_t *c, const cd_image_t *const *prepared, int n, float *probs,
@@ -438,7 +372,8 @@ int cd_classifier_run_prepared(cd_classifier_t *c, const cd_image_t *const *prep
     cd_net *net = batch > 1 ? c->bnet : c->net;
     cd_blob *input = batch > 1 ? c->binput : c->input, *output = batch > 1 ? c->boutput : c->output;
     /* a short last batch runs whole; the rows past n are ignored */
-    fill_input(c, input, prepared, n);
+    if (fill_input(c, input, prepared, n, err, errlen) != CD_OK)
+        return CD_ERR;
     cd_net_forward(net);
     c->be->iface->download(c->be, probs, output->data, (size_t)n * (size_t)c->nlabels * sizeof(float));
     return CD_OK;
@@ -451,9 +386,9 @@ static int load_one(cd_classifier_t *c, const cd_image_t *img, char *err, size_t
     if (cd_classifier_prepare(c, img, &sized, err, errlen) != CD_OK)
         return CD_ERR;
     const cd_image_t *one[1] = {&sized};
-    fill_input(c, c->input, one, 1);
+    int rc = fill_input(c, c->input, one, 1, err, errlen);
     cd_image_free(&sized);
-    return CD_OK;
+    return rc;
 }
 
 int cd_classifier_run(cd_classifier_t *c, const cd_image_t *img, float *probs, char *err, size_t errlen)

@@ -26,13 +26,10 @@
 #include "cdigits/train.h"
 #include "cdigits/util.h"
 #include "grad_reduce.h"
-#ifdef CDIGITS_HAVE_CUDA
-#include "cdigits/cuda_check.h"
-#endif
+#include "input_prep.h"
 
 static volatile sig_atomic_t g_stop;
 
-#ifdef CDIGITS_HAVE_CUDA
 /* A failed device call: say which layer ran it before the backend aborts. */
 static void device_failed(cd_backend_t *be, const char *message)
 {
@@ -43,18 +40,14 @@ static void device_failed(cd_backend_t *be, const char *message)
     else
         cd_jsonl_error("%s", message);
 }
-#endif
 
 void cd_train_request_stop(void) { g_stop = 1; }
 
-/* Device buffers for one batch: the uint8 pixels, the labels and the per-image
- * crop/mirror. Two of them, so the next batch can be uploaded while this one trains. */
+/* One batch staged on the backend: its images with their crops and flips, and its
+ * labels. Two of them, so the next batch can be uploaded while this one trains. */
 typedef struct staging {
-    uint8_t *pixels;
+    cd_input_stage in;
     float *labels;
-    int *oy, *ox;
-    uint8_t *mirror;
-    int n;
 } staging;
 
 typedef struct trainer {
@@ -66,7 +59,7 @@ typedef struct trainer {
     cd_net *train, *val, *val_tail, *test_tail; /* tails: the last, partial val and test batches */
     int train_batch, val_batch;
     int crop, flip; /* flip: enum cd_flip bits drawn per training image */
-    float scale;
+    cd_input_prep prep;    /* mean, scale, crops and flips into the Data layer's top */
     int iter_size;         /* batch accumulation actually used (may grow on OOM) */
     int rank, nranks;      /* data-parallel replica (0 reports, validates, snapshots) */
     int gpu_ranks;         /* replicas are GPUs (c->gpus[rank]) */
@@ -76,7 +69,6 @@ typedef struct trainer {
                             * next training batch, uploaded ahead */
     int group_error;       /* the error is the group's (every replica finds the same): rank 0
                             * says it once, without a replica's name */
-    float *mean;           /* (c, h, w) at the stored size, or NULL */
     int loader_threads;
     int loader_auto;       /* loader_threads not given: add threads while data-bound */
     int cores;
@@ -133,40 +125,32 @@ static cd_layer *loss_layer(const cd_net *net)
 }
 
 /* Upload one loaded batch into a staging slot; queued on the copy stream where the
- * backend has one (then it overlaps the step running now). */
+ * backend has one (then it overlaps the step running now). b stays the loader's until
+ * the upload is waited for (prepare, cd_input_stage_wait). */
 static void stage(trainer *t, staging *st, const cd_batch *b)
 {
-    cd_backend_t *be = t->be;
-    const cd_backend_iface *o = be->iface;
-    void (*up)(cd_backend_t *, void *, const void *, size_t) = o->upload_async ? o->upload_async : o->upload;
-    size_t image_bytes = (size_t)t->c_in * t->h_in * t->w_in;
-    up(be, st->pixels, b->pixels, (size_t)b->n * image_bytes);
-    up(be, st->labels, b->labels, (size_t)b->n * sizeof(float));
-    up(be, st->oy, b->oy, (size_t)b->n * sizeof(int));
-    up(be, st->ox, b->ox, (size_t)b->n * sizeof(int));
-    up(be, st->mirror, b->mirror, (size_t)b->n);
-    st->n = b->n;
+    cd_input_batch in = {.n = b->n, .pixels = b->pixels, .oy = b->oy, .ox = b->ox, .mirror = b->mirror};
+    cd_input_stage_upload(&t->prep, &st->in, &in);
+    cd_be_upload_async(t->be, st->labels, b->labels, (size_t)b->n * sizeof(float));
 }
 
-/* Crop, mirror and subtract the mean on the device into the net's data and label. */
-static void prepare(trainer *t, cd_net *net, const staging *st)
+/* Crop, flip, subtract the mean and scale into the net's data; the labels into its
+ * label. Waits for the slot's uploads. */
+static int prepare(trainer *t, cd_net *net, const staging *st, char *err, size_t errlen)
 {
-    cd_backend_t *be = t->be;
-    const cd_backend_iface *o = be->iface;
     cd_blob *data = data_top(net, 0), *label = data_top(net, 1);
-    if (o->upload_wait)
-        o->upload_wait(be);
-    o->prepare_batch(be, st->n, t->c_in, t->h_in, t->w_in, data->dims[2], data->dims[3], st->pixels,
-                     st->oy, st->ox, st->mirror, t->mean, t->scale, data->data);
+    if (cd_input_prepare(&t->prep, &st->in, data->dims[2], data->dims[3], data->data, err, errlen) != CD_OK)
+        return CD_ERR;
     if (label)
-        o->copy(be, label->data, st->labels, (size_t)st->n * sizeof(float));
+        t->be->iface->copy(t->be, label->data, st->labels, (size_t)st->in.n * sizeof(float));
+    return CD_OK;
 }
 
 /* A batch through the free staging slot, synchronously (validation). */
-static void feed(trainer *t, cd_net *net, const cd_batch *b)
+static int feed(trainer *t, cd_net *net, const cd_batch *b, char *err, size_t errlen)
 {
     stage(t, &t->st[t->free_slot], b);
-    prepare(t, net, &t->st[t->free_slot]);
+    return prepare(t, net, &t->st[t->free_slot], err, errlen);
 }
 
 static cd_net *build_stage(trainer *t, const char *stage, int batch, char *err, size_t errlen)
@@ -263,7 +247,11 @@ static int evaluate(trainer *t, cd_db_t *db, const char *phase, long iter, doubl
             cd_loader_stop(ld);
             return CD_ERR;
         }
-        feed(t, net, b);
+        if (feed(t, net, b, err, errlen) != CD_OK) {
+            cd_loader_release(ld, b);
+            cd_loader_stop(ld);
+            return CD_ERR;
+        }
         float l = cd_net_forward(net);
         loss += (double)l * b->n;
         count_correct(t, net, 1, &top1);
@@ -343,30 +331,30 @@ static int choose_backend(trainer *t, char *err, size_t errlen)
     const cd_train_config *c = t->c;
     if (t->group && t->gpu_ranks) {
         /* one replica per GPU: its own CUDA backend, the gradients averaged by NCCL */
-        char why[256] = "";
-        t->be = cd_backend_cuda_new(c->gpus[t->rank], why, sizeof why);
+        char why[512] = "";
+        cd_backend_request req = backend_request(c, CD_BACKEND_CUDA, 0);
+        req.gpu = c->gpus[t->rank];
+        t->be = cd_backend_select(&req, why, sizeof why);
         if (!t->be) {
-            snprintf(err, errlen, "replica %d cannot use GPU %d: %s", t->rank, c->gpus[t->rank], why);
+            snprintf(err, errlen, "replica %d cannot train: %s", t->rank, why);
             return CD_ERR;
         }
-#ifdef CDIGITS_HAVE_CUDA
-        char id[512] = "";
-        if (t->rank == 0 && cd_cuda_group_id(id, sizeof id, why, sizeof why) != CD_OK)
+        char id[CD_BE_GROUP_ID_LEN] = "";
+        if (t->rank == 0 && cd_be_group_id(t->be, id, sizeof id, why, sizeof why) != CD_OK)
             snprintf(id, sizeof id, "!%s", why);
         cd_group_broadcast_bytes(t->group, t->rank, id, sizeof id);
-        if (id[0] == '!' || cd_cuda_group_join(t->be, id, t->nranks, t->rank, why, sizeof why) != CD_OK) {
-            snprintf(err, errlen, "replica %d cannot join the NCCL group: %s", t->rank,
+        if (id[0] == '!' || cd_be_group_join(t->be, id, t->nranks, t->rank, why, sizeof why) != CD_OK) {
+            snprintf(err, errlen, "replica %d cannot join the group of GPU replicas: %s", t->rank,
                      id[0] == '!' ? id + 1 : why);
             return CD_ERR;
         }
-#endif
-    } else if (t->group && c->backend == CD_BACKEND_CUDA && cd_backend_cuda_device_count() > 0) {
+    } else if (t->group && c->backend == CD_BACKEND_CUDA && cd_backend_gpu_count() > 0) {
         /* replicas on GPUs are one per GPU listed: unjoined backends on one GPU would
          * train apart */
         snprintf(err, errlen, "%d replica%s on GPUs need%s as many usable GPUs listed in \"gpus\", one "
                  "each (%d listed, %d usable here); list them, or use backend cpu for CPU replicas",
                  t->nranks, t->nranks == 1 ? "" : "s", t->nranks == 1 ? "s" : "", c->ngpus,
-                 cd_backend_cuda_device_count());
+                 cd_backend_gpu_count());
         return CD_ERR;
     } else if (t->group && c->backend != CD_BACKEND_CUDA) {
         /* replicas in one process: CPU backends sharing the cores, joined in a group
@@ -376,9 +364,12 @@ static int choose_backend(trainer *t, char *err, size_t errlen)
         cd_backend_request req = backend_request(c, CD_BACKEND_CPU, threads > 0 ? threads : 1);
         char why[256] = "";
         t->be = cd_backend_select(&req, why, sizeof why);
-        if (!t->be || cd_backend_cpu_join_group(t->be, t->group, t->rank) != CD_OK) {
-            snprintf(err, errlen, "cannot start the CPU backend of replica %d%s%s", t->rank, why[0] ? ": " : "",
-                     why);
+        if (!t->be) {
+            snprintf(err, errlen, "cannot start the CPU backend of replica %d: %s", t->rank, why);
+            return CD_ERR;
+        }
+        if (cd_be_join_local_group(t->be, t->group, t->rank) != CD_OK) {
+            snprintf(err, errlen, "replica %d cannot join the group of CPU replicas: %s", t->rank, t->be->err);
             return CD_ERR;
         }
     }
@@ -394,10 +385,10 @@ static int choose_backend(trainer *t, char *err, size_t errlen)
         }
     }
     char name[64];
-    if (t->be->device >= 0 && strcmp(t->be->iface->name, "cpu") != 0)
+    if (t->be->device >= 0 && (t->be->iface->caps & CD_BE_CAP_DEVICE))
         snprintf(name, sizeof name, "%s:%d", t->be->iface->name, t->be->device);
     else
-        snprintf(name, sizeof name, "cpu (%ld cores)", sysconf(_SC_NPROCESSORS_ONLN));
+        snprintf(name, sizeof name, "%s (%ld cores)", t->be->iface->name, sysconf(_SC_NPROCESSORS_ONLN));
     cd_jsonl(json_pack("{s:s, s:s, s:s, s:i}", "type", "device", "backend", t->be->iface->name,
                        "name", name, "ranks", t->nranks));
     return CD_OK;
@@ -407,10 +398,9 @@ static void free_nets(trainer *t)
 {
     for (int i = 0; i < 2 && t->be; i++) {
         staging *st = &t->st[i];
-        void *bufs[] = {st->pixels, st->labels, st->oy, st->ox, st->mirror};
-        for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++)
-            t->be->iface->free(t->be, bufs[k]);
-        memset(st, 0, sizeof *st);
+        cd_input_stage_free(&t->prep, &st->in);
+        t->be->iface->free(t->be, st->labels);
+        st->labels = NULL;
     }
     cd_net_free(t->test_tail);
     cd_net_free(t->val_tail);
@@ -439,18 +429,17 @@ static int make_tail(trainer *t, cd_db_t *db, cd_net **tail, int *oom, char *err
 static int alloc_staging(trainer *t, int *oom, char *err, size_t errlen)
 {
     int batch = t->train_batch > t->val_batch ? t->train_batch : t->val_batch;
-    size_t image_bytes = (size_t)t->c_in * t->h_in * t->w_in;
     const cd_backend_iface *o = t->be->iface;
     for (int i = 0; i < 2; i++) {
         staging *st = &t->st[i];
-        st->pixels = o->alloc(t->be, (size_t)batch * image_bytes);
-        st->labels = o->alloc(t->be, (size_t)batch * sizeof(float));
-        st->oy = o->alloc(t->be, (size_t)batch * sizeof(int));
-        st->ox = o->alloc(t->be, (size_t)batch * sizeof(int));
-        st->mirror = o->alloc(t->be, (size_t)batch);
-        if (!st->pixels || !st->labels || !st->oy || !st->ox || !st->mirror) {
+        if (cd_input_stage_alloc(&t->prep, &st->in, batch, err, errlen) != CD_OK) {
             *oom = 1;
-            snprintf(err, errlen, "out of %s memory for the input batches; lower the batch size", o->name);
+            return CD_ERR;
+        }
+        if (!(st->labels = o->alloc(t->be, (size_t)batch * sizeof(float)))) {
+            *oom = 1;
+            snprintf(err, errlen, "out of %s memory for the labels of a batch of %d; lower the batch size",
+                     o->name, batch);
             return CD_ERR;
         }
     }
@@ -477,7 +466,7 @@ static int make_nets(trainer *t, int batch, int *oom, char *err, size_t errlen)
     t->crop = data->dims[2] != t->h_in || data->dims[3] != t->w_in ? data->dims[2] : 0;
     int mirror = c->mirror >= 0 ? c->mirror : (tp && cd_pt_bool(tp, "mirror", 0));
     t->flip = (mirror ? CD_FLIP_LR : 0) | c->flip;
-    t->scale = tp ? (float)cd_pt_float(tp, "scale", 1.0) : 1.0f;
+    t->prep.scale = tp ? (float)cd_pt_float(tp, "scale", 1.0) : 1.0f;
     if (cd_net_alloc(t->train, t->be, NULL, err, errlen) != CD_OK) {
         *oom = t->train->out_of_memory;
         return CD_ERR;
@@ -515,7 +504,7 @@ static int try_batch(trainer *t, int batch, size_t reserve, char *err, size_t er
         return -1;
     }
     size_t free_b = 0, total_b = 0;
-    if (ok && reserve && t->be->iface->mem_info(t->be, &free_b, &total_b) == CD_OK && free_b < reserve)
+    if (ok && reserve && cd_be_mem_info(t->be, &free_b, &total_b) == CD_OK && free_b < reserve)
         ok = 0;
     if (t->group)
         ok = (int)cd_group_min(t->group, t->rank, ok);
@@ -541,8 +530,8 @@ static int search_batch(trainer *t, int effective, int *accumulation, int *large
 {
     const cd_backend_iface *o = t->be->iface;
     size_t free_b = 0, total_b = 0;
-    int sized = o->mem_info && o->mem_info(t->be, &free_b, &total_b) == CD_OK && total_b > 0;
-    size_t reserve = sized && strcmp(o->name, "cpu") != 0 ? total_b / 8 : 0;
+    int sized = cd_be_mem_info(t->be, &free_b, &total_b) == CD_OK && total_b > 0;
+    size_t reserve = sized && (o->caps & CD_BE_CAP_DEVICE) ? total_b / 8 : 0;
     long per_rank = (long)cd_db_count(t->train_db) / t->nranks;
     int ceiling = per_rank > 4096 ? 4096 : (per_rank < 1 ? 1 : (int)per_rank);
     int fit = 0, fail = 0, tries = 0; /* the largest batch seen to fit, the smallest seen not to */
@@ -685,7 +674,7 @@ static int fit_nets(trainer *t, char *err, size_t errlen)
     }
     t->iter_size = accumulation;
     size_t free_b = 0, total_b = 0;
-    if (t->be->iface->mem_info && t->be->iface->mem_info(t->be, &free_b, &total_b) == CD_OK && total_b)
+    if (cd_be_mem_info(t->be, &free_b, &total_b) == CD_OK && total_b)
         cd_jsonl_log("info", "with the nets at batch %d: %.3f MiB of %.3f MiB %s memory in use",
                      t->train_batch, (double)(total_b - free_b) / 1048576.0, (double)total_b / 1048576.0,
                      t->be->iface->name);
@@ -700,55 +689,25 @@ static int fit_nets(trainer *t, char *err, size_t errlen)
     return CD_OK;
 }
 
-static int load_mean(trainer *t, char *err, size_t errlen)
-{
-    const cd_train_config *c = t->c;
-    size_t image_bytes = (size_t)t->c_in * t->h_in * t->w_in;
-    char path[4200];
-    int mc, mh, mw;
-    float *mean = NULL;
-    jobdir_path(c->dataset_dir, JOBDIR_MEAN_BIN, path, sizeof path);
-    if (cd_mean_load(path, &mc, &mh, &mw, &mean) != CD_OK) {
-        snprintf(err, errlen, "%s; choose use_mean none or recreate the dataset", cd_dataset_strerror());
-        return CD_ERR;
-    }
-    if (mc != t->c_in || mh != t->h_in || mw != t->w_in) {
-        free(mean);
-        snprintf(err, errlen, "%s is %dx%dx%d but the images are %dx%dx%d; recreate the dataset",
-                 path, mc, mh, mw, t->c_in, t->h_in, t->w_in);
-        return CD_ERR;
-    }
-    if (c->use_mean == CD_MEAN_PIXEL) {
-        cd_mean_to_pixel(mean, mc, mh, mw);
-    }
-    t->mean = t->be->iface->alloc(t->be, image_bytes * sizeof(float));
-    if (t->mean)
-        t->be->iface->upload(t->be, t->mean, mean, image_bytes * sizeof(float));
-    free(mean);
-    if (!t->mean) {
-        snprintf(err, errlen, "out of memory for the mean image");
-        return CD_ERR;
-    }
-    return CD_OK;
-}
-
 static int setup(trainer *t, char *err, size_t errlen)
 {
     const cd_train_config *c = t->c;
     t->seed = c->has_seed ? c->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     if (open_dataset(t, err, errlen) != CD_OK || choose_backend(t, err, errlen) != CD_OK)
         return CD_ERR;
+    cd_be_set_fail_hook(t->be, device_failed);
     t->be->precision = c->precision;
-    if (c->precision != CD_PREC_FP32 && !strcmp(t->be->iface->name, "cpu"))
-        cd_jsonl_log("info", "precision %s applies on GPUs; the CPU computes in fp32",
-                     (const char *[]){"fp32", "tf32", "fp16", "bf16"}[c->precision]);
+    if (c->precision != CD_PREC_FP32 && !(t->be->iface->caps & CD_BE_CAP_REDUCED_PRECISION))
+        cd_jsonl_log("info", "precision %s applies on GPUs; the %s backend computes in fp32",
+                     (const char *[]){"fp32", "tf32", "fp16", "bf16"}[c->precision], t->be->iface->name);
+    cd_input_prep_init(&t->prep, t->be, t->c_in, t->h_in, t->w_in, 1.0f);
     /* what does not depend on the batch first, so the batch search sees what is left */
     t->acc_scalars = t->be->iface->alloc(t->be, 2 * sizeof(float));
     if (!t->acc_scalars) {
         snprintf(err, errlen, "out of %s memory", t->be->iface->name);
         return CD_ERR;
     }
-    if (c->use_mean != CD_MEAN_NONE && load_mean(t, err, errlen) != CD_OK)
+    if (cd_input_mean_load(&t->prep, c->dataset_dir, c->use_mean, err, errlen) != CD_OK)
         return CD_ERR;
     if (fit_nets(t, err, errlen) != CD_OK)
         return CD_ERR;
@@ -772,10 +731,9 @@ static int setup(trainer *t, char *err, size_t errlen)
 static void teardown(trainer *t)
 {
     free_nets(t);
-    if (t->be) {
-        t->be->iface->free(t->be, t->mean);
+    cd_input_prep_free(&t->prep);
+    if (t->be)
         t->be->iface->free(t->be, t->acc_scalars);
-    }
     cd_db_close(t->train_db);
     cd_db_close(t->val_db);
     cd_db_close(t->test_db);
@@ -822,11 +780,11 @@ static int same_start(trainer *t, char *err, size_t errlen)
 {
     cd_net *net = t->train;
     cd_backend_t *be = t->be;
-    if (!be->iface->broadcast || net->param_count == 0)
+    if (net->param_count == 0)
         return CD_OK;
     float *arenas[] = {net->arena_data, net->arena_h1, net->arena_h2};
     for (size_t i = 0; i < CD_ARRAY_LEN(arenas); i++)
-        if (arenas[i] && be->iface->broadcast(be, arenas[i], net->param_count) != CD_OK) {
+        if (arenas[i] && cd_be_broadcast(be, arenas[i], net->param_count) != CD_OK) {
             snprintf(err, errlen, "copying rank 0's weights to replica %d failed: %s", t->rank, be->err);
             return CD_ERR;
         }
@@ -840,9 +798,8 @@ static void advise(trainer *t, double wait_share, double images_per_sec, double 
     const char *limit, *message;
     char buf[512];
     size_t free_b = 0, total_b = 0;
-    int gpu = strcmp(t->be->iface->name, "cpu") != 0;
-    int have_mem = t->be->iface->mem_info && t->be->iface->mem_info(t->be, &free_b, &total_b) == CD_OK &&
-                   total_b > 0;
+    int gpu = (t->be->iface->caps & CD_BE_CAP_DEVICE) != 0;
+    int have_mem = cd_be_mem_info(t->be, &free_b, &total_b) == CD_OK && total_b > 0;
     /* data-bound from 10% of the step waiting, and no longer below 5%: a share near
      * the line does not flip the advice every window */
     double data_line = strcmp(t->advice, "data") ? 0.10 : 0.05;
@@ -893,17 +850,10 @@ static void advise(trainer *t, double wait_share, double images_per_sec, double 
                        message, "data_wait", wait_share, "images_per_sec", images_per_sec, "epoch", epoch));
 }
 
-static void *pinned_alloc(void *ctx, size_t bytes)
-{
-    cd_backend_t *be = ctx;
-    return be->iface->host_alloc ? be->iface->host_alloc(be, bytes) : NULL;
-}
-
-static void pinned_free(void *ctx, void *ptr)
-{
-    cd_backend_t *be = ctx;
-    be->iface->host_free(be, ptr);
-}
+/* The loader's batches in the backend's page-locked memory where it has some (NULL:
+ * the loader uses malloc). */
+static void *pinned_alloc(void *ctx, size_t bytes) { return cd_be_host_alloc(ctx, bytes); }
+static void pinned_free(void *ctx, void *ptr) { cd_be_host_free(ctx, ptr); }
 
 /* Fetch the next batch of the stream, or fail with the loader's reason. */
 static const cd_batch *next_batch(cd_loader_t *ld, double *waited, char *err, size_t errlen)
@@ -927,22 +877,21 @@ typedef struct graph_state {
 static float train_pass(trainer *t, graph_state *g, int first_pass)
 {
     cd_backend_t *be = t->be;
-    const cd_backend_iface *o = be->iface;
     cd_net *net = t->train;
     if (g->usable && g->captured && g->scale == net->loss_scale) {
         /* the graph advances its own dropout counter by one per replay, as a forward does */
         net->rng_counter++;
-        if (o->graph_replay(be) == CD_OK)
+        if (cd_be_graph_replay(be) == CD_OK)
             return cd_net_read_values(net);
         net->rng_counter--;
         g->usable = 0;
         cd_jsonl_log("warning", "replaying the captured step failed (%s); running it op by op", be->err);
     } else if (g->usable && !first_pass) {
         uint64_t counter = net->rng_counter;
-        if (o->graph_begin(be) == CD_OK) {
+        if (cd_be_graph_begin(be) == CD_OK) {
             cd_net_forward_device(net);
             cd_net_backward(net);
-            if (o->graph_end(be) == CD_OK && o->graph_replay(be) == CD_OK) {
+            if (cd_be_graph_end(be) == CD_OK && cd_be_graph_replay(be) == CD_OK) {
                 g->captured = 1;
                 g->scale = net->loss_scale;
                 return cd_net_read_values(net);
@@ -1032,9 +981,6 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
         cd_jsonl_set_speaker(who);
     }
 
-#ifdef CDIGITS_HAVE_CUDA
-    cd_cuda_set_fail_hook(device_failed);
-#endif
     if (setup(&t, err, sizeof err) != CD_OK)
         goto fail;
     long start;
@@ -1069,14 +1015,13 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
                          .stride = (long)t.train_batch * t.nranks, .offset = (long)t.train_batch * t.rank,
                          .flip = t.flip, .shuffle = c->shuffle, .wrap = 1, .seed = t.seed,
                          .start_batch = start * t.iter_size, .threads = t.loader_threads, .ring = 4,
-                         .host_alloc = t.be->iface->host_alloc ? pinned_alloc : NULL,
-                         .host_free = t.be->iface->host_free ? pinned_free : NULL, .host_ctx = t.be};
+                         .host_alloc = pinned_alloc, .host_free = pinned_free, .host_ctx = t.be};
     if (!(ld = cd_loader_start(&lo, err, sizeof err)))
         goto fail;
     /* with a copy stream, batch i+1 is uploaded into the other staging slot while
      * batch i trains: `ready` says the current slot already holds the next batch and
      * `pending` is its loader buffer, released once the upload is done */
-    int overlap = t.be->iface->upload_async != NULL, slot = 0, ready = 0;
+    int overlap = cd_be_supports(t.be, CD_BE_ASYNC_UPLOAD), slot = 0, ready = 0;
 
     /* DIGITS: report 8 times per epoch or every 5000 images, whichever is more often */
     long display = t.iters_per_epoch / 8;
@@ -1086,11 +1031,11 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     if (display < 1)
         display = 1;
 
-    loss_scaler ls = {.on = t.be->precision == CD_PREC_FP16 && strcmp(t.be->iface->name, "cpu") != 0,
-                      .scale = 65536.0};
+    /* fp16 gradients underflow without a scaled loss, where the backend computes in fp16 */
+    int fp16 = t.be->precision == CD_PREC_FP16 && (t.be->iface->caps & CD_BE_CAP_REDUCED_PRECISION);
+    loss_scaler ls = {.on = fp16, .scale = 65536.0};
     const char *graphs_env = getenv("CDIGITS_GRAPHS");
-    graph_state graph = {.usable = t.be->iface->graph_begin && t.be->iface->graph_end &&
-                                   t.be->iface->graph_replay && !t.train->host_reads &&
+    graph_state graph = {.usable = cd_be_supports(t.be, CD_BE_GRAPHS) && !t.train->host_reads &&
                                    !(graphs_env && !strcmp(graphs_env, "0"))};
     if (graph.usable && t.group) {
         /* the buckets' averages start from the host between the layers of the backward */
@@ -1120,7 +1065,8 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
                 stage(&t, &t.st[slot], b);
                 pending = b;
             }
-            prepare(&t, t.train, &t.st[slot]); /* waits for the upload of this batch */
+            if (prepare(&t, t.train, &t.st[slot], err, sizeof err) != CD_OK) /* waits for its upload */
+                goto fail;
             if (pending)
                 cd_loader_release(ld, pending);
             pending = NULL;
@@ -1181,8 +1127,7 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
                     /* data-bound: one more loader thread, from the next batch on */
                     long next = cd_loader_next_index(ld);
                     if (pending) { /* already staged: finish its upload, keep it */
-                        if (t.be->iface->upload_wait)
-                            t.be->iface->upload_wait(t.be);
+                        cd_input_stage_wait(&t.prep);
                         next = pending->index + 1;
                         pending = NULL;
                     }
@@ -1274,8 +1219,8 @@ fail:
 out:
     cd_jsonl_set_speaker(NULL);
     cd_grad_reduce_free(&reduce);
-    if (pending && t.be && t.be->iface->upload_wait)
-        t.be->iface->upload_wait(t.be);
+    if (pending && t.be)
+        cd_input_stage_wait(&t.prep);
     cd_loader_stop(ld);
     teardown(&t);
     return rc;
@@ -1311,10 +1256,10 @@ int cd_train_run(const cd_train_config *c)
     int n = c->replicas > 1 ? c->replicas : 1, gpu = 0;
     int force = c->force_data_parallel && c->data_parallel;
     cd_train_config shared = *c;
-    if (force && c->backend != CD_BACKEND_CPU && c->ngpus == 0 && cd_backend_cuda_device_count() > 0)
+    if (force && c->backend != CD_BACKEND_CPU && c->ngpus == 0 && cd_backend_gpu_count() > 0)
         shared.gpus[shared.ngpus++] = 0; /* a group of one on the first GPU */
     if (c->backend != CD_BACKEND_CPU && shared.ngpus >= (force ? 1 : 2) &&
-        cd_backend_cuda_device_count() >= shared.ngpus) {
+        cd_backend_gpu_count() >= shared.ngpus) {
         if (c->data_parallel) {
             n = shared.ngpus; /* one replica per GPU */
             gpu = 1;

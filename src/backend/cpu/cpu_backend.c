@@ -161,9 +161,9 @@ static int cpu_broadcast(cd_backend_t *be, float *x, size_t n)
     return CD_OK;
 }
 
-int cd_backend_cpu_join_group(cd_backend_t *be, cd_group_t *g, int rank)
+static int cpu_join_local_group(cd_backend_t *be, cd_group_t *g, int rank)
 {
-    if (!be || strcmp(be->iface->name, "cpu") != 0 || rank < 0 || rank >= cd_group_size(g))
+    if (rank < 0 || rank >= cd_group_size(g))
         return CD_ERR;
     cpu_ctx *ctx = be->ctx;
     ctx->group = g;
@@ -171,8 +171,12 @@ int cd_backend_cpu_join_group(cd_backend_t *be, cd_group_t *g, int rank)
     return CD_OK;
 }
 
+/* Host memory, fp32 only (caps 0); replicas in one process (join_local_group), no
+ * device graphs, no groups across devices and no fail hook: its failures are the
+ * process's own (cd_die). */
 static const cd_backend_iface cpu_iface = {
     .name = "cpu",
+    .caps = 0,
 
     .alloc = cpu_alloc,
     .free = cpu_free,
@@ -230,6 +234,7 @@ static const cd_backend_iface cpu_iface = {
 
     .allreduce_mean = cpu_allreduce_mean, /* the identity until the backend joins a group */
     .broadcast = cpu_broadcast,
+    .join_local_group = cpu_join_local_group,
     .destroy = cpu_destroy,
 };
 

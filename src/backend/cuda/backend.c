@@ -21,8 +21,16 @@
 
 static void cuda_destroy(cd_backend_t *be);
 
+/* The fail hook is the process's (check.c): every backend's fatal failures go there. */
+static void cuda_set_fail_hook(cd_backend_t *be, cd_backend_fail_hook hook)
+{
+    (void)be;
+    cd_cuda_set_fail_hook(hook);
+}
+
 static const cd_backend_iface cuda_iface = {
     .name = "cuda",
+    .caps = CD_BE_CAP_DEVICE | CD_BE_CAP_REDUCED_PRECISION,
 
     .alloc = cuda_alloc,
     .free = cuda_free,
@@ -93,6 +101,10 @@ static const cd_backend_iface cuda_iface = {
     .graph_begin = cuda_graph_begin,
     .graph_end = cuda_graph_end,
     .graph_replay = cuda_graph_replay,
+
+    .group_id = cuda_group_id,
+    .group_join = cuda_group_join,
+    .set_fail_hook = cuda_set_fail_hook,
 };
 
 /* cuBLAS's workspace, given to it so that a captured gemm never allocates (Hopper

@@ -251,7 +251,11 @@ void cuda_prepare_batch(cd_backend_t *be, int n, int c, int sh, int sw, int oh, 
                         const uint8_t *src, const int *oy, const int *ox, const uint8_t *mirror,
                         const float *mean, float scale, float *dst);
 
-/* nccl.c */
+/* nccl.c; the group slots are cd_cuda_group_id and cd_cuda_group_join (cuda_check.h)
+ * behind the interface's signatures */
+int cuda_group_id(cd_backend_t *be, char *id, size_t id_len, char *why, size_t why_len);
+int cuda_group_join(cd_backend_t *be, const char *id, int nranks, int rank, char *why,
+                    size_t why_len);
 int cuda_allreduce_mean(cd_backend_t *be, float *x, size_t n);
 int cuda_allreduce_start(cd_backend_t *be, float *x, size_t n);
 int cuda_allreduce_wait(cd_backend_t *be);

@@ -88,6 +88,20 @@ int cd_cuda_group_join(cd_backend_t *be, const char *hex, int nranks, int rank, 
     return 0;
 }
 
+/* The interface's group slots (backend.h): a group id needs no backend, and the
+ * answers are CD_OK or CD_ERR as the engine expects. */
+int cuda_group_id(cd_backend_t *be, char *id, size_t id_len, char *why, size_t why_len)
+{
+    (void)be;
+    return cd_cuda_group_id(id, id_len, why, why_len) == 0 ? CD_OK : CD_ERR;
+}
+
+int cuda_group_join(cd_backend_t *be, const char *id, int nranks, int rank, char *why,
+                    size_t why_len)
+{
+    return cd_cuda_group_join(be, id, nranks, rank, why, why_len) == 0 ? CD_OK : CD_ERR;
+}
+
 /* Waits on the host for the averages in flight on the reduce stream. cudaMalloc and
  * cudaFree may wait for the whole device while holding a lock of the runtime, and an
  * NCCL kernel in flight waits for the other ranks, which may need that lock to launch

@@ -1,0 +1,186 @@
+/* Input preparation for training and inference (see input_prep.h). */
+#include "input_prep.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdigits/dataset.h"
+#include "cdigits/jobdir.h"
+#include "cdigits/train.h"
+#include "cdigits/util.h"
+
+void cd_input_prep_init(cd_input_prep *p, cd_backend_t *be, int c, int h, int w, float scale)
+{
+    *p = (cd_input_prep){.be = be, .c = c, .h = h, .w = w, .scale = scale,
+                         .on_device = cd_be_supports(be, CD_BE_PREPARE_BATCH)};
+}
+
+void cd_input_prep_free(cd_input_prep *p)
+{
+    if (p->be && p->mean)
+        p->be->iface->free(p->be, p->mean);
+    free(p->mean_host);
+    free(p->host_out);
+    p->mean = p->mean_host = p->host_out = NULL;
+    p->host_out_floats = 0;
+}
+
+static size_t image_bytes(const cd_input_prep *p) { return (size_t)p->c * p->h * p->w; }
+
+int cd_input_mean_load(cd_input_prep *p, const char *dataset_dir, int use_mean, char *err,
+                       size_t errlen)
+{
+    if (use_mean == CD_MEAN_NONE)
+        return CD_OK;
+    char path[4200];
+    int mc, mh, mw;
+    float *mean = NULL;
+    jobdir_path(dataset_dir, JOBDIR_MEAN_BIN, path, sizeof path);
+    if (cd_mean_load(path, &mc, &mh, &mw, &mean) != CD_OK) {
+        snprintf(err, errlen, "%s; recreate the dataset, or train with use_mean none", cd_dataset_strerror());
+        return CD_ERR;
+    }
+    if (mc != p->c || mh != p->h || mw != p->w) {
+        snprintf(err, errlen, "%s is %dx%dx%d but the images are %dx%dx%d: the mean belongs to another "
+                 "dataset; recreate the dataset, or train with use_mean none",
+                 path, mc, mh, mw, p->c, p->h, p->w);
+        free(mean);
+        return CD_ERR;
+    }
+    if (use_mean == CD_MEAN_PIXEL)
+        cd_mean_to_pixel(mean, mc, mh, mw);
+    size_t bytes = image_bytes(p) * sizeof(float);
+    p->mean = p->be->iface->alloc(p->be, bytes);
+    if (!p->mean) {
+        free(mean);
+        snprintf(err, errlen, "out of %s memory for the mean image (%zu KiB); lower the batch size",
+                 p->be->iface->name, bytes >> 10);
+        return CD_ERR;
+    }
+    p->be->iface->upload(p->be, p->mean, mean, bytes);
+    p->mean_host = mean;
+    return CD_OK;
+}
+
+/* A stage's buffer in the memory the preparation reads: the backend's, or the host's. */
+static void *stage_alloc(cd_input_prep *p, size_t bytes)
+{
+    return p->on_device ? p->be->iface->alloc(p->be, bytes) : calloc(1, bytes ? bytes : 1);
+}
+
+static void stage_release(cd_input_prep *p, void *ptr)
+{
+    if (p->on_device)
+        p->be->iface->free(p->be, ptr);
+    else
+        free(ptr);
+}
+
+void cd_input_stage_free(cd_input_prep *p, cd_input_stage *s)
+{
+    void *bufs[] = {s->pixels, s->oy, s->ox, s->mirror};
+    for (size_t i = 0; i < CD_ARRAY_LEN(bufs); i++)
+        if (bufs[i])
+            stage_release(p, bufs[i]);
+    memset(s, 0, sizeof *s);
+}
+
+int cd_input_stage_alloc(cd_input_prep *p, cd_input_stage *s, int cap, char *err, size_t errlen)
+{
+    cd_input_stage_free(p, s);
+    size_t n = (size_t)(cap > 0 ? cap : 1);
+    s->pixels = stage_alloc(p, n * image_bytes(p));
+    s->oy = stage_alloc(p, n * sizeof(int));
+    s->ox = stage_alloc(p, n * sizeof(int));
+    s->mirror = stage_alloc(p, n);
+    if (!s->pixels || !s->oy || !s->ox || !s->mirror) {
+        cd_input_stage_free(p, s);
+        snprintf(err, errlen, "out of %s memory for a batch of %d input images; lower the batch size",
+                 p->on_device ? p->be->iface->name : "host", cap);
+        return CD_ERR;
+    }
+    s->cap = cap;
+    return CD_OK;
+}
+
+/* Copies into the stage: queued on the backend, or done at once on the host. */
+static void stage_copy(cd_input_prep *p, void *dst, const void *src, size_t bytes)
+{
+    if (p->on_device)
+        cd_be_upload_async(p->be, dst, src, bytes);
+    else if (bytes)
+        memcpy(dst, src, bytes);
+}
+
+void cd_input_stage_upload(cd_input_prep *p, cd_input_stage *s, const cd_input_batch *b)
+{
+    if (b->n < 1 || b->n > s->cap)
+        cd_die("internal error: a batch of %d images staged into room for %d", b->n, s->cap);
+    size_t image = image_bytes(p), n = (size_t)b->n;
+    if (b->pixels)
+        stage_copy(p, s->pixels, b->pixels, n * image);
+    else
+        for (size_t i = 0; i < n; i++)
+            stage_copy(p, s->pixels + i * image, b->images[i], image);
+    stage_copy(p, s->oy, b->oy, n * sizeof(int));
+    stage_copy(p, s->ox, b->ox, n * sizeof(int));
+    if (b->mirror)
+        stage_copy(p, s->mirror, b->mirror, n);
+    s->n = b->n;
+    s->flips = b->mirror != NULL;
+}
+
+void cd_input_stage_wait(cd_input_prep *p) { cd_be_upload_wait(p->be); }
+
+/*
+ * The host path, the arithmetic of the CPU backend's prepare_batch:
+ * dst[i,ch,y,x] = (src[i,ch,sy,sx] - mean[ch,sy,sx]) * scale, with
+ * sx = ox[i] + (flip & CD_FLIP_LR ? ow-1-x : x), sy = oy[i] + (flip & CD_FLIP_UD ? oh-1-y : y).
+ */
+// src is (n, c, h, w) uint8; oy, ox, mirror are (n); mean is (c, h, w) or NULL; dst is (n, c, oh, ow)
+static void prepare_host(const cd_input_prep *p, const cd_input_stage *s, int oh, int ow, float *dst)
+{
+    int c = p->c, h = p->h, w = p->w;
+    for (int i = 0; i < s->n; i++)
+        for (int ch = 0; ch < c; ch++)
+            for (int y = 0; y < oh; y++) {
+                int flip = s->flips ? s->mirror[i] : 0;
+                int sy = s->oy[i] + (flip & CD_FLIP_UD ? oh - 1 - y : y);
+                const uint8_t *src = s->pixels + (((size_t)i * c + ch) * h + sy) * w + s->ox[i];
+                const float *m = p->mean_host ? p->mean_host + ((size_t)ch * h + sy) * w + s->ox[i] : NULL;
+                float *d = dst + (((size_t)i * c + ch) * oh + y) * ow;
+                for (int x = 0; x < ow; x++) {
+                    int sx = flip & CD_FLIP_LR ? ow - 1 - x : x;
+                    d[x] = ((float)src[sx] - (m ? m[sx] : 0.0f)) * p->scale;
+                }
+            }
+}
+
+int cd_input_prepare(cd_input_prep *p, const cd_input_stage *s, int oh, int ow, float *dst,
+                     char *err, size_t errlen)
+{
+    if (oh < 1 || ow < 1 || oh > p->h || ow > p->w) {
+        snprintf(err, errlen, "the input is %dx%d but the images are %dx%d; crop_size must not be larger "
+                 "than the images", oh, ow, p->h, p->w);
+        return CD_ERR;
+    }
+    cd_be_upload_wait(p->be);
+    if (p->on_device) {
+        if (cd_be_prepare_batch(p->be, s->n, p->c, p->h, p->w, oh, ow, s->pixels, s->oy, s->ox,
+                                s->flips ? s->mirror : NULL, p->mean, p->scale, dst) != CD_OK) {
+            snprintf(err, errlen, "%s", p->be->err);
+            return CD_ERR;
+        }
+        return CD_OK;
+    }
+    size_t floats = (size_t)s->n * p->c * oh * ow;
+    if (floats > p->host_out_floats) {
+        free(p->host_out);
+        p->host_out = cd_xmalloc(floats * sizeof(float));
+        p->host_out_floats = floats;
+    }
+    prepare_host(p, s, oh, ow, p->host_out);
+    p->be->iface->upload(p->be, dst, p->host_out, floats * sizeof(float));
+    return CD_OK;
+}
