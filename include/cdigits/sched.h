@@ -7,12 +7,14 @@
  * inference slots. A model job also waits until its dataset is Done. A job that waits
  * says why (jobs.wait_reason, and a "status" event).
  *
- * A worker is started with posix_spawn in its own process group with its stdout and
- * stderr on pipes; a reader thread per worker stores each JSON line in the store as it
- * arrives and publishes it as an event. Abort sends SIGTERM to the group, then SIGKILL
- * after the grace period. The job's configuration (dataset.json or train.json in its
- * directory) is written by the API before the job is queued; the scheduler only adds
- * what it decides at start: the GPUs, the backend and whether to resume.
+ * A worker is started with posix_spawn (sched_spawn) in its own process group with its
+ * stdout and stderr appended to files in its job folder; a reader thread per worker
+ * stores each JSON line in the store as it arrives and publishes it as an event. Abort
+ * sends SIGTERM to the group, then SIGKILL after the grace period. The job's
+ * configuration (dataset.json or train.json in its directory) is written by the API
+ * before the job is queued; the scheduler only adds what it decides at start: the
+ * GPUs, the backend and whether to resume. Short checks the server runs
+ * (sched_run_check) take an inference slot like any other task.
  *
  * Thread-safe; no function here exits or aborts the process.
  */
@@ -142,6 +144,53 @@ int sched_running(sched_t *s, sched_proc_t *out, int max);
 
 /* rm -rf of a job directory, refused unless its last component is job_id. */
 int sched_remove_dir(const char *dir, const char *job_id);
+
+/* ---- child processes (spawn.c, check.c) ---------------------------------------------- */
+
+/* What a child's descriptor 0, 1 or 2 becomes; a zeroed sched_fd_t is /dev/null. */
+enum sched_fd_kind {
+    SCHED_FD_NULL = 0, /* /dev/null */
+    SCHED_FD_READ,     /* path, opened for reading */
+    SCHED_FD_APPEND,   /* path, created when missing, appended to */
+    SCHED_FD_TRUNC,    /* path, created when missing, emptied */
+    SCHED_FD_PIPE,     /* fd: a descriptor of the caller's (a pipe end), duplicated */
+};
+typedef struct sched_fd {
+    int kind;
+    const char *path; /* SCHED_FD_READ, _APPEND, _TRUNC */
+    int fd;           /* SCHED_FD_PIPE */
+} sched_fd_t;
+
+typedef struct sched_spawn {
+    char *const *argv; /* argv[0]: the program's path; NULL last */
+    const char *dir;   /* working folder; NULL: the caller's */
+    char *const *env;  /* NULL: the caller's environment */
+    sched_fd_t fd[3];  /* stdin, stdout, stderr */
+    int own_group;     /* a process group of its own: kill(-pid) reaches all it starts,
+                        * and a terminal's Ctrl-C reaches only the server */
+    const char *what;  /* the program in messages ("the worker"); may be NULL */
+    const char *hint;  /* what to do, appended to a failure message; may be NULL */
+} sched_spawn_t;
+
+/* Starts sp->argv[0] (a path: no PATH search) with no signal blocked and SIGPIPE,
+ * SIGTERM, SIGINT, SIGHUP and SIGCHLD at their defaults. CD_OK with *pid (the caller
+ * reaps it); CD_ERR with a message naming the program and the cause (it cannot be run,
+ * its folder or a file it was given is missing), *pid -1. Pipe ends the caller keeps
+ * should be close-on-exec, so the child holds only the ones it was given. */
+int sched_spawn(const sched_spawn_t *sp, pid_t *pid, cd_err_t *err);
+
+/* Runs a short job (argv, as for sched_spawn, stdin from /dev/null) under one of the
+ * scheduler's inference slots, waiting up to wait_s for a free one, and collects its
+ * stdout and stderr (NUL-terminated, at most SCHED_CHECK_MAX_OUTPUT bytes of each kept;
+ * the caller frees *out and *errout, NULL when it printed nothing) until it exits. A
+ * child still running after timeout_s is killed with its process group. CD_OK with its
+ * exit status when it exited by itself; CD_ERR otherwise: err->kind CD_E_CONFLICT when
+ * no slot was free in time or the scheduler is stopping (a server answers 503 and asks
+ * the client to retry), CD_E_INTERNAL when it could not start, was killed or timed out.
+ * The scheduler's lock is not held while the child runs. */
+#define SCHED_CHECK_MAX_OUTPUT ((size_t)8 << 20)
+int sched_run_check(sched_t *s, char *const argv[], double wait_s, double timeout_s, char **out, char **errout,
+                    int *exit_status, cd_err_t *err);
 
 /* ---- /proc ------------------------------------------------------------------------- */
 

@@ -67,6 +67,11 @@ struct sched {
 /* The worker's stdout and stderr go to these files in its job folder (appended across
  * attempts), so that nothing it prints is lost while the server is down. */
 
+/* spawn.c: the server's environment with CUDA_DEVICE_ORDER=PCI_BUS_ID, so that the GPU
+ * numbers a worker is given (NVML's order) are the numbers CUDA uses; NULL when out of
+ * memory. The caller frees the array only (the strings are environ's). */
+char **spawn_worker_env(void);
+
 /* worker.c: start a task's worker and its reader thread (lock held). */
 int worker_start(sched_t *s, stask_t *t, cd_err_t *err);
 /* worker.c: stores what a worker printed after t->out_offset and that was never read

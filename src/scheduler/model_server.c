@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,8 +17,6 @@
 #include "cdigits/jobdir.h"
 #include "cdigits/model_server.h"
 #include "cdigits/util.h"
-
-extern char **environ;
 
 #define MAX_REPLY ((size_t)256 << 20) /* one answer line */
 #define START_S 120.0                 /* to load a model and print `ready` */
@@ -226,7 +223,8 @@ static int write_all(int fd, const char *p, size_t n)
 static int mw_start(model_server_t *m, mworker *w, cd_err_t *err)
 {
     sched_t *s = m->sched;
-    int in[2] = {-1, -1}, out[2] = {-1, -1}, rc = CD_ERR, e;
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, rc = CD_ERR;
+    char **env = NULL;
     char iter[32], gpu[16], threads[16], idle[32], log[PATH_MAX + 32];
     snprintf(iter, sizeof iter, "%ld", w->iteration);
     snprintf(gpu, sizeof gpu, "%d", w->gpu);
@@ -251,42 +249,27 @@ static int mw_start(model_server_t *m, mworker *w, cd_err_t *err)
         argv[a++] = gpu;
     }
     argv[a] = NULL;
-    /* the server's environment with CUDA's GPU numbers in NVML's (PCI) order */
-    size_t nenv = 0;
-    while (environ[nenv])
-        nenv++;
-    char **env = calloc(nenv + 2, sizeof *env);
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t at;
-    int fa_ok = 0, at_ok = 0;
+    env = spawn_worker_env();
     if (!env) {
-        cd_err_set(err, CD_E_INTERNAL, "out of memory");
+        cd_err_set(err, CD_E_INTERNAL, "out of memory starting the inference worker of model %s", w->job_id);
         goto out;
     }
-    size_t k = 0;
-    for (size_t i = 0; i < nenv; i++)
-        if (strncmp(environ[i], "CUDA_DEVICE_ORDER=", 18) != 0)
-            env[k++] = environ[i];
-    env[k++] = "CUDA_DEVICE_ORDER=PCI_BUS_ID";
     if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) {
-        cd_err_set(err, CD_E_INTERNAL, "cannot create a pipe: %s", strerror(errno));
+        cd_err_set(err, CD_E_INTERNAL, "cannot create a pipe for the inference worker of model %s: %s", w->job_id,
+                   strerror(errno));
         goto out;
     }
-    if ((e = posix_spawn_file_actions_init(&fa)) != 0 || (e = posix_spawnattr_init(&at)) != 0) {
-        cd_err_set(err, CD_E_INTERNAL, "cannot start the worker: %s", strerror(e));
-        goto out;
-    }
-    fa_ok = at_ok = 1;
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_APPEND, 0644);
     /* its own process group: a terminal's Ctrl-C reaches the server, which stops it */
-    posix_spawnattr_setpgroup(&at, 0);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
-    if ((e = posix_spawn(&w->pid, s->cfg.worker, &fa, &at, (char *const *)argv, env)) != 0) {
+    sched_spawn_t sp = {
+        .argv = (char *const *)argv,
+        .env = env,
+        .fd = {{SCHED_FD_PIPE, NULL, in[0]}, {SCHED_FD_PIPE, NULL, out[1]}, {SCHED_FD_APPEND, log, -1}},
+        .own_group = 1,
+        .what = "the inference worker",
+        .hint = "build it (cmake --build build) or start the server with --worker PATH",
+    };
+    if (sched_spawn(&sp, &w->pid, err) != CD_OK) {
         w->pid = 0;
-        cd_err_set(err, CD_E_INTERNAL, "cannot start the worker %s: %s; build it or pass --worker", s->cfg.worker,
-                   strerror(e));
         goto out;
     }
     close(in[0]);
@@ -320,10 +303,6 @@ out:
         if (out[i] >= 0)
             close(out[i]);
     }
-    if (fa_ok)
-        posix_spawn_file_actions_destroy(&fa);
-    if (at_ok)
-        posix_spawnattr_destroy(&at);
     free(env);
     return rc;
 }

@@ -1,4 +1,4 @@
-/* Starting a worker process (posix_spawn, its own process group, stdout and stderr
+/* Starting a worker process (sched_spawn: its own process group, stdout and stderr
  * appended to files in its job folder) and the thread that follows those files and
  * stores each line until the worker exits. Files rather than pipes: a worker never dies
  * of SIGPIPE because the server did, and a restarted server reads what it missed. */
@@ -12,7 +12,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,28 +20,7 @@
 
 #include "cdigits/util.h"
 
-extern char **environ;
-
 #define MAX_LINE (4u << 20) /* longer lines are cut: no worker line is that long */
-
-/* The server's environment plus CUDA_DEVICE_ORDER=PCI_BUS_ID, so that the GPU numbers
- * given to --gpus (NVML's order) are the numbers CUDA uses. Caller frees the array only. */
-static char **worker_env(void)
-{
-    size_t n = 0;
-    while (environ[n])
-        n++;
-    char **env = calloc(n + 2, sizeof *env);
-    if (!env)
-        return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "CUDA_DEVICE_ORDER=", 18) != 0)
-            env[k++] = environ[i];
-    env[k++] = "CUDA_DEVICE_ORDER=PCI_BUS_ID";
-    env[k] = NULL;
-    return env;
-}
 
 long long worker_oom_kills(void)
 {
@@ -104,63 +82,26 @@ static void worker_argv(const char *worker, const stask_t *t, char *gpus, size_t
 
 /* Starts the worker with argv in dir, in a process group of its own, with stdin from
  * /dev/null and stdout and stderr appended to the job's output files. */
-static int spawn(const char *worker, char **argv, const char *dir, pid_t *pid, cd_err_t *err)
+static int spawn(char **argv, const char *dir, pid_t *pid, cd_err_t *err)
 {
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    int fa_ok = 0, attr_ok = 0, rc;
-    char **env = NULL;
     char out[PATH_MAX], errf[PATH_MAX];
     jobdir_path(dir, JOBDIR_WORKER_OUT, out, sizeof out);
     jobdir_path(dir, JOBDIR_WORKER_ERR, errf, sizeof errf);
-    if (access(worker, X_OK) != 0)
-        return cd_err_set(err, CD_E_INTERNAL,
-                          "cannot run the worker %s: %s; build it (cmake --build build) or start the server "
-                          "with --worker PATH",
-                          worker, strerror(errno));
-    if ((rc = posix_spawn_file_actions_init(&fa)) != 0)
-        goto spawn_err;
-    fa_ok = 1;
-    if ((rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0)) != 0 ||
-        (rc = posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_APPEND, 0644)) != 0 ||
-        (rc = posix_spawn_file_actions_addopen(&fa, 2, errf, O_WRONLY | O_CREAT | O_APPEND, 0644)) != 0 ||
-        (rc = posix_spawn_file_actions_addchdir_np(&fa, dir)) != 0)
-        goto spawn_err;
-    if ((rc = posix_spawnattr_init(&attr)) != 0)
-        goto spawn_err;
-    attr_ok = 1;
-    sigset_t none, defaults;
-    sigemptyset(&none);
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGPIPE);
-    sigaddset(&defaults, SIGTERM);
-    sigaddset(&defaults, SIGINT);
-    sigaddset(&defaults, SIGHUP);
-    sigaddset(&defaults, SIGCHLD);
-    if ((rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                                  POSIX_SPAWN_SETSIGDEF)) != 0 ||
-        (rc = posix_spawnattr_setpgroup(&attr, 0)) != 0 || (rc = posix_spawnattr_setsigmask(&attr, &none)) != 0 ||
-        (rc = posix_spawnattr_setsigdefault(&attr, &defaults)) != 0)
-        goto spawn_err;
-    env = worker_env();
-    if (!env) {
-        rc = ENOMEM;
-        goto spawn_err;
-    }
-    if ((rc = posix_spawn(pid, worker, &fa, &attr, argv, env)) != 0)
-        goto spawn_err;
+    char **env = spawn_worker_env();
+    if (!env)
+        return cd_err_set(err, CD_E_INTERNAL, "out of memory starting the worker for %s", dir);
+    sched_spawn_t sp = {
+        .argv = argv,
+        .dir = dir,
+        .env = env,
+        .fd = {{SCHED_FD_NULL}, {SCHED_FD_APPEND, out, -1}, {SCHED_FD_APPEND, errf, -1}},
+        .own_group = 1,
+        .what = "the worker",
+        .hint = "build it (cmake --build build) or start the server with --worker PATH",
+    };
+    int rc = sched_spawn(&sp, pid, err);
     free(env);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    return CD_OK;
-spawn_err:
-    cd_err_set(err, CD_E_INTERNAL, "cannot start the worker %s %s %s: %s", worker, argv[1], dir, strerror(rc));
-    free(env);
-    if (fa_ok)
-        posix_spawn_file_actions_destroy(&fa);
-    if (attr_ok)
-        posix_spawnattr_destroy(&attr);
-    return CD_ERR;
+    return rc;
 }
 
 /* A growing buffer that yields complete lines of a file that is still being written. */
@@ -338,7 +279,7 @@ int worker_start(sched_t *s, stask_t *t, cd_err_t *err)
     pid_t pid;
     char gpu_list[16 * SCHED_MAX_GPUS], *argv[WORKER_ARGV];
     worker_argv(s->cfg.worker, t, gpu_list, sizeof gpu_list, argv);
-    if (spawn(s->cfg.worker, argv, t->dir, &pid, err) != CD_OK)
+    if (spawn(argv, t->dir, &pid, err) != CD_OK)
         return CD_ERR;
     t->pid = pid;
     t->pid_start = proc_start_ticks(pid);
