@@ -1,4 +1,5 @@
-/* Small helpers shared by every module: checked allocation, files, time, logging. */
+/* Small helpers shared by every module: checked allocation, files, a growable buffer,
+ * time, logging. */
 #ifndef CDIGITS_UTIL_H
 #define CDIGITS_UTIL_H
 
@@ -26,6 +27,9 @@ char *cd_xstrdup(const char *s);
 /* Read a whole file; returns a NUL-terminated buffer (caller frees) or NULL with
  * errno set. *len gets the byte count when len is not NULL. */
 char *cd_read_file(const char *path, size_t *len);
+/* Writes all of data to fd, retrying short writes and EINTR. CD_OK or CD_ERR with errno
+ * (ENOSPC for a write that makes no progress). */
+int cd_write_all(int fd, const void *data, size_t len);
 /* Write a file atomically (temp file, fsync, rename). CD_OK or CD_ERR with errno. */
 int cd_write_file_atomic(const char *path, const void *data, size_t len);
 /* mkdir -p; CD_OK or CD_ERR with errno */
@@ -42,6 +46,28 @@ char *cd_fmt(char *dst, size_t len, const char *fmt, ...) __attribute__((format(
 /* Replaces, in place, each byte of s that is not part of a well-formed UTF-8 sequence
  * with '?', so a line a program printed can go into JSON; returns how many it replaced. */
 size_t cd_utf8_scrub(char *s);
+
+/* A growable byte buffer for code that builds a file or a text in memory (prototxt
+ * written back, snapshots; src/common/buf.c): appends grow it by doubling, and the bytes
+ * are always followed by a NUL, so a text in it is a C string. Allocation goes through
+ * cd_x* (worker code paths). */
+typedef struct cd_buf {
+    char *p; /* n bytes and a NUL; NULL until the first append */
+    size_t n;
+    size_t cap;
+} cd_buf;
+
+/* Appends n bytes left for the caller to fill and returns where they start. */
+void *cd_buf_extend(cd_buf *b, size_t n);
+/* Appends n bytes of data. */
+void cd_buf_put(cd_buf *b, const void *data, size_t n);
+void cd_buf_putc(cd_buf *b, char c);
+/* Appends the formatted text (without its NUL). */
+void cd_buf_printf(cd_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Empties b, keeping its memory; b->p is then "". */
+void cd_buf_reset(cd_buf *b);
+/* Frees the bytes; b is then empty (and may be appended to again). */
+void cd_buf_free(cd_buf *b);
 
 enum cd_log_level { CD_LOG_DEBUG = 0, CD_LOG_INFO, CD_LOG_WARN, CD_LOG_ERROR };
 void cd_log_set_level(int level);

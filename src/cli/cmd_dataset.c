@@ -12,11 +12,13 @@
 #include <jansson.h>
 
 #include "cdigits/dataset.h"
+#include "cdigits/jobdir.h"
 #include "cdigits/util.h"
 #include "commands.h"
+#include "jobdir_args.h"
 
 #define EXIT_FAILED 1
-#define EXIT_USAGE 2
+#define EXIT_USAGE CD_CLI_EXIT_USAGE
 #define EXIT_STOPPED 3
 
 static volatile sig_atomic_t g_stopped;
@@ -63,17 +65,15 @@ static const char g_dataset_usage[] =
 
 int cd_cmd_dataset(int argc, char **argv)
 {
-    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        fputs(g_dataset_usage, stdout);
-        return 0;
-    }
-    if (argc != 2 || !argv[1][0]) {
-        fputs(g_dataset_usage, stderr);
-        return EXIT_USAGE;
-    }
+    int status = cd_cli_jobdir_args(argc, argv, g_dataset_usage, 1);
+    if (status >= 0)
+        return status;
     const char *jobdir = argv[1];
     char path[4096], err[2048];
-    snprintf(path, sizeof path, "%s/dataset.json", jobdir);
+    if (jobdir_path(jobdir, JOBDIR_DATASET_JSON, path, sizeof path) != CD_OK) {
+        fprintf(stderr, "cdigits-worker dataset: the folder name %.80s... is too long\n", jobdir);
+        return EXIT_USAGE;
+    }
     cd_dataset_config_t cfg;
     cd_dataset_config_init(&cfg);
     if (cd_dataset_config_load(path, &cfg, err, sizeof err) != CD_OK) {

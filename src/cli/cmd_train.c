@@ -6,6 +6,7 @@
 #include "cdigits/jsonl.h"
 #include "cdigits/train.h"
 #include "commands.h"
+#include "jobdir_args.h"
 
 static const char g_train_usage[] =
     "usage: cdigits-worker train JOBDIR [--resume] [--gpus LIST] [--backend auto|cpu|cuda]\n"
@@ -17,14 +18,9 @@ static const char g_train_usage[] =
 
 int cd_cmd_train(int argc, char **argv)
 {
-    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        fputs(g_train_usage, stdout);
-        return 0;
-    }
-    if (argc < 2 || !argv[1][0] || argv[1][0] == '-') {
-        fputs(g_train_usage, stderr);
-        return 2;
-    }
+    int status = cd_cli_jobdir_args(argc, argv, g_train_usage, argc);
+    if (status >= 0)
+        return status;
     cd_train_config c;
     char err[1024];
     cd_train_config_init(&c);
@@ -35,7 +31,7 @@ int cd_cmd_train(int argc, char **argv)
     if (cd_train_config_args(&c, argc - 2, argv + 2, err, sizeof err) != 0) {
         cd_jsonl_error("%s", err);
         fputs(g_train_usage, stderr);
-        return 2;
+        return CD_CLI_EXIT_USAGE;
     }
     return cd_train_run(&c);
 }

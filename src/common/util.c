@@ -96,6 +96,26 @@ char *cd_read_file(const char *path, size_t *len)
     return buf;
 }
 
+int cd_write_all(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return CD_ERR;
+        }
+        if (w == 0) {
+            errno = ENOSPC;
+            return CD_ERR;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return CD_OK;
+}
+
 int cd_write_file_atomic(const char *path, const void *data, size_t len)
 {
     char tmp[4096];
@@ -106,19 +126,7 @@ int cd_write_file_atomic(const char *path, const void *data, size_t len)
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0)
         return CD_ERR;
-    const char *p = data;
-    size_t left = len;
-    while (left) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            goto err;
-        }
-        p += w;
-        left -= (size_t)w;
-    }
-    if (fsync(fd) != 0)
+    if (cd_write_all(fd, data, len) != CD_OK || fsync(fd) != 0)
         goto err;
     if (close(fd) != 0) {
         fd = -1;

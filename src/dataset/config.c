@@ -22,48 +22,47 @@ typedef struct key_def {
     size_t offset;    /* of the field in cd_dataset_config_t */
     double lo, hi;     /* K_INT, K_PCT: allowed range */
     int step;          /* K_INT: allowed values are lo, lo + step, ... (0: 1) */
+    double def;        /* the value when the key is absent or null (K_STRING: "") */
     const char *allowed; /* what the value may be, for messages */
 } key_def;
 
 #define F(field) offsetof(cd_dataset_config_t, field)
 static const key_def g_keys[] = {
-    {"folder_train", K_STRING, F(folder_train), 0, 0, 0, "a folder of class folders"},
-    {"folder_val", K_STRING, F(folder_val), 0, 0, 0, "a folder of class folders"},
-    {"folder_test", K_STRING, F(folder_test), 0, 0, 0, "a folder of class folders"},
-    {"textfile_train", K_STRING, F(textfile_train), 0, 0, 0, "a file of `path label` lines"},
-    {"textfile_val", K_STRING, F(textfile_val), 0, 0, 0, "a file of `path label` lines"},
-    {"textfile_test", K_STRING, F(textfile_test), 0, 0, 0, "a file of `path label` lines"},
-    {"textfile_labels", K_STRING, F(textfile_labels), 0, 0, 0, "a file of class names"},
-    {"textfile_root", K_STRING, F(textfile_root), 0, 0, 0, "a folder"},
-    {"pct_val", K_PCT, F(pct_val), 0, 100, 0, "a percentage from 0 to 100"},
-    {"pct_test", K_PCT, F(pct_test), 0, 100, 0, "a percentage from 0 to 100"},
-    {"min_per_class", K_INT, F(min_per_class), 1, 1e9, 1, "a whole number >= 1"},
-    {"max_per_class", K_INT, F(max_per_class), 0, 1e9, 1, "a whole number >= 0 (0: no limit)"},
-    {"channels", K_INT, F(channels), 1, 3, 2, "1 (grayscale) or 3 (color)"},
-    {"width", K_INT, F(width), 1, 8192, 1, "a whole number from 1 to 8192"},
-    {"height", K_INT, F(height), 1, 8192, 1, "a whole number from 1 to 8192"},
-    {"resize_mode", K_RESIZE, F(resize_mode), 0, 0, 0, "one of squash, crop, fill, half_crop"},
-    {"encoding", K_ENCODING, F(encoding), 0, 0, 0, "one of none, png, jpg"},
-    {"seed", K_SEED, F(seed), 0, 0, 0, "a whole number >= 0"},
-    {"threads", K_INT, F(threads), 0, 1024, 1, "a whole number from 0 (one per CPU) to 1024"},
+    {"folder_train", K_STRING, F(folder_train), 0, 0, 0, 0, "a folder of class folders"},
+    {"folder_val", K_STRING, F(folder_val), 0, 0, 0, 0, "a folder of class folders"},
+    {"folder_test", K_STRING, F(folder_test), 0, 0, 0, 0, "a folder of class folders"},
+    {"textfile_train", K_STRING, F(textfile_train), 0, 0, 0, 0, "a file of `path label` lines"},
+    {"textfile_val", K_STRING, F(textfile_val), 0, 0, 0, 0, "a file of `path label` lines"},
+    {"textfile_test", K_STRING, F(textfile_test), 0, 0, 0, 0, "a file of `path label` lines"},
+    {"textfile_labels", K_STRING, F(textfile_labels), 0, 0, 0, 0, "a file of class names"},
+    {"textfile_root", K_STRING, F(textfile_root), 0, 0, 0, 0, "a folder"},
+    {"pct_val", K_PCT, F(pct_val), 0, 100, 0, 25, "a percentage from 0 to 100"},
+    {"pct_test", K_PCT, F(pct_test), 0, 100, 0, 0, "a percentage from 0 to 100"},
+    {"min_per_class", K_INT, F(min_per_class), 1, 1e9, 1, 2, "a whole number >= 1"},
+    {"max_per_class", K_INT, F(max_per_class), 0, 1e9, 1, 0, "a whole number >= 0 (0: no limit)"},
+    {"channels", K_INT, F(channels), 1, 3, 2, 3, "1 (grayscale) or 3 (color)"},
+    {"width", K_INT, F(width), 1, 8192, 1, 256, "a whole number from 1 to 8192"},
+    {"height", K_INT, F(height), 1, 8192, 1, 256, "a whole number from 1 to 8192"},
+    {"resize_mode", K_RESIZE, F(resize_mode), 0, 0, 0, CD_RESIZE_SQUASH, "one of squash, crop, fill, half_crop"},
+    {"encoding", K_ENCODING, F(encoding), 0, 0, 0, CD_ENC_NONE, "one of none, png, jpg"},
+    {"seed", K_SEED, F(seed), 0, 0, 0, 0, "a whole number >= 0"},
+    {"threads", K_INT, F(threads), 0, 1024, 1, 0, "a whole number from 0 (one per CPU) to 1024"},
 };
 #undef F
 
 void cd_dataset_config_init(cd_dataset_config_t *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    for (size_t i = 0; i < CD_ARRAY_LEN(g_keys); i++)
-        if (g_keys[i].kind == K_STRING)
-            *(char **)((char *)cfg + g_keys[i].offset) = cd_xstrdup("");
-    cfg->pct_val = 25;
-    cfg->pct_test = 0;
-    cfg->min_per_class = 2;
-    cfg->max_per_class = 0;
-    cfg->channels = 3;
-    cfg->width = 256;
-    cfg->height = 256;
-    cfg->resize_mode = CD_RESIZE_SQUASH;
-    cfg->encoding = CD_ENC_NONE;
+    for (size_t i = 0; i < CD_ARRAY_LEN(g_keys); i++) {
+        const key_def *k = &g_keys[i];
+        void *field = (char *)cfg + k->offset;
+        switch (k->kind) {
+        case K_STRING: *(char **)field = cd_xstrdup(""); break;
+        case K_PCT: *(double *)field = k->def; break;
+        case K_SEED: *(uint64_t *)field = (uint64_t)k->def; break;
+        default: *(int *)field = (int)k->def; break; /* K_INT, K_RESIZE, K_ENCODING */
+        }
+    }
 }
 
 void cd_dataset_config_free(cd_dataset_config_t *cfg)

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "cdigits/dataset.h"
+#include "cdigits/jobdir.h"
 #include "cdigits/util.h"
 
 static const char *const g_split_names[CD_SPLIT_COUNT] = {"train", "val", "test"};
@@ -23,10 +24,6 @@ const char *cd_split_name(int split)
     return split >= 0 && split < CD_SPLIT_COUNT ? g_split_names[split] : "?";
 }
 
-/* Outputs of a dataset job, stats.json first: removing it first makes the folder
- * "incomplete" before anything else changes. */
-static const char *const g_outputs[] = {"stats.json", "train.db", "val.db", "test.db",
-                                        "labels.txt", "mean.bin", "mean.png"};
 
 static char *out_path(const char *dir, const char *name)
 {
@@ -37,8 +34,12 @@ static char *out_path(const char *dir, const char *name)
 
 static int remove_outputs(const char *dir, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < CD_ARRAY_LEN(g_outputs); i++) {
-        char *p = out_path(dir, g_outputs[i]);
+    /* stats.json first: removing it first makes the folder "incomplete" before anything
+     * else changes */
+    const char *const outputs[] = {"stats.json", "train.db", "val.db", "test.db", jobdir_name(JOBDIR_LABELS),
+                                   jobdir_name(JOBDIR_MEAN_BIN), jobdir_name(JOBDIR_MEAN_PNG)};
+    for (size_t i = 0; i < CD_ARRAY_LEN(outputs); i++) {
+        char *p = out_path(dir, outputs[i]);
         int rc = unlink(p);
         int e = errno;
         if (rc != 0 && e != ENOENT) {
@@ -142,7 +143,7 @@ static int write_mean(const cd_dataset_config_t *cfg, const char *outdir, const 
     float *mean = cd_xmalloc(n * sizeof(float));
     for (size_t k = 0; k < n; k++)
         mean[k] = (float)((double)sum[k] / (double)(count ? count : 1));
-    char *bin = out_path(outdir, "mean.bin"), *png = out_path(outdir, "mean.png");
+    char *bin = out_path(outdir, jobdir_name(JOBDIR_MEAN_BIN)), *png = out_path(outdir, jobdir_name(JOBDIR_MEAN_PNG));
     int rc = cd_mean_save(bin, cfg->channels, cfg->height, cfg->width, count, mean, err, errlen);
     if (rc == CD_OK)
         rc = cd_mean_save_png(png, cfg->channels, cfg->height, cfg->width, mean, err, errlen);
@@ -173,8 +174,8 @@ static json_t *summary(const ds_plan *plan, const cd_dataset_result_t *res,
     }
     return json_pack("{s:s, s:o, s:o, s:I, s:s, s:s}", "type", "dataset", "splits", splits,
                      "classes", classes,
-                     "skipped", (json_int_t)res->skipped, "mean_file", "mean.bin",
-                     "labels_file", "labels.txt");
+                     "skipped", (json_int_t)res->skipped, "mean_file", jobdir_name(JOBDIR_MEAN_BIN),
+                     "labels_file", jobdir_name(JOBDIR_LABELS));
 }
 
 static int write_stats(const cd_dataset_config_t *cfg, const char *outdir, json_t *sum,
@@ -194,7 +195,7 @@ static int write_stats(const cd_dataset_config_t *cfg, const char *outdir, json_
     }
     json_object_set_new(st, "format_version", json_integer(DS_DB_VERSION));
     json_object_set_new(st, "db_files", dbs);
-    json_object_set_new(st, "mean_png", json_string("mean.png"));
+    json_object_set_new(st, "mean_png", json_string(jobdir_name(JOBDIR_MEAN_PNG)));
     json_object_set_new(st, "channels", json_integer(cfg->channels));
     json_object_set_new(st, "width", json_integer(cfg->width));
     json_object_set_new(st, "height", json_integer(cfg->height));
@@ -208,11 +209,8 @@ static int write_stats(const cd_dataset_config_t *cfg, const char *outdir, json_
     char *text = json_dumps(st, JSON_INDENT(2) | JSON_ENSURE_ASCII);
     json_decref(st);
     char *path = out_path(outdir, "stats.json");
-    size_t len = text ? strlen(text) : 0;
-    int rc = text ? cd_write_file_atomic(path, text, len) : CD_ERR;
-    int e = text ? errno : ENOMEM;
-    if (rc != CD_OK)
-        ds_err(err, errlen, "cannot write %s: %s; %s", path, strerror(e), ds_errno_advice(e));
+    int rc = text ? ds_write_file(path, text, strlen(text), err, errlen)
+                  : ds_err(err, errlen, "cannot write %s: out of memory encoding it", path);
     free(text);
     free(path);
     return rc;
@@ -288,7 +286,7 @@ int cd_dataset_create(const cd_dataset_config_t *cfg, const char *outdir, FILE *
     res.num_classes = plan.nclasses;
     if (skips.count)
         ds_emit_log(progress, "warning", "%zu files were skipped in all", skips.count);
-    char *labels = out_path(outdir, "labels.txt");
+    char *labels = out_path(outdir, jobdir_name(JOBDIR_LABELS));
     rc = cd_labels_save(labels, plan.classes, plan.nclasses, err, errlen);
     free(labels);
     if (rc == CD_OK)

@@ -34,7 +34,7 @@ static int io_err(cd_db_writer_t *w, int e, const char *what, char *err, size_t 
 
 static int flush_buf(cd_db_writer_t *w, char *err, size_t errlen)
 {
-    if (w->buf_len && ds_write_all(w->fd, w->buf, w->buf_len) != CD_OK)
+    if (w->buf_len && cd_write_all(w->fd, w->buf, w->buf_len) != CD_OK)
         return io_err(w, errno, "writing", err, errlen);
     w->buf_len = 0;
     return CD_OK;
@@ -45,7 +45,7 @@ static int put_bytes(cd_db_writer_t *w, const void *p, size_t n, char *err, size
     if (w->buf_len + n > WRITE_BUF && flush_buf(w, err, errlen) != CD_OK)
         return CD_ERR;
     if (n > WRITE_BUF) {
-        if (ds_write_all(w->fd, p, n) != CD_OK)
+        if (cd_write_all(w->fd, p, n) != CD_OK)
             return io_err(w, errno, "writing", err, errlen);
     } else {
         memcpy(w->buf + w->buf_len, p, n);

@@ -108,24 +108,12 @@ void ds_chw_to_hwc(const uint8_t *chw, uint8_t *hwc, int c, int h, int w)
             hwc[i * c + k] = chw[k * plane + i];
 }
 
-int ds_write_all(int fd, const void *buf, size_t len)
+int ds_write_file(const char *path, const void *data, size_t len, char *err, size_t errlen)
 {
-    const char *p = buf;
-    while (len) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return CD_ERR;
-        }
-        if (w == 0) {
-            errno = ENOSPC;
-            return CD_ERR;
-        }
-        p += w;
-        len -= (size_t)w;
-    }
-    return CD_OK;
+    if (cd_write_file_atomic(path, data, len) == CD_OK)
+        return CD_OK;
+    int e = errno;
+    return ds_err(err, errlen, "cannot write %s: %s; %s", path, strerror(e), ds_errno_advice(e));
 }
 
 const char *ds_errno_advice(int e)

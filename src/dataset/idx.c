@@ -1,8 +1,7 @@
 /*
  * IDX files (the format of MNIST and Fashion-MNIST): a big-endian magic 0x000008NN
  * (0x08: unsigned bytes, NN: number of dimensions), NN big-endian u32 sizes, then the
- * bytes. Gzipped files are read through zlib when the build has it
- * (CDIGITS_HAVE_ZLIB), otherwise through `gzip -dc`.
+ * bytes. Gzipped files are read through zlib.
  *
  * import-idx turns an image file (N, rows, cols) and a label file (N) into
  * OUT/<class name>/<index>.png, the folder layout a dataset is made from.
@@ -11,22 +10,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#ifdef CDIGITS_HAVE_ZLIB
 #include <zlib.h>
-#endif
 
 #include "cdigits/dataset.h"
 #include "cdigits/util.h"
-
-extern char **environ;
 
 #define IDX_MAX_BYTES ((size_t)1 << 34) /* 16 GiB: far above any IDX data set */
 
@@ -46,7 +39,6 @@ static int append(uint8_t **buf, size_t *len, size_t *cap, const void *p, size_t
     return CD_OK;
 }
 
-#ifdef CDIGITS_HAVE_ZLIB
 static int read_gzip(const char *path, uint8_t **data, size_t *len, char *err, size_t errlen)
 {
     gzFile gz = gzopen(path, "rb");
@@ -79,57 +71,6 @@ static int read_gzip(const char *path, uint8_t **data, size_t *len, char *err, s
     }
     return rc;
 }
-#else
-/* Without zlib in the build: decompress through `gzip -dc`, started without a shell. */
-static int read_gzip(const char *path, uint8_t **data, size_t *len, char *err, size_t errlen)
-{
-    int fds[2];
-    *data = NULL;
-    *len = 0;
-    if (pipe(fds) != 0)
-        return ds_err(err, errlen, "cannot make a pipe: %s", strerror(errno));
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    posix_spawn_file_actions_addclose(&fa, fds[1]);
-    char *argv[] = {"gzip", "-dc", "--", (char *)path, NULL};
-    pid_t pid;
-    int sp = posix_spawnp(&pid, "gzip", &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    if (sp != 0) {
-        close(fds[0]);
-        return ds_err(err, errlen, "%s is gzipped and gzip cannot be run (%s); install gzip or "
-                      "decompress the file first", path, strerror(sp));
-    }
-    uint8_t chunk[1 << 16];
-    size_t cap = 0;
-    int rc = CD_OK;
-    for (;;) {
-        ssize_t n = read(fds[0], chunk, sizeof chunk);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        if (rc == CD_OK && append(data, len, &cap, chunk, (size_t)n) != CD_OK)
-            rc = ds_err(err, errlen, "%s is larger than %zu bytes uncompressed; not an IDX "
-                        "file?", path, IDX_MAX_BYTES);
-    }
-    close(fds[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (rc == CD_OK && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-        rc = ds_err(err, errlen, "%s: the gzip data is damaged or truncated (gzip -dc failed); "
-                    "download the file again", path);
-    if (rc != CD_OK) {
-        free(*data);
-        *data = NULL;
-    }
-    return rc;
-}
-#endif
 
 void cd_idx_free(cd_idx_t *idx)
 {
@@ -259,7 +200,7 @@ static int write_file(const char *path, const uint8_t *data, size_t len, char *e
                       size_t errlen)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int rc = fd >= 0 && ds_write_all(fd, data, len) == CD_OK ? CD_OK : CD_ERR;
+    int rc = fd >= 0 && cd_write_all(fd, data, len) == CD_OK ? CD_OK : CD_ERR;
     int e = errno;
     if (fd >= 0 && close(fd) != 0 && rc == CD_OK) {
         rc = CD_ERR;

@@ -121,18 +121,29 @@ static int check_image(const cd_image_t *img, char *err, size_t errlen)
     return CD_OK;
 }
 
+/* What the codecs encode: interleaved samples (h, w, c), a level or quality. */
+typedef int (*hwc_encoder)(const uint8_t *hwc, int c, int h, int w, int setting, uint8_t **buf, size_t *len,
+                           char *err, size_t errlen);
+
+/* img (checked) interleaved, then encoded by enc; what names the format in messages. */
+static int encode_planar(const cd_image_t *img, hwc_encoder enc, int setting, const char *what, uint8_t **buf,
+                         size_t *len, char *err, size_t errlen)
+{
+    uint8_t *hwc = malloc((size_t)img->c * img->h * img->w);
+    if (!hwc)
+        return ds_err(err, errlen, "out of memory encoding a %s", what);
+    ds_chw_to_hwc(img->data, hwc, img->c, img->h, img->w);
+    int rc = enc(hwc, img->c, img->h, img->w, setting, buf, len, err, errlen);
+    free(hwc);
+    return rc;
+}
+
 int cd_image_encode_png(const cd_image_t *img, int png_level, uint8_t **buf, size_t *len,
                         char *err, size_t errlen)
 {
     if (check_image(img, err, errlen) != CD_OK)
         return CD_ERR;
-    uint8_t *hwc = malloc((size_t)img->c * img->h * img->w);
-    if (!hwc)
-        return ds_err(err, errlen, "out of memory encoding a PNG");
-    ds_chw_to_hwc(img->data, hwc, img->c, img->h, img->w);
-    int rc = ds_png_encode(hwc, img->c, img->h, img->w, png_level, buf, len, err, errlen);
-    free(hwc);
-    return rc;
+    return encode_planar(img, ds_png_encode, png_level, "PNG", buf, len, err, errlen);
 }
 
 int cd_image_encode_jpeg(const cd_image_t *img, int quality, uint8_t **buf, size_t *len,
@@ -142,13 +153,7 @@ int cd_image_encode_jpeg(const cd_image_t *img, int quality, uint8_t **buf, size
         return CD_ERR;
     if (quality < 1 || quality > 100)
         return ds_err(err, errlen, "JPEG quality %d is not in 1..100", quality);
-    uint8_t *hwc = malloc((size_t)img->c * img->h * img->w);
-    if (!hwc)
-        return ds_err(err, errlen, "out of memory encoding a JPEG");
-    ds_chw_to_hwc(img->data, hwc, img->c, img->h, img->w);
-    int rc = ds_jpeg_encode(hwc, img->c, img->h, img->w, quality, buf, len, err, errlen);
-    free(hwc);
-    return rc;
+    return encode_planar(img, ds_jpeg_encode, quality, "JPEG", buf, len, err, errlen);
 }
 
 int cd_image_write_png(const char *path, const cd_image_t *img, char *err, size_t errlen)
@@ -158,11 +163,7 @@ int cd_image_write_png(const char *path, const cd_image_t *img, char *err, size_
     char why[256];
     if (cd_image_encode_png(img, -1, &buf, &len, why, sizeof why) != CD_OK)
         return ds_err(err, errlen, "%s: %s", path, why);
-    int rc = cd_write_file_atomic(path, buf, len);
-    int e = errno;
+    int rc = ds_write_file(path, buf, len, err, errlen);
     free(buf);
-    if (rc != CD_OK)
-        return ds_err(err, errlen, "%s: cannot write: %s; %s", path, strerror(e),
-                      ds_errno_advice(e));
-    return CD_OK;
+    return rc;
 }

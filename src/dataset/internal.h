@@ -82,8 +82,8 @@ void ds_emit_json(FILE *out, struct json_t *obj);
  * (thread-local); returns CD_ERR. */
 int ds_set_last_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Writes all of buf to fd (retrying short writes and EINTR). CD_OK or CD_ERR with errno. */
-int ds_write_all(int fd, const void *buf, size_t len);
+/* cd_write_file_atomic, with "cannot write PATH: why; what to do" in err when it fails. */
+int ds_write_file(const char *path, const void *data, size_t len, char *err, size_t errlen);
 /* "No space left on device; free disk space and run again" style advice for errno. */
 const char *ds_errno_advice(int e);
 /* text past a UTF-8 byte order mark (what Windows editors put first), or text itself */

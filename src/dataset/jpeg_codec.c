@@ -4,6 +4,8 @@
 #include "internal.h"
 
 #include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +21,17 @@ typedef struct jpeg_err {
     char msg[JMSG_LENGTH_MAX];
 } jpeg_err;
 
+/* Ends the decode or encode in progress with a message: back to its setjmp. */
+static void fail(jpeg_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void fail(jpeg_err *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    longjmp(e->jb, 1);
+}
+
 static void on_error_exit(j_common_ptr cinfo)
 {
     jpeg_err *e = (jpeg_err *)cinfo->err;
@@ -33,6 +46,18 @@ static void on_emit_message(j_common_ptr cinfo, int level)
         e->truncated = 1;
 }
 
+/* libjpeg's error manager with our exits: errors longjmp to e->jb, warnings of a short
+ * file set e->truncated. What cinfo.err takes. */
+static struct jpeg_error_mgr *error_manager(jpeg_err *e)
+{
+    jpeg_std_error(&e->mgr);
+    e->mgr.error_exit = on_error_exit;
+    e->mgr.emit_message = on_emit_message;
+    return &e->mgr;
+}
+
+#define TRUNCATED "the file ends early (truncated JPEG)"
+
 /* A progressive JPEG of a few hundred bytes can hold thousands of tiny scans, each one a
  * pass over the whole coefficient buffer; real encoders write about ten. */
 #define JPEG_MAX_SCANS 1000
@@ -44,14 +69,10 @@ static void on_progress(j_common_ptr cinfo)
 {
     jpeg_err *e = (jpeg_err *)cinfo->err;
     j_decompress_ptr d = (j_decompress_ptr)cinfo;
-    if (e->truncated) {
-        snprintf(e->msg, sizeof e->msg, "the file ends early (truncated JPEG)");
-        longjmp(e->jb, 1);
-    }
-    if (d->input_scan_number > JPEG_MAX_SCANS) {
-        snprintf(e->msg, sizeof e->msg, "more than %d progressive scans", JPEG_MAX_SCANS);
-        longjmp(e->jb, 1);
-    }
+    if (e->truncated)
+        fail(e, TRUNCATED);
+    if (d->input_scan_number > JPEG_MAX_SCANS)
+        fail(e, "more than %d progressive scans", JPEG_MAX_SCANS);
 }
 
 /* Adobe CMYK/YCCK JPEGs come out of libjpeg as inverted CMYK: R = C * K / 255. */
@@ -77,9 +98,7 @@ int ds_jpeg_decode(const uint8_t *buf, size_t len, int want_c, uint8_t **pixels,
     jpeg_dec *d = calloc(1, sizeof *d);
     if (!d)
         return ds_err(err, errlen, "out of memory decoding a JPEG");
-    d->cinfo.err = jpeg_std_error(&d->jerr.mgr);
-    d->jerr.mgr.error_exit = on_error_exit;
-    d->jerr.mgr.emit_message = on_emit_message;
+    d->cinfo.err = error_manager(&d->jerr);
     if (setjmp(d->jerr.jb)) {
         ds_err(err, errlen, "bad JPEG: %s", d->jerr.msg);
         jpeg_destroy_decompress(&d->cinfo);
@@ -93,46 +112,35 @@ int ds_jpeg_decode(const uint8_t *buf, size_t len, int want_c, uint8_t **pixels,
     d->cinfo.progress = &d->progress;
     jpeg_mem_src(&d->cinfo, buf, (unsigned long)len);
     jpeg_read_header(&d->cinfo, TRUE);
-    if (d->jerr.truncated) {
-        snprintf(d->jerr.msg, sizeof d->jerr.msg, "the file ends early (truncated JPEG)");
-        longjmp(d->jerr.jb, 1);
-    }
+    if (d->jerr.truncated)
+        fail(&d->jerr, TRUNCATED);
     int cmyk = d->cinfo.jpeg_color_space == JCS_CMYK || d->cinfo.jpeg_color_space == JCS_YCCK;
     if (cmyk)
         d->cinfo.out_color_space = JCS_CMYK;
     else
         d->cinfo.out_color_space = want_c == 1 ? JCS_GRAYSCALE : JCS_RGB;
-    if (d->cinfo.image_width > CD_IMAGE_MAX_SIDE || d->cinfo.image_height > CD_IMAGE_MAX_SIDE) {
-        snprintf(d->jerr.msg, sizeof d->jerr.msg, "%ux%u is larger than %d pixels a side",
-                 d->cinfo.image_width, d->cinfo.image_height, CD_IMAGE_MAX_SIDE);
-        longjmp(d->jerr.jb, 1);
-    }
-    if ((uint64_t)d->cinfo.image_width * d->cinfo.image_height > CD_IMAGE_MAX_PIXELS) {
-        snprintf(d->jerr.msg, sizeof d->jerr.msg,
-                 "%ux%u is more than %u pixels; resize the image before importing it",
-                 d->cinfo.image_width, d->cinfo.image_height, CD_IMAGE_MAX_PIXELS);
-        longjmp(d->jerr.jb, 1);
-    }
+    if (d->cinfo.image_width > CD_IMAGE_MAX_SIDE || d->cinfo.image_height > CD_IMAGE_MAX_SIDE)
+        fail(&d->jerr, "%ux%u is larger than %d pixels a side", d->cinfo.image_width, d->cinfo.image_height,
+             CD_IMAGE_MAX_SIDE);
+    if ((uint64_t)d->cinfo.image_width * d->cinfo.image_height > CD_IMAGE_MAX_PIXELS)
+        fail(&d->jerr, "%ux%u is more than %u pixels; resize the image before importing it", d->cinfo.image_width,
+             d->cinfo.image_height, CD_IMAGE_MAX_PIXELS);
     jpeg_start_decompress(&d->cinfo);
     int ow = (int)d->cinfo.output_width, oh = (int)d->cinfo.output_height;
     int oc = d->cinfo.output_components;
     int keep_c = cmyk ? 3 : oc;
     d->pixels = malloc((size_t)ow * oh * keep_c);
     d->row = malloc((size_t)ow * oc);
-    if (!d->pixels || !d->row) {
-        snprintf(d->jerr.msg, sizeof d->jerr.msg, "out of memory for %dx%d pixels", ow, oh);
-        longjmp(d->jerr.jb, 1);
-    }
+    if (!d->pixels || !d->row)
+        fail(&d->jerr, "out of memory for %dx%d pixels", ow, oh);
     while (d->cinfo.output_scanline < d->cinfo.output_height) {
         size_t y = d->cinfo.output_scanline;
         JSAMPROW rowp = cmyk ? d->row : d->pixels + y * ow * keep_c;
         jpeg_read_scanlines(&d->cinfo, &rowp, 1);
         if (cmyk)
             cmyk_to_rgb(d->row, d->pixels + y * ow * keep_c, (size_t)ow);
-        if (d->jerr.truncated) {
-            snprintf(d->jerr.msg, sizeof d->jerr.msg, "the file ends early (truncated JPEG)");
-            longjmp(d->jerr.jb, 1);
-        }
+        if (d->jerr.truncated)
+            fail(&d->jerr, TRUNCATED);
     }
     jpeg_finish_decompress(&d->cinfo);
     jpeg_destroy_decompress(&d->cinfo);
@@ -158,9 +166,7 @@ int ds_jpeg_encode(const uint8_t *hwc, int c, int h, int w, int quality, uint8_t
     jpeg_enc *e = calloc(1, sizeof *e);
     if (!e)
         return ds_err(err, errlen, "out of memory encoding a JPEG");
-    e->cinfo.err = jpeg_std_error(&e->jerr.mgr);
-    e->jerr.mgr.error_exit = on_error_exit;
-    e->jerr.mgr.emit_message = on_emit_message;
+    e->cinfo.err = error_manager(&e->jerr);
     if (setjmp(e->jerr.jb)) {
         ds_err(err, errlen, "encoding a JPEG: %s", e->jerr.msg);
         /* e->out is not freed: after libjpeg grows its buffer the pointer it gave us

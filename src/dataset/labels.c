@@ -79,11 +79,7 @@ int cd_labels_save(const char *path, char *const *names, int count, char *err, s
         p[l] = '\n';
         p += l + 1;
     }
-    int rc = cd_write_file_atomic(path, buf, len);
-    int e = errno;
+    int rc = ds_write_file(path, buf, len, err, errlen);
     free(buf);
-    if (rc != CD_OK)
-        return ds_err(err, errlen, "cannot write %s: %s; %s", path, strerror(e),
-                      ds_errno_advice(e));
-    return CD_OK;
+    return rc;
 }

@@ -32,13 +32,9 @@ int cd_mean_save(const char *path, int c, int h, int w, uint64_t images, const f
         ds_put_u32(buf + MEAN_HEADER + 4 * i, bits);
     }
     ds_put_u32(buf + len - 4, ds_crc32(0, buf, len - 4));
-    int rc = cd_write_file_atomic(path, buf, len);
-    int e = errno;
+    int rc = ds_write_file(path, buf, len, err, errlen);
     free(buf);
-    if (rc != CD_OK)
-        return ds_err(err, errlen, "cannot write %s: %s; %s", path, strerror(e),
-                      ds_errno_advice(e));
-    return CD_OK;
+    return rc;
 }
 
 int cd_mean_load(const char *path, int *c, int *h, int *w, float **data)

@@ -41,58 +41,65 @@ static void geom_squash(int sw, int sh, int W, int H, geom *g)
     *g = (geom){W, H, 0, 0};
 }
 
+/* The axis of source length s scaled by 1/r into a target of T pixels: its scaled
+ * length and where it starts. crop_axis centres it, cropping what sticks out (DIGITS's
+ * int(round((len - T) / 2.0))); fill_axis makes the gap to T even, then centres it
+ * (the gap is filled with noise). */
+static void crop_axis(int s, double r, int T, int *len, int *off)
+{
+    *len = at_least_1(iround(s / r));
+    *off = -iround((*len - T) / 2.0);
+}
+
+static void fill_axis(int s, double r, int T, int *len, int *off)
+{
+    *len = at_least_1(iround(s / r));
+    if (odd(T - *len))
+        (*len)++;
+    *off = (T - *len) / 2;
+}
+
+typedef void (*axis_fn)(int s, double r, int T, int *len, int *off);
+
+/* Scaled to fit one axis exactly (the width when by_width), the other axis through
+ * other (cropped or filled). */
+static void geom_fit(int sw, int sh, int W, int H, int by_width, axis_fn other, geom *g)
+{
+    if (by_width) {
+        g->rw = W;
+        g->ox = 0;
+        other(sh, (double)sw / W, H, &g->rh, &g->oy);
+    } else {
+        g->rh = H;
+        g->oy = 0;
+        other(sw, (double)sh / H, W, &g->rw, &g->ox);
+    }
+}
+
+/* crop: the image covers the output, the longer side cropped */
 static void geom_crop(int sw, int sh, int W, int H, geom *g)
 {
-    double wr = (double)sw / W, hr = (double)sh / H;
-    if (wr > hr) {
-        g->rh = H;
-        g->rw = at_least_1(iround(sw / hr));
-        g->ox = -iround((g->rw - W) / 2.0);
-        g->oy = 0;
-    } else {
-        g->rw = W;
-        g->rh = at_least_1(iround(sh / wr));
-        g->ox = 0;
-        g->oy = -iround((g->rh - H) / 2.0);
-    }
+    geom_fit(sw, sh, W, H, (double)sw / W <= (double)sh / H, crop_axis, g);
 }
 
+/* fill: the whole image in the output, the gap along the shorter side filled */
 static void geom_fill(int sw, int sh, int W, int H, geom *g)
 {
-    double wr = (double)sw / W, hr = (double)sh / H;
-    if (wr > hr) {
-        g->rw = W;
-        g->rh = at_least_1(iround(sh / wr));
-        if (odd(H - g->rh))
-            g->rh++;
-        g->ox = 0;
-        g->oy = (H - g->rh) / 2;
-    } else {
-        g->rh = H;
-        g->rw = at_least_1(iround(sw / hr));
-        if (odd(W - g->rw))
-            g->rw++;
-        g->oy = 0;
-        g->ox = (W - g->rw) / 2;
-    }
+    geom_fit(sw, sh, W, H, (double)sw / W > (double)sh / H, fill_axis, g);
 }
 
+/* Both axes scaled by the mean of the two ratios: the longer one cropped, the shorter
+ * one filled. With equal ratios both come out at W x H exactly. */
 static void geom_half_crop(int sw, int sh, int W, int H, geom *g)
 {
     double wr = (double)sw / W, hr = (double)sh / H;
     double nr = (wr + hr) / 2.0;
-    g->rw = at_least_1(iround(sw / nr));
-    g->rh = at_least_1(iround(sh / nr));
-    if (wr > hr && odd(H - g->rh))
-        g->rh++;
-    else if (wr < hr && odd(W - g->rw))
-        g->rw++;
     if (wr > hr) {
-        g->ox = -iround((g->rw - W) / 2.0);
-        g->oy = (H - g->rh) / 2;
+        crop_axis(sw, nr, W, &g->rw, &g->ox);
+        fill_axis(sh, nr, H, &g->rh, &g->oy);
     } else {
-        g->oy = -iround((g->rh - H) / 2.0);
-        g->ox = (W - g->rw) / 2;
+        fill_axis(sw, nr, W, &g->rw, &g->ox);
+        crop_axis(sh, nr, H, &g->rh, &g->oy);
     }
 }
 

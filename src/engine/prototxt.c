@@ -60,29 +60,6 @@ static int is_special_float(const char *s, size_t n)
     return 0;
 }
 
-/* ---- growable byte buffer ---------------------------------------------------------- */
-
-typedef struct {
-    char *p;
-    size_t n, cap;
-} strbuf;
-
-static void sb_put(strbuf *b, const char *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        b->p = cd_xrealloc(b->p, cap);
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void sb_putc(strbuf *b, char c) { sb_put(b, &c, 1); }
-
 /* Quote user text for a message: printable ASCII as is, the rest as \xHH, at most
  * max source bytes (then "..."), so garbage input cannot garble the message. */
 static void quote_text(char *dst, size_t dstlen, const char *s, size_t n, size_t max)
@@ -142,8 +119,8 @@ typedef struct {
     size_t len, pos;
     int line, col;
     token tok;    /* the lookahead */
-    strbuf str;   /* decoded text of the lookahead when it is a string */
-    strbuf val;   /* a value being assembled (adjacent strings joined) */
+    cd_buf str;   /* decoded text of the lookahead when it is a string */
+    cd_buf val;   /* a value being assembled (adjacent strings joined) */
     const char *file;
     char *err;
     size_t errlen;
@@ -270,7 +247,7 @@ static int lex_escape(parser *p)
     unsigned v = 0;
     if (hit) {
         advance(p);
-        sb_putc(&p->str, simple_out[hit - simple_in]);
+        cd_buf_putc(&p->str, simple_out[hit - simple_in]);
         return CD_OK;
     }
     if (c == 'x' || c == 'X') {
@@ -299,15 +276,14 @@ static int lex_escape(parser *p)
     }
     if (v == 0)
         return perr(p, line, col, "escape for a NUL byte in a string; expected no NUL bytes in strings");
-    sb_putc(&p->str, (char)v);
+    cd_buf_putc(&p->str, (char)v);
     return CD_OK;
 }
 
 static int lex_string(parser *p)
 {
     int quote = peekc(p, 0);
-    p->str.n = 0;
-    sb_put(&p->str, "", 0);
+    cd_buf_reset(&p->str);
     advance(p);
     for (;;) {
         int c = peekc(p, 0);
@@ -326,7 +302,7 @@ static int lex_string(parser *p)
             if (lex_escape(p) != CD_OK)
                 return CD_ERR;
         } else {
-            sb_putc(&p->str, (char)c);
+            cd_buf_putc(&p->str, (char)c);
         }
     }
 }
@@ -407,10 +383,9 @@ static int parse_scalar(parser *p, cd_pt_node ***tail, const field_name *f)
     char what[192], q[128];
     const token *t = &p->tok;
     if (t->type == TOK_STRING) {
-        p->val.n = 0;
-        sb_put(&p->val, "", 0);
+        cd_buf_reset(&p->val);
         while (p->tok.type == TOK_STRING) { /* "a" "b" is "ab", as in C */
-            sb_put(&p->val, p->str.p, p->str.n);
+            cd_buf_put(&p->val, p->str.p, p->str.n);
             if (next(p) != CD_OK)
                 return CD_ERR;
         }
@@ -558,8 +533,8 @@ cd_pt_node *cd_pt_parse(const char *text, size_t len, const char *filename, char
     int rc = next(&p);
     if (rc == CD_OK)
         rc = parse_body(&p, root, 0, 0);
-    free(p.str.p);
-    free(p.val.p);
+    cd_buf_free(&p.str);
+    cd_buf_free(&p.val);
     if (rc != CD_OK) {
         cd_pt_free(root);
         return NULL;

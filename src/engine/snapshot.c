@@ -15,26 +15,8 @@
 #include "cdigits/train.h"
 #include "cdigits/util.h"
 
-typedef struct buf {
-    uint8_t *p;
-    size_t n, cap;
-} buf;
-
-static void put(buf *b, const void *data, size_t n)
-{
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n)
-            cap *= 2;
-        b->p = cd_xrealloc(b->p, cap);
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, data, n);
-    b->n += n;
-}
-
-static void put_u32(buf *b, uint32_t v) { put(b, &v, 4); }
-static void put_u64(buf *b, uint64_t v) { put(b, &v, 8); }
+static void put_u32(cd_buf *b, uint32_t v) { cd_buf_put(b, &v, 4); }
+static void put_u64(cd_buf *b, uint64_t v) { cd_buf_put(b, &v, 8); }
 
 static uint64_t fnv1a(const uint8_t *p, size_t n)
 {
@@ -45,42 +27,34 @@ static uint64_t fnv1a(const uint8_t *p, size_t n)
 }
 
 /* Download a device tensor and append it. */
-static void put_tensor(buf *b, const cd_net *net, const float *dev, size_t count)
+static void put_tensor(cd_buf *b, const cd_net *net, const float *dev, size_t count)
 {
     size_t bytes = count * sizeof(float);
-    if (b->n + bytes > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + bytes)
-            cap *= 2;
-        b->p = cd_xrealloc(b->p, cap);
-        b->cap = cap;
-    }
-    net->be->iface->download(net->be, b->p + b->n, dev, bytes);
-    b->n += bytes;
+    net->be->iface->download(net->be, cd_buf_extend(b, bytes), dev, bytes);
 }
 
-static int finish(buf *b, const char *path, char *err, size_t errlen)
+static int finish(cd_buf *b, const char *path, char *err, size_t errlen)
 {
-    put_u64(b, fnv1a(b->p, b->n));
+    put_u64(b, fnv1a((const uint8_t *)b->p, b->n));
     int rc = cd_write_file_atomic(path, b->p, b->n);
     if (rc != CD_OK)
         snprintf(err, errlen, "cannot write snapshot %s: %s%s", path, strerror(errno),
                  errno == ENOSPC ? "; free disk space or raise the snapshot interval" : "");
-    free(b->p);
+    cd_buf_free(b);
     return rc;
 }
 
 int cd_snapshot_save_weights(const cd_net *net, const char *path, char *err, size_t errlen)
 {
-    buf b = {0};
-    put(&b, "CDW1", 4);
+    cd_buf b = {0};
+    cd_buf_put(&b, "CDW1", 4);
     put_u32(&b, 1);
     put_u32(&b, (uint32_t)net->nparams);
     for (int i = 0; i < net->nparams; i++) {
         const cd_param *p = net->params[i];
         uint32_t len = (uint32_t)strlen(p->name);
         put_u32(&b, len);
-        put(&b, p->name, len);
+        cd_buf_put(&b, p->name, len);
         put_u32(&b, (uint32_t)p->ndim);
         for (int d = 0; d < CD_MAX_DIMS; d++)
             put_u32(&b, (uint32_t)p->dims[d]);
@@ -92,8 +66,8 @@ int cd_snapshot_save_weights(const cd_net *net, const char *path, char *err, siz
 
 int cd_snapshot_save_state(const cd_net *net, long iter, const char *path, char *err, size_t errlen)
 {
-    buf b = {0};
-    put(&b, "CDS1", 4);
+    cd_buf b = {0};
+    cd_buf_put(&b, "CDS1", 4);
     put_u32(&b, 1);
     put_u64(&b, (uint64_t)iter);
     uint32_t n = 0;
@@ -106,7 +80,7 @@ int cd_snapshot_save_state(const cd_net *net, long iter, const char *path, char 
             continue;
         uint32_t len = (uint32_t)strlen(p->name);
         put_u32(&b, len);
-        put(&b, p->name, len);
+        cd_buf_put(&b, p->name, len);
         put_u64(&b, p->count);
         put_tensor(&b, net, p->h1, p->count);
         put_tensor(&b, net, p->h2, p->count);
@@ -133,21 +107,27 @@ static const void *take(reader *r, size_t n)
     return q;
 }
 
+/* n bytes into out; zeros past the end (the reader is then bad). */
+static void get(reader *r, void *out, size_t n)
+{
+    const void *q = take(r, n);
+    if (q)
+        memcpy(out, q, n);
+    else
+        memset(out, 0, n);
+}
+
 static uint32_t get_u32(reader *r)
 {
-    const void *q = take(r, 4);
-    uint32_t v = 0;
-    if (q)
-        memcpy(&v, q, 4);
+    uint32_t v;
+    get(r, &v, 4);
     return v;
 }
 
 static uint64_t get_u64(reader *r)
 {
-    const void *q = take(r, 8);
-    uint64_t v = 0;
-    if (q)
-        memcpy(&v, q, 8);
+    uint64_t v;
+    get(r, &v, 8);
     return v;
 }
 

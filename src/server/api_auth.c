@@ -92,9 +92,7 @@ static void login_password(req_t *r, const char *name)
     server_t *srv = r->srv;
     const char *password = fields_get(r->fields, "password");
     if (!password || !*password) {
-        json_t *errors = json_object();
-        form_add_error(errors, "password", "password is required: this server (--auth password) checks passwords");
-        reply_form_errors(r, errors);
+        reply_field_error(r, "password", "password is required: this server (--auth password) checks passwords");
         return;
     }
     char peer[64];
@@ -155,9 +153,7 @@ void h_login(req_t *r)
     username_field(r, name, sizeof name);
     const char *problem = auth_username_problem(name);
     if (problem) {
-        json_t *errors = json_object();
-        form_add_error(errors, "username", "%s", problem);
-        reply_form_errors(r, errors);
+        reply_field_error(r, "username", problem);
         return;
     }
     if (r->srv->cfg.auth_password)

@@ -1,18 +1,14 @@
-/* Helpers the handlers share: the job of a route, ownership, new job directories. */
+/* Helpers the handlers share: the job of a route, ownership, new job directories, and
+ * starting and announcing a new job. */
 #include "internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-#ifdef CDIGITS_HAVE_SODIUM
-#include <sodium.h>
-#endif
 
 #include "cdigits/util.h"
 
@@ -29,24 +25,16 @@ int api_may_edit(const req_t *r, json_t *job)
     return security_may_edit(r, job); /* owners and admins: security.c */
 }
 
-static void random_bytes(unsigned char *buf, size_t n)
+/* n bytes that make a job id unlikely to collide: random, or (no /dev/urandom) the clock,
+ * which still varies; an id is no secret. */
+static void id_bytes(unsigned char *buf, size_t n)
 {
-#ifdef CDIGITS_HAVE_SODIUM
-    if (sodium_init() >= 0) {
-        randombytes_buf(buf, n);
+    if (auth_random_bytes(buf, n) == CD_OK)
         return;
-    }
-#endif
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    ssize_t got = fd >= 0 ? read(fd, buf, n) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (got != (ssize_t)n) { /* no /dev/urandom: the clock still varies */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        for (size_t i = 0; i < n; i++)
-            buf[i] = (unsigned char)(ts.tv_nsec >> (8 * (i % 4)));
-    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = (unsigned char)(ts.tv_nsec >> (8 * (i % 4)));
 }
 
 int api_new_job_dir(server_t *srv, char *id, size_t idlen, char *dir, size_t dirlen, cd_err_t *err)
@@ -58,7 +46,7 @@ int api_new_job_dir(server_t *srv, char *id, size_t idlen, char *dir, size_t dir
         char stamp[32];
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
         unsigned char rb[2];
-        random_bytes(rb, sizeof rb);
+        id_bytes(rb, sizeof rb);
         snprintf(id, idlen, "%s-%02x%02x", stamp, rb[0], rb[1]);
         snprintf(dir, dirlen, "%s/%s", srv->jobs_dir, id);
         if (mkdir(dir, 0755) == 0)
@@ -67,6 +55,32 @@ int api_new_job_dir(server_t *srv, char *id, size_t idlen, char *dir, size_t dir
             return cd_err_set(err, CD_E_INTERNAL, "cannot create the job folder %s: %s", dir, strerror(errno));
     }
     return cd_err_set(err, CD_E_INTERNAL, "cannot find a free job id in %s", srv->jobs_dir);
+}
+
+int api_job_start(server_t *srv, const store_job_new_t *job, const char *task_kind, const char *task_name,
+                  cd_err_t *err)
+{
+    if (store_job_insert(srv->store, job, err) != CD_OK)
+        return CD_ERR;
+    if (store_task_insert(srv->store, job->id, task_kind, task_name, NULL, err) != CD_OK ||
+        sched_enqueue(srv->sched, job->id, err) != CD_OK) {
+        store_job_delete(srv->store, job->id, NULL);
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
+json_t *api_job_announce(server_t *srv, const char *id)
+{
+    json_t *row = store_job_get(srv->store, id);
+    json_t *brief = row ? view_job_brief(row) : NULL;
+    json_decref(row);
+    if (brief) {
+        json_t *ev = json_pack("{s:s, s:s, s:O}", "job_id", id, "update", "added", "job", brief);
+        events_publish(srv->events, "home", "job_added", ev);
+        json_decref(ev);
+    }
+    return brief;
 }
 
 int api_write_json(const char *dir, const char *name, json_t *obj, cd_err_t *err)

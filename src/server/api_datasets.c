@@ -14,6 +14,7 @@
 
 #include "cdigits/dataset.h"
 #include "cdigits/image.h"
+#include "cdigits/jobdir.h"
 #include "cdigits/util.h"
 
 #define ALWAYS NULL
@@ -167,7 +168,7 @@ void api_dataset_create_fields(req_t *r, const fields_t *in)
     }
     if (!folder && json_is_string(json_object_get(v, "textfile_train_folder")))
         json_object_set(cfg, "textfile_root", json_object_get(v, "textfile_train_folder"));
-    if (api_write_json(dir, "dataset.json", cfg, &err) != CD_OK) {
+    if (api_write_json(dir, jobdir_name(JOBDIR_DATASET_JSON), cfg, &err) != CD_OK) {
         reply_err(r, &err);
         goto fail;
     }
@@ -185,27 +186,15 @@ void api_dataset_create_fields(req_t *r, const fields_t *in)
         .form = form,
         .config = conf,
     };
-    if (store_job_insert(srv->store, &job, &err) != CD_OK ||
-        store_task_insert(srv->store, id, "dataset", "Create Dataset", NULL, &err) != CD_OK) {
+    if (api_job_start(srv, &job, "dataset", "Create Dataset", &err) != CD_OK) {
         reply_err(r, &err);
-        store_job_delete(srv->store, id, NULL);
         goto fail;
     }
-    if (sched_enqueue(srv->sched, id, &err) != CD_OK) {
-        reply_err(r, &err);
-        store_job_delete(srv->store, id, NULL);
-        goto fail;
-    }
-    json_t *row = store_job_get(srv->store, id);
-    if (row) {
-        json_t *ev = json_pack("{s:s, s:s, s:o}", "job_id", id, "update", "added", "job", view_job_brief(row));
-        events_publish(srv->events, "home", "job_added", ev);
-        json_decref(ev);
-        reply_json(r, 200, view_job_brief(row));
-        json_decref(row);
-    } else {
+    json_t *brief = api_job_announce(srv, id);
+    if (brief)
+        reply_json(r, 200, brief);
+    else
         reply_error(r, 500, "the new job %s vanished", id);
-    }
     goto out;
 fail:
     if (dir[0])
@@ -372,13 +361,5 @@ void h_dataset_image(req_t *r)
                     r->params[0], err);
         return;
     }
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
-        free(body);
-        reply_error(r, 500, "out of memory");
-        return;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "private, max-age=86400");
-    reply_response(r, 200, resp);
+    reply_buffer(r, 200, body, len, ctype, "private, max-age=86400");
 }

@@ -249,16 +249,10 @@ void infer_reply_json(req_t *r, int status, json_t *body)
 {
     char *text = json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(10));
     json_decref(body);
-    struct MHD_Response *resp = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE)
-                                     : NULL;
-    if (!resp) {
-        free(text);
+    if (!text)
         reply_error(r, 500, "the reply could not be encoded");
-        return;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    reply_response(r, status, resp);
+    else
+        reply_buffer(r, status, text, strlen(text), "application/json", "no-store");
 }
 
 void infer_reply_fd(req_t *r, int fd, const char *ctype, const char *filename)
@@ -326,9 +320,7 @@ void h_classify_one(req_t *r)
     const field_t *file = fields_find(r->fields, "image_file");
     if (image_path && *image_path) {
         if (paths_check_field(r->srv, image_path, 0, 0, path, sizeof path, msg, sizeof msg) != CD_OK) {
-            json_t *errors = json_object();
-            form_add_error(errors, "image_path", "%s", msg);
-            reply_form_errors(r, errors);
+            reply_field_error(r, "image_path", msg);
             goto out;
         }
         req = json_pack("{s:s, s:s, s:i}", "op", "classify", "image", path, "top", 5);
@@ -437,9 +429,7 @@ static int prepare_list(req_t *r, json_t *job, const char *what, list_job *lj)
     char folder[PATH_MAX] = "", msg[1024];
     const char *f = fields_get(r->fields, "image_folder");
     if (f && *f && paths_check_field(r->srv, f, 1, 0, folder, sizeof folder, msg, sizeof msg) != CD_OK) {
-        json_t *errors = json_object();
-        form_add_error(errors, "image_folder", "%s", msg);
-        reply_form_errors(r, errors);
+        reply_field_error(r, "image_folder", msg);
         return CD_ERR;
     }
     if (f && *f)
@@ -582,47 +572,47 @@ static void reply_classifications(req_t *r, list_job *lj, json_t *summary, long 
     infer_reply_fd(r, fd, "application/json", NULL);
 }
 
-void h_classify_many(req_t *r)
+/* The top_n field of the top_n route: 9 when absent; CD_ERR after a form error. */
+static int top_n_field(req_t *r, long *top_n)
 {
-    json_t *job = infer_model_from_request(r), *ans = NULL;
-    if (!job)
-        return;
-    list_job lj = {.skipped = json_object()};
-    long iteration;
-    double epoch;
-    if (infer_snapshot(r, job, &iteration, &epoch) == CD_OK && prepare_list(r, job, "many", &lj) == CD_OK &&
-        (ans = run_list(r, job, iteration, &lj, 0)))
-        reply_classifications(r, &lj, json_object_get(ans, "summary"), iteration, epoch);
-    if (lj.dir[0])
-        infer_remove_dir(lj.dir);
-    json_decref(ans);
-    json_decref(lj.skipped);
-    json_decref(job);
-}
-
-void h_classify_top_n(req_t *r)
-{
-    json_t *job = infer_model_from_request(r), *ans = NULL;
-    if (!job)
-        return;
-    list_job lj = {.skipped = json_object()};
-    long iteration;
-    double epoch;
     const char *tn = fields_get(r->fields, "top_n");
     char *end = NULL;
-    long top_n = tn && *tn ? strtol(tn, &end, 10) : 9;
-    if ((end && *end) || top_n < 1 || top_n > 1000) {
-        json_t *errors = json_object();
-        form_add_error(errors, "top_n", "Number of images must be a whole number from 1 to 1000");
-        reply_form_errors(r, errors);
-    } else if (infer_snapshot(r, job, &iteration, &epoch) == CD_OK && prepare_list(r, job, "topn", &lj) == CD_OK &&
-               (ans = run_list(r, job, iteration, &lj, (int)top_n))) {
-        json_t *sum = json_object_get(ans, "summary");
-        json_t *body = json_pack("{s:O, s:O, s:O, s:O, s:O, s:I}", "results", json_object_get(sum, "top_n"), "images",
-                                 json_object_get(sum, "images"), "classified", json_object_get(sum, "classified"),
-                                 "failed", json_object_get(sum, "failed"), "skipped", lj.skipped, "skipped_lines",
-                                 (json_int_t)lj.nskipped);
-        infer_reply_json(r, 200, snapshot_fields(body, iteration, epoch));
+    *top_n = tn && *tn ? strtol(tn, &end, 10) : 9;
+    if ((end && *end) || *top_n < 1 || *top_n > 1000) {
+        reply_field_error(r, "top_n", "Number of images must be a whole number from 1 to 1000");
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
+/* The top N images of each class, with the summary's counts. */
+static void reply_top_n(req_t *r, list_job *lj, json_t *summary, long iteration, double epoch)
+{
+    json_t *body = json_pack("{s:O, s:O, s:O, s:O, s:O, s:I}", "results", json_object_get(summary, "top_n"), "images",
+                             json_object_get(summary, "images"), "classified", json_object_get(summary, "classified"),
+                             "failed", json_object_get(summary, "failed"), "skipped", lj->skipped, "skipped_lines",
+                             (json_int_t)lj->nskipped);
+    infer_reply_json(r, 200, snapshot_fields(body, iteration, epoch));
+}
+
+/* The two list routes: the model, its snapshot, the list, one run of the worker over it
+ * and the reply; by_class answers the top N images of each class (N: the top_n field)
+ * instead of a classification of every image. */
+static void classify_list(req_t *r, int by_class)
+{
+    json_t *job = infer_model_from_request(r), *ans = NULL;
+    if (!job)
+        return;
+    list_job lj = {.skipped = json_object()};
+    long iteration, n = 0;
+    double epoch;
+    if ((!by_class || top_n_field(r, &n) == CD_OK) && infer_snapshot(r, job, &iteration, &epoch) == CD_OK &&
+        prepare_list(r, job, by_class ? "topn" : "many", &lj) == CD_OK &&
+        (ans = run_list(r, job, iteration, &lj, (int)n))) {
+        if (by_class)
+            reply_top_n(r, &lj, json_object_get(ans, "summary"), iteration, epoch);
+        else
+            reply_classifications(r, &lj, json_object_get(ans, "summary"), iteration, epoch);
     }
     if (lj.dir[0])
         infer_remove_dir(lj.dir);
@@ -630,3 +620,7 @@ void h_classify_top_n(req_t *r)
     json_decref(lj.skipped);
     json_decref(job);
 }
+
+void h_classify_many(req_t *r) { classify_list(r, 0); }
+
+void h_classify_top_n(req_t *r) { classify_list(r, 1); }

@@ -80,6 +80,18 @@ static long num(json_t *info, const char *key, const fields_t *f, const char *fi
     return def;
 }
 
+/* The iteration a weights file's name gives (snapshot_iter_N.cdw, as the trainer names
+ * them), by the job folder's own rule; 1 for any other name. */
+static long snapshot_iteration(const char *dir, const char *weights)
+{
+    jobdir_snapshot snaps[MAX_FILES];
+    int n = jobdir_snapshots(dir, JOBDIR_ITER_ONLY, snaps, MAX_FILES);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(snaps[i].file, weights))
+            return (long)snaps[i].number;
+    return 1;
+}
+
 /* Everything a model job needs, from the unpacked files: dataset.json, train.json,
  * network.prototxt, snapshot_iter_N.cdw, labels.txt, info.json. CD_ERR with a message
  * for the user. */
@@ -92,8 +104,8 @@ static int make_model_files(req_t *r, const char *dir, char names[][ARCHIVE_NAME
         size_t l = strlen(names[i]);
         if (l > 4 && !strcmp(names[i] + l - 4, ".cdw")) {
             if (weights) {
-                snprintf(err, errlen, "the archive has several .cdw weights files; name one as \"snapshot file\" in "
-                                      "info.json");
+                snprintf(err, errlen, "the archive has several .cdw weights files; name one as \"snapshot file\" in %s",
+                         jobdir_name(JOBDIR_INFO_JSON));
                 return CD_ERR;
             }
             weights = names[i];
@@ -109,22 +121,23 @@ static int make_model_files(req_t *r, const char *dir, char names[][ARCHIVE_NAME
         snprintf(err, errlen, "the archive has no weights (.cdw file)");
         return CD_ERR;
     }
-    static const char *const nets[] = {"original.prototxt", "network.prototxt", "train_val.prototxt",
-                                       "deploy.prototxt", NULL};
+    /* the download's network files (infer.h: cd_model_export), a job folder's, DIGITS's */
+    const char *const nets[] = {"original.prototxt", jobdir_name(JOBDIR_NETWORK), "train_val.prototxt",
+                                "deploy.prototxt", NULL};
     const char *network = pick(info, "network file", names, n, NULL);
     if (!network)
         network = pick(info, "model file", names, n, nets);
-    static const char *const lab[] = {"labels.txt", NULL};
+    const char *const lab[] = {jobdir_name(JOBDIR_LABELS), NULL};
     const char *labels = pick(info, "labels file", names, n, lab);
     if (!network || !labels) {
         snprintf(err, errlen, "the archive has no %s; it needs a network (original.prototxt or deploy.prototxt), "
-                              "labels.txt and the weights", network ? "labels.txt" : "network .prototxt file");
+                              "%s and the weights", network ? lab[0] : "network .prototxt file", lab[0]);
         return CD_ERR;
     }
-    static const char *const means[] = {"mean.bin", NULL};
+    const char *const means[] = {jobdir_name(JOBDIR_MEAN_BIN), NULL};
     const char *mean = pick(info, "mean file", names, n, means);
-    if (mean && strcmp(mean, "mean.bin") != 0 && strstr(mean, ".binaryproto")) {
-        snprintf(err, errlen, "%s is Caffe's mean format, which cdigits does not read; include mean.bin", mean);
+    if (mean && strcmp(mean, means[0]) != 0 && strstr(mean, ".binaryproto")) {
+        snprintf(err, errlen, "%s is Caffe's mean format, which cdigits does not read; include %s", mean, means[0]);
         return CD_ERR;
     }
     /* the image shape: info.json's [height, width, channels] or the form's fields */
@@ -150,26 +163,28 @@ static int make_model_files(req_t *r, const char *dir, char names[][ARCHIVE_NAME
     }
     const char *use_mean = json_object_get(info, "use mean") ? sval(info, "use mean") : mean ? "image" : "none";
     if (strcmp(use_mean, "none") && !mean) {
-        snprintf(err, errlen, "the model subtracts the mean (use mean: %s) but the archive has no mean.bin", use_mean);
+        snprintf(err, errlen, "the model subtracts the mean (use mean: %s) but the archive has no %s", use_mean,
+                 means[0]);
         return CD_ERR;
     }
     long it = num(info, "snapshot iteration", NULL, NULL, 0);
-    if (it <= 0 && sscanf(weights, "snapshot_iter_%ld.cdw", &it) != 1)
-        it = 1;
+    if (it <= 0)
+        it = snapshot_iteration(dir, weights);
     json_t *ep = json_object_get(info, "snapshot epoch");
     *epoch = json_is_number(ep) && json_number_value(ep) > 0 ? json_number_value(ep) : (double)it;
     *iteration = it;
     char wname[64];
     jobdir_snapshot_name(it, JOBDIR_WEIGHTS, wname, sizeof wname);
-    if (same_file(dir, weights, wname, err, errlen) != CD_OK || same_file(dir, network, "network.prototxt", err, errlen) != CD_OK ||
-        same_file(dir, labels, "labels.txt", err, errlen) != CD_OK ||
-        (mean && same_file(dir, mean, "mean.bin", err, errlen) != CD_OK))
+    if (same_file(dir, weights, wname, err, errlen) != CD_OK ||
+        same_file(dir, network, jobdir_name(JOBDIR_NETWORK), err, errlen) != CD_OK ||
+        same_file(dir, labels, lab[0], err, errlen) != CD_OK ||
+        (mean && same_file(dir, mean, means[0], err, errlen) != CD_OK))
         return CD_ERR;
     cd_err_t e;
     json_t *ds = json_pack("{s:i, s:i, s:i, s:s}", "channels", (int)c, "width", (int)w, "height", (int)h,
                            "resize_mode", mode);
-    json_t *train = json_pack("{s:s, s:s, s:s, s:i}", "dataset_dir", dir, "network", "network.prototxt", "use_mean",
-                              use_mean, "epochs", 1);
+    json_t *train = json_pack("{s:s, s:s, s:s, s:i}", "dataset_dir", dir, "network", jobdir_name(JOBDIR_NETWORK),
+                              "use_mean", use_mean, "epochs", 1);
     long crop = num(info, "crop size", NULL, NULL, 0);
     if (crop > 0)
         json_object_set_new(train, "crop_size", json_integer(crop));
@@ -179,8 +194,9 @@ static int make_model_files(req_t *r, const char *dir, char names[][ARCHIVE_NAME
     json_object_set_new(info, "snapshot epoch", json_real(*epoch));
     json_object_set_new(info, "image dimensions", json_pack("[i, i, i]", (int)h, (int)w, (int)c));
     json_object_set_new(info, "image resize mode", json_string(mode));
-    int rc = api_write_json(dir, "dataset.json", ds, &e) == CD_OK && api_write_json(dir, "train.json", train, &e) == CD_OK &&
-                     api_write_json(dir, "info.json", info, &e) == CD_OK
+    int rc = api_write_json(dir, jobdir_name(JOBDIR_DATASET_JSON), ds, &e) == CD_OK &&
+                     api_write_json(dir, jobdir_name(JOBDIR_TRAIN_JSON), train, &e) == CD_OK &&
+                     api_write_json(dir, jobdir_name(JOBDIR_INFO_JSON), info, &e) == CD_OK
                  ? CD_OK
                  : CD_ERR;
     if (rc != CD_OK)
@@ -199,9 +215,7 @@ void h_pretrained_upload(req_t *r)
     server_t *srv = r->srv;
     const field_t *f = fields_find(r->fields, "archive");
     if (!f || !f->len) {
-        json_t *errors = json_object();
-        form_add_error(errors, "archive", "Archive is required: upload a .tar, .tar.gz or .zip of a model");
-        reply_form_errors(r, errors);
+        reply_field_error(r, "archive", "Archive is required: upload a .tar, .tar.gz or .zip of a model");
         return;
     }
     char id[64], dir[PATH_MAX], err[1024];
@@ -219,13 +233,13 @@ void h_pretrained_upload(req_t *r)
         reply_error(r, 400, "%s", err);
         goto fail;
     }
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/info.json", dir);
-    if (has(names, n, "info.json")) {
-        json_error_t jerr;
-        info = json_load_file(path, 0, &jerr);
+    const char *info_name = jobdir_name(JOBDIR_INFO_JSON);
+    if (has(names, n, info_name)) {
+        char path[PATH_MAX + 32];
+        json_error_t jerr = {.text = "the path is too long"};
+        info = jobdir_path(dir, JOBDIR_INFO_JSON, path, sizeof path) == CD_OK ? json_load_file(path, 0, &jerr) : NULL;
         if (!json_is_object(info)) {
-            reply_error(r, 400, "info.json in the archive is not a JSON object: %s", jerr.text);
+            reply_error(r, 400, "%s in the archive is not a JSON object: %s", info_name, jerr.text);
             goto fail;
         }
         const char *fw = json_string_value(json_object_get(info, "framework"));
@@ -281,15 +295,7 @@ void h_pretrained_upload(req_t *r)
         reply_err(r, &e);
         goto fail;
     }
-    json_t *row = store_job_get(srv->store, id);
-    json_t *brief = row ? view_job_brief(row) : NULL;
-    if (brief) {
-        json_t *ev = json_pack("{s:s, s:s, s:O}", "job_id", id, "update", "added", "job", brief);
-        events_publish(srv->events, "home", "job_added", ev);
-        json_decref(ev);
-        json_decref(brief);
-    }
-    json_decref(row);
+    json_decref(api_job_announce(srv, id));
     infer_reply_json(r, 200, json_pack("{s:s, s:s, s:s, s:s, s:I, s:f}", "status", "success", "id", id, "job_id", id,
                                        "name", name, "snapshot_iteration", (json_int_t)iteration, "snapshot_epoch",
                                        epoch));

@@ -224,37 +224,36 @@ void h_job_log(req_t *r)
 
 /* ---- abort, delete, edit ------------------------------------------------------------ */
 
-void h_job_abort(req_t *r)
+/* What a job's owner may do to it from its page: the route's verb, the scheduler's
+ * call and the answer when it is done. */
+typedef struct owner_action {
+    const char *verb;
+    int (*run)(sched_t *s, const char *job_id, cd_err_t *err);
+    const char *done;
+} owner_action;
+
+static const owner_action g_abort = {"abort", sched_abort, "Job aborted."};
+static const owner_action g_delete = {"delete", sched_delete, "Job deleted."};
+
+static void job_owner_action(req_t *r, const owner_action *a)
 {
     json_t *job = api_job_param(r);
     if (!job)
         return;
     cd_err_t err;
     if (!api_may_edit(r, job))
-        reply_error(r, 403, "Job %s belongs to %s; only its owner may abort it", jstr(job, "id"),
-                    jstr(job, "username"));
-    else if (sched_abort(r->srv->sched, jstr(job, "id"), &err) != CD_OK)
+        reply_error(r, 403, "Job %s belongs to %s; only its owner may %s it", jstr(job, "id"), jstr(job, "username"),
+                    a->verb);
+    else if (a->run(r->srv->sched, jstr(job, "id"), &err) != CD_OK)
         reply_err(r, &err);
     else
-        reply_text(r, 200, "Job aborted.");
+        reply_text(r, 200, a->done);
     json_decref(job);
 }
 
-void h_job_delete(req_t *r)
-{
-    json_t *job = api_job_param(r);
-    if (!job)
-        return;
-    cd_err_t err;
-    if (!api_may_edit(r, job))
-        reply_error(r, 403, "Job %s belongs to %s; only its owner may delete it", jstr(job, "id"),
-                    jstr(job, "username"));
-    else if (sched_delete(r->srv->sched, jstr(job, "id"), &err) != CD_OK)
-        reply_err(r, &err);
-    else
-        reply_text(r, 200, "Job deleted.");
-    json_decref(job);
-}
+void h_job_abort(req_t *r) { job_owner_action(r, &g_abort); }
+
+void h_job_delete(req_t *r) { job_owner_action(r, &g_delete); }
 
 void h_job_edit(req_t *r)
 {

@@ -107,18 +107,28 @@ static void octal(char *dst, size_t width, uint64_t v)
     snprintf(dst, width, "%0*llo", (int)width - 1, (unsigned long long)v);
 }
 
-static int tar_entry(sink *s, const char *dir, const char *name, char *err, size_t errlen)
+/* dir/name for reading (its path in path, its size in st); NULL with the message. */
+static FILE *open_member(const char *dir, const char *name, char *path, size_t pathlen, struct stat *st,
+                         char *err, size_t errlen)
 {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(path, pathlen, "%s/%s", dir, name);
     FILE *in = fopen(path, "rb");
-    struct stat st;
-    if (!in || fstat(fileno(in), &st) != 0) {
+    if (!in || fstat(fileno(in), st) != 0) {
         snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
         if (in)
             fclose(in);
-        return CD_ERR;
+        return NULL;
     }
+    return in;
+}
+
+static int tar_entry(sink *s, const char *dir, const char *name, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    FILE *in = open_member(dir, name, path, sizeof path, &st, err, errlen);
+    if (!in)
+        return CD_ERR;
     if (strlen(name) >= 100 || (uint64_t)st.st_size >= (1ull << 33)) {
         snprintf(err, errlen, "%s: the name or size does not fit a tar header", name);
         fclose(in);
@@ -185,15 +195,10 @@ static uint32_t rd32(const unsigned char *p) { return (uint32_t)rd16(p) | (uint3
 static int zip_entry(sink *s, const char *dir, const char *name, zip_rec *rec, char *err, size_t errlen)
 {
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *in = fopen(path, "rb");
     struct stat st;
-    if (!in || fstat(fileno(in), &st) != 0) {
-        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
-        if (in)
-            fclose(in);
+    FILE *in = open_member(dir, name, path, sizeof path, &st, err, errlen);
+    if (!in)
         return CD_ERR;
-    }
     if ((uint64_t)st.st_size >= 0xffffffffull || strlen(name) >= sizeof rec->name) {
         snprintf(err, errlen, "%s is too large for a zip archive without zip64; download the .tar.gz", name);
         fclose(in);

@@ -17,12 +17,12 @@
 
 #define AUTH_MAX_HASHING 2 /* argon2id at the interactive limit holds 64 MiB while it runs */
 
-static void random_bytes(unsigned char *buf, size_t n)
+int auth_random_bytes(unsigned char *buf, size_t n)
 {
 #ifdef CDIGITS_HAVE_SODIUM
     if (sodium_init() >= 0) {
         randombytes_buf(buf, n);
-        return;
+        return CD_OK;
     }
 #endif
     /* without libsodium there are no passwords; ids still come from the kernel */
@@ -37,9 +37,10 @@ static void random_bytes(unsigned char *buf, size_t n)
     if (fd >= 0)
         close(fd);
     if (got < n) {
-        cd_error("auth: /dev/urandom gave %zu of %zu bytes; refusing to make a weak secret", got, n);
-        memset(buf, 0, n); /* a zero secret matches nothing the store holds as a hash of random data */
+        cd_error("auth: /dev/urandom gave %zu of %zu bytes", got, n);
+        return CD_ERR;
     }
+    return CD_OK;
 }
 
 void auth_random_hex(char *out, size_t nbytes)
@@ -47,7 +48,10 @@ void auth_random_hex(char *out, size_t nbytes)
     unsigned char buf[64];
     if (nbytes > sizeof buf)
         nbytes = sizeof buf;
-    random_bytes(buf, nbytes);
+    if (auth_random_bytes(buf, nbytes) != CD_OK) {
+        cd_error("auth: refusing to make a weak secret");
+        memset(buf, 0, nbytes); /* a zero secret matches nothing the store holds as a hash of random data */
+    }
     static const char hex[] = "0123456789abcdef";
     for (size_t i = 0; i < nbytes; i++) {
         out[2 * i] = hex[buf[i] >> 4];
@@ -221,6 +225,13 @@ static auth_throttle_slot_t *slot_for(struct security *sec, const char *key, dou
     return best;
 }
 
+/* The buckets a login attempt fills: its user name's and its client address's. */
+static void throttle_keys(const char *user, const char *peer, char key[2][AUTH_THROTTLE_KEY])
+{
+    snprintf(key[0], sizeof key[0], "user:%s", user ? user : "");
+    snprintf(key[1], sizeof key[1], "addr:%s", peer ? peer : "");
+}
+
 static double drained(const auth_throttle_slot_t *s, double now, double rate)
 {
     double level = s->level - rate * (now - s->t);
@@ -233,9 +244,8 @@ double auth_throttle_wait(server_t *srv, const char *user, const char *peer)
     if (!sec)
         return 0;
     double cap = srv->cfg.login_attempts, rate = cap / 60.0, now = cd_now(), wait = 0;
-    char key[2][96];
-    snprintf(key[0], sizeof key[0], "user:%s", user ? user : "");
-    snprintf(key[1], sizeof key[1], "addr:%s", peer ? peer : "");
+    char key[2][AUTH_THROTTLE_KEY];
+    throttle_keys(user, peer, key);
     pthread_mutex_lock(&sec->lock);
     for (int k = 0; k < 2; k++) {
         auth_throttle_slot_t *s = slot_for(sec, key[k], now, rate, 0);
@@ -258,9 +268,8 @@ void auth_throttle_fail(server_t *srv, const char *user, const char *peer)
     if (!sec)
         return;
     double rate = srv->cfg.login_attempts / 60.0, now = cd_now();
-    char key[2][96];
-    snprintf(key[0], sizeof key[0], "user:%s", user ? user : "");
-    snprintf(key[1], sizeof key[1], "addr:%s", peer ? peer : "");
+    char key[2][AUTH_THROTTLE_KEY];
+    throttle_keys(user, peer, key);
     pthread_mutex_lock(&sec->lock);
     for (int k = 0; k < 2; k++) {
         auth_throttle_slot_t *s = slot_for(sec, key[k], now, rate, 1);
@@ -275,10 +284,10 @@ void auth_throttle_ok(server_t *srv, const char *user)
     struct security *sec = srv->sec;
     if (!sec)
         return;
-    char key[96];
-    snprintf(key, sizeof key, "user:%s", user);
+    char key[2][AUTH_THROTTLE_KEY];
+    throttle_keys(user, NULL, key);
     pthread_mutex_lock(&sec->lock);
-    auth_throttle_slot_t *s = slot_for(sec, key, cd_now(), 0, 0);
+    auth_throttle_slot_t *s = slot_for(sec, key[0], cd_now(), 0, 0);
     if (s)
         s->key[0] = 0;
     pthread_mutex_unlock(&sec->lock);

@@ -82,9 +82,7 @@ void h_user_password(req_t *r)
     const char *password = fields_get(r->fields, "password");
     const char *problem = auth_password_problem(password);
     if (problem) {
-        json_t *errors = json_object();
-        form_add_error(errors, "password", "%s", problem);
-        reply_form_errors(r, errors);
+        reply_field_error(r, "password", problem);
         return;
     }
     json_t *user = store_user_get(r->srv->store, name);
@@ -97,9 +95,7 @@ void h_user_password(req_t *r)
         const char *old = fields_get(r->fields, "old_password");
         if (!old || !auth_password_verify(r->srv, json_string_value(json_object_get(user, "password_hash")), old)) {
             json_decref(user);
-            json_t *errors = json_object();
-            form_add_error(errors, "old_password", "old_password is wrong or missing");
-            reply_form_errors(r, errors);
+            reply_field_error(r, "old_password", "old_password is wrong or missing");
             return;
         }
     }

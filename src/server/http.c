@@ -71,16 +71,25 @@ void reply_add_header(req_t *r, const char *name, const char *value)
         MHD_add_response_header(r->resp, name, value);
 }
 
-static void reply_buffer(req_t *r, int status, char *data, size_t len, const char *ctype)
+/* reply_buffer without the 500: CD_ERR (data freed, nothing sent) when libmicrohttpd
+ * cannot make the response, for the replies that are themselves the error. */
+static int send_buffer(req_t *r, int status, void *data, size_t len, const char *ctype, const char *cache)
 {
     struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
         free(data);
-        return;
+        return CD_ERR;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, cache);
     reply_response(r, status, resp);
+    return CD_OK;
+}
+
+void reply_buffer(req_t *r, int status, void *data, size_t len, const char *ctype, const char *cache)
+{
+    if (send_buffer(r, status, data, len, ctype, cache) != CD_OK)
+        reply_error(r, 500, "out of memory making the reply of %zu bytes", len);
 }
 
 void reply_json(req_t *r, int status, json_t *body)
@@ -102,14 +111,14 @@ void reply_json(req_t *r, int status, json_t *body)
         text = withnl;
         n++;
     }
-    reply_buffer(r, status, text, n, "application/json");
+    send_buffer(r, status, text, n, "application/json", "no-store");
 }
 
 void reply_text(req_t *r, int status, const char *text)
 {
     char *copy = strdup(text);
     if (copy)
-        reply_buffer(r, status, copy, strlen(copy), "text/plain; charset=utf-8");
+        send_buffer(r, status, copy, strlen(copy), "text/plain; charset=utf-8", "no-store");
 }
 
 void reply_error(req_t *r, int status, const char *fmt, ...)
@@ -140,6 +149,13 @@ void reply_err(req_t *r, const cd_err_t *err)
 void reply_form_errors(req_t *r, json_t *errors)
 {
     reply_json(r, 400, json_pack("{s:o}", "errors", errors));
+}
+
+void reply_field_error(req_t *r, const char *field, const char *message)
+{
+    json_t *errors = json_object();
+    form_add_error(errors, field, "%s", message);
+    reply_form_errors(r, errors);
 }
 
 void reply_redirect(req_t *r, const char *location, json_t *body)

@@ -155,6 +155,11 @@ void reply_text(req_t *r, int status, const char *text);
 void reply_error(req_t *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void reply_err(req_t *r, const cd_err_t *err);                   /* status from err->kind */
 void reply_form_errors(req_t *r, json_t *errors);                /* 400 {"errors": ...}; steals */
+/* reply_form_errors with one message for one field: {"errors": {field: [message]}}. */
+void reply_field_error(req_t *r, const char *field, const char *message);
+/* Sends len bytes of data (malloc'd, taken on every path) as ctype with Cache-Control
+ * cache ("no-store", "private, max-age=86400"); a 500 when the response cannot be made. */
+void reply_buffer(req_t *r, int status, void *data, size_t len, const char *ctype, const char *cache);
 void reply_redirect(req_t *r, const char *location, json_t *body); /* 302; steals body */
 void reply_response(req_t *r, int status, struct MHD_Response *resp); /* takes resp */
 /* Serves a regular file (already resolved and checked). */
@@ -220,6 +225,15 @@ void form_add_error(json_t *errors, const char *field, const char *fmt, ...) __a
  * creation is validated against, from the API or the browser form. */
 const form_field_t *model_form_fields(size_t *n);
 
+/* train.json for one job of the model form (docs/worker-protocol.md) from its validated
+ * values v: every key whose field v holds, under the key's name in the table of
+ * training settings (cdigits/train_keys.h), then what the form does not give as it is:
+ * the dataset's folder, the job's network, the sweep's learning rate and batch (NULL:
+ * the network's), the weight decay (the rate / 100 when not given), the policy's
+ * parameters, the weights to start from (NULL or "": none), and backend "auto", gpus []
+ * and resume false. NULL when dataset_dir is NULL or out of memory. Caller decrefs. */
+json_t *model_train_json(json_t *v, const char *dataset_dir, const char *pretrained, double lr, json_t *batch);
+
 /* The GPUs a model may ask for: the scheduler's, whether the server was started for
  * the CPU (--gpus none), and why it has those (for messages: "NVML: libnvidia-ml.so.1
  * not found ...", "--gpus 0,1", "NVML found 2"). */
@@ -257,6 +271,14 @@ int api_may_edit(const req_t *r, json_t *job);
 /* A new job id (DIGITS's "YYYYMMDD-HHMMSS-xxxx") whose directory was just created. */
 int api_new_job_dir(server_t *srv, char *id, size_t idlen, char *dir, size_t dirlen, cd_err_t *err);
 int api_write_json(const char *dir, const char *name, json_t *obj, cd_err_t *err);
+/* Stores a new job with its one task (kind and name, as the worker runs it: "train",
+ * "Train Model") and queues it. CD_ERR with err's reason, the job's rows gone again (its
+ * folder stays, for the caller to remove). */
+int api_job_start(server_t *srv, const store_job_new_t *job, const char *task_kind, const char *task_name,
+                  cd_err_t *err);
+/* Tells the home pages that job id was added ("job_added" with its brief); returns the
+ * brief (caller decrefs), NULL when the job is not there. */
+json_t *api_job_announce(server_t *srv, const char *id);
 /* Creates a dataset / model job from fields (the handlers and clone share these). */
 void api_dataset_create_fields(req_t *r, const fields_t *f);
 void api_model_create_fields(req_t *r, const fields_t *f);
@@ -299,6 +321,7 @@ void h_dataset_explore(req_t *r);
 void h_dataset_image(req_t *r);
 void h_visualize_network(req_t *r);
 void h_model_standard(req_t *r);
+void h_train_keys(req_t *r);
 
 /* http.c */
 int http_start(server_t *srv, cd_err_t *err);

@@ -23,8 +23,9 @@ enum auth_via {
 /* The login throttle: a leaky bucket per user name and per client address; each failed
  * login adds one, --login-attempts drain away per minute, a full bucket waits. */
 #define AUTH_THROTTLE_SLOTS 1024
+#define AUTH_THROTTLE_KEY 96
 typedef struct auth_throttle_slot {
-    char key[96];  /* "user:NAME" or "addr:ADDRESS"; "" when free */
+    char key[AUTH_THROTTLE_KEY]; /* "user:NAME" or "addr:ADDRESS"; "" when free */
     double level;  /* failures not yet drained at time t */
     double t;
 } auth_throttle_slot_t;
@@ -69,6 +70,9 @@ void security_peer(const req_t *r, char *out, size_t len);
 
 /* ---- auth.c: secrets and the login throttle ----------------------------------------- */
 
+/* n random bytes from libsodium or /dev/urandom: CD_OK, or CD_ERR (logged) when the
+ * kernel gave fewer. */
+int auth_random_bytes(unsigned char *buf, size_t n);
 /* n random bytes as 2n hex digits into out (2n + 1 bytes). */
 void auth_random_hex(char *out, size_t nbytes);
 /* The hex BLAKE2b-256 of a secret (session id, token): what the store keeps. out: 65 bytes. */

@@ -376,6 +376,18 @@ static void test_config(void)
     }
     cd_dataset_config_t cfg;
     char err[512] = "";
+    /* the defaults docs/worker-protocol.md lists for dataset.json */
+    cd_dataset_config_init(&cfg);
+    CHECK(cfg.pct_val == 25 && cfg.pct_test == 0 && cfg.min_per_class == 2 && cfg.max_per_class == 0 &&
+              cfg.channels == 3 && cfg.width == 256 && cfg.height == 256 && cfg.resize_mode == CD_RESIZE_SQUASH &&
+              cfg.encoding == CD_ENC_NONE && cfg.seed == 0 && cfg.threads == 0,
+          "defaults: pct_val %g pct_test %g min %d max %d %dx%dx%d resize %d encoding %d seed %llu threads %d",
+          cfg.pct_val, cfg.pct_test, cfg.min_per_class, cfg.max_per_class, cfg.channels, cfg.height, cfg.width,
+          cfg.resize_mode, cfg.encoding, (unsigned long long)cfg.seed, cfg.threads);
+    CHECK(!cfg.folder_train[0] && !cfg.folder_val[0] && !cfg.folder_test[0] && !cfg.textfile_train[0] &&
+              !cfg.textfile_val[0] && !cfg.textfile_test[0] && !cfg.textfile_labels[0] && !cfg.textfile_root[0],
+          "every path defaults to \"\"");
+    cd_dataset_config_free(&cfg);
     cd_dataset_config_init(&cfg);
     CHECK(cd_dataset_config_parse("{\"folder_train\": \"/x\", \"width\": \"28\", \"height\": "
                                   "28.0, \"seed\": null, \"pct_val\": \"12.5\", \"new\": 1}",
