@@ -2,6 +2,7 @@
  * and a message naming the key for every bad value; then the train command's options,
  * which override their keys (the scheduler passes its choices for one attempt there and
  * leaves the job's train.json as it was written). */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,24 +11,108 @@
 #include "cdigits/backend_select.h"
 #include "cdigits/jobdir.h"
 #include "cdigits/train.h"
+#include "cdigits/train_keys.h"
 #include "cdigits/util.h"
+
+/* The row of a key the worker reads: every one has a row in the table of training
+ * settings (src/core/train_keys.c), which gives its bounds, default and choices. */
+static const cd_train_key *key_row(const char *key)
+{
+    const cd_train_key *k = cd_train_key_find(key);
+    if (!k)
+        cd_die("train.json key \"%s\" has no row in the table of training settings (src/core/train_keys.c); "
+               "add one", key);
+    return k;
+}
+
+/* Where a key's value goes in cd_train_config, by the C type there. */
+enum dest_kind { D_DOUBLE, D_INT, D_LONG };
+
+typedef struct key_dest {
+    const char *key;
+    size_t off;
+    int kind; /* enum dest_kind; booleans and enums are D_INT */
+} key_dest;
+
+#define AT(member) offsetof(cd_train_config, member)
+
+/* The keys read as they are: numbers, booleans (1 or 0) and choices (choice i of the
+ * key's row is value i: backend_select.h, backend.h, train.h). The others (the dataset,
+ * the network, the solver and its policy, the seed, batch_size, gpus) are read below.
+ * "snapshots": false writes none at all, the last iteration's and a stop's included
+ * (benchmarks, tests); snapshot_interval 0 keeps DIGITS's meaning, only at the end. */
+static const key_dest g_direct[] = {
+    {"epochs", AT(epochs), D_DOUBLE},
+    {"snapshot_interval", AT(snapshot_interval), D_DOUBLE},
+    {"validation_interval", AT(validation_interval), D_DOUBLE},
+    {"momentum", AT(solver.momentum), D_DOUBLE},
+    {"weight_decay", AT(solver.weight_decay), D_DOUBLE},
+    {"rms_decay", AT(solver.rms_decay), D_DOUBLE},
+    {"momentum2", AT(solver.momentum2), D_DOUBLE},
+    {"delta", AT(solver.delta), D_DOUBLE},
+    {"early_stopping_patience", AT(early_stop_patience), D_INT},
+    {"early_stopping_min_delta", AT(early_stop_min_delta), D_DOUBLE},
+    {"batch_accumulation", AT(iter_size), D_INT},
+    {"crop_size", AT(crop_size), D_INT},
+    {"max_iterations", AT(max_iter_override), D_LONG},
+    {"replicas", AT(replicas), D_INT},
+    {"allreduce_bucket_mb", AT(bucket_mb), D_DOUBLE},
+    {"loader_threads", AT(loader_threads), D_INT},
+    {"threads", AT(threads), D_INT},
+    {"cpu_memory_mb", AT(cpu_memory_mb), D_DOUBLE},
+    {"use_mirror", AT(mirror), D_INT},
+    {"data_parallel", AT(data_parallel), D_INT},
+    {"force_data_parallel", AT(force_data_parallel), D_INT},
+    {"shuffle", AT(shuffle), D_INT},
+    {"snapshots", AT(snapshots), D_INT},
+    {"resume", AT(resume), D_INT},
+    {"use_mean", AT(use_mean), D_INT},
+    {"backend", AT(backend), D_INT},
+    {"flip", AT(flip), D_INT},
+    {"precision", AT(precision), D_INT},
+};
+
+static void dest_set(cd_train_config *c, const key_dest *d, double v)
+{
+    char *at = (char *)c + d->off;
+    if (d->kind == D_DOUBLE)
+        *(double *)at = v;
+    else if (d->kind == D_INT)
+        *(int *)at = (int)v;
+    else
+        *(long *)at = (long)v;
+}
+
+/* The default of a key's row as a value: a number, 1/0 for true/false, a choice's index;
+ * 0 with *has 0 where the row has none. */
+static double row_default(const cd_train_key *k, int *has)
+{
+    *has = k->def != NULL;
+    if (!k->def)
+        return 0;
+    if (k->type == CD_TK_BOOL)
+        return !strcmp(k->def, "true");
+    if (k->type == CD_TK_ENUM)
+        return cd_train_key_choice(k, k->def);
+    return atof(k->def);
+}
+
 
 void cd_train_config_init(cd_train_config *c)
 {
     memset(c, 0, sizeof *c);
-    c->epochs = 30;
-    c->snapshot_interval = 1;
-    c->snapshots = 1;
-    c->validation_interval = 1;
-    c->iter_size = 1;
-    c->use_mean = CD_MEAN_IMAGE;
-    c->mirror = -1;
-    c->shuffle = 1;
-    c->data_parallel = 1;
-    c->bucket_mb = 25;
-    cd_solver_opts_defaults(&c->solver, CD_SOLVER_SGD, 0.01);
-    c->solver.lr.base_lr = 0.01;
-    cd_lr_policy_defaults(&c->solver.lr, CD_LR_STEP);
+    int has;
+    double lr = row_default(key_row("learning_rate"), &has);
+    cd_solver_opts_defaults(&c->solver, (int)row_default(key_row("solver_type"), &has), lr);
+    c->solver.lr.base_lr = lr;
+    cd_lr_policy_defaults(&c->solver.lr, (int)row_default(key_row("lr_policy.policy"), &has));
+    c->mirror = -1; /* use_mirror unset: the network's transform_param */
+    for (size_t i = 0; i < CD_ARRAY_LEN(g_direct); i++) {
+        double v = row_default(key_row(g_direct[i].key), &has);
+        if (has)
+            dest_set(c, &g_direct[i], v);
+    }
+    c->solver.iter_size = c->iter_size;
 }
 
 static int bad(char *err, size_t errlen, const char *key, const char *want)
@@ -36,48 +121,75 @@ static int bad(char *err, size_t errlen, const char *key, const char *want)
     return CD_ERR;
 }
 
-/* number (or null for "unset") */
-static int get_num(json_t *root, const char *key, double *out, int *present, double lo, double hi,
-                   char *err, size_t errlen)
+/* What the key's row takes, as bad()'s message says it. */
+static int bad_row(char *err, size_t errlen, const cd_train_key *k)
 {
-    json_t *v = json_object_get(root, key);
-    if (present)
-        *present = 0;
-    if (!v || json_is_null(v))
+    char want[320];
+    return bad(err, errlen, k->key, cd_train_key_want(k, want, sizeof want));
+}
+
+/* The key's value in obj (the key's member there: "gamma" inside "lr_policy"), or NULL
+ * when it is absent or null ("unset": the default holds). */
+static json_t *member(json_t *obj, const cd_train_key *k)
+{
+    json_t *v = json_object_get(obj, cd_train_key_member(k));
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+/* A number within the key's bounds; *present says whether it was there. */
+static int get_num(json_t *obj, const char *key, double *out, int *present, char *err, size_t errlen)
+{
+    const cd_train_key *k = key_row(key);
+    json_t *v = member(obj, k);
+    *present = 0;
+    if (!v)
         return CD_OK;
-    if (!json_is_number(v)) {
-        char want[128];
-        snprintf(want, sizeof want, "a number between %g and %g", lo, hi);
-        return bad(err, errlen, key, want);
-    }
+    if (!json_is_number(v))
+        return bad_row(err, errlen, k);
     double d = json_number_value(v);
-    if (d < lo || d > hi) {
-        char want[128];
-        snprintf(want, sizeof want, "between %g and %g (got %g)", lo, hi, d);
-        return bad(err, errlen, key, want);
-    }
+    if (cd_train_key_check(k, d, err, errlen) != CD_OK)
+        return CD_ERR;
     *out = d;
-    if (present)
-        *present = 1;
+    *present = 1;
     return CD_OK;
 }
 
-/* true or false (or null for "unset": *out keeps its default) */
-static int get_bool(json_t *root, const char *key, int *out, char *err, size_t errlen)
+/* true or false, or one of the choices of the key's row (its index) */
+static int get_choice(json_t *obj, const char *key, double *out, int *present, char *err, size_t errlen)
 {
-    json_t *v = json_object_get(root, key);
-    if (!v || json_is_null(v))
+    const cd_train_key *k = key_row(key);
+    json_t *v = member(obj, k);
+    *present = 0;
+    if (!v)
         return CD_OK;
-    if (!json_is_boolean(v))
-        return bad(err, errlen, key, "true or false");
-    *out = json_is_true(v);
+    int i = k->type == CD_TK_BOOL ? (json_is_boolean(v) ? json_is_true(v) : -1)
+                                  : cd_train_key_choice(k, json_string_value(v));
+    if (i < 0)
+        return bad_row(err, errlen, k);
+    *out = i;
+    *present = 1;
+    return CD_OK;
+}
+
+/* Every key of g_direct, by its row's type: a number, or true/false or a choice. */
+static int get_direct(json_t *root, cd_train_config *c, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < CD_ARRAY_LEN(g_direct); i++) {
+        const char *key = g_direct[i].key;
+        int kind = key_row(key)->type, present;
+        double v;
+        if ((kind == CD_TK_BOOL || kind == CD_TK_ENUM ? get_choice : get_num)(root, key, &v, &present, err, errlen))
+            return CD_ERR;
+        if (present)
+            dest_set(c, &g_direct[i], v);
+    }
     return CD_OK;
 }
 
 static int get_str(json_t *root, const char *key, char *out, size_t len, char *err, size_t errlen)
 {
-    json_t *v = json_object_get(root, key);
-    if (!v || json_is_null(v))
+    json_t *v = member(root, key_row(key));
+    if (!v)
         return CD_OK;
     if (!json_is_string(v) || strlen(json_string_value(v)) >= len)
         return bad(err, errlen, key, "a string");
@@ -85,17 +197,7 @@ static int get_str(json_t *root, const char *key, char *out, size_t len, char *e
     return CD_OK;
 }
 
-typedef struct name_value {
-    const char *name;
-    int value;
-} name_value;
-
-static const name_value backends[] = {{"auto", CD_BACKEND_AUTO}, {"cpu", CD_BACKEND_CPU}, {"cuda", CD_BACKEND_CUDA},
-                                      {"gpu", CD_BACKEND_CUDA}};
-#define BACKEND_LIST "auto, cpu, cuda"
-
 #define MAX_GPUS ((int)(sizeof ((cd_train_config *)0)->gpus / sizeof(int)))
-#define MAX_GPU_ID 1023
 
 /* Appends GPU id to c->gpus; what names the source ("train.json: \"gpus\"", "--gpus")
  * in the message. The caller has checked the range and the count. */
@@ -111,21 +213,42 @@ static int gpu_add(cd_train_config *c, int id, const char *what, char *err, size
     return CD_OK;
 }
 
-static int get_enum(json_t *root, const char *key, const name_value *table, size_t n, int *out,
-                    const char *list, char *err, size_t errlen)
+/* lr_policy.steps: percents as "50,85" (commas or spaces) or [50, 85], each within the
+ * row's bounds, at most its count */
+static int get_steps(json_t *lp, cd_lr_policy *p, char *err, size_t errlen)
 {
-    json_t *v = json_object_get(root, key);
-    if (!v || json_is_null(v))
+    const cd_train_key *k = key_row("lr_policy.steps");
+    json_t *steps = member(lp, k);
+    if (!steps)
         return CD_OK;
-    if (json_is_string(v))
-        for (size_t i = 0; i < n; i++)
-            if (!strcasecmp(json_string_value(v), table[i].name)) {
-                *out = table[i].value;
-                return CD_OK;
-            }
-    char want[256];
-    snprintf(want, sizeof want, "one of %s", list);
-    return bad(err, errlen, key, want);
+    int max = k->max_items < CD_LR_MAX_STEPS ? k->max_items : CD_LR_MAX_STEPS;
+    p->nsteps = 0;
+    if (json_is_array(steps)) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(steps, i, v) {
+            if (!json_is_number(v) || p->nsteps >= max)
+                return bad_row(err, errlen, k);
+            if (cd_train_key_check(k, json_number_value(v), err, errlen) != CD_OK)
+                return CD_ERR;
+            p->steps_pct[p->nsteps++] = json_number_value(v);
+        }
+        return CD_OK;
+    }
+    if (!json_is_string(steps))
+        return bad_row(err, errlen, k);
+    char *copy = cd_xstrdup(json_string_value(steps)), *save = NULL;
+    int rc = CD_OK;
+    for (char *tok = strtok_r(copy, ", ", &save); tok && rc == CD_OK; tok = strtok_r(NULL, ", ", &save)) {
+        char *end;
+        double v = strtod(tok, &end);
+        if (*end || p->nsteps >= max)
+            rc = bad_row(err, errlen, k);
+        else if ((rc = cd_train_key_check(k, v, err, errlen)) == CD_OK)
+            p->steps_pct[p->nsteps++] = v;
+    }
+    free(copy);
+    return rc;
 }
 
 static int parse_lr(json_t *lp, cd_lr_policy *p, char *err, size_t errlen)
@@ -134,50 +257,80 @@ static int parse_lr(json_t *lp, cd_lr_policy *p, char *err, size_t errlen)
         return CD_OK;
     if (!json_is_object(lp))
         return bad(err, errlen, "lr_policy", "an object like {\"policy\": \"step\", \"stepsize\": 33}");
-    json_t *pol = json_object_get(lp, "policy");
-    if (pol) {
-        int t = json_is_string(pol) ? cd_lr_type_parse(json_string_value(pol)) : -1;
-        if (t < 0) {
-            char want[128];
-            snprintf(want, sizeof want, "one of %s", cd_lr_type_list());
-            return bad(err, errlen, "lr_policy.policy", want);
-        }
+    double v;
+    int present;
+    if (get_choice(lp, "lr_policy.policy", &v, &present, err, errlen) != CD_OK)
+        return CD_ERR;
+    if (present) {
         double base = p->base_lr;
         long max_iter = p->max_iter;
-        cd_lr_policy_defaults(p, t);
+        cd_lr_policy_defaults(p, (int)v);
         p->base_lr = base;
         p->max_iter = max_iter;
     }
-    if (get_num(lp, "gamma", &p->gamma, NULL, 0, 1e6, err, errlen) ||
-        get_num(lp, "power", &p->power, NULL, -1e6, 1e6, err, errlen) ||
-        get_num(lp, "stepsize", &p->step_pct, NULL, 0, 100, err, errlen))
+    static const struct {
+        const char *key;
+        size_t off;
+    } params[] = {{"lr_policy.gamma", offsetof(cd_lr_policy, gamma)},
+                  {"lr_policy.power", offsetof(cd_lr_policy, power)},
+                  {"lr_policy.stepsize", offsetof(cd_lr_policy, step_pct)}};
+    for (size_t i = 0; i < CD_ARRAY_LEN(params); i++) {
+        if (get_num(lp, params[i].key, &v, &present, err, errlen) != CD_OK)
+            return CD_ERR;
+        if (present)
+            *(double *)((char *)p + params[i].off) = v;
+    }
+    return get_steps(lp, p, err, errlen);
+}
+
+/* The solver: its type and base rate set its defaults (DIGITS's), which the policy and
+ * the keys read later override. */
+static int parse_solver(json_t *root, cd_train_config *c, char *err, size_t errlen)
+{
+    double lr = c->solver.lr.base_lr, type = c->solver.type;
+    int present;
+    if (get_num(root, "learning_rate", &lr, &present, err, errlen) != CD_OK ||
+        get_choice(root, "solver_type", &type, &present, err, errlen) != CD_OK)
         return CD_ERR;
-    json_t *steps = json_object_get(lp, "steps");
-    if (steps && !json_is_null(steps)) {
-        p->nsteps = 0;
-        if (json_is_string(steps)) {
-            char *copy = cd_xstrdup(json_string_value(steps)), *save = NULL;
-            for (char *tok = strtok_r(copy, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
-                char *end;
-                double v = strtod(tok, &end);
-                if (*end || v < 0 || v > 100 || p->nsteps >= CD_LR_MAX_STEPS) {
-                    free(copy);
-                    return bad(err, errlen, "lr_policy.steps", "comma-separated percents between 0 and 100");
-                }
-                p->steps_pct[p->nsteps++] = v;
-            }
-            free(copy);
-        } else if (json_is_array(steps)) {
-            size_t i;
-            json_t *v;
-            json_array_foreach(steps, i, v) {
-                if (!json_is_number(v) || p->nsteps >= CD_LR_MAX_STEPS)
-                    return bad(err, errlen, "lr_policy.steps", "a list of percents");
-                p->steps_pct[p->nsteps++] = json_number_value(v);
-            }
-        } else {
-            return bad(err, errlen, "lr_policy.steps", "comma-separated percents, e.g. \"50,85\"");
-        }
+    cd_lr_policy keep = c->solver.lr;
+    cd_solver_opts_defaults(&c->solver, (int)type, lr);
+    c->solver.lr = keep;
+    c->solver.lr.base_lr = lr;
+    return parse_lr(json_object_get(root, "lr_policy"), &c->solver.lr, err, errlen);
+}
+
+/* random_seed (absent: one from the clock), batch_size ("auto" or a number) and gpus */
+static int parse_special(json_t *root, cd_train_config *c, char *err, size_t errlen)
+{
+    double v;
+    int present;
+    if (get_num(root, "random_seed", &v, &present, err, errlen) != CD_OK)
+        return CD_ERR;
+    if (present) {
+        c->has_seed = 1;
+        c->seed = (uint64_t)v;
+    }
+    json_t *bs = json_object_get(root, "batch_size");
+    if (bs && json_is_string(bs) && !strcmp(json_string_value(bs), "auto")) {
+        c->batch_auto = 1;
+    } else {
+        if (get_num(root, "batch_size", &v, &present, err, errlen) != CD_OK)
+            return CD_ERR;
+        if (present)
+            c->batch_size = (int)v;
+    }
+    const cd_train_key *k = key_row("gpus");
+    json_t *gpus = member(root, k);
+    if (gpus && !json_is_array(gpus))
+        return bad_row(err, errlen, k);
+    size_t i;
+    json_t *g;
+    json_array_foreach(gpus, i, g) {
+        if (!json_is_integer(g) || c->ngpus >= MAX_GPUS || c->ngpus >= k->max_items)
+            return bad_row(err, errlen, k);
+        if (cd_train_key_check(k, (double)json_integer_value(g), err, errlen) != CD_OK ||
+            gpu_add(c, (int)json_integer_value(g), "train.json: \"gpus\"", err, errlen) != CD_OK)
+            return CD_ERR;
     }
     return CD_OK;
 }
@@ -194,16 +347,16 @@ int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, siz
                  "(docs/worker-protocol.md)", path, je.text, je.line);
         return CD_ERR;
     }
-    int rc = CD_ERR, present;
+    int rc = CD_ERR;
     if (!json_is_object(root)) {
         snprintf(err, errlen, "%s must hold a JSON object", path);
         goto out;
     }
-    char network[4096] = "network.prototxt", solver_name[64] = "";
+    char network[4096];
+    snprintf(network, sizeof network, "%s", jobdir_name(JOBDIR_NETWORK));
     if (get_str(root, "dataset_dir", c->dataset_dir, sizeof c->dataset_dir, err, errlen) ||
         get_str(root, "network", network, sizeof network, err, errlen) ||
-        get_str(root, "pretrained", c->pretrained, sizeof c->pretrained, err, errlen) ||
-        get_str(root, "solver_type", solver_name, sizeof solver_name, err, errlen))
+        get_str(root, "pretrained", c->pretrained, sizeof c->pretrained, err, errlen))
         goto out;
     if (!c->dataset_dir[0]) {
         bad(err, errlen, "dataset_dir", "the folder of a dataset job");
@@ -213,129 +366,10 @@ int cd_train_config_load(cd_train_config *c, const char *job_dir, char *err, siz
         snprintf(c->network, sizeof c->network, "%s", network);
     else
         snprintf(c->network, sizeof c->network, "%s/%s", job_dir, network);
-
-    double lr = 0.01, v;
-    if (get_num(root, "learning_rate", &lr, NULL, 0, 1e9, err, errlen))
+    if (parse_solver(root, c, err, errlen) != CD_OK || get_direct(root, c, err, errlen) != CD_OK ||
+        parse_special(root, c, err, errlen) != CD_OK)
         goto out;
-    int stype = CD_SOLVER_SGD;
-    if (solver_name[0] && (stype = cd_solver_type_parse(solver_name)) < 0) {
-        char want[128];
-        snprintf(want, sizeof want, "one of %s", cd_solver_type_list());
-        bad(err, errlen, "solver_type", want);
-        goto out;
-    }
-    cd_lr_policy keep = c->solver.lr;
-    cd_solver_opts_defaults(&c->solver, stype, lr);
-    c->solver.lr = keep;
-    c->solver.lr.base_lr = lr;
-    if (parse_lr(json_object_get(root, "lr_policy"), &c->solver.lr, err, errlen))
-        goto out;
-
-    if (get_num(root, "epochs", &c->epochs, NULL, 1e-6, 1e6, err, errlen) ||
-        get_num(root, "snapshot_interval", &c->snapshot_interval, NULL, 0, 1e6, err, errlen) ||
-        get_num(root, "validation_interval", &c->validation_interval, NULL, 0, 1e6, err, errlen) ||
-        get_num(root, "momentum", &c->solver.momentum, NULL, 0, 1, err, errlen) ||
-        get_num(root, "weight_decay", &c->solver.weight_decay, NULL, 0, 1e3, err, errlen) ||
-        get_num(root, "rms_decay", &c->solver.rms_decay, NULL, 0, 1, err, errlen) ||
-        get_num(root, "momentum2", &c->solver.momentum2, NULL, 0, 1, err, errlen) ||
-        get_num(root, "delta", &c->solver.delta, NULL, 0, 1, err, errlen))
-        goto out;
-    if (get_num(root, "random_seed", &v, &present, 0, 9007199254740992.0, err, errlen))
-        goto out;
-    if (present) {
-        c->has_seed = 1;
-        c->seed = (uint64_t)v;
-    }
-    json_t *bs = json_object_get(root, "batch_size");
-    if (bs && json_is_string(bs) && !strcmp(json_string_value(bs), "auto")) {
-        c->batch_auto = 1;
-    } else {
-        if (get_num(root, "batch_size", &v, &present, 1, 1 << 20, err, errlen))
-            goto out;
-        if (present)
-            c->batch_size = (int)v;
-    }
-    if (get_num(root, "early_stopping_patience", &v, &present, 0, 1e6, err, errlen))
-        goto out;
-    if (present)
-        c->early_stop_patience = (int)v;
-    if (get_num(root, "early_stopping_min_delta", &c->early_stop_min_delta, NULL, 0, 1e9, err, errlen))
-        goto out;
-    if (get_num(root, "batch_accumulation", &v, &present, 1, 1024, err, errlen))
-        goto out;
-    if (present)
-        c->iter_size = (int)v;
     c->solver.iter_size = c->iter_size;
-    if (get_num(root, "crop_size", &v, &present, 1, 1 << 16, err, errlen))
-        goto out;
-    if (present)
-        c->crop_size = (int)v;
-    if (get_num(root, "max_iterations", &v, &present, 1, 1e12, err, errlen))
-        goto out;
-    if (present)
-        c->max_iter_override = (long)v;
-    if (get_num(root, "replicas", &v, &present, 1, 64, err, errlen))
-        goto out;
-    if (present)
-        c->replicas = (int)v;
-    if (get_num(root, "allreduce_bucket_mb", &v, &present, 0, 4096, err, errlen))
-        goto out;
-    if (present)
-        c->bucket_mb = v;
-    if (get_num(root, "loader_threads", &v, &present, 1, 64, err, errlen))
-        goto out;
-    if (present)
-        c->loader_threads = (int)v;
-    if (get_num(root, "threads", &v, &present, 1, 1024, err, errlen))
-        goto out;
-    if (present)
-        c->threads = (int)v;
-    if (get_num(root, "cpu_memory_mb", &v, &present, 0.001, 1e9, err, errlen))
-        goto out;
-    if (present)
-        c->cpu_memory_mb = v;
-    if (get_bool(root, "use_mirror", &c->mirror, err, errlen) ||
-        get_bool(root, "data_parallel", &c->data_parallel, err, errlen) ||
-        get_bool(root, "force_data_parallel", &c->force_data_parallel, err, errlen) ||
-        get_bool(root, "shuffle", &c->shuffle, err, errlen))
-        goto out;
-    /* "snapshots": false writes none at all, the last iteration's and a stop's included
-     * (benchmarks, tests); snapshot_interval 0 keeps DIGITS's meaning, only at the end. */
-    if (get_bool(root, "snapshots", &c->snapshots, err, errlen))
-        goto out;
-    json_t *resume = json_object_get(root, "resume");
-    c->resume = resume && json_is_true(resume);
-    static const name_value means[] = {{"none", CD_MEAN_NONE}, {"image", CD_MEAN_IMAGE},
-                                       {"pixel", CD_MEAN_PIXEL}};
-    static const name_value flips[] = {{"none", 0},
-                                       {"fliplr", CD_FLIP_LR},
-                                       {"flipud", CD_FLIP_UD},
-                                       {"fliplrud", CD_FLIP_LR | CD_FLIP_UD}};
-    static const name_value precisions[] = {{"fp32", CD_PREC_FP32}, {"tf32", CD_PREC_TF32},
-                                            {"fp16", CD_PREC_FP16}, {"bf16", CD_PREC_BF16}};
-    if (get_enum(root, "use_mean", means, CD_ARRAY_LEN(means), &c->use_mean, "none, image, pixel",
-                 err, errlen) ||
-        get_enum(root, "backend", backends, CD_ARRAY_LEN(backends), &c->backend, BACKEND_LIST,
-                 err, errlen) ||
-        get_enum(root, "flip", flips, CD_ARRAY_LEN(flips), &c->flip, "none, fliplr, flipud, fliplrud",
-                 err, errlen) ||
-        get_enum(root, "precision", precisions, CD_ARRAY_LEN(precisions), &c->precision,
-                 "fp32, tf32, fp16, bf16", err, errlen))
-        goto out;
-    json_t *gpus = json_object_get(root, "gpus");
-    if (gpus && json_is_array(gpus)) {
-        size_t i;
-        json_t *g;
-        json_array_foreach(gpus, i, g) {
-            if (!json_is_integer(g) || json_integer_value(g) < 0 || json_integer_value(g) > MAX_GPU_ID ||
-                c->ngpus >= MAX_GPUS) {
-                bad(err, errlen, "gpus", "a list of up to 16 GPU numbers");
-                goto out;
-            }
-            if (gpu_add(c, (int)json_integer_value(g), "train.json: \"gpus\"", err, errlen))
-                goto out;
-        }
-    }
     rc = CD_OK;
 out:
     json_decref(root);
@@ -345,14 +379,16 @@ out:
 /* --gpus LIST: comma-separated GPU numbers, replacing train.json's list. */
 static int parse_gpus_arg(cd_train_config *c, const char *list, char *err, size_t errlen)
 {
+    const cd_train_key *k = key_row("gpus");
+    int max = k->max_items < MAX_GPUS ? k->max_items : MAX_GPUS;
     c->ngpus = 0;
     const char *p = list;
     for (;;) {
         char *end;
         long id = *p >= '0' && *p <= '9' ? strtol(p, &end, 10) : -1;
-        if (id < 0 || id > MAX_GPU_ID || (*end && *end != ',') || c->ngpus >= MAX_GPUS) {
-            snprintf(err, errlen, "--gpus %s: give up to %d GPU numbers between 0 and %d separated by commas, "
-                     "e.g. --gpus 0,1", list, MAX_GPUS, MAX_GPU_ID);
+        if (id < 0 || id > k->hi || (*end && *end != ',') || c->ngpus >= max) {
+            snprintf(err, errlen, "--gpus %s: give up to %d GPU numbers between %.15g and %.15g separated by "
+                     "commas, e.g. --gpus 0,1", list, max, k->lo, k->hi);
             return CD_ERR;
         }
         if (gpu_add(c, (int)id, "--gpus", err, errlen))
@@ -365,6 +401,9 @@ static int parse_gpus_arg(cd_train_config *c, const char *list, char *err, size_
 
 int cd_train_config_args(cd_train_config *c, int argc, char **argv, char *err, size_t errlen)
 {
+    const cd_train_key *backend = key_row("backend");
+    char backends[128];
+    cd_train_key_choice_list(backend, ", ", backends, sizeof backends);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--resume")) {
@@ -373,12 +412,13 @@ int cd_train_config_args(cd_train_config *c, int argc, char **argv, char *err, s
         }
         if (strcmp(a, "--gpus") && strcmp(a, "--backend")) {
             snprintf(err, errlen, "%s is not an option of train; the options are --resume, --gpus LIST and "
-                     "--backend %s", a, BACKEND_LIST);
+                     "--backend %s", a, backends);
             return CD_ERR;
         }
         if (i + 1 >= argc) {
-            snprintf(err, errlen, "%s needs a value (%s)", a,
-                     !strcmp(a, "--gpus") ? "GPU numbers, e.g. --gpus 0,1" : "one of " BACKEND_LIST);
+            int gpus = !strcmp(a, "--gpus");
+            snprintf(err, errlen, "%s needs a value (%s%s)", a, gpus ? "GPU numbers, e.g. --gpus 0,1" : "one of ",
+                     gpus ? "" : backends);
             return CD_ERR;
         }
         const char *v = argv[++i];
@@ -387,14 +427,12 @@ int cd_train_config_args(cd_train_config *c, int argc, char **argv, char *err, s
                 return CD_ERR;
             continue;
         }
-        size_t k = 0;
-        while (k < CD_ARRAY_LEN(backends) && strcasecmp(v, backends[k].name))
-            k++;
-        if (k == CD_ARRAY_LEN(backends)) {
-            snprintf(err, errlen, "--backend %s: must be one of %s", v, BACKEND_LIST);
+        int kind = cd_train_key_choice(backend, v);
+        if (kind < 0) {
+            snprintf(err, errlen, "--backend %s: must be one of %s", v, backends);
             return CD_ERR;
         }
-        c->backend = backends[k].value;
+        c->backend = kind;
     }
     return CD_OK;
 }

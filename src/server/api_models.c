@@ -7,23 +7,25 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cdigits/jobdir.h"
 #include "cdigits/lr_policy.h"
+#include "cdigits/train_keys.h"
 #include "cdigits/util.h"
 
 #define ALWAYS NULL
 
-static const form_field_t g_model_form[] = {
+/* A field that sets a train.json key: its default, bounds, choices and label are the
+ * key's row in the table of training settings (cdigits/train_keys.h), filled in by
+ * forms_from_keys before any request. */
+#define TRAIN(name, type, when, required) {name, type, NULL, NAN, NAN, NULL, when, required, NULL}
+
+static form_field_t g_model_form[] = {
     {"dataset", F_STRING, NULL, NAN, NAN, NULL, ALWAYS, 1, "Dataset"},
     {"model_name", F_STRING, NULL, NAN, NAN, NULL, ALWAYS, 1, "Model name"},
     {"group_name", F_STRING, NULL, NAN, NAN, NULL, ALWAYS, 0, "Group name"},
@@ -34,38 +36,38 @@ static const form_field_t g_model_form[] = {
     {"custom_network", F_TEXT, NULL, NAN, NAN, NULL, "method=custom", 1, "Custom network"},
     {"custom_network_snapshot", F_FILE, NULL, NAN, NAN, NULL, "method=custom", 0, "Pretrained model"},
     {"previous_networks", F_STRING, NULL, NAN, NAN, NULL, "method=previous", 1, "Previous network"},
-    {"train_epochs", F_INT, "30", 1, 100000, NULL, ALWAYS, 1, "Training epochs"},
-    {"snapshot_interval", F_FLOAT, "1", 0, NAN, NULL, ALWAYS, 1, "Snapshot interval (in epochs)"},
-    {"val_interval", F_FLOAT, "1", 0, NAN, NULL, ALWAYS, 1, "Validation interval (in epochs)"},
-    {"random_seed", F_INT, NULL, 0, 4294967295.0, NULL, ALWAYS, 0, "Random seed"},
-    {"batch_size", F_INTS, NULL, 1, 1 << 20, NULL, "batch_size!=auto", 0, "Batch size"},
-    {"batch_accumulation", F_INT, NULL, 1, 1024, NULL, ALWAYS, 0, "Batch accumulation"},
-    {"solver_type", F_CHOICE, "SGD", NAN, NAN, "SGD|NESTEROV|ADAGRAD|RMSPROP|ADADELTA|ADAM", ALWAYS, 1, "Solver type"},
-    {"rms_decay", F_FLOAT, "0.99", 0, NAN, NULL, ALWAYS, 1, "RMS decay value"},
-    {"learning_rate", F_FLOATS, "0.01", 0, NAN, NULL, ALWAYS, 1, "Base learning rate"},
-    {"momentum", F_FLOAT, NULL, 0, 1, NULL, ALWAYS, 0, "Momentum"},
-    {"weight_decay", F_FLOAT, NULL, 0, NAN, NULL, ALWAYS, 0, "Weight decay"},
-    {"lr_policy", F_CHOICE, "step", NAN, NAN, "fixed|step|multistep|exp|inv|poly|sigmoid", ALWAYS, 1, "Policy"},
-    {"lr_step_size", F_FLOAT, CD_LR_TEXT(CD_LR_DEFAULT_STEP_SIZE), 0, NAN, NULL, "lr_policy=step", 1, "Step size (% of training)"},
-    {"lr_step_gamma", F_FLOAT, CD_LR_TEXT(CD_LR_DEFAULT_STEP_GAMMA), 0, NAN, NULL, "lr_policy=step", 1, "Gamma"},
-    {"lr_multistep_values", F_FLOATS, CD_LR_DEFAULT_MULTISTEP_VALUES, 0, NAN, NULL, "lr_policy=multistep", 1, "Step values (% of training)"},
-    {"lr_multistep_gamma", F_FLOAT, CD_LR_TEXT(CD_LR_DEFAULT_MULTISTEP_GAMMA), 0, NAN, NULL, "lr_policy=multistep", 1, "Gamma"},
-    {"lr_exp_gamma", F_FLOAT, CD_LR_TEXT(CD_LR_DEFAULT_EXP_GAMMA), 0, NAN, NULL, "lr_policy=exp", 1, "Gamma"},
-    {"lr_inv_gamma", F_FLOAT, CD_LR_TEXT(CD_LR_DEFAULT_INV_GAMMA), 0, NAN, NULL, "lr_policy=inv", 1, "Gamma"},
-    {"lr_inv_power", F_FLOAT, CD_LR_TEXT(CD_LR_DEFAULT_INV_POWER), 0, NAN, NULL, "lr_policy=inv", 1, "Power"},
-    {"lr_poly_power", F_FLOAT, CD_LR_TEXT(CD_LR_DEFAULT_POLY_POWER), 0, NAN, NULL, "lr_policy=poly", 1, "Power"},
-    {"lr_sigmoid_step", F_FLOAT, CD_LR_TEXT(CD_LR_DEFAULT_SIGMOID_STEP), 0, NAN, NULL, "lr_policy=sigmoid", 1, "Step (% of training)"},
-    {"lr_sigmoid_gamma", F_FLOAT, CD_LR_TEXT(CD_LR_DEFAULT_SIGMOID_GAMMA), 0, NAN, NULL, "lr_policy=sigmoid", 1, "Gamma"},
-    {"use_mean", F_CHOICE, "image", NAN, NAN, "none|image|pixel", ALWAYS, 1, "Subtract mean"},
-    {"crop_size", F_INT, NULL, 1, 8192, NULL, ALWAYS, 0, "Crop size"},
+    TRAIN("train_epochs", F_INT, ALWAYS, 1),
+    TRAIN("snapshot_interval", F_FLOAT, ALWAYS, 1),
+    TRAIN("val_interval", F_FLOAT, ALWAYS, 1),
+    TRAIN("random_seed", F_INT, ALWAYS, 0),
+    TRAIN("batch_size", F_INTS, "batch_size!=auto", 0),
+    TRAIN("batch_accumulation", F_INT, ALWAYS, 0),
+    TRAIN("solver_type", F_CHOICE, ALWAYS, 1),
+    TRAIN("rms_decay", F_FLOAT, ALWAYS, 1),
+    TRAIN("learning_rate", F_FLOATS, ALWAYS, 1),
+    TRAIN("momentum", F_FLOAT, ALWAYS, 0),
+    TRAIN("weight_decay", F_FLOAT, ALWAYS, 0),
+    TRAIN("lr_policy", F_CHOICE, ALWAYS, 1),
+    TRAIN("lr_step_size", F_FLOAT, "lr_policy=step", 1),
+    TRAIN("lr_step_gamma", F_FLOAT, "lr_policy=step", 1),
+    TRAIN("lr_multistep_values", F_FLOATS, "lr_policy=multistep", 1),
+    TRAIN("lr_multistep_gamma", F_FLOAT, "lr_policy=multistep", 1),
+    TRAIN("lr_exp_gamma", F_FLOAT, "lr_policy=exp", 1),
+    TRAIN("lr_inv_gamma", F_FLOAT, "lr_policy=inv", 1),
+    TRAIN("lr_inv_power", F_FLOAT, "lr_policy=inv", 1),
+    TRAIN("lr_poly_power", F_FLOAT, "lr_policy=poly", 1),
+    TRAIN("lr_sigmoid_step", F_FLOAT, "lr_policy=sigmoid", 1),
+    TRAIN("lr_sigmoid_gamma", F_FLOAT, "lr_policy=sigmoid", 1),
+    TRAIN("use_mean", F_CHOICE, ALWAYS, 1),
+    TRAIN("crop_size", F_INT, ALWAYS, 0),
     /* three-valued, read by mirror_choice: absent keeps the network's transform_param */
-    {"use_mirror", F_STRING, NULL, NAN, NAN, NULL, ALWAYS, 0, "Mirror images"},
-    {"data_parallel", F_BOOL, "true", NAN, NAN, NULL, ALWAYS, 0, "Data parallelism"},
-    {"aug_flip", F_CHOICE, "none", NAN, NAN, "none|fliplr|flipud|fliplrud", ALWAYS, 0, "Flipping"},
-    {"shuffle", F_BOOL, "true", NAN, NAN, NULL, ALWAYS, 0, "Shuffle train data"},
-    {"precision", F_CHOICE, NULL, NAN, NAN, "fp32|tf32|fp16|bf16", ALWAYS, 0, "Precision"},
-    {"early_stopping_patience", F_INT, NULL, 0, 1e6, NULL, ALWAYS, 0, "Early stopping patience"},
-    {"early_stopping_min_delta", F_FLOAT, NULL, 0, 1e9, NULL, ALWAYS, 0, "Early stopping minimum change"},
+    TRAIN("use_mirror", F_STRING, ALWAYS, 0),
+    TRAIN("data_parallel", F_BOOL, ALWAYS, 0),
+    TRAIN("aug_flip", F_CHOICE, ALWAYS, 0),
+    TRAIN("shuffle", F_BOOL, ALWAYS, 0),
+    TRAIN("precision", F_CHOICE, ALWAYS, 0),
+    TRAIN("early_stopping_patience", F_INT, ALWAYS, 0),
+    TRAIN("early_stopping_min_delta", F_FLOAT, ALWAYS, 0),
     {"select_gpus", F_INTS, NULL, 0, SCHED_MAX_GPUS - 1, NULL, ALWAYS, 0, "GPUs"},
     {"select_gpus_list", F_INTS, NULL, 0, SCHED_MAX_GPUS - 1, NULL, ALWAYS, 0, "GPUs"},
     {"select_gpu_count", F_INT, NULL, 1, SCHED_MAX_GPUS, NULL, ALWAYS, 0, "Use this many GPUs"},
@@ -371,6 +373,38 @@ static json_t *gpu_request(server_t *srv, json_t *v, json_t *errors)
     return model_gpu_request(&have, v, errors);
 }
 
+json_t *model_train_json(json_t *v, const char *dataset_dir, const char *pretrained, double lr, json_t *batch)
+{
+    json_t *train = json_object();
+    if (!train || !dataset_dir)
+        goto fail;
+    /* the keys the form gives as they are, each under its table name: what v holds, null
+     * for an optional field left empty, nothing for one it did not validate */
+    for (size_t i = 0; i < cd_train_key_count(); i++) {
+        const cd_train_key *k = cd_train_key_at(i);
+        json_t *x = k->field && !strchr(k->key, '.') ? json_object_get(v, k->field) : NULL;
+        if (x && json_object_set(train, k->key, x) != 0)
+            goto fail;
+    }
+    json_t *wd = json_object_get(v, "weight_decay");
+    json_t *decay = json_is_number(wd) ? json_incref(wd) : json_real(lr / 100.0);
+    json_t *start = pretrained && pretrained[0] ? json_string(pretrained) : json_null();
+    int bad = json_object_set_new(train, "dataset_dir", json_string(dataset_dir)) |
+              json_object_set_new(train, "network", json_string(jobdir_name(JOBDIR_NETWORK))) |
+              json_object_set_new(train, "learning_rate", json_real(lr)) |
+              json_object_set(train, "batch_size", batch ? batch : json_null()) |
+              json_object_set_new(train, "weight_decay", decay) |
+              json_object_set_new(train, "lr_policy", lr_policy(v)) | json_object_set_new(train, "pretrained", start);
+    /* the server never changes these: its GPUs and resumes are the worker's options */
+    bad |= json_object_set_new(train, "backend", json_string("auto")) |
+           json_object_set_new(train, "gpus", json_array()) | json_object_set_new(train, "resume", json_false());
+    if (!bad)
+        return train;
+fail:
+    json_decref(train);
+    return NULL;
+}
+
 /* Makes one job of a sweep; returns its brief JSON or NULL after replying. */
 static json_t *make_job(req_t *r, json_t *v, json_t *form, json_t *dataset, const netsrc_t *ns, json_t *resources,
                         const char *name, double lr, json_t *batch)
@@ -389,39 +423,10 @@ static json_t *make_job(req_t *r, json_t *v, json_t *form, json_t *dataset, cons
         reply_error(r, 500, "cannot write %s: %s", path, strerror(errno));
         goto fail;
     }
-    json_t *seed = json_object_get(v, "random_seed"), *crop = json_object_get(v, "crop_size");
-    json_t *accum = json_object_get(v, "batch_accumulation"), *wd = json_object_get(v, "weight_decay");
-    train = json_pack("{s:O, s:s, s:O, s:O, s:O, s:O, s:O, s:I, s:O, s:f, s:O, s:f, s:O, s:o, s:O, s:O, "
-                      "s:s, s:[], s:b, s:o}",
-                      "dataset_dir", json_object_get(dataset, "dir"), "network", "network.prototxt", "epochs",
-                      json_object_get(v, "train_epochs"), "snapshot_interval", json_object_get(v, "snapshot_interval"),
-                      "validation_interval", json_object_get(v, "val_interval"), "random_seed",
-                      seed ? seed : json_null(), "batch_size", batch ? batch : json_null(), "batch_accumulation",
-                      json_is_integer(accum) ? json_integer_value(accum) : 1, "solver_type",
-                      json_object_get(v, "solver_type"), "learning_rate", lr, "momentum",
-                      json_object_get(v, "momentum"), "weight_decay", json_is_number(wd) ? json_number_value(wd) : lr / 100.0,
-                      "rms_decay", json_object_get(v, "rms_decay"), "lr_policy", lr_policy(v), "use_mean",
-                      json_object_get(v, "use_mean"), "crop_size", crop ? crop : json_null(),
-                      "backend", "auto", "gpus", "resume", 0, "pretrained",
-                      ns->pretrained[0] ? json_string(ns->pretrained) : json_null());
+    train = model_train_json(v, json_string_value(json_object_get(dataset, "dir")), ns->pretrained, lr, batch);
     if (!train) {
-        reply_error(r, 500, "cannot build train.json");
+        reply_error(r, 500, "cannot build %s", jobdir_name(JOBDIR_TRAIN_JSON));
         goto fail;
-    }
-    /* form fields that train.json takes as they are, under the form's name or its own */
-    static const struct {
-        const char *form, *train;
-    } extras[] = {{"precision", "precision"},
-                  {"early_stopping_patience", "early_stopping_patience"},
-                  {"early_stopping_min_delta", "early_stopping_min_delta"},
-                  {"data_parallel", "data_parallel"},
-                  {"shuffle", "shuffle"},
-                  {"use_mirror", "use_mirror"}, /* absent: the network's transform_param decides */
-                  {"aug_flip", "flip"}};
-    for (size_t i = 0; i < CD_ARRAY_LEN(extras); i++) {
-        json_t *x = json_object_get(v, extras[i].form);
-        if (x && !json_is_null(x))
-            json_object_set(train, extras[i].train, x);
     }
     if (api_write_json(dir, jobdir_name(JOBDIR_TRAIN_JSON), train, &err) != CD_OK) {
         reply_err(r, &err);
@@ -439,25 +444,11 @@ static json_t *make_job(req_t *r, json_t *v, json_t *form, json_t *dataset, cons
         .form = form,
         .config = conf,
     };
-    if (store_job_insert(srv->store, &job, &err) != CD_OK ||
-        store_task_insert(srv->store, id, "train", "Train Model", NULL, &err) != CD_OK) {
+    if (api_job_start(srv, &job, "train", "Train Model", &err) != CD_OK) {
         reply_err(r, &err);
-        store_job_delete(srv->store, id, NULL);
         goto fail;
     }
-    if (sched_enqueue(srv->sched, id, &err) != CD_OK) {
-        reply_err(r, &err);
-        store_job_delete(srv->store, id, NULL);
-        goto fail;
-    }
-    json_t *row = store_job_get(srv->store, id);
-    out = row ? view_job_brief(row) : NULL;
-    if (out) {
-        json_t *ev = json_pack("{s:s, s:s, s:O}", "job_id", id, "update", "added", "job", out);
-        events_publish(srv->events, "home", "job_added", ev);
-        json_decref(ev);
-    }
-    json_decref(row);
+    out = api_job_announce(srv, id);
     json_decref(train);
     json_decref(conf);
     return out;
@@ -666,6 +657,53 @@ void h_visualize_lr(req_t *r)
     reply_json(r, 200, json_pack("{s:{s:o}}", "data", "columns", columns));
 }
 
+/* ---- the table of training settings ---------------------------------------------------- */
+
+/* A bound or default as JSON: a whole number as an integer, null for none (NAN). */
+static json_t *number_json(double x)
+{
+    if (isnan(x))
+        return json_null();
+    return x == floor(x) && fabs(x) < 9007199254740992.0 ? json_integer((json_int_t)x) : json_real(x);
+}
+
+static json_t *default_json(const cd_train_key *k)
+{
+    if (!k->def)
+        return json_null();
+    if (k->type == CD_TK_NUMBER || k->type == CD_TK_INT)
+        return number_json(atof(k->def));
+    if (k->type == CD_TK_BOOL)
+        return json_boolean(strcmp(k->def, "true") == 0);
+    return json_string(k->def);
+}
+
+/* GET /models/train-keys/json: every row of the table of training settings
+ * (cdigits/train_keys.h), from which the browser's model form takes its limits:
+ * {"keys": [{key, field, type, min, max, default, choices, label, doc}]}; field,
+ * min, max, default and choices are null where the row has none. */
+void h_train_keys(req_t *r)
+{
+    json_t *keys = json_array();
+    for (size_t i = 0; i < cd_train_key_count(); i++) {
+        const cd_train_key *k = cd_train_key_at(i);
+        json_t *choices = k->choices ? json_array() : json_null();
+        char name[64];
+        for (int c = 0; k->choices && cd_train_key_choice_name(k, c, name, sizeof name)[0]; c++)
+            json_array_append_new(choices, json_string(name));
+        json_t *row = json_pack("{s:s, s:s?, s:s, s:o, s:o, s:o, s:o, s:s, s:s}", "key", k->key, "field", k->field,
+                                "type", cd_train_key_type_name(k->type), "min", number_json(k->lo), "max",
+                                number_json(k->hi), "default", default_json(k), "choices", choices, "label",
+                                k->label, "doc", k->doc);
+        if (!row || json_array_append_new(keys, row) != 0) {
+            json_decref(keys);
+            reply_error(r, 500, "cannot encode the training setting %s", k->key);
+            return;
+        }
+    }
+    reply_json(r, 200, json_pack("{s:o}", "keys", keys));
+}
+
 /* ---- standard networks ------------------------------------------------------------------ */
 
 /* GET /models/standard/<name>.prototxt: a file of the models folder (--models), for the
@@ -691,121 +729,8 @@ void h_model_standard(req_t *r)
 
 /* ---- the network view: the engine's shapes ------------------------------------------------- */
 
-#define CHECKNET_SECONDS 15.0        /* a check builds three graphs without memory: well under 1 s */
-#define CHECKNET_MAX_RUNNING 4       /* checks at once; more get 503 */
-#define CHECKNET_MAX_OUTPUT (8 << 20) /* bytes of stdout or stderr kept */
-
-static pthread_mutex_t g_checknet_lock = PTHREAD_MUTEX_INITIALIZER;
-static int g_checknet_running;
-
-/* Appends what fd has to *buf (NUL-terminated, at most CHECKNET_MAX_OUTPUT bytes kept);
- * 0 at end of file or on an error, 1 while more may come. */
-static int slurp_fd(int fd, char **buf, size_t *len, size_t *cap)
-{
-    char chunk[16384];
-    ssize_t n = read(fd, chunk, sizeof chunk);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN))
-        return 1;
-    if (n <= 0)
-        return 0;
-    if (*len + (size_t)n + 1 > *cap) {
-        if (*len + (size_t)n + 1 > CHECKNET_MAX_OUTPUT)
-            return 1; /* keep reading so the child never blocks, drop the rest */
-        size_t nc = *cap ? *cap * 2 : 65536;
-        while (nc < *len + (size_t)n + 1)
-            nc *= 2;
-        char *nb = realloc(*buf, nc);
-        if (!nb)
-            return 1;
-        *buf = nb;
-        *cap = nc;
-    }
-    memcpy(*buf + *len, chunk, (size_t)n);
-    *len += (size_t)n;
-    (*buf)[*len] = 0;
-    return 1;
-}
-
-/* Runs argv (argv[0]: the program) with stdin from /dev/null and collects its stdout
- * and stderr until it exits, killing it after timeout_s. CD_OK with its exit status
- * when it exited by itself; CD_ERR with a message otherwise. Caller frees *out, *errout. */
-static int run_capture(char *const argv[], double timeout_s, char **out, char **errout, int *exit_status, char *msg,
-                       size_t msglen)
-{
-    int po[2] = {-1, -1}, pe[2] = {-1, -1}, rc = CD_ERR, e;
-    size_t olen = 0, ocap = 0, elen = 0, ecap = 0;
-    pid_t pid = -1;
-    posix_spawn_file_actions_t fa;
-    *out = *errout = NULL;
-    *exit_status = -1;
-    if (pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0) {
-        snprintf(msg, msglen, "cannot create a pipe: %s", strerror(errno));
-        goto out;
-    }
-    if ((e = posix_spawn_file_actions_init(&fa)) != 0) {
-        snprintf(msg, msglen, "cannot start %s: %s", argv[0], strerror(e));
-        goto out;
-    }
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, po[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
-    e = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (e != 0) {
-        pid = -1;
-        snprintf(msg, msglen, "cannot start the worker %s: %s; build it or start the server with --worker", argv[0],
-                 strerror(e));
-        goto out;
-    }
-    close(po[1]);
-    close(pe[1]);
-    po[1] = pe[1] = -1;
-    double deadline = cd_now() + timeout_s;
-    struct pollfd pf[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
-    for (int open_fds = 2; open_fds > 0;) {
-        int left = (int)((deadline - cd_now()) * 1000);
-        if (left <= 0) {
-            kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
-            pid = -1;
-            snprintf(msg, msglen, "the worker took longer than %.0f s to check the network and was stopped", timeout_s);
-            goto out;
-        }
-        if (poll(pf, 2, left) < 0 && errno != EINTR)
-            break;
-        for (int i = 0; i < 2; i++) {
-            if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            if (!(i == 0 ? slurp_fd(pf[i].fd, out, &olen, &ocap) : slurp_fd(pf[i].fd, errout, &elen, &ecap))) {
-                pf[i].fd = -1;
-                open_fds--;
-            }
-        }
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    pid = -1;
-    if (!WIFEXITED(status)) {
-        snprintf(msg, msglen, "the worker was killed by signal %d while checking the network: %s", WTERMSIG(status),
-                 *errout ? *errout : "it said nothing");
-        goto out;
-    }
-    *exit_status = WEXITSTATUS(status);
-    rc = CD_OK;
-out:
-    if (pid > 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-    }
-    for (int i = 0; i < 2; i++) {
-        if (po[i] >= 0)
-            close(po[i]);
-        if (pe[i] >= 0)
-            close(pe[i]);
-    }
-    return rc;
-}
+#define CHECKNET_SECONDS 15.0     /* a check builds three graphs without memory: well under 1 s */
+#define CHECKNET_WAIT_SECONDS 5.0 /* for a free inference slot; then 503 with Retry-After */
 
 /* s with every `from` replaced by `to` (malloc'd), or NULL when out of memory. */
 static char *replace_all(const char *s, const char *from, const char *to)
@@ -832,16 +757,42 @@ static char *replace_all(const char *s, const char *from, const char *to)
     return out;
 }
 
-static const form_field_t g_visualize_form[] = {
+static form_field_t g_visualize_form[] = {
     {"method", F_CHOICE, "standard", NAN, NAN, "standard|custom|previous", ALWAYS, 1, "Network type (method)"},
     {"standard_networks", F_CHOICE, NULL, NAN, NAN, "lenet|alexnet|googlenet", "method=standard", 1,
      "Standard network"},
     {"custom_network", F_TEXT, NULL, NAN, NAN, NULL, "method=custom", 1, "Custom network"},
     {"previous_networks", F_STRING, NULL, NAN, NAN, NULL, "method=previous", 1, "Previous network"},
     {"dataset", F_STRING, NULL, NAN, NAN, NULL, ALWAYS, 0, "Dataset"},
-    {"crop_size", F_INT, NULL, 1, 8192, NULL, ALWAYS, 0, "Crop size"},
-    {"batch_size", F_INTS, NULL, 1, 1 << 20, NULL, "batch_size!=auto", 0, "Batch size"},
+    TRAIN("crop_size", F_INT, ALWAYS, 0),
+    TRAIN("batch_size", F_INTS, "batch_size!=auto", 0),
 };
+
+/* The TRAIN rows of both forms from the table of training settings: what a form
+ * accepts, the worker accepts. Runs once, before main, so the forms are never seen
+ * half filled. A field without a row keeps its name as its label (test_server_model_form
+ * checks that there is none). */
+__attribute__((constructor)) static void forms_from_keys(void)
+{
+    struct {
+        form_field_t *rows;
+        size_t n;
+    } forms[] = {{g_model_form, CD_ARRAY_LEN(g_model_form)}, {g_visualize_form, CD_ARRAY_LEN(g_visualize_form)}};
+    for (size_t f = 0; f < CD_ARRAY_LEN(forms); f++)
+        for (size_t i = 0; i < forms[f].n; i++) {
+            form_field_t *row = &forms[f].rows[i];
+            if (row->label)
+                continue;
+            const cd_train_key *k = cd_train_key_by_field(row->name);
+            row->label = k ? k->label : row->name;
+            if (!k)
+                continue;
+            row->def = k->def;
+            row->min = k->lo;
+            row->max = k->hi;
+            row->choices = k->choices;
+        }
+}
 
 /* The worker's options for the dataset's images: --input CxHxW and --classes N. */
 static int dataset_args(req_t *r, const char *id, char *input, size_t ilen, char *classes, size_t clen, json_t *errors)
@@ -875,9 +826,8 @@ void h_visualize_network(req_t *r)
     server_t *srv = r->srv;
     json_t *v = NULL, *errors = NULL, *result = NULL;
     netsrc_t ns = {0};
-    char tmp[PATH_MAX] = "", input[64] = "", classes[32] = "", crop[32] = "", batch[32] = "", msg[1024];
+    char tmp[PATH_MAX] = "", input[64] = "", classes[32] = "", crop[32] = "", batch[32] = "";
     char *out = NULL, *errout = NULL;
-    int counted = 0;
     form_validate(srv, g_visualize_form, CD_ARRAY_LEN(g_visualize_form), r->fields, &v, &errors);
     const char *ds = sval(v, "dataset");
     if (json_object_size(errors) == 0 && ds[0])
@@ -893,14 +843,6 @@ void h_visualize_network(req_t *r)
         snprintf(crop, sizeof crop, "%d", (int)json_integer_value(json_object_get(v, "crop_size")));
     if (json_array_size(json_object_get(v, "batch_size")))
         snprintf(batch, sizeof batch, "%d", (int)json_integer_value(json_array_get(json_object_get(v, "batch_size"), 0)));
-    pthread_mutex_lock(&g_checknet_lock);
-    counted = g_checknet_running < CHECKNET_MAX_RUNNING;
-    g_checknet_running += counted;
-    pthread_mutex_unlock(&g_checknet_lock);
-    if (!counted) {
-        reply_error(r, 503, "%d networks are being checked now; try again in a moment", CHECKNET_MAX_RUNNING);
-        goto out;
-    }
     snprintf(tmp, sizeof tmp, "%s/../tmp/network-XXXXXX.prototxt", srv->jobs_dir);
     int fd = mkstemps(tmp, (int)strlen(".prototxt"));
     if (fd < 0 || write(fd, ns.text, ns.len) != (ssize_t)ns.len) {
@@ -934,8 +876,13 @@ void h_visualize_network(req_t *r)
     }
     argv[n] = NULL;
     int status;
-    if (run_capture(argv, CHECKNET_SECONDS, &out, &errout, &status, msg, sizeof msg) != CD_OK) {
-        reply_error(r, 500, "%s", msg);
+    cd_err_t ce;
+    if (sched_run_check(srv->sched, argv, CHECKNET_WAIT_SECONDS, CHECKNET_SECONDS, &out, &errout, &status, &ce) !=
+        CD_OK) {
+        int busy = ce.kind == CD_E_CONFLICT;
+        reply_error(r, busy ? 503 : 500, "%s", ce.msg);
+        if (busy)
+            reply_add_header(r, "Retry-After", "1");
         goto out;
     }
     /* the temporary name means nothing to the user: messages name the network as the form does */
@@ -961,13 +908,8 @@ void h_visualize_network(req_t *r)
     reply_json(r, 200, result);
     result = NULL;
 out:
-    if (tmp[0] && counted)
+    if (tmp[0])
         unlink(tmp);
-    if (counted) {
-        pthread_mutex_lock(&g_checknet_lock);
-        g_checknet_running--;
-        pthread_mutex_unlock(&g_checknet_lock);
-    }
     free(out);
     free(errout);
     json_decref(result);

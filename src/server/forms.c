@@ -116,18 +116,19 @@ static int parse_float(const char *text, double *out)
     return CD_OK;
 }
 
-/* Range message: "must be at least 1", "must be between 0 and 1000000" (bounds in full, not 1e+06). */
+/* Range message: "must be at least 1", "must be between 0 and 1000000" (bounds in full, not 1e+06).
+ * A whole-number field's bounds are the whole numbers inside them (1 for a minimum of 1e-06). */
 static int check_range(const form_field_t *f, double v, json_t *errors, const char *text)
 {
-    int lo = !isnan(f->min), hi = !isnan(f->max);
-    if ((lo && v < f->min) || (hi && v > f->max)) {
+    int lo = !isnan(f->min), hi = !isnan(f->max), whole = f->type == F_INT || f->type == F_INTS;
+    double min = whole ? ceil(f->min) : f->min, max = whole ? floor(f->max) : f->max;
+    if ((lo && v < min) || (hi && v > max)) {
         if (lo && hi)
-            form_add_error(errors, f->name, "%s must be between %.15g and %.15g; got %s", f->label, f->min, f->max,
-                           text);
+            form_add_error(errors, f->name, "%s must be between %.15g and %.15g; got %s", f->label, min, max, text);
         else if (lo)
-            form_add_error(errors, f->name, "%s must be at least %.15g; got %s", f->label, f->min, text);
+            form_add_error(errors, f->name, "%s must be at least %.15g; got %s", f->label, min, text);
         else
-            form_add_error(errors, f->name, "%s must be at most %.15g; got %s", f->label, f->max, text);
+            form_add_error(errors, f->name, "%s must be at most %.15g; got %s", f->label, max, text);
         return CD_ERR;
     }
     return CD_OK;

@@ -55,6 +55,7 @@ const route_t cd_routes[] = {
     {"POST", "/models/visualize-network/json", h_visualize_network, R_BODY,
      "the layers and shapes of a network for each stage, from the engine: {stages, errors} (cdigits)"},
     {"GET", "/models/standard/<file>", h_model_standard, 0, "a standard network's prototxt: <name>.prototxt (cdigits)"},
+    {"GET", "/models/train-keys/json", h_train_keys, 0, "the training settings with their limits and defaults (cdigits)"},
     {"POST", "/models/images/classification/classify_one/json", h_classify_one, R_BODY,
      "the top 5 classes of one image: job_id, image_path or image_file, snapshot_epoch, show_visualizations"},
     {"POST", "/models/images/classification/classify_many/json", h_classify_many, R_BODY,

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "../../src/server/internal.h"
+#include "cdigits/train.h"
+#include "cdigits/train_keys.h"
 #include "testutil.h"
 
 static server_t g_srv; /* form_validate reads the data roots only for path fields */
@@ -296,6 +298,140 @@ static void test_nvml(void)
     CHECK(hw_nvidia_device(dev, found, sizeof found) && !strcmp(found, node), "%s found: %s", name, found);
 }
 
+/* The model form's training fields are the table's rows (cdigits/train_keys.h): the same
+ * label, default, bounds and choices, and every row with a field is a field of the form. */
+static void test_form_is_table(void)
+{
+    size_t n;
+    const form_field_t *spec = model_form_fields(&n);
+    for (size_t i = 0; i < n; i++) {
+        const form_field_t *f = &spec[i];
+        const cd_train_key *k = cd_train_key_by_field(f->name);
+        CHECK(f->label && (k || strcmp(f->label, f->name) != 0), "%s has a label", f->name);
+        if (!k)
+            continue;
+        int same_def = f->def && k->def ? !strcmp(f->def, k->def) : f->def == k->def;
+        int same_bounds = (isnan(f->min) ? isnan(k->lo) : f->min == k->lo) &&
+                          (isnan(f->max) ? isnan(k->hi) : f->max == k->hi);
+        int same_choices = f->type != F_CHOICE || (f->choices && k->choices && !strcmp(f->choices, k->choices));
+        CHECK(!strcmp(f->label, k->label) && same_def && same_bounds && same_choices,
+              "%s: label \"%s\", default %s, bounds %g..%g, choices %s are %s's", f->name, f->label,
+              f->def ? f->def : "none", f->min, f->max, f->choices ? f->choices : "none", k->key);
+    }
+    for (size_t r = 0; r < cd_train_key_count(); r++) {
+        const cd_train_key *k = cd_train_key_at(r);
+        int found = 0;
+        for (size_t i = 0; k->field && i < n; i++)
+            found |= !strcmp(spec[i].name, k->field);
+        CHECK(!k->field || found, "%s's field %s is in the model form", k->key, k->field);
+    }
+}
+
+/* Writes train as the job's train.json (decrefs it) and loads it as the worker does. */
+static int worker_load(json_t *train, char *err, size_t errlen)
+{
+    char *text = train ? json_dumps(train, 0) : NULL;
+    json_decref(train);
+    int rc = text && cd_test_write("train.json", text) == CD_OK ? CD_OK : CD_ERR;
+    free(text);
+    cd_train_config c;
+    cd_train_config_init(&c);
+    return rc == CD_OK ? cd_train_config_load(&c, cd_test_tmpdir(), err, errlen) : CD_ERR;
+}
+
+/* train.json as the server writes it for the form's values v (its first learning rate
+ * and batch size, as the first job of a sweep). */
+static json_t *train_json_of(json_t *v)
+{
+    json_t *lrs = json_object_get(v, "learning_rate"), *bss = json_object_get(v, "batch_size");
+    return model_train_json(v, "d", NULL, json_number_value(json_array_get(lrs, 0)), json_array_get(bss, 0));
+}
+
+/* Every bound of every training field: the form accepts it and the worker accepts the
+ * train.json made of it; one past it the form refuses naming the field and its bounds,
+ * and so does the worker, naming the key. */
+static void test_form_bounds_are_worker_bounds(void)
+{
+    size_t n;
+    const form_field_t *spec = model_form_fields(&n);
+    for (size_t i = 0; i < n; i++) {
+        const form_field_t *f = &spec[i];
+        const cd_train_key *k = cd_train_key_by_field(f->name);
+        if (!k || isnan(f->min))
+            continue;
+        int whole = f->type == F_INT || f->type == F_INTS;
+        double lo = whole ? ceil(f->min) : f->min, hi = whole ? floor(f->max) : f->max;
+        double past[2] = {whole ? lo - 1 : lo - fmax(fabs(lo), 1) * 1e-9,
+                          whole ? hi + 1 : hi + fmax(fabs(hi), 1) * 1e-9};
+        double ends[2] = {lo, hi};
+        char range[128], quoted[80], when[128] = "";
+        snprintf(range, sizeof range, "between %.15g and %.15g; got", lo, hi);
+        snprintf(quoted, sizeof quoted, "\"%s\"", k->key);
+        if (f->when && !strchr(f->when, '!'))
+            snprintf(when, sizeof when, "&%s", f->when);
+        for (int e = 0; e < 2; e++) {
+            char extra[256], body[512], err[1024] = "";
+            snprintf(extra, sizeof extra, "%s=%.17g%s", f->name, ends[e], when);
+            json_t *errors = form_errors(extra);
+            CHECK(!json_object_get(errors, f->name), "%s: the form accepts %s: %s", f->name, extra,
+                  first_error(errors, f->name));
+            json_decref(errors);
+            snprintf(body, sizeof body, "dataset=d&model_name=m&method=custom&custom_network=x&%s", extra);
+            json_t *v = form_values(body), *train = train_json_of(v);
+            CHECK(worker_load(json_incref(train), err, sizeof err) == CD_OK,
+                  "%s: the worker takes the train.json of %s: %s", f->name, extra, err);
+
+            snprintf(extra, sizeof extra, "%s=%.17g%s", f->name, past[e], when);
+            errors = form_errors(extra);
+            CHECK(strstr(first_error(errors, f->name), range), "%s: the form refuses %s naming its bounds (%s): %s",
+                  f->name, extra, range, first_error(errors, f->name));
+            json_decref(errors);
+            /* the same value in the train.json the form made, where the form would have put it */
+            json_t *obj = strchr(k->key, '.') ? json_object_get(train, "lr_policy") : train;
+            json_t *x = k->type == CD_TK_LIST ? json_sprintf("%.17g", past[e]) : json_real(past[e]);
+            json_object_set_new(obj, cd_train_key_member(k), x);
+            CHECK(worker_load(train, err, sizeof err) != CD_OK && strstr(err, quoted),
+                  "%s: the worker refuses %s = %.17g naming the key: %s", f->name, k->key, past[e], err);
+            json_decref(v);
+        }
+    }
+}
+
+/* A step of 150% of training: refused by the form, naming the field and its bounds, as
+ * the worker refuses lr_policy.stepsize 150; the request is answered 400 and makes no
+ * job. */
+static void test_step_size_150(void)
+{
+    static const struct {
+        const char *extra, *field, *says;
+    } cases[] = {
+        {"lr_policy=step&lr_step_size=150", "lr_step_size",
+         "Step size (% of training) must be between 0 and 100; got 150"},
+        {"lr_policy=sigmoid&lr_sigmoid_step=100.5", "lr_sigmoid_step",
+         "Step (% of training) must be between 0 and 100; got 100.5"},
+        {"lr_policy=sigmoid&lr_sigmoid_gamma=-1", "lr_sigmoid_gamma", "Gamma must be between 0 and 1000000; got -1"},
+        {"lr_policy=multistep&lr_multistep_values=50,101", "lr_multistep_values",
+         "Step values (% of training) must be between 0 and 100; got 101"},
+        {"weight_decay=1001", "weight_decay", "Weight decay must be between 0 and 1000; got 1001"},
+    };
+    for (size_t i = 0; i < CD_ARRAY_LEN(cases); i++) {
+        json_t *e = form_errors(cases[i].extra);
+        CHECK(!strcmp(first_error(e, cases[i].field), cases[i].says), "%s: \"%s\"", cases[i].extra,
+              first_error(e, cases[i].field));
+        json_decref(e);
+    }
+
+    const char *body = "model_name=m&method=custom&custom_network=x&lr_policy=step&lr_step_size=150";
+    fields_t *f = fields_new();
+    CHECK(fields_parse_urlencoded(f, body, strlen(body)) == CD_OK, "parse %s", body);
+    req_t r = {.srv = &g_srv, .method = "POST", .fields = f};
+    api_model_create_fields(&r, f);
+    CHECK(r.status == 400 && r.resp != NULL, "POST %s: status %d", body, r.status);
+    if (r.resp)
+        MHD_destroy_response(r.resp);
+    fields_free(f);
+}
+
 int main(void)
 {
     cd_test_init("test_server_model_form");
@@ -303,6 +439,9 @@ int main(void)
     test_gpu_ids();
     test_limits();
     test_nvml();
+    test_form_is_table();
+    test_form_bounds_are_worker_bounds();
+    test_step_size_150();
     char rm[4200];
     snprintf(rm, sizeof rm, "rm -rf '%s'", cd_test_tmpdir());
     if (system(rm) != 0)
