@@ -76,6 +76,17 @@ function check(cond, what) {
   if (!cond) throw new Error(what);
 }
 
+/* Sets fields of the page's form, in order: a select to the option of that value, any
+ * other field by typing the value. */
+async function setFields(values) {
+  for (const [sel, v] of Object.entries(values)) {
+    if (await page.$eval(sel, (e) => e.tagName) === 'SELECT') await page.selectOption(sel, v);
+    else await page.fill(sel, v);
+  }
+}
+/* the dataset form's image options for LeNet: 28x28 grayscale */
+const GRAY28 = { '#resize_channels': '1', '#resize_width': '28', '#resize_height': '28' };
+
 const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'cdigits-ui-'));
 const context = await chromium.launchPersistentContext(profile, {
   executablePath: CHROMIUM,
@@ -190,13 +201,7 @@ try {
     const dbFetches = [];
     const onRequest = (req) => { if (/\.db(\?|$)/.test(req.url())) dbFetches.push(req.url()); };
     page.on('request', onRequest);
-    await page.selectOption('#resize_channels', '1');
-    await page.fill('#resize_width', '28');
-    await page.fill('#resize_height', '28');
-    await page.selectOption('#resize_mode', 'crop');
-    await page.fill('#folder_train', IMAGES);
-    await page.fill('#dataset_name', 'ui-shapes');
-    await page.fill('#group_name', 'ui-tests');
+    await setFields({ ...GRAY28, '#resize_mode': 'crop', '#folder_train': IMAGES, '#dataset_name': 'ui-shapes', '#group_name': 'ui-tests' });
     await shot('dataset-new');
     await Promise.all([page.waitForURL(/\/datasets\/[^/]+$/), page.click('#create')]);
     state.datasetUrl = page.url();
@@ -259,9 +264,20 @@ try {
       fs.writeFileSync(path.join(dir, 'labels.txt'), classes.join('\n') + '\n');
       await page.goto(BASE + '/dataset-new.html', { waitUntil: 'load' });
       await page.click('#tab-textfile');
-      await page.selectOption('#resize_channels', '1');
-      await page.fill('#resize_width', '28');
-      await page.fill('#resize_height', '28');
+      await setFields(GRAY28);
+      /* each list is a file to upload or, with "Use files on the server", a path there; the
+       * test list shows once it is asked for */
+      const shown = () => page.$$eval('#panel-textfile input', (is) => is.filter((i) => i.offsetParent).map((i) => i.name).join(' '));
+      let fields = await shown();
+      check(fields === 'textfile_use_local_files textfile_train_images textfile_train_folder textfile_use_val textfile_use_test ' +
+        'textfile_labels_file', `the text-file tab shows ${fields}`);
+      await page.check('#textfile_use_local_files');
+      await page.check('#textfile_use_test');
+      fields = await shown();
+      check(fields === 'textfile_use_local_files textfile_local_train_images textfile_train_folder textfile_use_val textfile_use_test ' +
+        'textfile_local_test_images textfile_local_labels_file', `with files on the server and a test list the text-file tab shows ${fields}`);
+      await page.uncheck('#textfile_use_test');
+      await page.uncheck('#textfile_use_local_files');
       await page.setInputFiles('#textfile_train_images', path.join(dir, 'train.txt'));
       await page.setInputFiles('#textfile_labels_file', path.join(dir, 'labels.txt'));
       await page.check('#textfile_use_val');
@@ -345,9 +361,7 @@ try {
   });
 
   await step('new model: precision, early stopping and batch size auto reach the job; a bad patience is refused', async () => {
-    await page.fill('#model_name', 'ui-options');
-    await page.fill('#train_epochs', '1');
-    await page.fill('#early_stopping_patience', '-1');
+    await setFields({ '#model_name': 'ui-options', '#train_epochs': '1', '#early_stopping_patience': '-1' });
     expected400++;
     await page.click('#create');
     await page.waitForFunction(() => document.querySelector('.field-error[data-for="early_stopping_patience"]')?.textContent);
@@ -390,11 +404,8 @@ try {
   });
 
   await step('new model: LeNet created', async () => {
-    await page.fill('#train_epochs', String(TRAIN_EPOCHS));
-    await page.fill('#batch_size', '16');
-    await page.fill('#model_name', 'ui-lenet');
-    await page.fill('#group_name', 'ui-tests');
-    await page.selectOption('#use_mirror', 'false');
+    await setFields({ '#train_epochs': String(TRAIN_EPOCHS), '#batch_size': '16', '#model_name': 'ui-lenet', '#group_name': 'ui-tests',
+      '#use_mirror': 'false' });
     await shot('model-new');
     await Promise.all([page.waitForURL(/\/models\/[^/]+$/), page.click('#create')]);
     state.modelUrl = page.url();
@@ -511,9 +522,7 @@ try {
       const sel = document.querySelector(`select[name="${id}-snapshot"]`);
       return sel && sel.value !== '' && document.querySelector(`input[name="previous_networks"][value="${id}"]`).checked;
     }, state.modelId);
-    await page.fill('#train_epochs', '1');
-    await page.fill('#batch_size', '16');
-    await page.fill('#model_name', 'ui-finetune');
+    await setFields({ '#train_epochs': '1', '#batch_size': '16', '#model_name': 'ui-finetune' });
     await Promise.all([page.waitForURL(/\/models\/[^/]+$/), page.click('#create')]);
     await statusIs(['Done'], 120000);
     check(/from/.test(await page.textContent('#details')), 'the settings do not say where the network came from');
@@ -543,6 +552,13 @@ try {
     await page.focus('#tab-models');
     await page.keyboard.press('ArrowRight');
     check(await page.getAttribute('#tab-datasets', 'aria-selected') === 'true', 'ArrowRight does not move to the Datasets tab');
+    /* ArrowLeft from the first tab goes round to the last, and picks its method */
+    await page.goto(BASE + '/model-new.html', { waitUntil: 'load' });
+    await page.focus('#tab-standard');
+    await page.keyboard.press('ArrowLeft');
+    check(await page.getAttribute('#tab-custom', 'aria-selected') === 'true' && await page.isVisible('#custom_network') &&
+      await page.inputValue('#method') === 'custom' && await page.evaluate(() => document.activeElement.id) === 'tab-custom',
+      'ArrowLeft from Standard networks does not open Custom network');
   }, { needed: false });
 
   await step('every page has the one top bar: skip link first, brand, main links, GPUs and user', async () => {
@@ -557,6 +573,7 @@ try {
         links: [...document.querySelectorAll('header.topbar nav.topnav[aria-label="Main"] a')].map((a) =>
           [a.href, a.textContent, a.getAttribute('aria-current')]),
         pill: document.querySelectorAll('#gpu-pill[aria-live="polite"]').length,
+        icons: [...document.querySelectorAll('link[rel="icon"]')].map((l) => l.href),
         user: document.querySelectorAll('#user-box').length,
       }));
       const root = new URL('./', BASE + '/').href;
@@ -567,6 +584,7 @@ try {
       check(bar.headers === 1 && bar.brand === root && bar.pill === 1 && bar.user === 1,
         `${u}: the top bar is not the one of every page: ${JSON.stringify(bar)}`);
       check(JSON.stringify(bar.links) === JSON.stringify(want), `${u}: the main links are ${JSON.stringify(bar.links)}`);
+      check(JSON.stringify(bar.icons) === JSON.stringify([root + 'favicon.svg']), `${u}: the page's icons are ${JSON.stringify(bar.icons)}`);
     }
   }, { needed: false });
 

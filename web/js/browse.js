@@ -6,8 +6,8 @@
  * the roots, or gone) shows the roots with the server's message. A server without the
  * route answers 404 to the first Browse; the buttons are then hidden and folders are
  * typed. (The route is not probed at load: a 404 there would log an error in every
- * page's console.) init({onChoose(input, listing)}) hears each choice with the chosen
- * folder's listing. */
+ * page's console.) init({onChoose(input, listing)}) gives each <input class="folder"> of
+ * the page its Browse button and hears each choice with the chosen folder's listing. */
 'use strict';
 
 (function () {
@@ -73,9 +73,13 @@
       d.close();
     });
     const missing = sessionStorage.getItem('cd-browse-missing') === '1';
-    for (const b of $$('button.browse')) {
-      b.hidden = missing;
-      b.addEventListener('click', () => open(document.getElementById(b.dataset.target)));
+    for (const input of $$('input.folder')) {
+      const box = el('div', {class: 'inline-input'});
+      input.autocomplete = 'off';
+      input.spellcheck = false;
+      input.replaceWith(box);
+      box.append(input, el('button', {type: 'button', class: 'browse', 'data-target': input.id, text: 'Browse…', hidden: missing,
+        on: {click: () => open(input)}}));
     }
     if (missing) showTypeNote();
   }

@@ -56,18 +56,6 @@
     setDownloads();
   }
 
-  /* ---- tabs ------------------------------------------------------------------------------- */
-
-  function selectTab(name, focus) {
-    for (const t of ['one', 'many', 'top']) {
-      const tab = $('#tab-' + t), on = t === name;
-      tab.setAttribute('aria-selected', String(on));
-      tab.tabIndex = on ? 0 : -1;
-      $('#panel-' + t).hidden = !on;
-      if (on && focus) tab.focus();
-    }
-  }
-
   /* ---- one image ------------------------------------------------------------------------- */
 
   function bars(target, predictions) {
@@ -158,6 +146,25 @@
   }
 
   /* ---- lists ------------------------------------------------------------------------------ */
+
+  /* The fields of the two forms that take a list of images, into their .field-row: the list
+   * to upload, the folder its relative paths start in, and the number the form asks for. */
+  function renderListFields() {
+    const forms = [
+      ['#many-form', 'image_list', 'image_folder',
+        CD.field('Number of images (optional)', el('input', {type: 'number', id: 'num_test_images', name: 'num_test_images', min: 1}))],
+      ['#top-form', 'top_list', 'top_folder',
+        CD.field('Images per class', el('input', {type: 'number', id: 'top_n', name: 'top_n', min: 1, max: 1000, value: '9'}))],
+    ];
+    for (const [form, list, folder, number] of forms) {
+      $(form + ' .field-row').append(
+        CD.field('Upload a list', el('input', {type: 'file', id: list, name: 'image_list', accept: 'text/plain'}),
+          {help: ['One image per line: ', el('span', {class: 'mono', text: 'path [label]'}), ', the label a class number.']}),
+        CD.field('Image folder (optional)', el('input', {type: 'text', id: folder, name: 'image_folder', placeholder: '/data/images'}),
+          {help: 'Relative paths of the list start here.'}),
+        number);
+    }
+  }
 
   function listBody(form, fileInput, text) {
     const fd = new FormData();
@@ -279,12 +286,8 @@
   /* ---- start ------------------------------------------------------------------------------ */
 
   CD.initTopbar();
-  for (const t of ['one', 'many', 'top']) $('#tab-' + t).addEventListener('click', () => selectTab(t));
-  $$('[role="tab"]').forEach((tab, i, all) => tab.addEventListener('keydown', (e) => {
-    if (e.key !== 'ArrowRight' && e.key !== 'ArrowLeft') return;
-    const next = all[(i + (e.key === 'ArrowRight' ? 1 : all.length - 1)) % all.length];
-    selectTab(next.id.replace('tab-', ''), true);
-  }));
+  CD.tabs(['one', 'many', 'top']);
+  renderListFields();
   $('#snapshot_epoch').addEventListener('change', setDownloads);
   $('#one-form').addEventListener('submit', classifyOne);
   $('#many-form').addEventListener('submit', classifyMany);

@@ -59,6 +59,44 @@
     if (n) n.textContent = text;
   }
 
+  /* Every page's icon. The stylesheet stays a link in each page's HTML, so that the
+   * first paint is already styled. */
+  document.head.append(el('link', {rel: 'icon', href: url('favicon.svg'), type: 'image/svg+xml'}));
+
+  /* A field of a form as the pages write it: <div class="field"> with a label for the
+   * input (or select), the input, and a help line when there is one. opts: help (text or
+   * nodes), and the div's class (after "field"), hidden and dataset. */
+  function field(label, input, opts) {
+    const o = opts || {};
+    return el('div', {class: 'field' + (o.class ? ' ' + o.class : ''), hidden: o.hidden, dataset: o.dataset},
+      el('label', {for: input.id, text: label}), input, o.help ? el('span', {class: 'help'}, o.help) : null);
+  }
+
+  /* A tab list: tab #tab-NAME shows panel #panel-NAME for each name of names; a click
+   * selects a tab, ArrowRight and ArrowLeft the next and the previous one (focused).
+   * onSelect(name) runs after each selection. Returns select(name, focus). */
+  function tabs(names, onSelect) {
+    function select(name, focus) {
+      for (const t of names) {
+        const tab = $('#tab-' + t), on = t === name;
+        tab.setAttribute('aria-selected', String(on));
+        tab.tabIndex = on ? 0 : -1;
+        $('#panel-' + t).hidden = !on;
+        if (on && focus) tab.focus();
+      }
+      if (onSelect) onSelect(name);
+    }
+    names.forEach((t, i) => {
+      const tab = $('#tab-' + t);
+      tab.addEventListener('click', () => select(t));
+      tab.addEventListener('keydown', (ev) => {
+        const step = {ArrowRight: 1, ArrowLeft: names.length - 1}[ev.key];
+        if (step) select(names[(i + step) % names.length], true);
+      });
+    });
+    return select;
+  }
+
   /* ---- the API ------------------------------------------------------------------------ */
 
   class ApiError extends Error {
@@ -501,7 +539,7 @@
   }
 
   window.CD = {
-    base: base.href, url, el, svg, append, $, $$, clear, setText, api, ApiError, getInitial, showErrors, clearErrors,
+    base: base.href, url, el, svg, append, $, $$, clear, setText, field, tabs, api, ApiError, getInitial, showErrors, clearErrors,
     duration, date, ago, bytes, num, count, badge, cssOf, statusClass, progressBar, setProgress, toast,
     confirmDialog, events, setGpus, user, requireLogin, loginUrl, actionError, initTopbar, hardware, nvmlNote, jobUrl,
     param, debounce, state, readPicture,

@@ -6,25 +6,60 @@
 'use strict';
 
 (function () {
-  const {el, $, $$, clear, api} = CD;
+  const {el, $, $$, api} = CD;
   const form = $('#dataset-form');
 
   /* ---- method tabs and dependent fields ------------------------------------------------ */
 
-  function selectMethod(m, focus) {
-    $('#method').value = m;
-    for (const t of ['folder', 'textfile']) {
-      const tab = $('#tab-' + t), on = t === m;
-      tab.setAttribute('aria-selected', String(on));
-      tab.tabIndex = on ? 0 : -1;
-      $('#panel-' + t).hidden = !on;
-      if (on && focus) tab.focus();
+  const selectMethod = CD.tabs(['folder', 'textfile'], (m) => { $('#method').value = m; });
+
+  function checkField(id, text) {
+    return el('div', {class: 'field'}, el('label', {class: 'check-line'},
+      el('input', {type: 'checkbox', id, name: id, value: 'true'}), ' ' + text));
+  }
+
+  /* The validation and test images of the folder method: a percentage of the training
+   * images, or a folder of their own (folder_SPLIT) when its checkbox (has_SPLIT_folder)
+   * says so. Each checkbox and folder is written where <div data-separate="SPLIT"> stands. */
+  const SEPARATE = {val: ['validation', 'Validation images', '% for validation'], test: ['test', 'Test images', '% for testing']};
+
+  function renderSeparateFolders() {
+    for (const slot of $$('[data-separate]', form)) {
+      const split = slot.dataset.separate, [set, label, pct] = SEPARATE[split], folder = 'folder_' + split;
+      slot.replaceWith(checkField('has_' + split + '_folder', 'Separate ' + set + ' images folder'),
+        CD.field(label, el('input', {type: 'text', class: 'folder', id: folder, name: folder, placeholder: '/path/to/class/folders'}),
+          {hidden: true, help: 'Class folders named like the training ones; ' + pct + ' is then ignored.'}));
+    }
+  }
+
+  /* The lists of the text-file method, each a file to upload (textfile_LIST) or a path on
+   * the server (textfile_local_LIST), as "Use files on the server" says; an optional list
+   * comes after the checkbox that asks for it. Each is written where <div data-list="LIST">
+   * stands. */
+  const LISTS = {
+    train_images: {label: 'Training images list', path: '/path/to/train.txt',
+      help: 'The format of the file should be: <path> <label> on each line, the label a line number (from 0) of the labels file.'},
+    val_images: {label: 'Validation images list', path: '/path/to/val.txt', use: ['textfile_use_val', 'Validation set'], only: 'val-only'},
+    test_images: {label: 'Test images list', path: '/path/to/test.txt', use: ['textfile_use_test', 'Test set'], only: 'test-only'},
+    labels_file: {label: 'Labels file', path: '/path/to/labels.txt', help: 'One class name per line; line n (from 0) names label n.'},
+  };
+
+  function renderLists() {
+    for (const slot of $$('[data-list]', form)) {
+      const key = slot.dataset.list, l = LISTS[key];
+      const upload = 'textfile_' + key, local = 'textfile_local_' + key, only = l.only ? ' ' + l.only : '';
+      slot.replaceWith(...[
+        l.use && checkField(...l.use),
+        CD.field(l.label, el('input', {type: 'file', id: upload, name: upload, accept: '.txt,text/plain'}),
+          {class: 'upload-only' + only, help: l.help}),
+        CD.field(l.label, el('input', {type: 'text', id: local, name: local, placeholder: l.path, spellcheck: 'false'}),
+          {class: 'local-only' + only, hidden: true}),
+      ].filter(Boolean));
     }
   }
 
   function syncDependents() {
-    $('#folder-val-field').hidden = !$('#has_val_folder').checked;
-    $('#folder-test-field').hidden = !$('#has_test_folder').checked;
+    for (const split of Object.keys(SEPARATE)) $('#folder_' + split).closest('.field').hidden = !$('#has_' + split + '_folder').checked;
     const local = $('#textfile_use_local_files').checked;
     const useVal = $('#textfile_use_val').checked, useTest = $('#textfile_use_test').checked;
     for (const f of $$('#panel-textfile .upload-only, #panel-textfile .local-only')) {
@@ -220,32 +255,11 @@
     return body;
   }
 
-  async function submit(ev) {
-    ev.preventDefault();
-    CD.clearErrors(form);
-    const button = $('#create');
-    button.disabled = true;
-    CD.setText('#create-state', 'Creating…');
-    try {
-      const job = await api('POST', '/datasets/images/classification/json', collect());
-      CD.setText('#create-state', 'Created ' + job.name);
-      location.href = CD.url('datasets/' + encodeURIComponent(job.id));
-      return;
-    } catch (e) {
-      if (e.status === 401) {
-        e.message = 'Log in first: only a logged-in user can create datasets.';
-        $('#login-note').hidden = false;
-      }
-      /* a field of the other method's tab: show that tab */
-      if (e.fields) {
-        const first = Object.keys(e.fields).find((n) => form.querySelector('[name="' + CSS.escape(n) + '"]'));
-        const panel = first && form.querySelector('[name="' + CSS.escape(first) + '"]').closest('[role="tabpanel"]');
-        if (panel && panel.hidden) selectMethod(panel.id.replace('panel-', ''));
-      }
-      CD.showErrors(form, e);
-      CD.setText('#create-state', '');
-    }
-    button.disabled = false;
+  /* a field in error on the other method's tab: that tab opens */
+  function showErrorTab(e) {
+    const first = Object.keys(e.fields).find((n) => form.querySelector('[name="' + CSS.escape(n) + '"]'));
+    const panel = first && form.querySelector('[name="' + CSS.escape(first) + '"]').closest('[role="tabpanel"]');
+    if (panel && panel.hidden) selectMethod(panel.id.replace('panel-', ''));
   }
 
   /* ---- clone: the fields another dataset was made with --------------------------------------- */
@@ -272,21 +286,13 @@
   /* ---- start ------------------------------------------------------------------------------------- */
 
   CD.initTopbar();
-  CD.user().then((u) => {
-    if (!u) {
-      $('#login-link').href = CD.loginUrl();
-      $('#login-note').hidden = false;
-    }
-  });
+  renderSeparateFolders();
+  renderLists();
+  CD.jobform.init({form, kind: 'dataset', path: '/datasets/images/classification/json', collect, onErrors: showErrorTab,
+    created: (job) => ({text: 'Created ' + job.name, href: CD.url('datasets/' + encodeURIComponent(job.id))})});
   CD.browse.init({onChoose: (input, listing) => {
     if (input.id === 'folder_train' || input.id === 'textfile_train_folder') previewFromFolder(listing);
   }});
-  for (const t of ['folder', 'textfile']) {
-    $('#tab-' + t).addEventListener('click', () => selectMethod(t));
-    $('#tab-' + t).addEventListener('keydown', (ev) => {
-      if (ev.key === 'ArrowRight' || ev.key === 'ArrowLeft') selectMethod(t === 'folder' ? 'textfile' : 'folder', true);
-    });
-  }
   for (const id of ['has_val_folder', 'has_test_folder', 'textfile_use_local_files', 'textfile_use_val', 'textfile_use_test']) {
     $('#' + id).addEventListener('change', syncDependents);
   }
@@ -303,12 +309,7 @@
     CD.setText('#preview-help', 'A wide sample picture, resized to the size above in each mode.');
     renderPreviews();
   });
-  form.addEventListener('submit', submit);
-  api('GET', '/completed_jobs/json').then((d) => {
-    const groups = new Set([].concat(d.running, d.datasets, d.models).map((j) => j.group).filter(Boolean));
-    const dl = clear($('#group-names'));
-    for (const g of groups) dl.append(el('option', {value: g}));
-  }).catch(() => {});
+  api('GET', '/completed_jobs/json').then(CD.jobform.groups).catch(() => {});
 
   example = samplePicture();
   selectMethod('folder');

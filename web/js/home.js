@@ -224,25 +224,10 @@
 
   /* ---- tabs ---------------------------------------------------------------------------------- */
 
-  function selectTab(name, focus) {
-    for (const t of ['models', 'datasets']) {
-      const tab = $('#tab-' + t), on = t === name;
-      tab.setAttribute('aria-selected', String(on));
-      tab.tabIndex = on ? 0 : -1;
-      $('#panel-' + t).hidden = !on;
-      if (on && focus) tab.focus();
-    }
-    if (location.hash !== '#' + name) history.replaceState(null, '', '#' + name);
-  }
-
   function initTabs() {
-    for (const t of ['models', 'datasets']) {
-      const tab = $('#tab-' + t);
-      tab.addEventListener('click', () => selectTab(t));
-      tab.addEventListener('keydown', (ev) => {
-        if (ev.key === 'ArrowRight' || ev.key === 'ArrowLeft') selectTab(t === 'models' ? 'datasets' : 'models', true);
-      });
-    }
+    const selectTab = CD.tabs(['models', 'datasets'], (name) => {
+      if (location.hash !== '#' + name) history.replaceState(null, '', '#' + name);
+    });
     const h = location.hash.replace('#', '');
     selectTab(h === 'datasets' || h === 'models' ? h : (data.models.length || !data.datasets.length ? 'models' : 'datasets'));
   }

@@ -1,5 +1,8 @@
 /* What the dataset and model pages share: the job's id from the URL, its head (name,
- * status, owner, times), abort, delete, notes, the status history and the log. */
+ * status, owner, times), abort, delete, notes, the status history and the log. The head
+ * is written into <div class="page-head" id="job-head">, around the page's own actions
+ * there; the cards of the log, the history and the notes into the page's empty sections
+ * #log-card, #history-card and #notes-card. */
 'use strict';
 
 (function () {
@@ -149,22 +152,57 @@
     }
   }
 
+  /* The head and the cards of the page (see the top of this file). */
+  function renderFrame() {
+    const model = kind === 'model';
+    const head = $('#job-head');
+    const own = [...head.children];
+    head.append(el('h1', {id: 'job-name', text: model ? 'Model' : 'Dataset'}), el('span', {id: 'job-status'}),
+      el('div', {class: 'actions button-row'}, own,
+        el('button', {type: 'button', id: 'abort', class: 'danger', hidden: true, text: 'Abort'}),
+        el('a', {class: 'button', id: 'clone', href: CD.url(model ? 'model-new.html' : 'dataset-new.html'), text: 'Clone'}),
+        el('button', {type: 'button', id: 'delete', class: 'danger', text: 'Delete'})));
+    head.after(el('p', {class: 'subtitle', id: 'job-meta'}), el('div', {class: 'error-box', id: 'job-error', role: 'alert', hidden: true}));
+    const card = (sel, titleId, ...body) => {
+      const c = $(sel);
+      c.setAttribute('aria-labelledby', titleId);
+      c.append(...body);
+    };
+    const logTitle = model ? 'Training log' : 'Creation log';
+    card('#log-card', 'log-title',
+      el('header', {}, el('h2', {id: 'log-title', text: logTitle}),
+        el('div', {class: 'tools'}, el('label', {class: 'check-line small'},
+          el('input', {type: 'checkbox', id: 'show-stderr'}), ' Show the worker\'s standard error'))),
+      el('pre', {class: 'log hide-stderr', id: 'log', tabindex: 0, 'aria-label': logTitle}));
+    card('#history-card', 'history-title', el('h2', {id: 'history-title', text: 'Status history'}),
+      el('div', {class: 'table-wrap'}, el('table', {id: 'history'},
+        el('thead', {}, el('tr', {}, ['Status', 'At', 'For', 'Note'].map((h) => el('th', {class: h === 'For' ? 'num' : null, text: h})))),
+        el('tbody'))));
+    card('#notes-card', 'notes-title', el('h2', {id: 'notes-title', text: 'Notes'}),
+      el('form', {id: 'notes-form'},
+        el('div', {class: 'field'},
+          el('label', {for: 'job_notes', class: 'visually-hidden', text: 'Notes'}),
+          el('textarea', {id: 'job_notes', name: 'job_notes', class: 'notes',
+            placeholder: model ? 'What this run tries, what came of it…' : 'What this dataset is for, where the images came from…'})),
+        el('div', {class: 'form-error', role: 'alert'}),
+        el('div', {class: 'button-row'}, el('button', {type: 'submit', text: 'Save notes'}),
+          el('span', {class: 'small muted', id: 'notes-state', 'aria-live': 'polite'}))));
+  }
+
   function tick() {
     if (!state.job) return;
     CD.setText('#elapsed', 'elapsed ' + CD.duration(elapsed()));
   }
 
   function init() {
+    renderFrame();
     CD.initTopbar();
     $('#abort').addEventListener('click', abort);
     $('#delete').addEventListener('click', del);
-    const nf = $('#notes-form');
-    if (nf) {
-      nf.addEventListener('submit', saveNotes);
-      $('#job_notes').addEventListener('input', () => { $('#job_notes').dataset.dirty = '1'; });
-    }
+    $('#notes-form').addEventListener('submit', saveNotes);
+    $('#job_notes').addEventListener('input', () => { $('#job_notes').dataset.dirty = '1'; });
     const se = $('#show-stderr');
-    if (se) se.addEventListener('change', () => $('#log').classList.toggle('hide-stderr', !se.checked));
+    se.addEventListener('change', () => $('#log').classList.toggle('hide-stderr', !se.checked));
     setInterval(tick, 1000);
   }
 

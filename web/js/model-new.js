@@ -22,15 +22,27 @@
       desc: 'For 256×256 color images, with random 224×224 crops and mirroring. Deeper and slower than AlexNet, more accurate.'},
   ];
 
-  const LR_FORMULA = {
-    fixed: 'rate = base, all along.',
-    step: 'rate = base × gamma^floor(progress / step size): divided every step size % of the training.',
-    multistep: 'rate = base × gamma^(steps passed): multiplied by gamma at each listed % of the training.',
-    exp: 'rate = base × gamma^(progress in %).',
-    inv: 'rate = base × (1 + gamma × progress in %)^−power.',
-    poly: 'rate = base × (1 − progress)^power: reaches 0 at the end.',
-    sigmoid: 'rate = base / (1 + exp(gamma × (progress − step) in %)).',
-  };
+  /* The learning rate policies as the form offers them: the title, how the rate goes, and
+   * the fields of the parameters with DIGITS's defaults ([name, label, value, type]: a
+   * number of at least 0 unless the type says otherwise). */
+  const LR_POLICIES = [
+    {name: 'fixed', title: 'Fixed', formula: 'rate = base, all along.', fields: []},
+    {name: 'step', title: 'Step Down',
+      formula: 'rate = base × gamma^floor(progress / step size): divided every step size % of the training.',
+      fields: [['lr_step_size', 'Step size (% of training)', '33'], ['lr_step_gamma', 'Gamma', '0.1']]},
+    {name: 'multistep', title: 'Step Down (arbitrary steps)',
+      formula: 'rate = base × gamma^(steps passed): multiplied by gamma at each listed % of the training.',
+      fields: [['lr_multistep_values', 'Step values (% of training)', '50,85', 'text'], ['lr_multistep_gamma', 'Gamma', '0.5']]},
+    {name: 'exp', title: 'Exponential Decay', formula: 'rate = base × gamma^(progress in %).',
+      fields: [['lr_exp_gamma', 'Gamma', '0.95']]},
+    {name: 'inv', title: 'Inverse Decay', formula: 'rate = base × (1 + gamma × progress in %)^−power.',
+      fields: [['lr_inv_gamma', 'Gamma', '0.1'], ['lr_inv_power', 'Power', '0.5']]},
+    {name: 'poly', title: 'Polynomial Decay', formula: 'rate = base × (1 − progress)^power: reaches 0 at the end.',
+      fields: [['lr_poly_power', 'Power', '3']]},
+    {name: 'sigmoid', title: 'Sigmoid Decay', formula: 'rate = base / (1 + exp(gamma × (progress − step) in %)).',
+      fields: [['lr_sigmoid_step', 'Step (% of training)', '50'], ['lr_sigmoid_gamma', 'Gamma', '0.1']]},
+  ];
+  const LR_DEFAULT = 'step';
 
   let jobs = {running: [], datasets: [], models: []};
   let dataset = null;               /* the selected dataset's detail */
@@ -89,17 +101,10 @@
 
   /* ---- networks ---------------------------------------------------------------------------------- */
 
-  function selectMethod(m, focus) {
+  const selectMethod = CD.tabs(['standard', 'previous', 'custom'], (m) => {
     $('#method').value = m;
-    for (const t of ['standard', 'previous', 'custom']) {
-      const tab = $('#tab-' + t), on = t === m;
-      tab.setAttribute('aria-selected', String(on));
-      tab.tabIndex = on ? 0 : -1;
-      $('#panel-' + t).hidden = !on;
-      if (on && focus) tab.focus();
-    }
     if (!$('#net-view').hidden) visualize();
-  }
+  });
 
   function renderStandard() {
     const box = $('#standard-list');
@@ -235,58 +240,40 @@
     return {text, label: 'custom network', fields: {method: 'custom', custom_network: text}};
   }
 
-  let netRequest = 0;
-
-  async function visualize() {
-    const view = $('#net-view');
-    view.hidden = false;
-    CD.setText('#net-errors', '');
-    const graph = clear($('#net-graph'));
-    const seq = ++netRequest; /* a newer click wins over a slower older answer */
-    try {
+  function visualize() {
+    $('#net-view').hidden = false;
+    CD.net.show(async () => {
       const {text, fields} = await currentNetwork();
-      const stage = $('#net-stage').value;
       const crop = parseInt($('#crop_size').value, 10) || 0;
       const batch = ($('#batch_size').value.split(',')[0] || '').trim();
       const body = Object.assign({}, fields);
       if (dataset) body.dataset = dataset.id;
       if (crop) body.crop_size = String(crop);
       if (/^\d+$/.test(batch)) body.batch_size = batch;
-      let a, input, classes, source;
-      try {
-        const d = await api('POST', '/models/visualize-network/json', body);
-        a = CD.net.fromEngine(d, stage, text);
-        input = d.input;
-        classes = d.classes;
-        source = 'engine';
-      } catch (e) {
-        if (e.status === 400 && e.fields) throw new Error(Object.values(e.fields).flat().join('\n'));
-        input = datasetInput() || CD.net.intendedInput(text) || [3, 256, 256];
-        classes = dataset && dataset.labels ? dataset.labels.length : 10;
-        a = CD.net.analyze(text, {input, classes, crop, stage});
-        a.errors.unshift('Read in the browser: the server could not check this network (' + e.message + ').');
-        source = 'browser';
-      }
-      if (seq !== netRequest) return;
-      const summary = $('#net-summary');
-      summary.dataset.source = source;
-      CD.setText(summary, !a.layers.length ? 'The ' + stage + ' stage cannot be built:'
-        : (a.name ? a.name + ': ' : '') + a.layers.filter((l) => l.type !== 'Split').length + ' layers, ' +
-        CD.count(a.params) + ' parameters (' + stage + ' stage) for ' + input.join('×') + ' input' +
-        (crop ? ' cropped to ' + crop : '') + ' and ' + classes + ' classes' + (dataset ? '' : ' (no dataset chosen)'));
-      if (a.errors.length) CD.setText('#net-errors', a.errors.join('\n'));
-      if (a.layers.length) CD.net.draw(graph, a);
-    } catch (e) {
-      if (seq !== netRequest) return;
-      CD.setText('#net-summary', '');
-      CD.setText('#net-errors', e.message);
-    }
+      return {text, body, crop, dataset};
+    });
   }
 
   /* ---- learning rate ---------------------------------------------------------------------------- */
 
   let lrChart = null;
   let lrRequest = null;
+
+  /* The policy and the fields of its parameters, into #lr-fields. */
+  function renderLrPolicies() {
+    const select = el('select', {id: 'lr_policy', name: 'lr_policy'});
+    const row = $('#lr-fields');
+    row.append(CD.field('Policy', select));
+    for (const p of LR_POLICIES) {
+      select.append(el('option', {value: p.name, text: p.title}));
+      for (const [name, label, value, type] of p.fields) {
+        const input = type === 'text' ? el('input', {type: 'text', id: name, name, value})
+          : el('input', {type: 'number', id: name, name, value, min: 0, step: 'any'});
+        row.append(CD.field(label, input, {class: 'lr-opt', dataset: {policy: p.name}}));
+      }
+    }
+    select.value = LR_DEFAULT;
+  }
 
   function lrFields() {
     const f = {lr_policy: $('#lr_policy').value, learning_rate: $('#learning_rate').value.trim()};
@@ -297,7 +284,7 @@
   function syncPolicy() {
     const p = $('#lr_policy').value;
     for (const f of $$('.lr-opt')) f.hidden = f.dataset.policy !== p;
-    CD.setText('#lr-formula', LR_FORMULA[p] || '');
+    CD.setText('#lr-formula', (LR_POLICIES.find((x) => x.name === p) || {}).formula || '');
     updateLrChart();
   }
 
@@ -394,35 +381,20 @@
     return body;
   }
 
-  async function submit(ev) {
-    ev.preventDefault();
-    CD.clearErrors(form);
-    const button = $('#create');
-    button.disabled = true;
-    CD.setText('#create-state', 'Creating…');
-    try {
-      const r = await api('POST', '/models/images/classification/json', collect());
-      const first = r.jobs ? r.jobs[0] : r;
-      CD.setText('#create-state', r.jobs ? 'Created ' + r.jobs.length + ' models' : 'Created ' + r.name);
-      location.href = r.jobs && r.jobs.length > 1 ? CD.url('#models') : CD.url('models/' + encodeURIComponent(first.id));
-      return;
-    } catch (e) {
-      if (e.status === 401) {
-        e.message = 'Log in first: only a logged-in user can create models.';
-        $('#login-note').hidden = false;
-      }
-      if (e.fields) {
-        const tabOf = {standard_networks: 'standard', previous_networks: 'previous', custom_network: 'custom', custom_network_snapshot: 'custom'};
-        for (const k of Object.keys(e.fields)) if (tabOf[k]) selectMethod(tabOf[k]);
-        if (e.fields.select_gpu_count || e.fields.select_gpu) {
-          e.fields.select_gpus = [].concat(e.fields.select_gpus || [], e.fields.select_gpu || []);
-          delete e.fields.select_gpu;
-        }
-      }
-      CD.showErrors(form, e);
-      CD.setText('#create-state', '');
+  function created(r) {
+    const first = r.jobs ? r.jobs[0] : r;
+    return {text: r.jobs ? 'Created ' + r.jobs.length + ' models' : 'Created ' + r.name,
+      href: r.jobs && r.jobs.length > 1 ? CD.url('#models') : CD.url('models/' + encodeURIComponent(first.id))};
+  }
+
+  /* the tab of a network field in error opens; the GPU count's error shows at the GPU list */
+  function showErrorFields(e) {
+    const tabOf = {standard_networks: 'standard', previous_networks: 'previous', custom_network: 'custom', custom_network_snapshot: 'custom'};
+    for (const k of Object.keys(e.fields)) if (tabOf[k]) selectMethod(tabOf[k]);
+    if (e.fields.select_gpu_count || e.fields.select_gpu) {
+      e.fields.select_gpus = [].concat(e.fields.select_gpus || [], e.fields.select_gpu || []);
+      delete e.fields.select_gpu;
     }
-    button.disabled = false;
   }
 
   /* ---- clone ----------------------------------------------------------------------------------------- */
@@ -483,21 +455,9 @@
 
   async function start() {
     CD.initTopbar();
-    CD.user().then((u) => {
-      if (!u) {
-        $('#login-link').href = CD.loginUrl();
-        $('#login-note').hidden = false;
-      }
-    });
-    for (const t of ['standard', 'previous', 'custom']) {
-      const order = ['standard', 'previous', 'custom'];
-      $('#tab-' + t).addEventListener('click', () => selectMethod(t));
-      $('#tab-' + t).addEventListener('keydown', (ev) => {
-        const i = order.indexOf(t);
-        if (ev.key === 'ArrowRight') selectMethod(order[(i + 1) % 3], true);
-        if (ev.key === 'ArrowLeft') selectMethod(order[(i + 2) % 3], true);
-      });
-    }
+    CD.jobform.init({form, kind: 'model', path: '/models/images/classification/json', collect, created, onErrors: showErrorFields});
+    renderLrPolicies();
+    CD.net.view($('#net-view'), el('button', {type: 'button', id: 'net-hide', text: 'Hide graph'}));
     $('#dataset').addEventListener('change', () => loadDataset($('#dataset').value));
     $('#lr_policy').addEventListener('change', syncPolicy);
     for (const i of $$('#learning_rate, #train_epochs, .lr-opt input')) i.addEventListener('input', updateLrChart);
@@ -508,7 +468,6 @@
     $('#select_gpu_count').addEventListener('input', () => { $('#gpu-mode-count').checked = true; });
     $('#batch_auto').addEventListener('change', syncBatchAuto);
     for (const r of $$('input[name="precision"]')) r.addEventListener('change', () => selectPrecision(r.value));
-    form.addEventListener('submit', submit);
     renderStandard();
     syncPolicy();
 
@@ -522,8 +481,7 @@
     hardware = hw;
     if (hw && hw.resources && hw.resources.gpus) CD.setGpus(hw.resources.gpus.total || 0, hw.resources.gpus.free || 0);
     renderGpus();
-    const groups = new Set([].concat(jobs.running, jobs.datasets, jobs.models).map((j) => j.group).filter(Boolean));
-    for (const g of groups) $('#group-names').append(el('option', {value: g}));
+    CD.jobform.groups(jobs);
 
     const fields = cloned ? cloned.fields || {} : {};
     const previous = fields.previous_networks || CD.param('previous');

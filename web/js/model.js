@@ -359,46 +359,20 @@
 
   /* The network as the engine builds it (POST /models/visualize-network/json with this
    * model as the previous network); read in the browser when the server cannot answer. */
-  async function visualize() {
+  function visualize() {
     const d = $('#net-dialog');
     if (!d.open) d.showModal();
-    CD.setText('#net-errors', '');
-    const graph = clear($('#net-graph'));
-    try {
+    CD.net.show(async () => {
       await loadDataset(); /* its image shape and classes size the network */
       const res = await fetch(fileUrl('network.prototxt'));
       if (!res.ok) throw new Error('cannot read network.prototxt (HTTP ' + res.status + ')');
-      const text = await res.text();
-      const stage = $('#net-stage').value;
       const crop = job.train && job.train.crop_size || 0;
       const body = {method: 'previous', previous_networks: job.id};
       if (datasetDetail) body.dataset = job.dataset_id;
       if (crop) body.crop_size = String(crop);
       if (job.train && Number.isInteger(job.train.batch_size)) body.batch_size = String(job.train.batch_size);
-      let a, input, classes, source;
-      try {
-        const e = await api('POST', '/models/visualize-network/json', body);
-        a = CD.net.fromEngine(e, stage, text);
-        input = e.input;
-        classes = e.classes;
-        source = 'engine';
-      } catch (err) {
-        const dims = datasetDetail && datasetDetail.image_dims;
-        input = dims ? [dims[2], dims[0], dims[1]] : CD.net.intendedInput(text) || [3, 256, 256];
-        classes = datasetDetail && datasetDetail.labels ? datasetDetail.labels.length : 10;
-        a = CD.net.analyze(text, {input, classes, crop, stage});
-        a.errors.unshift('Read in the browser: the server could not check this network (' + err.message + ').');
-        source = 'browser';
-      }
-      $('#net-summary').dataset.source = source;
-      CD.setText('#net-summary', !a.layers.length ? 'The ' + stage + ' stage cannot be built:'
-        : (a.name ? a.name + ': ' : '') + a.layers.filter((l) => l.type !== 'Split').length + ' layers, ' +
-        CD.count(a.params) + ' parameters for ' + input.join('×') + ' input and ' + classes + ' classes');
-      if (a.errors.length) CD.setText('#net-errors', a.errors.join('\n'));
-      if (a.layers.length) CD.net.draw(graph, a);
-    } catch (e) {
-      CD.setText('#net-errors', e.message);
-    }
+      return {text: await res.text(), body, crop, dataset: datasetDetail};
+    });
   }
 
   /* ---- actions ---------------------------------------------------------------------------------- */
@@ -432,6 +406,7 @@
   const reloadSoon = CD.debounce(() => P.reload().then((j) => j && render(j)).catch(() => {}), 200);
 
   P.init();
+  CD.net.view($('#net-view'));
   $('#resume').addEventListener('click', resume);
   $('#log-loss').addEventListener('change', () => { makeCharts(); updateCharts(true); });
   $('#snapshots-more').addEventListener('click', () => { showAllSnapshots = !showAllSnapshots; renderSnapshots(); });

@@ -9,6 +9,8 @@
  *   CD.net.analyze(text, {input, classes, crop, stage}) -> {layers, params, blobs, errors}
  *   CD.net.fromEngine(answer, stage, text)     -> the same shape from the server's answer
  *   CD.net.draw(container, analysis)           -> draws the graph as SVG with a layer table
+ *   CD.net.view(box, ...tools)                 -> writes a page's network view into box
+ *   CD.net.show(network)                       -> shows a network in that view
  *
  * Shapes leave the batch out: [C, H, W] for images, [N] for vectors, [] for scalars. */
 'use strict';
@@ -391,7 +393,70 @@
     return m ? [Number(m[1]), Number(m[2]), Number(m[3])] : null;
   }
 
-  const api = {parse, analyze, fromEngine, draw, intendedInput, shapeText, paramText, get, all};
+  /* ---- a page's network view ---------------------------------------------------------------- */
+
+  /* Writes into box the stage to show, the summary line and any tools (a Hide button) in one
+   * row, then the errors and the graph: #net-stage, #net-summary, #net-errors, #net-graph. */
+  function view(box, ...tools) {
+    const {el} = CD;
+    box.append(
+      el('div', {class: 'filters'},
+        CD.field('Stage', el('select', {id: 'net-stage'}, ['train', 'val', 'deploy'].map((s) => el('option', {value: s, text: s})))),
+        el('p', {class: 'small', id: 'net-summary'}), tools),
+      el('div', {class: 'form-error', id: 'net-errors', role: 'alert'}),
+      el('div', {id: 'net-graph'}));
+  }
+
+  /* The analysis of a network for a page: the engine's (POST
+   * /models/visualize-network/json with body, the form fields that name the network), or,
+   * when the server cannot answer, the browser's reading of text for the dataset's input
+   * and classes (dataset: its detail, or null). A form error of the engine is thrown as
+   * its messages. Returns {a, input, classes, source}. */
+  async function check(n, stage) {
+    try {
+      const d = await CD.api('POST', '/models/visualize-network/json', n.body);
+      return {a: fromEngine(d, stage, n.text), input: d.input, classes: d.classes, source: 'engine'};
+    } catch (e) {
+      if (e.status === 400 && e.fields) throw new Error(Object.values(e.fields).flat().join('\n'));
+      const dims = n.dataset && n.dataset.image_dims;
+      const input = (dims ? [dims[2], dims[0], dims[1]] : intendedInput(n.text)) || [3, 256, 256];
+      const classes = n.dataset && n.dataset.labels ? n.dataset.labels.length : 10;
+      const a = analyze(n.text, {input, classes, crop: n.crop, stage});
+      a.errors.unshift('Read in the browser: the server could not check this network (' + e.message + ').');
+      return {a, input, classes, source: 'browser'};
+    }
+  }
+
+  let shown = 0;
+
+  /* Shows in the view the network that network() resolves to, {text, body, crop, dataset}
+   * as check() takes it, for the stage chosen; a newer call wins over an older one whose
+   * answer comes later. */
+  async function show(network) {
+    const {$, clear, setText} = CD;
+    const seq = ++shown;
+    setText('#net-errors', '');
+    const graph = clear($('#net-graph'));
+    try {
+      const n = await network();
+      const stage = $('#net-stage').value;
+      const {a, input, classes, source} = await check(n, stage);
+      if (seq !== shown) return;
+      $('#net-summary').dataset.source = source;
+      setText('#net-summary', !a.layers.length ? 'The ' + stage + ' stage cannot be built:'
+        : (a.name ? a.name + ': ' : '') + a.layers.filter((l) => l.type !== 'Split').length + ' layers, ' +
+        CD.count(a.params) + ' parameters (' + stage + ' stage) for ' + input.join('×') + ' input' +
+        (n.crop ? ' cropped to ' + n.crop : '') + ' and ' + classes + ' classes' + (n.dataset ? '' : ' (without a dataset)'));
+      if (a.errors.length) setText('#net-errors', a.errors.join('\n'));
+      if (a.layers.length) draw(graph, a);
+    } catch (e) {
+      if (seq !== shown) return;
+      setText('#net-summary', '');
+      setText('#net-errors', e.message);
+    }
+  }
+
+  const api = {parse, analyze, fromEngine, draw, intendedInput, shapeText, paramText, get, all, view, check, show};
   root.CD = root.CD || {};
   root.CD.net = api;
   if (typeof module !== 'undefined') module.exports = api;
