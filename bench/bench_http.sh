@@ -10,12 +10,14 @@
 # cdigits-worker the training load comes from tests/shell/fake_worker.py.
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=$(cd "${1:-${CDIGITS_BUILD_DIR:-$SRC/build}}" 2>/dev/null && pwd) || { echo "no build folder ${1:-build}"; exit 1; }
+BENCH_NAME=bench_http
+# shellcheck source=bench/http_bench_lib.bash
+. "$SRC/bench/http_bench_lib.bash"
+bench_build_dir "${1:-}"
+need_tools cdigits
 SECS=${BENCH_SECONDS:-10}
 CONNS=${BENCH_CONNECTIONS:-32}
 THREADS=${BENCH_THREADS:-2}
-command -v wrk >/dev/null || { echo "bench_http: wrk is missing (apt-get install wrk)"; exit 1; }
-[ -x "$BUILD/cdigits" ] || { echo "bench_http: $BUILD/cdigits is not built"; exit 1; }
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/cdigits-bench-XXXXXX")
 PID=""
@@ -32,13 +34,7 @@ if [ ! -x "$WORKER" ]; then
     REAL=0
 fi
 python3 "$SRC/tests/shell/make_pngs.py" "$T/images" --classes 3 --per-class 40 --size 28
-"$BUILD/cdigits" serve --port 0 --port-file "$T/port" --data "$T/data" --data-root "$T/images" \
-    --worker "$WORKER" --log-level warning >"$T/server.log" 2>&1 &
-PID=$!
-for _ in $(seq 200); do [ -s "$T/port" ] && break; sleep 0.05; done
-B=http://127.0.0.1:$(cat "$T/port")
-J=$T/jar
-curl -s -c "$J" -XPOST "$B/login" -d username=bench >/dev/null
+bench_serve bench --worker "$WORKER"
 
 id_of() { python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'; }
 wait_done() {

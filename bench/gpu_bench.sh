@@ -24,19 +24,9 @@
 # CDIGITS_CARRY_DIR) it first runs the whole path on the CPU, tiny, as a smoke test.
 # Exit status 0 when every case ran on cdigits's side (or skipped), 1 otherwise. The last
 # line is a one-line summary.
-set -uo pipefail
-
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root" || exit 1
-build=${CDIGITS_GPU_BUILD:-$root/build-gpu}
-case $build in /*) ;; *) build=$root/$build ;; esac
-jobs=$(nproc 2>/dev/null || echo 4)
-say() { echo "gpu_bench: $*"; }
-
-# shellcheck source=tests/gpu/env.sh
-source "$root/tests/gpu/env.sh"
-
-ngpu=$(gpu_count)
+BENCH_NAME=gpu_bench
+# shellcheck source=bench/gpu_bench_lib.bash
+source "$(dirname "$0")/gpu_bench_lib.bash"
 
 # python with torch, and whether it sees a GPU (with the library path PyTorch had before
 # env.sh, as torch_gpu_bench.py runs it)
@@ -60,30 +50,20 @@ done
 work=$build/bench
 mkdir -p "$work"
 
-# run_table ARGS...: torch_gpu_bench.py run, its table kept in $work/last.txt; exits with
-# its status and its summary as the last line
-run_table() {
-    PYTHONUNBUFFERED=1 python3 "$root/bench/torch_gpu_bench.py" run "$@" | tee "$work/last.txt"
-    local rc=${PIPESTATUS[0]} line
-    line=$(tail -1 "$work/last.txt")
-    say "${line#torch_gpu_bench: }"
-    exit "$rc"
-}
-
 if ((ngpu == 0)) && [[ ${CDIGITS_GPU_REHEARSE:-0} == 1 ]]; then
     # tests/gpu/run.sh's rehearsal: the whole path and its table, tiny, on the CPU
     worker=""
     find_worker || { say "rehearsal: no cdigits-worker (CDIGITS_WORKER or CDIGITS_CARRY_DIR)"; exit 1; }
     [[ -n $torch_py ]] || { say "rehearsal: no python imports torch (apt-get install python3-torch)"; exit 1; }
     say "rehearsal: the CPU stands in for the GPU (a tiny case: the bookkeeping, not a benchmark)"
-    run_table --worker "$worker" --work "$work" --torch-python "$torch_py" --device cpu
+    run_table "torch_gpu_bench: " run --worker "$worker" --work "$work" --torch-python "$torch_py" \
+        --device cpu
 fi
 if ((ngpu == 0)); then
     worker=""
     if [[ -n ${CDIGITS_WORKER:-} || -n ${CDIGITS_CARRY_DIR:-} ]] && find_worker && [[ -n $torch_py ]]; then
         say "no GPU here: the whole path once on the CPU, tiny (a smoke test, not a benchmark)"
-        python3 "$root/bench/torch_gpu_bench.py" run --worker "$worker" --work "$work" \
-            --torch-python "$torch_py" --device cpu || say "the smoke run failed (above)"
+        smoke_run run --worker "$worker" --work "$work" --torch-python "$torch_py"
     fi
     say "no GPU: skipped"
     exit 0
@@ -92,13 +72,7 @@ if [[ -z $torch_py || $torch_cuda != 1 ]]; then
     say "no PyTorch with CUDA (${torch_py:-no python3 imports torch}): skipped"
     exit 0
 fi
-worker=""
-find_worker
-rc=$?
-if ((rc != 0)); then
-    say "no cdigits-worker (carry one with tests/gpu/make_carry.sh, or install jansson, libpng, libjpeg and OpenBLAS for a CMake build): skipped"
-    exit $((rc == 3 ? 1 : 0))
-fi
+need_worker "carry one with tests/gpu/make_carry.sh, or install jansson, libpng, libjpeg and OpenBLAS for a CMake build"
 "$worker" --version || { say "$worker does not start (libraries? see above)"; exit 1; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1
@@ -106,4 +80,4 @@ args=(--worker "$worker" --work "$work" --torch-python "$torch_py"
       --scale "${CDIGITS_BENCH_SCALE:-1}")
 [[ -n ${CDIGITS_BENCH_CASES:-} ]] && args+=(--cases "$CDIGITS_BENCH_CASES")
 [[ -n ${CDIGITS_BENCH_DEADLINE:-} ]] && args+=(--deadline "$CDIGITS_BENCH_DEADLINE")
-run_table "${args[@]}"
+run_table "torch_gpu_bench: " run "${args[@]}"

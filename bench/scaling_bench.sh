@@ -12,19 +12,10 @@
 # given and no GPU it first runs the path with two CPU replicas, tiny (a smoke test).
 # Environment: CDIGITS_GPU_BUILD (default build-gpu), CDIGITS_SCALING_CASE,
 # CDIGITS_BENCH_SCALE (iterations x scale). The last line is a one-line summary.
-set -uo pipefail
+BENCH_NAME=scaling_bench
+# shellcheck source=bench/gpu_bench_lib.bash
+source "$(dirname "$0")/gpu_bench_lib.bash"
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root" || exit 1
-build=${CDIGITS_GPU_BUILD:-$root/build-gpu}
-case $build in /*) ;; *) build=$root/$build ;; esac
-jobs=$(nproc 2>/dev/null || echo 4)
-say() { echo "scaling_bench: $*"; }
-
-# shellcheck source=tests/gpu/env.sh
-source "$root/tests/gpu/env.sh"
-
-ngpu=$(gpu_count)
 work=$build/scaling
 mkdir -p "$work"
 case=${CDIGITS_SCALING_CASE:-alexnet:128:bf16}
@@ -33,22 +24,12 @@ if ((ngpu < 2)); then
     worker=""
     if ((ngpu == 0)) && [[ -n ${CDIGITS_WORKER:-} || -n ${CDIGITS_CARRY_DIR:-} ]] && find_worker; then
         say "no GPU here: the path once with two CPU replicas, tiny (a smoke test, not a benchmark)"
-        python3 "$root/bench/torch_gpu_bench.py" scaling --worker "$worker" --work "$work" \
-            --gpus 2 --case lenet:16:fp32 --device cpu || say "the smoke run failed (above)"
+        smoke_run scaling --worker "$worker" --work "$work" --gpus 2 --case lenet:16:fp32
     fi
     say "$ngpu GPU$( ((ngpu == 1)) || echo s) here, scaling needs two or more: skipped"
     exit 0
 fi
-worker=""
-find_worker
-rc=$?
-if ((rc != 0)); then
-    say "no cdigits-worker (carry one with tests/gpu/make_carry.sh): skipped"
-    exit $((rc == 3 ? 1 : 0))
-fi
+need_worker "carry one with tests/gpu/make_carry.sh"
 nvidia-smi topo -m 2>/dev/null | head -$((ngpu + 1))
-PYTHONUNBUFFERED=1 python3 "$root/bench/torch_gpu_bench.py" scaling --worker "$worker" --work "$work" \
-    --gpus "$ngpu" --case "$case" --scale "${CDIGITS_BENCH_SCALE:-1}" | tee "$work/last.txt"
-rc=${PIPESTATUS[0]}
-say "$(tail -1 "$work/last.txt" | sed 's/^scaling: //')"
-exit "$rc"
+run_table "scaling: " scaling --worker "$worker" --work "$work" --gpus "$ngpu" --case "$case" \
+    --scale "${CDIGITS_BENCH_SCALE:-1}"

@@ -17,14 +17,15 @@
 # stream died or requests failed.
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
+BENCH_NAME=soak
+# shellcheck source=bench/http_bench_lib.bash
+. "$SRC/bench/http_bench_lib.bash"
 DURATION=${1:-1800}
-BUILD=$(cd "${2:-${CDIGITS_BUILD_DIR:-$SRC/build}}" 2>/dev/null && pwd) || { echo "soak: no build folder ${2:-build}"; exit 1; }
+bench_build_dir "${2:-}"
+need_tools cdigits cdigits-worker
 WINDOW=${SOAK_WINDOW:-30}
 CONNS=${SOAK_CONNECTIONS:-16}
 NSSE=${SOAK_SSE:-6}
-command -v wrk >/dev/null || { echo "soak: wrk is missing (apt-get install wrk)"; exit 1; }
-[ -x "$BUILD/cdigits" ] || { echo "soak: $BUILD/cdigits is not built"; exit 1; }
-[ -x "$BUILD/cdigits-worker" ] || { echo "soak: $BUILD/cdigits-worker is not built"; exit 1; }
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/cdigits-soak-XXXXXX")
 OUT=${SOAK_OUT:-$T/soak.csv}
@@ -39,14 +40,7 @@ cleanup() {
 trap cleanup EXIT
 
 python3 "$SRC/tests/shell/make_pngs.py" "$T/images" --classes 3 --per-class 30 --size 28 --seed 3
-"$BUILD/cdigits" serve --port 0 --port-file "$T/port" --data "$T/data" --data-root "$T/images" \
-    --log-level warning >"$T/server.log" 2>&1 &
-PID=$!
-for _ in $(seq 200); do [ -s "$T/port" ] && break; sleep 0.05; done
-[ -s "$T/port" ] || { echo "soak: the server did not start"; cat "$T/server.log"; exit 1; }
-B=http://127.0.0.1:$(cat "$T/port")
-J=$T/jar
-curl -s -c "$J" -X POST "$B/login" -d username=soak >/dev/null
+bench_serve soak
 jid() { python3 -c 'import json, sys; print(json.load(sys.stdin).get("id", ""))'; }
 DS=$(curl -s -b "$J" -X POST "$B/datasets/images/classification/json" -F folder_train="$T/images" \
     -F resize_channels=1 -F resize_width=28 -F resize_height=28 -F folder_pct_val=20 -F dataset_name=soak | jid)

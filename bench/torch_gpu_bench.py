@@ -167,43 +167,51 @@ def run_quiet(cmd, what):
         raise SystemExit("torch_gpu_bench: %s failed (exit %d)" % (what, p.returncode))
 
 
+def dataset_once(worker, work, net, fill, config):
+    """The cdigits dataset of work/net/dataset, made once and reused: fill(d) writes the
+    source images (a folder per class in d/folders) and says what it wrote; config is
+    the dataset.json keys of the net (channels, size). Returns the dataset folder."""
+    d = os.path.join(work, net)
+    ds = os.path.join(d, "dataset")
+    if not os.path.exists(os.path.join(ds, "stats.json")):
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(ds)
+        t0 = time.time()
+        what = fill(d)
+        conf = {"folder_train": os.path.join(d, "folders"), "pct_val": 0, "pct_test": 0,
+                "resize_mode": "squash", "encoding": "none", "seed": 1}
+        conf.update(config)
+        with open(os.path.join(ds, "dataset.json"), "w") as f:
+            json.dump(conf, f)
+        run_quiet([worker, "dataset", ds], "dataset (%s)" % net)
+        print("  %s data: %s in %.1f s" % (net, what, time.time() - t0))
+    return ds
+
+
 def make_datasets(worker, work, nets):
     """The datasets the cases need, made once in work/ and reused."""
     out = {}
     if "lenet" in nets:
         d = os.path.join(work, "lenet")
-        ds = os.path.join(d, "dataset")
-        if not os.path.exists(os.path.join(ds, "stats.json")):
-            shutil.rmtree(d, ignore_errors=True)
-            os.makedirs(ds)
-            t0 = time.time()
+
+        def fill_lenet(d):
             write_lenet_idx(os.path.join(d, "images.idx"), os.path.join(d, "labels.idx"), LENET_IMAGES)
             run_quiet([worker, "import-idx", "--images", os.path.join(d, "images.idx"), "--labels",
                        os.path.join(d, "labels.idx"), "--out", os.path.join(d, "folders")], "import-idx")
-            with open(os.path.join(ds, "dataset.json"), "w") as f:
-                json.dump({"folder_train": os.path.join(d, "folders"), "pct_val": 0, "pct_test": 0,
-                           "channels": 1, "width": 28, "height": 28, "resize_mode": "squash",
-                           "encoding": "none", "seed": 1}, f)
-            run_quiet([worker, "dataset", ds], "dataset (lenet)")
-            print("  lenet data: %d 28x28 images in %.1f s" % (LENET_IMAGES, time.time() - t0))
+            return "%d 28x28 images" % LENET_IMAGES
+
+        ds = dataset_once(worker, work, "lenet", fill_lenet, {"channels": 1, "width": 28, "height": 28})
         out["lenet"] = {"dataset": ds, "torch_data": os.path.join(d, "images.idx"),
                         "torch_labels": os.path.join(d, "labels.idx")}
     if "alexnet" in nets:
-        d = os.path.join(work, "alexnet")
-        ds = os.path.join(d, "dataset")
-        raw = os.path.join(d, "images.u8")
-        if not os.path.exists(os.path.join(ds, "stats.json")):
-            shutil.rmtree(d, ignore_errors=True)
-            os.makedirs(ds)
-            t0 = time.time()
+        raw = os.path.join(work, "alexnet", "images.u8")
+
+        def fill_alexnet(d):
             write_alexnet_images(os.path.join(d, "folders"), raw, ALEX_CLASSES, ALEX_PER_CLASS, ALEX_SIDE)
-            with open(os.path.join(ds, "dataset.json"), "w") as f:
-                json.dump({"folder_train": os.path.join(d, "folders"), "pct_val": 0, "pct_test": 0,
-                           "channels": 3, "width": ALEX_SIDE, "height": ALEX_SIDE,
-                           "resize_mode": "squash", "encoding": "none", "seed": 1}, f)
-            run_quiet([worker, "dataset", ds], "dataset (alexnet)")
-            print("  alexnet data: %d %dx%d color PNGs in %.1f s"
-                  % (ALEX_CLASSES * ALEX_PER_CLASS, ALEX_SIDE, ALEX_SIDE, time.time() - t0))
+            return "%d %dx%d color PNGs" % (ALEX_CLASSES * ALEX_PER_CLASS, ALEX_SIDE, ALEX_SIDE)
+
+        ds = dataset_once(worker, work, "alexnet", fill_alexnet,
+                          {"channels": 3, "width": ALEX_SIDE, "height": ALEX_SIDE})
         out["alexnet"] = {"dataset": ds, "torch_data": raw, "torch_labels": ""}
     return out
 

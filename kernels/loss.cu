@@ -5,6 +5,7 @@
  * shows it (-log(FLT_MIN) ~ 87.3 per position), accuracy counts it as wrong, and
  * nothing is read out of bounds. */
 #include <float.h>
+#include <limits.h>
 
 #include "cdk_common.cuh"
 
@@ -12,13 +13,26 @@
  * declare it in __launch_bounds__: at 1024 threads, 64 registers each at most) */
 #define CDK_REDUCE_THREADS 1024
 
-/* The label at a position; *used is 0 where it is the ignored label. */
-__device__ inline int label_at(const float *label, size_t pos, int has_ignore, int ignore_label,
-                               int *used)
+/* What label_at returns for a position whose label is ignored. */
+#define LABEL_IGNORED INT_MIN
+
+/* The label at a position, or LABEL_IGNORED where it is the ignored label. */
+__device__ inline int label_at(const float *label, size_t pos, int has_ignore, int ignore_label)
 {
     int l = (int)label[pos];
-    *used = !(has_ignore && l == ignore_label);
-    return l;
+    return has_ignore && l == ignore_label ? LABEL_IGNORED : l;
+}
+
+/* The block's sums of a and of b, written by thread 0 to *a_out and *b_out. */
+__device__ inline void block_sums_out(double a, double b, float *a_out, float *b_out)
+{
+    a = cdk_block_sum(a);
+    __syncthreads();
+    b = cdk_block_sum(b);
+    if (threadIdx.x == 0) {
+        *a_out = (float)a;
+        *b_out = (float)b;
+    }
 }
 
 __global__ void __launch_bounds__(CDK_REDUCE_THREADS)
@@ -30,22 +44,15 @@ k_xent_forward(int outer, int channels, int inner, const float *prob,
     double loss = 0.0;
     double count = 0.0;
     for (size_t pos = threadIdx.x; pos < positions; pos += blockDim.x) {
-        int used;
-        int l = label_at(label, pos, has_ignore, ignore_label, &used);
-        if (!used)
+        int l = label_at(label, pos, has_ignore, ignore_label);
+        if (l == LABEL_IGNORED)
             continue;
         size_t o = pos / (size_t)inner, i = pos - o * (size_t)inner;
         float p = l >= 0 && l < channels ? prob[(o * channels + (size_t)l) * inner + i] : 0.0f;
         loss -= log((double)(!(p < FLT_MIN) ? p : FLT_MIN)); /* a NaN stays NaN */
         count += 1.0;
     }
-    loss = cdk_block_sum(loss);
-    __syncthreads();
-    count = cdk_block_sum(count);
-    if (threadIdx.x == 0) {
-        loss_out[0] = (float)loss;
-        count_out[0] = (float)count;
-    }
+    block_sums_out(loss, count, loss_out, count_out);
 }
 
 __global__ void __launch_bounds__(CDK_THREADS)
@@ -59,9 +66,8 @@ k_xent_backward(size_t total, int channels, int inner, const float *prob,
         size_t oc = idx / (size_t)inner;
         int c = (int)(oc % (size_t)channels);
         size_t o = oc / (size_t)channels;
-        int used;
-        int l = label_at(label, o * inner + i, has_ignore, ignore_label, &used);
-        dx[idx] = used ? (prob[idx] - (c == l ? 1.0f : 0.0f)) * scale : 0.0f;
+        int l = label_at(label, o * inner + i, has_ignore, ignore_label);
+        dx[idx] = l != LABEL_IGNORED ? (prob[idx] - (c == l ? 1.0f : 0.0f)) * scale : 0.0f;
     }
 }
 
@@ -75,9 +81,8 @@ k_accuracy(int outer, int channels, int inner, const float *x, const float *labe
     size_t positions = (size_t)outer * inner;
     double correct = 0.0, count = 0.0;
     for (size_t pos = threadIdx.x; pos < positions; pos += blockDim.x) {
-        int used;
-        int l = label_at(label, pos, has_ignore, ignore_label, &used);
-        if (!used)
+        int l = label_at(label, pos, has_ignore, ignore_label);
+        if (l == LABEL_IGNORED)
             continue;
         count += 1.0;
         if (l < 0 || l >= channels)
@@ -92,13 +97,7 @@ k_accuracy(int outer, int channels, int inner, const float *x, const float *labe
         if (better < top_k)
             correct += 1.0;
     }
-    correct = cdk_block_sum(correct);
-    __syncthreads();
-    count = cdk_block_sum(count);
-    if (threadIdx.x == 0) {
-        correct_out[0] = (float)correct;
-        count_out[0] = (float)count;
-    }
+    block_sums_out(correct, count, correct_out, count_out);
 }
 
 extern "C" {

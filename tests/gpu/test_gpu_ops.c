@@ -141,14 +141,26 @@ static void *go_alloc(int b, size_t bytes)
     return p;
 }
 
+/* Every tensor go_from makes is listed here until go_free_all frees them all, at the end
+ * of each test, on the backends it was made on (no test swaps a backend midway). */
+#define GO_LIVE_MAX 64
+static float *go_live[GO_LIVE_MAX][2];
+static int go_nlive;
+
 /* The same host data on both backends. */
 static go_t go_from(const float *host, size_t n)
 {
+    if (go_nlive == GO_LIVE_MAX) {
+        fprintf(stderr, "FAIL: more than %d tensors in one test; raise GO_LIVE_MAX\n", GO_LIVE_MAX);
+        exit(1);
+    }
     go_t t = {n, {NULL, NULL}};
     for (int b = 0; b < 2; b++) {
         t.d[b] = go_alloc(b, n * sizeof(float));
         go_be[b]->iface->upload(go_be[b], t.d[b], host, n * sizeof(float));
+        go_live[go_nlive][b] = t.d[b];
     }
+    go_nlive++;
     return t;
 }
 
@@ -169,12 +181,23 @@ static void *go_bytes(int b, const void *host, size_t bytes)
     return p;
 }
 
-static void go_free(go_t *t)
+static void go_free_all(void)
 {
-    for (int b = 0; b < 2; b++)
-        if (t->d[b])
-            go_be[b]->iface->free(go_be[b], t->d[b]);
-    t->d[0] = t->d[1] = NULL;
+    while (go_nlive > 0) {
+        go_nlive--;
+        for (int b = 0; b < 2; b++)
+            go_be[b]->iface->free(go_be[b], go_live[go_nlive][b]);
+    }
+}
+
+/* The reference's values of t on the device too, so that what follows starts from the
+ * same numbers on both. */
+static void go_share(const go_t *t)
+{
+    float *h = malloc(t->n * sizeof(float) + 1);
+    go_be[REF]->iface->download(go_be[REF], h, t->d[REF], t->n * sizeof(float));
+    go_be[DEV]->iface->upload(go_be[DEV], t->d[DEV], h, t->n * sizeof(float));
+    free(h);
 }
 
 /* Downloads both copies of t; the caller frees *ref and *got. */
@@ -186,13 +209,20 @@ static void go_fetch(const go_t *t, float **ref, float **got)
     go_be[DEV]->iface->download(go_be[DEV], *got, t->d[DEV], t->n * sizeof(float));
 }
 
-static void go_check(const char *op, const char *shape, const go_t *t, double tol)
+/* The nmse of t's device copy against its reference copy. */
+static double go_nmse_of(const go_t *t)
 {
     float *ref, *got;
     go_fetch(t, &ref, &got);
-    go_record(op, shape, go_nmse(ref, got, t->n), tol);
+    double e = go_nmse(ref, got, t->n);
     free(ref);
     free(got);
+    return e;
+}
+
+static void go_check(const char *op, const char *shape, const go_t *t, double tol)
+{
+    go_record(op, shape, go_nmse_of(t), tol);
 }
 
 static void go_check_scalar(const char *op, const char *shape, double ref, double got, double tol)
@@ -200,6 +230,19 @@ static void go_check_scalar(const char *op, const char *shape, double ref, doubl
     double d = got - ref;
     double nmse = d == 0.0 ? 0.0 : d * d / (ref * ref > 1e-30 ? ref * ref : 1e-30);
     go_record(op, shape, nmse, tol);
+}
+
+/* Both values of a 2-float result t (a loss and its count, a correct count and the
+ * count), each checked as a scalar: op0 within tol0, op1 within tol1. */
+static void go_check_pair(const go_t *t, const char *shape, const char *op0, double tol0,
+                          const char *op1, double tol1)
+{
+    float *ref, *got;
+    go_fetch(t, &ref, &got);
+    go_check_scalar(op0, shape, ref[0], got[0], tol0);
+    go_check_scalar(op1, shape, ref[1], got[1], tol1);
+    free(ref);
+    free(got);
 }
 
 /* Runs slot on both backends; D(t) is t's pointer on the backend being called. */
@@ -241,9 +284,7 @@ static void go_test_elementwise(size_t n)
     }
     go_check_scalar("dot", sh, dot[REF], dot[DEV], TOL_SUM);
     go_check_scalar("asum", sh, asum[REF], asum[DEV], TOL_SUM);
-    go_free(&x);
-    go_free(&y);
-    go_free(&z);
+    go_free_all();
 }
 
 /* Eltwise MAX over three inputs, with ties between inputs 0 and 1 (strict > keeps 0) */
@@ -267,13 +308,7 @@ static void go_test_max_index(size_t n)
     go_check("mask_select", sh, &dx, TOL_EXACT);
     free(h0);
     free(h1);
-    go_free(&x0);
-    go_free(&x1);
-    go_free(&x2);
-    go_free(&y);
-    go_free(&mask);
-    go_free(&dx);
-    go_free(&dy);
+    go_free_all();
 }
 
 static void go_test_power(size_t n, float power, float scale, float shift, float lo, float hi)
@@ -285,10 +320,7 @@ static void go_test_power(size_t n, float power, float scale, float shift, float
     go_check("power_forward", sh, &y, TOL_MATH);
     BOTH(power_backward, n, power, scale, shift, D(x), D(dy), D(dx));
     go_check("power_backward", sh, &dx, TOL_MATH);
-    go_free(&x);
-    go_free(&y);
-    go_free(&dy);
-    go_free(&dx);
+    go_free_all();
 }
 
 static void go_test_channel_affine(int outer, int channels, int inner, int with_gamma,
@@ -309,13 +341,7 @@ static void go_test_channel_affine(int outer, int channels, int inner, int with_
         go_check("channel_affine_grad dg", sh, &dg, TOL_SUM);
     if (with_beta)
         go_check("channel_affine_grad db", sh, &db, TOL_SUM);
-    go_free(&x);
-    go_free(&y);
-    go_free(&dy);
-    go_free(&g);
-    go_free(&bt);
-    go_free(&dg);
-    go_free(&db);
+    go_free_all();
 }
 
 /* ---- activations, softmax, loss ---- */
@@ -333,10 +359,7 @@ static void go_test_act(int act, float slope, size_t n, int in_place)
     else
         BOTH(act_backward, act, slope, n, D(x), D(y), D(dy), D(dx));
     go_check(go_fmt("%s_backward", names[act]), sh, &dx, TOL_MATH);
-    go_free(&x);
-    go_free(&y);
-    go_free(&dy);
-    go_free(&dx);
+    go_free_all();
 }
 
 static void go_test_softmax(int outer, int channels, int inner)
@@ -349,10 +372,7 @@ static void go_test_softmax(int outer, int channels, int inner)
     go_check("softmax_forward", sh, &y, TOL_MATH);
     BOTH(softmax_backward, outer, channels, inner, D(y), D(dy), D(dx));
     go_check("softmax_backward", sh, &dx, TOL_SUM);
-    go_free(&x);
-    go_free(&y);
-    go_free(&dy);
-    go_free(&dx);
+    go_free_all();
 }
 
 /* labels: mostly valid, some ignored (ignore_label), one out of range */
@@ -377,30 +397,18 @@ static void go_test_xent(int outer, int channels, int inner)
     go_t loss = go_rand(2, 0, 1);
     /* the same probabilities on both sides: the reference's softmax, copied */
     BOTH(softmax_forward, outer, channels, inner, D(x), D(prob));
-    float *ph = malloc(n * sizeof(float));
-    go_be[REF]->iface->download(go_be[REF], ph, prob.d[REF], n * sizeof(float));
-    go_be[DEV]->iface->upload(go_be[DEV], prob.d[DEV], ph, n * sizeof(float));
+    go_share(&prob);
     for (int has_ignore = 0; has_ignore < 2; has_ignore++) {
         const char *s2 = go_fmt("%s%s", sh, has_ignore ? " ignore" : "");
         BOTH(xent_forward, outer, channels, inner, D(prob), D(label), has_ignore, ignore,
              D(loss), D(loss) + 1);
-        float *ref, *got;
-        go_fetch(&loss, &ref, &got);
-        go_check_scalar("xent_forward loss", s2, ref[0], got[0], TOL_SUM);
-        go_check_scalar("xent_forward count", s2, ref[1], got[1], TOL_COUNT);
-        free(ref);
-        free(got);
+        go_check_pair(&loss, s2, "xent_forward loss", TOL_SUM, "xent_forward count", TOL_COUNT);
         BOTH(xent_backward, outer, channels, inner, D(prob), D(label), has_ignore, ignore, 0.125f,
              D(dx));
         go_check("xent_backward", s2, &dx, TOL_EXACT);
     }
     free(lh);
-    free(ph);
-    go_free(&x);
-    go_free(&prob);
-    go_free(&dx);
-    go_free(&label);
-    go_free(&loss);
+    go_free_all();
 }
 
 /* scores on a coarse grid, so ties with the label's score happen */
@@ -415,17 +423,10 @@ static void go_test_accuracy(int outer, int channels, int inner, int top_k)
     float *lh = go_labels(positions, channels, 0);
     go_t label = go_from(lh, positions), out = go_rand(2, 0, 1);
     BOTH(accuracy, outer, channels, inner, D(x), D(label), top_k, 1, 0, D(out), D(out) + 1);
-    float *ref, *got;
-    go_fetch(&out, &ref, &got);
-    go_check_scalar("accuracy correct", sh, ref[0], got[0], TOL_COUNT);
-    go_check_scalar("accuracy count", sh, ref[1], got[1], TOL_COUNT);
-    free(ref);
-    free(got);
+    go_check_pair(&out, sh, "accuracy correct", TOL_COUNT, "accuracy count", TOL_COUNT);
     free(xh);
     free(lh);
-    go_free(&x);
-    go_free(&label);
-    go_free(&out);
+    go_free_all();
 }
 
 /* ---- batch norm ---- */
@@ -441,25 +442,15 @@ static void go_test_bn(int outer, int channels, int inner)
     go_check("bn_stats mean", sh, &mean, TOL_SUM);
     go_check("bn_stats var", sh, &var, TOL_SUM);
     /* the same statistics on both sides from here on */
-    float *mh = malloc(channels * sizeof(float)), *vh = malloc(channels * sizeof(float));
-    go_be[REF]->iface->download(go_be[REF], mh, mean.d[REF], channels * sizeof(float));
-    go_be[REF]->iface->download(go_be[REF], vh, var.d[REF], channels * sizeof(float));
-    go_be[DEV]->iface->upload(go_be[DEV], mean.d[DEV], mh, channels * sizeof(float));
-    go_be[DEV]->iface->upload(go_be[DEV], var.d[DEV], vh, channels * sizeof(float));
+    go_share(&mean);
+    go_share(&var);
     BOTH(bn_normalize, outer, channels, inner, D(x), D(mean), D(var), 1e-5f, D(y));
     go_check("bn_normalize", sh, &y, TOL_MATH);
     for (int global = 0; global < 2; global++) {
         BOTH(bn_backward, outer, channels, inner, D(y), D(var), 1e-5f, global, D(dy), D(dx));
         go_check(global ? "bn_backward global" : "bn_backward", sh, &dx, TOL_NORM);
     }
-    free(mh);
-    free(vh);
-    go_free(&x);
-    go_free(&y);
-    go_free(&dy);
-    go_free(&dx);
-    go_free(&mean);
-    go_free(&var);
+    go_free_all();
 }
 
 /* ---- dropout, copies, solver, data ---- */
@@ -480,9 +471,7 @@ static void go_test_dropout(size_t n, float ratio)
         wrong += (got[i] != 0.0f) != (cd_rand_uniform(seed, counter, i) >= ratio);
     go_record("dropout vs cd_rand_uniform", sh, (double)wrong, TOL_COUNT);
     free(got);
-    go_free(&x);
-    go_free(&mask);
-    go_free(&y);
+    go_free_all();
 }
 
 static void go_test_copy_strided(int outer, size_t count, size_t ss, size_t ds, int accumulate)
@@ -491,8 +480,7 @@ static void go_test_copy_strided(int outer, size_t count, size_t ss, size_t ds, 
     go_t src = go_rand((size_t)outer * ss, -1, 1), dst = go_rand((size_t)outer * ds, -1, 1);
     BOTH(copy_strided, outer, count, D(src), ss, D(dst), ds, accumulate);
     go_check("copy_strided", sh, &dst, TOL_EXACT);
-    go_free(&src);
-    go_free(&dst);
+    go_free_all();
 }
 
 static void go_test_update(int type, int reg, size_t n)
@@ -518,18 +506,11 @@ static void go_test_update(int type, int reg, size_t n)
     double worst = 0.0;
     go_t *all[] = {&w, &g, &h1, &h2};
     for (int i = 0; i < 4; i++) {
-        float *ref, *got;
-        go_fetch(all[i], &ref, &got);
-        double e = go_nmse(ref, got, n);
+        double e = go_nmse_of(all[i]);
         worst = isnan(e) || e > worst ? e : worst;
-        free(ref);
-        free(got);
     }
     go_record(go_fmt("update %s", names[type]), go_fmt("%s w,g,h1,h2", sh), worst, TOL_MATH);
-    go_free(&w);
-    go_free(&g);
-    go_free(&h1);
-    go_free(&h2);
+    go_free_all();
 }
 
 static void go_test_prepare(int n, int c, int sh_, int sw, int oh, int ow, int with_mean,
@@ -570,8 +551,7 @@ static void go_test_prepare(int n, int c, int sh_, int sw, int oh, int ow, int w
     free(mir);
     free(oy);
     free(ox);
-    go_free(&mean);
-    go_free(&dst);
+    go_free_all();
 }
 
 /* ---- gemm, convolution, pooling, LRN ---- */
@@ -583,9 +563,7 @@ static void go_test_gemm(const char *tag, double tol, int ta, int tb, int m, int
     go_t c = go_rand((size_t)m * n, -1, 1);
     BOTH(gemm, ta, tb, m, n, k, 0.7f, D(a), D(b), 0.3f, D(c));
     go_check(go_fmt("gemm%s", tag), sh, &c, tol);
-    go_free(&a);
-    go_free(&b);
-    go_free(&c);
+    go_free_all();
 }
 
 static cd_conv_desc go_conv(int n, int c, int h, int w, int k, int kh, int kw, int s, int p,
@@ -618,14 +596,7 @@ static void go_test_conv(const char *tag, double tol, cd_conv_desc d, int with_b
     /* a second step on the same shape runs the cached algorithms */
     BOTH(conv_forward, &d, D(x), D(w), with_bias ? D(bias) : NULL, D(y));
     go_check(go_fmt("conv_forward%s again", tag), sh, &y, tol);
-    go_free(&x);
-    go_free(&w);
-    go_free(&bias);
-    go_free(&y);
-    go_free(&dy);
-    go_free(&dx);
-    go_free(&dw);
-    go_free(&db);
+    go_free_all();
 }
 
 /* Caffe's pooled size: rounded up, and the last window must start inside the image */
@@ -662,10 +633,7 @@ static void go_test_pool(cd_pool_desc d, int relu_input)
     BOTH(pool_backward, &d, D(x), D(y), D(dy), D(dx));
     go_check("pool_backward", sh, &dx, TOL_EXACT);
     free(xh);
-    go_free(&x);
-    go_free(&y);
-    go_free(&dy);
-    go_free(&dx);
+    go_free_all();
 }
 
 static void go_test_lrn(int mode, int n, int c, int h, int w, int size, float alpha, float beta,
@@ -683,10 +651,7 @@ static void go_test_lrn(int mode, int n, int c, int h, int w, int size, float al
     go_check("lrn_forward", sh, &y, TOL_NORM);
     BOTH(lrn_backward, &d, D(x), D(y), D(dy), D(dx));
     go_check("lrn_backward", sh, &dx, TOL_NORM);
-    go_free(&x);
-    go_free(&y);
-    go_free(&dy);
-    go_free(&dx);
+    go_free_all();
 }
 
 static void go_print_table(void);
@@ -856,14 +821,7 @@ static void go_test_graph(const char *tag, double tol)
 #undef GO_STEP
     go_check(go_fmt("graph%s replayed w", tag), sh, &w, tol);
     go_check(go_fmt("graph%s replayed bias", tag), sh, &bias, tol);
-    go_free(&x);
-    go_free(&w);
-    go_free(&bias);
-    go_free(&y);
-    go_free(&dw);
-    go_free(&db);
-    go_free(&h1);
-    go_free(&h1b);
+    go_free_all();
 }
 
 /* CPU against CPU: the memory slots the CPU backend lacks, filled with their plain
@@ -923,19 +881,13 @@ static void go_test_graph_dropout(size_t n)
         rc = be->iface->graph_replay(be);
         go_be[REF]->iface->dropout_forward(go_be[REF], n, 0.3f, seed, c0 + (uint64_t)k, x.d[REF],
                                            mask.d[REF], y.d[REF]);
-        float *ref, *got;
-        go_fetch(&y, &ref, &got);
-        double e = go_nmse(ref, got, n);
+        double e = go_nmse_of(&y);
         worst = isnan(e) || e > worst ? e : worst;
-        free(ref);
-        free(got);
     }
     if (rc != 0)
         fprintf(stderr, "FAIL graph dropout: %s\n", be->err);
     go_record("graph dropout counter", sh, rc ? NAN : worst, TOL_EXACT);
-    go_free(&x);
-    go_free(&mask);
-    go_free(&y);
+    go_free_all();
 }
 
 /* Puts a new CUDA backend computing in precision in the device's place; returns the one
@@ -1040,10 +992,7 @@ static void go_test_graph_fallback(void)
               TOL_COUNT);
     BOTH(conv_forward, &d, D(x), D(w), D(bias), D(y));
     go_check("graph fallback: eager conv after", sh, &y, TOL_CONV);
-    go_free(&x);
-    go_free(&w);
-    go_free(&bias);
-    go_free(&y);
+    go_free_all();
 }
 
 /* A device error aborts (the backend's contract); the rows so far are printed first. */
@@ -1114,8 +1063,7 @@ static int go_run_all(void)
         go_t x = go_rand(n, -1, 1), y = go_rand(n, -1, 1);
         BOTH(axpy, n, 0.5f, D(x), D(y));
         go_check("axpy", go_fmt("n=%zu", n), &y, TOL_EXACT);
-        go_free(&x);
-        go_free(&y);
+        go_free_all();
     }
     go_test_max_index(100003);
     go_test_power(100003, 2.0f, 0.5f, -0.2f, -2, 2); /* negative bases */

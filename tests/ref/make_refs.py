@@ -109,17 +109,19 @@ def leaf(a):
     return t64(a).requires_grad_(True)
 
 
+def caffe_pooled(h, k, s, p):
+    """Caffe's pooled size of a side h: ceil rounding, less the last window where it
+    would start inside the padding."""
+    o = math.ceil((h + 2 * p - k) / s) + 1
+    return o - 1 if p and (o - 1) * s >= h + p else o
+
+
 def min_max_gap(x, k, s, p):
     """Smallest gap between the two largest values of any MAX pooling window (padding
     excluded, Caffe's and PyTorch's rule alike), in float64."""
     n, c, h, w = x.shape
     xp = F.pad(x, (p, p, p, p), value=-math.inf)
-    oh = math.ceil((h + 2 * p - k) / s) + 1
-    ow = math.ceil((w + 2 * p - k) / s) + 1
-    if p and (oh - 1) * s >= h + p:
-        oh -= 1
-    if p and (ow - 1) * s >= w + p:
-        ow -= 1
+    oh, ow = caffe_pooled(h, k, s, p), caffe_pooled(w, k, s, p)
     gap = math.inf
     for oy in range(oh):
         for ox in range(ow):
@@ -133,12 +135,7 @@ def caffe_ave_pool(x, k, s, p):
     """AVE pooling written from Caffe's pooling_layer.cpp: windows clipped to the padded
     image for the divisor, then to the image for the sum; ceil rounding."""
     n, c, h, w = x.shape
-    oh = math.ceil((h + 2 * p - k) / s) + 1
-    ow = math.ceil((w + 2 * p - k) / s) + 1
-    if p and (oh - 1) * s >= h + p:
-        oh -= 1
-    if p and (ow - 1) * s >= w + p:
-        ow -= 1
+    oh, ow = caffe_pooled(h, k, s, p), caffe_pooled(w, k, s, p)
     y = torch.zeros(n, c, oh, ow, dtype=x.dtype)
     for oy in range(oh):
         for ox in range(ow):

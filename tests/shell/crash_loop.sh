@@ -7,6 +7,7 @@
 # metric is missing or changed, and no worker is left behind. Tiny images and a tiny
 # network keep it near a minute.
 . "$(dirname "$0")/server_lib.bash"
+. "$(dirname "$0")/server_tiny_net.bash"
 need_server
 [ -x "$BUILD/cdigits-worker" ] || skip_test "$BUILD/cdigits-worker is not built yet"
 KILLS=${CRASH_LOOP_KILLS:-20}
@@ -16,22 +17,8 @@ RANDOM=$SEED
 for k in 1 2 3; do
     make_pngs "$T/images$k" --classes 3 --per-class 16 --size 32 --seed $((SEED + k))
 done
-# one wide layer: each step costs milliseconds, so a model trains for seconds (and the
-# kills land mid-run) while printing few metric lines
-cat >"$T/tiny.prototxt" <<'EOF'
-name: "Wide"
-layer { name: "train-data" type: "Data" top: "data" top: "label" include { stage: "train" } data_param { batch_size: 32 } }
-layer { name: "val-data" type: "Data" top: "data" top: "label" include { stage: "val" } data_param { batch_size: 12 } }
-layer { name: "scale" type: "Power" bottom: "data" top: "scaled" power_param { scale: 0.0125 } }
-layer { name: "ip1" type: "InnerProduct" bottom: "scaled" top: "ip1"
-  inner_product_param { num_output: 1024 weight_filler { type: "xavier" } bias_filler { type: "constant" } } }
-layer { name: "relu1" type: "ReLU" bottom: "ip1" top: "ip1" }
-layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
-  inner_product_param { weight_filler { type: "xavier" } bias_filler { type: "constant" } } }
-layer { name: "accuracy" type: "Accuracy" bottom: "ip2" bottom: "label" top: "accuracy" include { stage: "val" } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss" exclude { stage: "deploy" } }
-layer { name: "softmax" type: "Softmax" bottom: "ip2" top: "softmax" include { stage: "deploy" } }
-EOF
+# a model of the wide net trains for seconds, so the kills land mid-run
+wide_net 32 12 >"$T/tiny.prototxt"
 EPOCHS=${CRASH_LOOP_EPOCHS:-300}
 SNAP=$((EPOCHS / 10))
 DB=$T/data/cdigits.db

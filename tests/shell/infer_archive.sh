@@ -96,7 +96,7 @@ check '[ "$CODE" = 200 ] && [ "$(predict "$PT3")" = "$REF1" ]' "an archive with 
 http POST /models/images/classification/json -F method=pretrained -F pretrained_networks="$PT" -F dataset="$DS" \
     -F train_epochs=1 -F learning_rate=0 -F batch_size=12 -F model_name=lr0
 FT=$(jv 'd["id"]')
-check '[ "$CODE" = 200 ] && wait_status "$FT" Done 60' "a model from the pretrained one (method pretrained, learning rate 0) trains"
+check '[ "$CODE" = 200 ] && wait_status "$FT" Done 120' "a model from the pretrained one (method pretrained, learning rate 0) trains"
 http GET "/jobs/$FT/log/json"
 check 'jv "d[\"log\"]" | grep -q "took 8 parameter tensors"' "it starts from all 8 of the pretrained tensors"
 check '[ "$(predict "$FT")" = "$REF1" ]' "and classifies exactly as the original's epoch 1"
@@ -107,7 +107,7 @@ http POST /models/images/classification/json -F method=custom -F custom_network=
     -F custom_network_snapshot="$T/data/jobs/$PT/snapshot_iter_3.cdw" -F dataset="$DS" \
     -F train_epochs=1 -F batch_size=12 -F model_name=renamed
 RN=$(jv 'd["id"]')
-check '[ "$CODE" = 200 ] && wait_status "$RN" Done 60' "a network with its last layer renamed trains from the pretrained weights"
+check '[ "$CODE" = 200 ] && wait_status "$RN" Done 120' "a network with its last layer renamed trains from the pretrained weights"
 http GET "/jobs/$RN/log/json"
 check 'jv "d[\"log\"]" | grep -q "took 6 parameter tensors"' "it takes 6 tensors: all but the renamed layer's two"
 make_pngs "$T/images/four" --classes 4 --per-class 8 --size 28 --seed 9
@@ -137,7 +137,7 @@ http POST /models/images/classification/json -F method=custom -F custom_network=
     -F custom_network_snapshot="$T/data/jobs/$PT/snapshot_iter_3.cdw" -F dataset="$DS" -F train_epochs=1 \
     -F batch_size=12 -F learning_rate=0.05 -F model_name=frozen
 FZ=$(jv 'd["id"]')
-check '[ "$CODE" = 200 ] && wait_status "$FZ" Done 60' "a network with conv1 at lr_mult 0 trains from the pretrained weights"
+check '[ "$CODE" = 200 ] && wait_status "$FZ" Done 120' "a network with conv1 at lr_mult 0 trains from the pretrained weights"
 # the weights files side by side: conv1 as it was, ip1 moved
 SAME=$(py '
 import struct

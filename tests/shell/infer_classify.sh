@@ -127,18 +127,18 @@ check '[ "$(serve_pids "$MDIR" | sort | tr "\n" " ")" = "$BEFORE" ]' "by the sam
 
 # idle workers stop: the same data on a server whose workers idle 2 s at most
 srv_stop
-check 'wait_until 60 "[ -z \"\$(serve_pids \"$MDIR\")\" ]"' "the server's stop ends its warm workers"
+check 'wait_until 120 "[ -z \"\$(serve_pids \"$MDIR\")\" ]"' "the server's stop ends its warm workers"
 srv_start --data-root "$T/images" --model-idle 2
 login_as tester
 http POST $URL -F job_id="$ML" -F image_path="$IMG"
 check '[ "$CODE" = 200 ] && [ "$(serve_pids "$MDIR" | wc -l)" = 1 ]' "after a restart a request starts a warm worker"
-check 'wait_until 60 "[ -z \"\$(serve_pids \"$MDIR\")\" ]"' "an idle worker stops after --model-idle seconds"
+check 'wait_until 120 "[ -z \"\$(serve_pids \"$MDIR\")\" ]"' "an idle worker stops after --model-idle seconds"
 
 # deleting the model stops its worker
 http POST $URL -F job_id="$ML" -F image_path="$IMG"
 check '[ "$CODE" = 200 ] && [ "$(serve_pids "$MDIR" | wc -l)" = 1 ]' "a new request starts a worker again"
 http DELETE "/models/$ML"
 check '[ "$CODE" = 200 ]' "model deleted"
-check 'wait_until 60 "[ -z \"\$(serve_pids \"$MDIR\")\" ]"' "deleting the model stops its worker"
+check 'wait_until 120 "[ -z \"\$(serve_pids \"$MDIR\")\" ]"' "deleting the model stops its worker"
 srv_stop
 finish

@@ -18,7 +18,7 @@ infer_setup() {
     http POST /datasets/images/classification/json -F folder_train="$T/images" -F encoding=png \
         -F resize_channels=1 -F resize_width=28 -F resize_height=28 -F folder_pct_val=25 -F dataset_name=shapes
     DS=$(jv 'd["id"]')
-    if ! wait_status "$DS" Done 60; then
+    if ! wait_status "$DS" Done 120; then
         echo "FAIL the dataset was not made: $BODY"
         finish
     fi

@@ -42,21 +42,34 @@ def draw(k, w, h, rnd):
     return px
 
 
-def main():
+def arguments(per_class, seed):
+    """The command line of this and tests/ui/make_images.py:
+    OUTDIR [--classes 3] [--per-class N] [--size 28] [--seed N]."""
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--classes", type=int, default=3)
-    ap.add_argument("--per-class", type=int, default=20)
+    ap.add_argument("--per-class", type=int, default=per_class)
     ap.add_argument("--size", type=int, default=28)
-    ap.add_argument("--seed", type=int, default=1)
-    a = ap.parse_args()
-    rnd = random.Random(a.seed)
-    names = ["bars", "columns", "diagonals", "class3", "class4", "class5"]
-    for k in range(a.classes):
-        d = os.path.join(a.out, names[k] if k < len(names) else "class%d" % k)
+    ap.add_argument("--seed", type=int, default=seed)
+    return ap.parse_args()
+
+
+def write_folder(out, names, per_class, size, pixels, file_name=lambda name, i: "%03d.png" % i):
+    """One subfolder per class name, each with per_class size x size PNGs; pixels(k)
+    draws an image of class k, file_name(name, i) names the i-th."""
+    for k, name in enumerate(names):
+        d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
-        for i in range(a.per_class):
-            png(os.path.join(d, "%03d.png" % i), a.size, a.size, draw(k, a.size, a.size, rnd))
+        for i in range(per_class):
+            png(os.path.join(d, file_name(name, i)), size, size, pixels(k))
+
+
+def main():
+    a = arguments(per_class=20, seed=1)
+    rnd = random.Random(a.seed)
+    known = ["bars", "columns", "diagonals", "class3", "class4", "class5"]
+    names = [known[k] if k < len(known) else "class%d" % k for k in range(a.classes)]
+    write_folder(a.out, names, a.per_class, a.size, lambda k: draw(k, a.size, a.size, rnd))
 
 
 if __name__ == "__main__":

@@ -9,10 +9,7 @@
 . "$(dirname "$0")/server_lib.bash"
 need_server
 
-FAKE=$SRC/tests/shell/fake_worker.py
-IMG=$T/images
-mkdir -p "$IMG/train/cat" "$IMG/train/dog"
-for i in $(seq 1 6); do touch "$IMG/train/cat/$i.png" "$IMG/train/dog/$i.png"; done
+fake_images 6
 ADMIN_PW="adm-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 printf '%s\n' "$ADMIN_PW" >"$T/admin.pw"
 DB=$T/data/cdigits.db
@@ -96,7 +93,8 @@ tok() { http "$@" -H "Authorization: Bearer $FTOK"; }
 tok POST /datasets/images/classification/json -F dataset_name=freds -F folder_train="$IMG/train"
 DS=$(jv 'd["id"]')
 check '[ "$CODE" = 200 ] && [ -n "$DS" ]' "a script creates a dataset with the token (no cookie, no CSRF token)"
-for i in $(seq 1 100); do tok GET "/datasets/$DS/status"; [ "$(jv 'd["status"]')" = Done ] && break; sleep 0.1; done
+ds_ended() { tok GET "/datasets/$DS/status"; case "$(jv 'd["status"]')" in Done | Error | Aborted) return 0 ;; esac; return 1; }
+wait_until 300 ds_ended
 tok GET "/datasets/$DS/json"
 check '[ "$(jv "d[\"username\"]")" = fred ] && [ "$(jv "d[\"status\"]")" = Done ]' "the job belongs to fred and is Done"
 http GET /index/json -H "Authorization: Bearer cdt_$(printf '%064d' 0)"
@@ -176,7 +174,7 @@ http POST /models/images/classification/json "${AH[@]}" -F dataset="$DS" -F mode
 check '[ "$CODE" = 403 ]' "ann cannot train on fred's dataset"
 curl -s -N --max-time 120 "${AH[@]}" "$B/events" >"$T/ann-events.txt" &
 EV=$!
-check 'wait_until 20 "grep -q \"^event: gpus\" \"$T/ann-events.txt\""' "ann's home event stream opens"
+check 'wait_until 120 "grep -q \"^event: gpus\" \"$T/ann-events.txt\""' "ann's home event stream opens"
 JAR=$T/admin.txt
 login_pw admin "$ADMIN_PW"
 http GET /login
@@ -207,7 +205,7 @@ JAR=$T/none.txt
 # the rename above would have come before it
 http POST /datasets/images/classification/json "${AH[@]}" -F dataset_name=anns-own -F folder_train="$IMG/train"
 ANN_DS=$(jv 'd["id"]')
-check 'wait_until 20 "grep -q \"$ANN_DS\" \"$T/ann-events.txt\""' "ann's stream announces her own new dataset"
+check 'wait_until 120 "grep -q \"$ANN_DS\" \"$T/ann-events.txt\""' "ann's stream announces her own new dataset"
 kill "$EV" 2>/dev/null
 wait "$EV" 2>/dev/null
 check '! grep -q "$DS" "$T/ann-events.txt"' "ann's home event stream carries nothing of fred's job"

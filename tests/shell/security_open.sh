@@ -7,10 +7,8 @@
 . "$(dirname "$0")/server_lib.bash"
 need_server
 
-FAKE=$SRC/tests/shell/fake_worker.py
-IMG=$T/images
-mkdir -p "$IMG/train/cat" "$IMG/train/dog" "$T/outside"
-for i in $(seq 1 6); do touch "$IMG/train/cat/$i.png" "$IMG/train/dog/$i.png"; done
+fake_images 6
+mkdir -p "$T/outside"
 echo "secret" >"$T/outside/secret.txt"
 
 # ---- exposure ------------------------------------------------------------------------------
@@ -39,7 +37,7 @@ check '[ "$CODE" = 302 ] && grep -q "HttpOnly_.*username.*fred" "$JAR"' "the use
 FRED=$JAR
 http POST /datasets/images/classification/json -F dataset_name=freds -F folder_train="$IMG/train" -F group_name=g1
 DS=$(jv 'd["id"]')
-check '[ "$CODE" = 200 ] && wait_status "$DS" Done 20' "fred's dataset is Done"
+check '[ "$CODE" = 200 ] && wait_status "$DS" Done 120' "fred's dataset is Done"
 
 # ---- cross-site form replay ----------------------------------------------------------------------
 # what a page on evil.example makes a logged-in browser send

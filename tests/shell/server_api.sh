@@ -6,14 +6,10 @@
 . "$(dirname "$0")/server_lib.bash"
 need_server
 
-FAKE=$SRC/tests/shell/fake_worker.py
-IMG=$T/images
-mkdir -p "$IMG/train/cat" "$IMG/train/dog" "$T/outside/x"
-for i in $(seq 1 8); do touch "$IMG/train/cat/$i.png" "$IMG/train/dog/$i.png"; done
+fake_images 8
+mkdir -p "$T/outside/x"
 ln -s "$T/outside" "$IMG/escape"
 FAKE_STEP=0.005 srv_start --worker "$FAKE" --data-root "$IMG" --abort-grace 1 --max-upload 200K
-
-net() { printf '# fake network %s\nlayer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip" }\n' "$1"; }
 
 # ---- home, login ------------------------------------------------------------------------
 http GET /index/json
@@ -43,7 +39,7 @@ http POST /datasets/images/classification/json -F dataset_name=ds1 -F folder_tra
     -F resize_width=28 -F resize_height=28 -F folder_pct_val=25 -F group_name=g1
 check '[ "$CODE" = 200 ] && [ -n "$(jv "d[\"id\"]")" ]' "dataset created (multipart form)"
 DS=$(jv 'd["id"]')
-check 'wait_status "$DS" Done 20' "dataset reaches Done"
+check 'wait_status "$DS" Done 120' "dataset reaches Done"
 http GET "/datasets/$DS/status"
 check '[ "$(jv "d[\"type\"]")" = "Image Classification Dataset" ] && [ "$(jv "d[\"error\"]")" = null ]' "dataset status has DIGITS's fields"
 http GET "/datasets/$DS/json"
@@ -75,10 +71,10 @@ http POST /datasets/images/classification/json -F method=textfile -F "textfile_t
     -F "textfile_labels_file=@$T/labels.txt" -F dataset_name=lists -F textfile_shuffle=maybe
 check '[ "$CODE" = 200 ]' "textfile_shuffle is a checkbox: any value is accepted"
 DSL2=$(jv 'd["id"]')
-check 'wait_status "$DSL" Done 20 && wait_status "$DSL2" Done 20' "the text-list datasets run"
+check 'wait_status "$DSL" Done 120 && wait_status "$DSL2" Done 20' "the text-list datasets run"
 
 # ---- model ----------------------------------------------------------------------------------
-net plain > "$T/net.prototxt"
+fake_net plain > "$T/net.prototxt"
 http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" \
     -F train_epochs=3 -F model_name=m1 -F learning_rate=0.02 -F lr_policy=multistep -F lr_multistep_values=30,60 \
     -F batch_size=8 -F random_seed=7
@@ -113,7 +109,7 @@ http POST /models/images/classification/json -F dataset="$DS" -F method=custom -
     -F train_epochs=1 -F model_name=auto -F batch_size=auto -F precision=fp16 -F early_stopping_patience=3 \
     -F aug_flip=fliplrud -F shuffle=false
 MAUTO=$(jv 'd["id"]')
-check 'wait_status "$MAUTO" Done 30' "a batch_size=auto model trains"
+check 'wait_status "$MAUTO" Done 120' "a batch_size=auto model trains"
 http GET "/models/$MAUTO/json"
 check '[ "$(jv "d[\"train\"][\"batch_size\"]")" = auto ] && [ "$(jv "d[\"train\"][\"precision\"]")" = fp16 ] && [ "$(jv "d[\"train\"][\"early_stopping_patience\"]")" = 3 ]' \
     "batch_size auto, precision and early_stopping_patience reach train.json"
@@ -142,7 +138,7 @@ train_mirror() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1])
 for want in y:True true:True default:absent ; do
     mirror_model -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" -F train_epochs=1 \
         -F model_name="mirror ${want%%:*}" -F use_mirror="${want%%:*}"
-    check '[ -n "$TJ" ] && [ "$(train_mirror)" = "${want#*:}" ] && wait_status "$MID" Done 30' \
+    check '[ -n "$TJ" ] && [ "$(train_mirror)" = "${want#*:}" ] && wait_status "$MID" Done 120' \
         "use_mirror=${want%%:*} writes use_mirror ${want#*:} into train.json"
     http DELETE "/models/$MID"
 done
@@ -151,7 +147,7 @@ print(json.dumps({"dataset": sys.argv[1], "method": "custom", "custom_network": 
                   "train_epochs": 1, "model_name": "nomirror", "use_mirror": False}))' \
     "$DS" "$T/net.prototxt" >"$T/nomirror.json"
 mirror_model -H 'Content-Type: application/json' --data-binary "@$T/nomirror.json"
-check '[ -n "$TJ" ] && [ "$(train_mirror)" = False ] && wait_status "$MID" Done 30' \
+check '[ -n "$TJ" ] && [ "$(train_mirror)" = False ] && wait_status "$MID" Done 120' \
     "a JSON \"use_mirror\": false writes use_mirror false into train.json"
 http DELETE "/models/$MID"
 http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" \
@@ -174,7 +170,7 @@ check 'python3 -c "import json,sys; c=json.load(open(sys.argv[1])); sys.exit(c[\
     "its train.json says \"data_parallel\": false"
 check '[ "$(jv "d[\"train\"][\"data_parallel\"]")" = false ] && [ "$(jv "d[\"resources\"] == ({\"kind\": \"cpu\"} if $NGPU == 0 else {\"kind\": \"gpu\", \"count\": 1, \"data_parallel\": False})")" = true ]' \
     "its JSON shows data_parallel false and a CPU request on a server without GPUs ($(jv 'd["resources"]'))"
-check 'wait_status "$MNODP" Done 30' "it trains"
+check 'wait_status "$MNODP" Done 120' "it trains"
 # more GPUs than the server has is a form error naming the field, the count and why, not a CPU job
 http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/net.prototxt" \
     -F model_name=toomany -F select_gpu_count=$((NGPU + 1))
@@ -196,16 +192,14 @@ check '[ "$CODE" = 400 ] && jv "d[\"errors\"][\"select_gpus\"][0]" | grep -q "^s
     "asking for a GPU this server lacks is refused: $(jv 'd["errors"]["select_gpus"][0]')"
 
 # ---- abort, resume, clone --------------------------------------------------------------------
-net fake:slow > "$T/slow.prototxt"
-http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/slow.prototxt" \
-    -F train_epochs=3 -F model_name=slow
-MS=$(jv 'd["id"]')
-check 'wait_status "$MS" Running 20' "slow model runs"
-snaps() { http GET "/models/$MS/json"; [ "$(jv 'd["snapshots"]')" != "[]" ]; }
-check 'wait_until 60 snaps' "the slow model writes its first snapshot"
+fake_net fake:slow > "$T/slow.prototxt"
+post_model "$T/slow.prototxt" slow 3
+MS=$MODEL
+check 'wait_status "$MS" Running 120' "slow model runs"
+check 'wait_until 120 "has_snapshot $MS"' "the slow model writes its first snapshot"
 http POST "/models/$MS/abort"
 check '[ "$CODE" = 200 ]' "abort answers 200"
-check 'wait_status "$MS" Aborted 10' "aborted model shows Aborted"
+check 'wait_status "$MS" Aborted 120' "aborted model shows Aborted"
 http POST "/models/$MS/abort"
 check '[ "$CODE" = 403 ]' "aborting a stopped job is refused"
 http GET "/models/$MS/json"
@@ -225,7 +219,7 @@ check '[ "$CODE" = 400 ] && jv "d[\"error\"][\"description\"]" | grep -q "1 job 
 login_as fred
 http POST "/models/$MS/resume"
 check '[ "$CODE" = 200 ] && [ "$(jv "d[\"resumed_from_epoch\"]")" -ge 1 ]' "resume answers the snapshot epoch"
-check 'wait_status "$MS" Done 40' "the resumed job finishes"
+check 'wait_status "$MS" Done 120' "the resumed job finishes"
 http GET "/models/$MS/json"
 check '[ "$(jv "d[\"snapshots\"]")" = "[1, 2, 3]" ]' "every snapshot epoch is there after resume"
 http GET "/models/$MS/metrics/json?all=1"
@@ -239,7 +233,7 @@ check '[ "$(jv "d[\"name\"]")" = "slow renamed" ] && [ "$(jv "d[\"notes\"]")" = 
 http POST "/clone/$M1/json" -F model_name=m1clone
 check '[ "$CODE" = 200 ] && [ "$(jv "d[\"name\"]")" = m1clone ]' "clone makes a new model with a posted field replaced"
 MC=$(jv 'd["id"]')
-check 'wait_status "$MC" Done 30' "the clone trains"
+check 'wait_status "$MC" Done 120' "the clone trains"
 http GET "/clone/$DS/json"
 check '[ "$(jv "d[\"fields\"][\"dataset_name\"]")" = ds1 ]' "GET clone answers the saved fields"
 http POST /group -F group_name=G -F "job_ids[]=$M1" -F "job_ids[]=$MC"
@@ -248,31 +242,28 @@ http GET /completed_jobs/json
 check '[ "$(jv "[m[\"group\"] for m in d[\"models\"] if m[\"id\"]==\"$MC\"][0]")" = G ]' "the group shows"
 
 # ---- failures --------------------------------------------------------------------------------
-net fake:crash > "$T/crash.prototxt"
-http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/crash.prototxt" \
-    -F train_epochs=3 -F model_name=crash
-MX=$(jv 'd["id"]')
-check 'wait_status "$MX" Error 20' "a worker killed by a signal leaves its job in Error"
+fake_net fake:crash > "$T/crash.prototxt"
+post_model "$T/crash.prototxt" crash 3
+MX=$MODEL
+check 'wait_status "$MX" Error 120' "a worker killed by a signal leaves its job in Error"
 http GET "/models/$MX/json"
 check 'jv "d[\"error\"]" | grep -q "signal 11" && jv "d[\"error\"]" | grep -q "segmentation fault coming"' \
     "the error names the signal and the worker's last lines"
 http GET "/jobs/$MX/log/json?n=50"
 check 'jv "[e[\"message\"] for e in d[\"log\"] if e[\"level\"]==\"stderr\"]" | grep -qF "segmentation fault coming ???"' \
     "a stderr line with bytes that are not UTF-8 is logged with them as '?'"
-net fake:error > "$T/err.prototxt"
-http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/err.prototxt" \
-    -F train_epochs=1 -F model_name=err
-ME=$(jv 'd["id"]')
-check 'wait_status "$ME" Error 20' "an error line leaves the job in Error"
+fake_net fake:error > "$T/err.prototxt"
+post_model "$T/err.prototxt" err 1
+ME=$MODEL
+check 'wait_status "$ME" Error 120' "an error line leaves the job in Error"
 http GET "/models/$ME/status"
 check 'jv "d[\"message\"]" | grep -q "broken on purpose"' "its error line is the message"
-net fake:ignore_term > "$T/stubborn.prototxt"
-http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/stubborn.prototxt" \
-    -F train_epochs=50 -F model_name=stubborn
-MT=$(jv 'd["id"]')
-wait_status "$MT" Running 20
+fake_net fake:ignore_term > "$T/stubborn.prototxt"
+post_model "$T/stubborn.prototxt" stubborn 50
+MT=$MODEL
+wait_status "$MT" Running 120
 http POST "/models/$MT/abort"
-check 'wait_status "$MT" Aborted 10' "a worker that ignores SIGTERM is killed after the grace period"
+check 'wait_status "$MT" Aborted 120' "a worker that ignores SIGTERM is killed after the grace period"
 
 # ---- delete ----------------------------------------------------------------------------------
 http DELETE "/datasets/$DS"
@@ -338,9 +329,8 @@ http GET /index/json
 check '[ "$CODE" = 200 ]' "after a burst of malformed requests the server still answers"
 
 # ---- server-sent events ------------------------------------------------------------------------
-http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$T/slow.prototxt" \
-    -F train_epochs=1 -F model_name=sse
-MV=$(jv 'd["id"]')
+post_model "$T/slow.prototxt" sse 1
+MV=$MODEL
 python3 - "$B" "$MV" "$T/data/jobs/$MV/fake_sent.log" >"$T/sse.txt" 2>&1 <<'PY'
 import socket, sys, time, json, urllib.parse
 base, job, sent_log = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -19,7 +19,7 @@ login_as fred
 http POST /datasets/images/classification/json -F folder_train="$T/images" -F resize_channels=1 \
     -F resize_width=28 -F resize_height=28 -F folder_pct_val=25 -F dataset_name=shapes
 DS=$(jv 'd["id"]')
-check 'wait_status "$DS" Done 60' "dataset Done"
+check 'wait_status "$DS" Done 120' "dataset Done"
 tiny_net > "$T/tiny.prototxt"
 http POST /models/images/classification/json -F method=custom -F custom_network="<$T/tiny.prototxt" \
     -F train_epochs=$EPOCHS -F snapshot_interval=$SNAP -F val_interval=$SNAP -F model_name=crashme -F dataset="$DS" \
@@ -62,7 +62,7 @@ check '[ "$(jv "d[\"resources\"][\"running\"]")" = 0 ] && [ "$(jv "d[\"resources
 
 http POST "/models/$M/resume"
 check '[ "$CODE" = 200 ] && [ "$(jv "d[\"resumed_from_epoch\"] > 0")" = true ]' "resume from the last snapshot (epoch $(jv 'd.get("resumed_from_epoch")'))"
-check 'wait_status "$M" Running 30' "the resumed job runs"
+check 'wait_status "$M" Running 120' "the resumed job runs"
 n0=$(nsnap)
 end=$((SECONDS + 60))
 while [ $SECONDS -lt $end ] && [ "$(nsnap)" -le "$n0" ]; do sleep 0.02; done

@@ -18,7 +18,7 @@ http POST /datasets/images/classification/json -F folder_train="$T/images" -F en
     -F resize_width=28 -F resize_height=28 -F resize_mode=squash -F folder_pct_val=25 -F dataset_name=shapes
 check '[ "$CODE" = 200 ] && [ "$(jv "d[\"status\"]")" != Error ]' "dataset created"
 DS=$(jv 'd["id"]')
-check 'wait_status "$DS" Done 60' "dataset Done"
+check 'wait_status "$DS" Done 120' "dataset Done"
 http GET "/datasets/$DS/json"
 check '[ "$(jv "d[\"ParseFolderTasks\"][0][\"label_count\"]")" = 3 ] && [ "$(jv "d[\"ParseFolderTasks\"][0][\"train_count\"]")" = 36 ]' \
     "ParseFolderTasks counts 3 labels and 36 training images"
@@ -82,7 +82,7 @@ http POST /models/images/classification/json -F method=previous -F previous_netw
     -F "$T1-snapshot=$FIRST_EPOCH" -F train_epochs=1 -F model_name=finetune -F dataset="$DS"
 check '[ "$CODE" = 200 ]' "previous-network model created"
 MF=$(jv 'd["id"]')
-check 'wait_status "$MF" Done 60' "fine-tune finishes"
+check 'wait_status "$MF" Done 120' "fine-tune finishes"
 http GET "/jobs/$MF/log/json"
 check 'jv "d[\"log\"]" | grep -q "parameter tensors from"' "the worker loaded the pretrained weights"
 
@@ -90,11 +90,11 @@ check 'jv "d[\"log\"]" | grep -q "parameter tensors from"' "the worker loaded th
 http POST /models/images/classification/json -F method=custom -F custom_network="<$T/tiny.prototxt" \
     -F train_epochs=400 -F model_name=long -F dataset="$DS"
 MA=$(jv 'd["id"]')
-check 'wait_status "$MA" Running 30' "long run starts"
+check 'wait_status "$MA" Running 120' "long run starts"
 check 'training "$MA"' "it trains (a metric came)"
 http POST "/models/$MA/abort"
 check '[ "$CODE" = 200 ]' "abort"
-check 'wait_status "$MA" Aborted 30' "aborted"
+check 'wait_status "$MA" Aborted 120' "aborted"
 http GET "/models/$MA/json"
 check '[ "$(jv "len(d[\"snapshots\"]) >= 1")" = true ]' "the aborted run left a snapshot to resume from"
 

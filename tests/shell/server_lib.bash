@@ -10,6 +10,10 @@
 #   wait_status ID STATUS [seconds]  polls /jobs/ID/status until STATUS (or a final one)
 #   wait_until SECONDS 'shell test'  polls until the test holds
 #   sse_until PATH OUT 'pattern'     reads an event stream until a line matches
+#   fake_images N          $IMG: N empty "images" per class for the fake worker ($FAKE)
+#   fake_net MODE          a network text that asks the fake worker for MODE (fake:slow...)
+#   post_model NET NAME EPOCHS [curl args]  a custom-network model of $DS; sets $MODEL
+#   has_snapshot ID        model ID has written a snapshot (for wait_until)
 #   finish                 prints the summary and exits non-zero on any failure
 
 set -u
@@ -23,6 +27,7 @@ FAILS=0
 JAR=$T/cookies.txt
 CODE=""
 BODY=""
+FAKE=$SRC/tests/shell/fake_worker.py
 
 srv_cleanup() {
     if [ -n "$SRV_PID" ]; then
@@ -56,8 +61,8 @@ srv_start() {
     rm -f "$T/port"
     "$CDIGITS" serve --port 0 --port-file "$T/port" --data "$T/data" "$@" >>"$T/server.log" 2>&1 &
     SRV_PID=$!
-    local i
-    for i in $(seq 1 400); do
+    local end=$((SECONDS + 120))
+    while [ $SECONDS -lt $end ]; do
         [ -s "$T/port" ] && break
         if ! kill -0 "$SRV_PID" 2>/dev/null; then
             echo "FAIL the server did not start:"
@@ -126,7 +131,7 @@ check() {
 }
 
 wait_status() {
-    local id=$1 want=$2 secs=${3:-60} st=""
+    local id=$1 want=$2 secs=${3:-120} st=""
     local end=$((SECONDS + secs))
     while [ $SECONDS -lt $end ]; do
         http GET "/jobs/$id/status"
@@ -153,7 +158,7 @@ wait_until() {
 # setup and training)
 training() {
     TRAINING_ID=$1
-    wait_until "${2:-60}" has_metrics
+    wait_until "${2:-120}" has_metrics
 }
 has_metrics() {
     http GET "/models/$TRAINING_ID/json"
@@ -161,9 +166,9 @@ has_metrics() {
 }
 
 # sse_until PATH OUT 'grep pattern' [SECONDS]: reads the event stream at PATH into OUT
-# until a line matches the pattern (0), or SECONDS (default 20) pass (1).
+# until a line matches the pattern (0), or SECONDS (default 120) pass (1).
 sse_until() {
-    local path=$1 out=$2 pattern=$3 secs=${4:-20} pid rc
+    local path=$1 out=$2 pattern=$3 secs=${4:-120} pid rc
     : >"$out"
     curl -s -N -b "$JAR" --max-time "$secs" "$B$path" >"$out" 2>/dev/null &
     pid=$!
@@ -194,4 +199,35 @@ finish() {
 # has its own pattern, so a network can learn it. Sizes WxH, gray.
 make_pngs() {
     python3 "$SRC/tests/shell/make_pngs.py" "$@"
+}
+
+# fake_images N: the folder $IMG=$T/images with train/cat and train/dog of N empty files
+# each, enough for a dataset job of the fake worker, which reads no image.
+fake_images() {
+    IMG=$T/images
+    mkdir -p "$IMG/train/cat" "$IMG/train/dog"
+    local i
+    for i in $(seq 1 "$1"); do touch "$IMG/train/cat/$i.png" "$IMG/train/dog/$i.png"; done
+}
+
+# fake_net MODE: a network text whose comment asks the fake worker for MODE (fake:slow,
+# fake:crash, ...: tests/shell/fake_worker.py); any other word is a plain run.
+fake_net() {
+    printf '# fake network %s\nlayer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip" }\n' "$1"
+}
+
+# post_model NETFILE NAME EPOCHS [curl args]: POSTs a custom-network model of dataset
+# $DS named NAME for EPOCHS epochs (more fields in the curl args); sets MODEL to its id.
+post_model() {
+    local net=$1 name=$2 epochs=$3
+    shift 3
+    http POST /models/images/classification/json -F dataset="$DS" -F method=custom -F custom_network="<$net" \
+        -F train_epochs="$epochs" -F model_name="$name" "$@"
+    MODEL=$(jv 'd["id"]')
+}
+
+# has_snapshot ID: model ID lists a snapshot (the reply stays the model's JSON).
+has_snapshot() {
+    http GET "/models/$1/json"
+    [ "$(jv 'd["snapshots"]')" != "[]" ]
 }

@@ -41,7 +41,7 @@ http POST /datasets/images/classification/json -F method=textfile -F "textfile_t
     -F resize_height=28 -F encoding=none
 check '[ "$CODE" = 200 ] && [ -n "$(jv "d[\"id\"]")" ]' "a text-list dataset of uploaded lists is accepted (textfile_shuffle defaults)"
 DT=$(jv 'd["id"]')
-check 'wait_status "$DT" Done 60' "the text-list dataset reaches Done"
+check 'wait_status "$DT" Done 120' "the text-list dataset reaches Done"
 http GET "/datasets/$DT/json"
 check '[ "$(jv "[d[\"splits\"].get(s, 0) for s in (\"train\", \"val\", \"test\")]")" = "[24, 6, 0]" ] && [ "$(jv "d[\"labels\"]")" = "$(python3 -c "import json,sys; print(json.dumps(sys.argv[1:]))" $CLASSES)" ]' \
     "its splits hold every listed image (24 train, 6 val) and its labels are labels.txt's"
@@ -63,7 +63,7 @@ DC=$(jv 'd["id"]')
 http POST /datasets/images/classification/json -F folder_train="$IMG" -F dataset_name=pngs -F resize_channels=1 \
     -F resize_width=28 -F resize_height=28 -F encoding=png -F folder_pct_val=0
 DP=$(jv 'd["id"]')
-check 'wait_status "$DC" Done 60 && wait_status "$DP" Done 60' "the color and the PNG-encoded datasets reach Done"
+check 'wait_status "$DC" Done 120 && wait_status "$DP" Done 120' "the color and the PNG-encoded datasets reach Done"
 http GET "/datasets/$DC/json"
 DC_DIR=$(jv 'd["directory"]')
 http GET "/datasets/$DP/json"
@@ -255,7 +255,7 @@ http POST /models/images/classification/json -F dataset="$DT" -F method=custom -
     -F train_epochs=2 -F batch_size=2 -F snapshot_interval=0.34 -F model_name=thirds -F random_seed=3
 check '[ "$CODE" = 200 ]' "a model with snapshots every third of an epoch"
 MT=$(jv 'd["id"]')
-check 'wait_status "$MT" Done 90' "it trains to Done"
+check 'wait_status "$MT" Done 120' "it trains to Done"
 http GET "/models/$MT/json"
 check '[ "$(jv "d[\"snapshots\"]")" = "[0.333, 0.667, 1, 1.333, 1.667, 2]" ]' "its snapshots list as [0.333, 0.667, 1, 1.333, 1.667, 2]"
 SNAP_FILE=$(jv '[s["file"] for s in d["snapshot_files"] if s["iteration"] == 16][0]')

@@ -66,10 +66,7 @@ write_net() {
     fi
     cat >"$1" <<EOF
 name: "tiny"
-layer { name: "train-data" type: "Data" top: "data" top: "label"
-  include { stage: "train" } data_param { batch_size: 32 } }
-layer { name: "val-data" type: "Data" top: "data" top: "label"
-  include { stage: "val" } data_param { batch_size: 50 } }
+$(data_layers 32 50)
 layer { name: "scale" type: "Power" bottom: "data" top: "scaled" power_param { scale: 0.0125 } }
 layer { name: "conv1" type: "Convolution" bottom: "scaled" top: "conv1"
   param { lr_mult: 1 } param { lr_mult: 2 }

@@ -63,10 +63,7 @@ echo "data: $(grep -o '"splits":{[^}]*}' "$tmp/small.log") and $(grep -o '"split
 net_wee() {
     cat >"$1" <<EOF
 name: "wee"
-layer { name: "train-data" type: "Data" top: "data" top: "label"
-  include { stage: "train" } data_param { batch_size: 8 } }
-layer { name: "val-data" type: "Data" top: "data" top: "label"
-  include { stage: "val" } data_param { batch_size: 8 } }
+$(data_layers 8)
 layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
   inner_product_param { num_output: 2 weight_filler { type: "xavier" } } }
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss"
@@ -78,10 +75,7 @@ EOF
 net_lenet() {
     cat >"$1" <<EOF
 name: "tiny"
-layer { name: "train-data" type: "Data" top: "data" top: "label"
-  include { stage: "train" } data_param { batch_size: $2 } }
-layer { name: "val-data" type: "Data" top: "data" top: "label"
-  include { stage: "val" } data_param { batch_size: $2 } }
+$(data_layers "$2")
 layer { name: "scale" type: "Power" bottom: "data" top: "scaled" power_param { scale: 0.0125 } }
 layer { name: "conv1" type: "Convolution" bottom: "scaled" top: "conv1"
   convolution_param { num_output: $3 kernel_size: 3 pad: 1

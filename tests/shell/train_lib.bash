@@ -9,6 +9,8 @@
 #                          log goes to JOBDIR.log
 #   train_finish           prints the time and "NAME: N passed, N failed"; its status is
 #                          the test's
+#   data_layers TRAIN [VAL]  the train and val Data layers of a one-file network, with
+#                          batch sizes TRAIN and VAL (default TRAIN)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 lib="$here/lib_train.py"
 passed=0
@@ -54,6 +56,15 @@ check() {
 
 run() {
     python3 "$lib" run "$worker" "$1" "$1.log" ${2:+"$2"}
+}
+
+data_layers() {
+    cat <<EOF
+layer { name: "train-data" type: "Data" top: "data" top: "label"
+  include { stage: "train" } data_param { batch_size: $1 } }
+layer { name: "val-data" type: "Data" top: "data" top: "label"
+  include { stage: "val" } data_param { batch_size: ${2:-$1} } }
+EOF
 }
 
 train_finish() {

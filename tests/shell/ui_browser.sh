@@ -48,7 +48,8 @@ python3 "$SRC/tests/ui/make_images.py" "$T/images" --classes 3 --per-class 40 --
 "$BUILD/cdigits" serve --port 0 --port-file "$T/port" --data "$T/data" --data-root "$T/images" \
   --web "$SRC/web" --models "$SRC/models" >"$T/server.log" 2>&1 &
 SRV_PID=$!
-for _ in $(seq 1 400); do
+end=$((SECONDS + 120))
+while [ $SECONDS -lt $end ]; do
   [ -s "$T/port" ] && break
   kill -0 "$SRV_PID" 2>/dev/null || { tail -20 "$T/server.log"; SRV_PID=""; fail "the server did not start"; }
   sleep 0.05

@@ -8,6 +8,7 @@
 #     right to mount one, a file size limit on the server and so its workers): Error
 #     naming the disk (or the limit).
 . "$(dirname "$0")/server_lib.bash"
+. "$(dirname "$0")/server_tiny_net.bash"
 need_server
 [ -x "$BUILD/cdigits-worker" ] || skip_test "$BUILD/cdigits-worker is not built yet"
 MOUNTED=""
@@ -28,37 +29,24 @@ srv_cleanup_mounted() {
 trap cleanup_all EXIT
 
 make_pngs "$T/images" --classes 3 --per-class 8 --size 32 --seed 5
-cat >"$T/wide.prototxt" <<'EOF'
-name: "Wide"
-layer { name: "train-data" type: "Data" top: "data" top: "label" include { stage: "train" } data_param { batch_size: 8 } }
-layer { name: "val-data" type: "Data" top: "data" top: "label" include { stage: "val" } data_param { batch_size: 6 } }
-layer { name: "scale" type: "Power" bottom: "data" top: "scaled" power_param { scale: 0.0125 } }
-layer { name: "ip1" type: "InnerProduct" bottom: "scaled" top: "ip1"
-  inner_product_param { num_output: 1024 weight_filler { type: "xavier" } bias_filler { type: "constant" } } }
-layer { name: "relu1" type: "ReLU" bottom: "ip1" top: "ip1" }
-layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
-  inner_product_param { weight_filler { type: "xavier" } bias_filler { type: "constant" } } }
-layer { name: "accuracy" type: "Accuracy" bottom: "ip2" bottom: "label" top: "accuracy" include { stage: "val" } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss" exclude { stage: "deploy" } }
-layer { name: "softmax" type: "Softmax" bottom: "ip2" top: "softmax" include { stage: "deploy" } }
-EOF
+wide_net 8 6 >"$T/wide.prototxt"
 
 new_dataset() {
     http POST /datasets/images/classification/json -F folder_train="$T/images" -F resize_channels=1 \
         -F resize_width=32 -F resize_height=32 -F folder_pct_val=25 -F dataset_name="$1"
     DS=$(jv 'd["id"]')
-    wait_status "$DS" Done 60
+    wait_status "$DS" Done 120
 }
 new_model() { # name epochs snapshot_interval
     http POST /models/images/classification/json -F method=custom -F custom_network="<$T/wide.prototxt" \
         -F train_epochs="$2" -F snapshot_interval="$3" -F val_interval="$3" -F model_name="$1" -F dataset="$DS" \
         -F lr_policy=fixed -F learning_rate=0.01
     M=$(jv 'd["id"]')
-    wait_status "$M" Running 30
+    wait_status "$M" Running 120
 }
 worker_pid() {
-    local pid="" i
-    for i in $(seq 1 100); do
+    local pid="" end=$((SECONDS + 120))
+    while [ $SECONDS -lt $end ]; do
         http GET "/models/$1/json"
         pid=$(jv 'd["tasks"][0]["pid"]')
         [ -n "$pid" ] && [ "$pid" != None ] && [ "$pid" != null ] && break
@@ -81,7 +69,7 @@ check '[ -n "$M" ]' "a long training job runs"
 PID=$(worker_pid "$M")
 training "$M"
 kill -KILL "$PID"
-wait_status "$M" Error 20
+wait_status "$M" Error 120
 http GET "/models/$M/json"
 MSG=$(jv 'd["error"]')
 check '[ "$(jv "d[\"status\"]")" = Error ] && grep -q "signal 9 (SIGKILL)" <<<"$MSG" && grep -q "out-of-memory" <<<"$MSG"' \
@@ -93,7 +81,7 @@ PID=$(worker_pid "$M")
 training "$M"
 kill -STOP "$PID"
 t0=$SECONDS
-wait_status "$M" Error 30
+wait_status "$M" Error 120
 http GET "/models/$M/json"
 MSG=$(jv 'd["error"]')
 check '[ "$(jv "d[\"status\"]")" = Error ] && grep -q "hung" <<<"$MSG" && grep -q -- "--worker-timeout" <<<"$MSG"' \
@@ -104,7 +92,7 @@ http GET /hardware/json
 check '[ "$(jv "d[\"resources\"][\"cpu_slots\"][\"used\"]")" = 0 ]' "no CPU slot stays held"
 
 new_model fine 3 1
-check 'wait_status "$M" Done 60' "the next job trains to Done (the timeout spares a worker that prints)"
+check 'wait_status "$M" Done 120' "the next job trains to Done (the timeout spares a worker that prints)"
 srv_stop
 
 # ---- a full disk while snapshotting ------------------------------------------------------------------
@@ -122,12 +110,12 @@ else
 fi
 SRV_PID=$!
 rm -f "$T/port"
-for i in $(seq 1 200); do [ -s "$T/port" ] && break; sleep 0.05; done
+wait_until 120 '[ -s "$T/port" ] || ! kill -0 "$SRV_PID" 2>/dev/null'
 B=http://127.0.0.1:$(cat "$T/port")
 login_as fred
 check 'new_dataset full' "a dataset is Done on $HOW"
 new_model full 20 1
-wait_status "$M" Error 60
+wait_status "$M" Error 120
 http GET "/models/$M/json"
 MSG=$(jv 'd["error"]')
 if [ -n "$MOUNTED" ]; then

@@ -7,25 +7,14 @@ Class 0 draws a horizontal bar, class 1 a vertical bar, class 2 a diagonal, clas
 square, on dark noise at a random offset, so LeNet separates them within an epoch or two.
 The seed is drawn afresh unless given, and printed.
 """
-import argparse
 import os
 import random
-import struct
-import zlib
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "shell"))
+import make_pngs  # noqa: E402  (the PNG writer and the command line)
 
 NAMES = ["horizontal", "vertical", "diagonal", "square"]
-
-
-def write_png(path, w, h, pixels):
-    def chunk(kind, data):
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body) & 0xFFFFFFFF)
-
-    raw = b"".join(b"\0" + bytes(pixels[y * w:(y + 1) * w]) for y in range(h))
-    data = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
-    with open(path, "wb") as f:
-        f.write(data)
 
 
 def draw(k, n, rnd):
@@ -54,22 +43,14 @@ def draw(k, n, rnd):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("out")
-    ap.add_argument("--classes", type=int, default=3)
-    ap.add_argument("--per-class", type=int, default=40)
-    ap.add_argument("--size", type=int, default=28)
-    ap.add_argument("--seed", type=int, default=None)
-    a = ap.parse_args()
+    a = make_pngs.arguments(per_class=40, seed=None)
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 30)
     rnd = random.Random(seed)
-    for k in range(min(a.classes, len(NAMES))):
-        d = os.path.join(a.out, NAMES[k])
-        os.makedirs(d, exist_ok=True)
-        for i in range(a.per_class):
-            write_png(os.path.join(d, "%s_%03d.png" % (NAMES[k], i)), a.size, a.size, draw(k, a.size, rnd))
+    names = NAMES[:a.classes]
+    make_pngs.write_folder(a.out, names, a.per_class, a.size, lambda k: draw(k, a.size, rnd),
+                           lambda name, i: "%s_%03d.png" % (name, i))
     print("make_images: %d classes x %d images of %dx%d in %s (seed %d)"
-          % (min(a.classes, len(NAMES)), a.per_class, a.size, a.size, a.out, seed))
+          % (len(names), a.per_class, a.size, a.size, a.out, seed))
 
 
 if __name__ == "__main__":

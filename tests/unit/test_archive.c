@@ -68,26 +68,37 @@ static void tb_put(tbuf *t, const void *data, size_t n)
     t->n += n;
 }
 
+/* A ustar header, field by field (POSIX.1-1988), written here independently of the
+ * server's writer. */
+typedef struct ustar_header {
+    char name[100], mode[8], uid[8], gid[8], size[12], mtime[12], chksum[8], typeflag;
+    char linkname[100], magic[6], version[2], uname[32], gname[32], devmajor[8], devminor[8];
+    char prefix[155], pad[12];
+} ustar_header;
+_Static_assert(sizeof(ustar_header) == 512, "a tar header is one 512-byte block");
+
 static void tb_entry(tbuf *t, const char *name, char type, const void *data, size_t size, const char *link)
 {
-    unsigned char h[512];
-    memset(h, 0, sizeof h);
-    memcpy(h, name, strlen(name) < 100 ? strlen(name) : 100);
-    snprintf((char *)h + 100, 8, "%07o", 0644);
-    snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)size);
-    snprintf((char *)h + 136, 12, "%011o", 0);
-    h[156] = (unsigned char)type;
+    ustar_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.name, name, strlen(name) < sizeof h.name ? strlen(name) : sizeof h.name);
+    snprintf(h.mode, sizeof h.mode, "%07o", 0644);
+    snprintf(h.size, sizeof h.size, "%011llo", (unsigned long long)size);
+    snprintf(h.mtime, sizeof h.mtime, "%011o", 0);
+    h.typeflag = type;
     if (link)
-        memcpy(h + 157, link, strlen(link));
-    memcpy(h + 257, "ustar", 6);
-    memcpy(h + 263, "00", 2);
-    memset(h + 148, ' ', 8);
+        memcpy(h.linkname, link, strlen(link));
+    memcpy(h.magic, "ustar", sizeof h.magic);
+    memcpy(h.version, "00", sizeof h.version);
+    /* the checksum: the sum of the header's bytes with its own field read as spaces,
+     * six octal digits, a NUL and a space */
+    memset(h.chksum, ' ', sizeof h.chksum);
     unsigned sum = 0;
-    for (int i = 0; i < 512; i++)
-        sum += h[i];
-    snprintf((char *)h + 148, 8, "%06o", sum);
-    h[155] = ' ';
-    tb_put(t, h, 512);
+    for (size_t i = 0; i < sizeof h; i++)
+        sum += ((const unsigned char *)&h)[i];
+    snprintf(h.chksum, sizeof h.chksum, "%06o", sum);
+    h.chksum[7] = ' ';
+    tb_put(t, &h, sizeof h);
     if (size) {
         tb_put(t, data, size);
         static const char zeros[512];
@@ -116,49 +127,49 @@ static void refused(const char *dir, tbuf *t, const archive_limits *lim, const c
     t->n = 0;
 }
 
+/* One member of a hand-made tar: data is a string whose terminator is stored too
+ * (NULL: no data), link the target of a link entry. */
+typedef struct tar_member {
+    const char *name;
+    char type;
+    const char *data, *link;
+} tar_member;
+
+static void tb_member(tbuf *t, const tar_member *m)
+{
+    tb_entry(t, m->name, m->type, m->data, m->data ? strlen(m->data) + 1 : 0, m->link);
+}
+
 static void test_refused(const char *dir)
 {
     tbuf t = {0};
     static const char x[] = "some data";
-    tb_entry(&t, "good.txt", '0', x, sizeof x, NULL);
-    tb_entry(&t, "a/../../evil.txt", '0', x, sizeof x, NULL);
-    tb_end(&t);
-    refused(dir, &t, NULL, "\"..\"", "a/../../evil.txt (after a good file)");
-    tb_entry(&t, "..", '5', NULL, 0, NULL);
-    tb_end(&t);
-    refused(dir, &t, NULL, "\"..\"", "a folder named ..");
-    tb_entry(&t, "/etc/evil", '0', x, sizeof x, NULL);
-    tb_end(&t);
-    refused(dir, &t, NULL, "absolute", "an absolute name");
-    tb_entry(&t, "a\\..\\evil", '0', x, sizeof x, NULL);
-    tb_end(&t);
-    refused(dir, &t, NULL, "absolute", "backslashes");
-    tb_entry(&t, "model/.hidden", '0', x, sizeof x, NULL);
-    tb_end(&t);
-    refused(dir, &t, NULL, "plain", "a hidden file");
-    tb_entry(&t, "a b.txt", '0', x, sizeof x, NULL);
-    tb_end(&t);
-    refused(dir, &t, NULL, "plain", "a space in the name");
-    tb_entry(&t, "link", '2', NULL, 0, "/etc/passwd");
-    tb_end(&t);
-    refused(dir, &t, NULL, "symbolic link", "a symbolic link");
-    tb_entry(&t, "good.txt", '0', x, sizeof x, NULL);
-    tb_entry(&t, "hard", '1', NULL, 0, "good.txt");
-    tb_end(&t);
-    refused(dir, &t, NULL, "hard link", "a hard link");
-    tb_entry(&t, "dev", '3', NULL, 0, NULL);
-    tb_end(&t);
-    refused(dir, &t, NULL, "device", "a character device");
-    tb_entry(&t, "fifo", '6', NULL, 0, NULL);
-    tb_end(&t);
-    refused(dir, &t, NULL, "FIFO", "a FIFO");
-    tb_entry(&t, "././@LongLink", 'L', "x/evil", 7, NULL);
-    tb_end(&t);
-    refused(dir, &t, NULL, "long name", "a GNU long name");
-    tb_entry(&t, "a/same.txt", '0', x, sizeof x, NULL);
-    tb_entry(&t, "b/same.txt", '0', x, sizeof x, NULL);
-    tb_end(&t);
-    refused(dir, &t, NULL, "two files named same.txt", "the same name twice");
+    /* archives of one or two members, refused with `what` in the message */
+    static const struct {
+        tar_member m[2]; /* the second is absent where its name is NULL */
+        const char *what, *label;
+    } cases[] = {
+        {{{"good.txt", '0', x, NULL}, {"a/../../evil.txt", '0', x, NULL}},
+         "\"..\"", "a/../../evil.txt (after a good file)"},
+        {{{"..", '5', NULL, NULL}}, "\"..\"", "a folder named .."},
+        {{{"/etc/evil", '0', x, NULL}}, "absolute", "an absolute name"},
+        {{{"a\\..\\evil", '0', x, NULL}}, "absolute", "backslashes"},
+        {{{"model/.hidden", '0', x, NULL}}, "plain", "a hidden file"},
+        {{{"a b.txt", '0', x, NULL}}, "plain", "a space in the name"},
+        {{{"link", '2', NULL, "/etc/passwd"}}, "symbolic link", "a symbolic link"},
+        {{{"good.txt", '0', x, NULL}, {"hard", '1', NULL, "good.txt"}}, "hard link", "a hard link"},
+        {{{"dev", '3', NULL, NULL}}, "device", "a character device"},
+        {{{"fifo", '6', NULL, NULL}}, "FIFO", "a FIFO"},
+        {{{"././@LongLink", 'L', "x/evil", NULL}}, "long name", "a GNU long name"},
+        {{{"a/same.txt", '0', x, NULL}, {"b/same.txt", '0', x, NULL}},
+         "two files named same.txt", "the same name twice"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (int k = 0; k < 2 && cases[c].m[k].name; k++)
+            tb_member(&t, &cases[c].m[k]);
+        tb_end(&t);
+        refused(dir, &t, NULL, cases[c].what, cases[c].label);
+    }
     archive_limits few = LIM;
     few.max_entries = 3;
     for (int i = 0; i < 4; i++) {
@@ -289,18 +300,12 @@ int main(void)
 {
     cd_test_init("test_archive");
     char src[4200], dst[4200], tmp[4200];
-    snprintf(src, sizeof src, "%s/src", cd_test_tmpdir());
-    snprintf(dst, sizeof dst, "%s/dst", cd_test_tmpdir());
-    snprintf(tmp, sizeof tmp, "%s/tmp", cd_test_tmpdir());
-    mkdir(src, 0755);
-    mkdir(dst, 0755);
-    mkdir(tmp, 0755);
+    cd_test_tmp_dir(src, sizeof src, "src");
+    cd_test_tmp_dir(dst, sizeof dst, "dst");
+    cd_test_tmp_dir(tmp, sizeof tmp, "tmp");
     test_roundtrip(src, dst, tmp);
     test_refused(dst);
     test_accepted(dst);
-    char cmd[4400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cd_test_tmpdir());
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", cd_test_tmpdir());
+    cd_test_tmpdir_remove();
     return cd_test_finish();
 }

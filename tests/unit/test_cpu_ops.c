@@ -37,18 +37,44 @@ static cd_backend_t *be;
 
 /* ---- helpers -------------------------------------------------------------------- */
 
+/* Every array a test works on comes from scratch() (zeroed) and is freed, all of them
+ * together, by scratch_free() at the end of the test or of one of its cases. */
+#define SCRATCH_MAX 64
+static void *g_scratch[SCRATCH_MAX];
+static int g_nscratch;
+
+static void *scratch(size_t bytes)
+{
+    void *p = g_nscratch < SCRATCH_MAX ? calloc(1, bytes ? bytes : 1) : NULL;
+    if (!p) {
+        fprintf(stderr, "test_cpu_ops: cannot allocate scratch array %d (%zu bytes); raise "
+                        "SCRATCH_MAX or free memory\n", g_nscratch + 1, bytes);
+        exit(2);
+    }
+    g_scratch[g_nscratch++] = p;
+    return p;
+}
+
+static void scratch_free(void)
+{
+    while (g_nscratch > 0)
+        free(g_scratch[--g_nscratch]);
+}
+
+static float *falloc(size_t n) { return scratch(n * sizeof(float)); }
+
+static double *dzeros(size_t n) { return scratch(n * sizeof(double)); }
+
 static float *frand(size_t n, double lo, double hi)
 {
-    float *p = malloc((n ? n : 1) * sizeof(float));
+    float *p = falloc(n);
     cd_test_fill_uniform(p, n, lo, hi);
     return p;
 }
 
-static double *dzeros(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
-
 static float *fcopy(const float *x, size_t n)
 {
-    float *p = malloc((n ? n : 1) * sizeof(float));
+    float *p = falloc(n);
     memcpy(p, x, n * sizeof(float));
     return p;
 }
@@ -118,7 +144,7 @@ static void test_memory(void)
     f->free(be, NULL);
 
     size_t n = 1001;
-    float *h = frand(n, -1, 1), *back = malloc(n * sizeof(float));
+    float *h = frand(n, -1, 1), *back = falloc(n);
     float *d1 = f->alloc(be, n * sizeof(float)), *d2 = f->alloc(be, n * sizeof(float));
     f->upload(be, d1, h, n * sizeof(float));
     f->copy(be, d2, d1, n * sizeof(float));
@@ -127,8 +153,7 @@ static void test_memory(void)
     check_same("upload/copy/download", back, h, n);
     f->free(be, d1);
     f->free(be, d2);
-    free(h);
-    free(back);
+    scratch_free();
 }
 
 /* ---- elementwise ---------------------------------------------------------------- */
@@ -205,11 +230,7 @@ static void test_elementwise(void)
         snprintf(what, sizeof what, "asum n=%zu", n);
         CHECK_NEAR(f->asum(be, n, a), asum, 1e-6 * asum, what);
 
-        free(a);
-        free(b);
-        free(y);
-        free(y0);
-        free(ref);
+        scratch_free();
     }
 }
 
@@ -224,7 +245,7 @@ static void test_max_index(void)
         float *in[3], *y = frand(n, -1, 1), *mask = frand(n, -1, 1), *dy = frand(n, -1, 1);
         float *dx = frand(n, -1, 1);
         for (int k = 0; k < 3; k++) {
-            in[k] = malloc(n * sizeof(float));
+            in[k] = falloc(n);
             for (size_t i = 0; i < n; i++)
                 in[k][i] = (float)floor(cd_test_uniform(0, 3));
         }
@@ -247,15 +268,7 @@ static void test_max_index(void)
                 rdx[i] = (int)rm[i] == k ? dy[i] : 0.0;
             check_arr("mask_select", dx, rdx, n, 0);
         }
-        for (int k = 0; k < 3; k++)
-            free(in[k]);
-        free(y);
-        free(mask);
-        free(dy);
-        free(dx);
-        free(ry);
-        free(rm);
-        free(rdx);
+        scratch_free();
     }
 }
 
@@ -264,7 +277,7 @@ static void test_power(void)
     const cd_backend_iface *f = be->iface;
     const float powers[] = {0.0f, 1.0f, 2.0f, 0.5f, -0.75f, 3.0f};
     size_t n = 40001;
-    float *x = frand(n, -1, 1), *y = malloc(n * sizeof(float)), *dy = frand(n, -1, 1);
+    float *x = frand(n, -1, 1), *y = falloc(n), *dy = frand(n, -1, 1);
     float *dx = frand(n, -1, 1);
     double *ry = dzeros(n), *rdx = dzeros(n);
     char what[96];
@@ -282,12 +295,7 @@ static void test_power(void)
         snprintf(what, sizeof what, "power_backward p=%g", pw);
         check_arr(what, dx, rdx, n, 1e-5);
     }
-    free(x);
-    free(y);
-    free(dy);
-    free(dx);
-    free(ry);
-    free(rdx);
+    scratch_free();
 }
 
 static void test_channel_affine(void)
@@ -336,18 +344,7 @@ static void test_channel_affine(void)
         for (int c = 0; c < ch; c++)
             rdb[c] = dg0[c] + (rdb[c] - db0[c]) / 2;
         check_arr("channel_affine_grad dbeta only", dg, rdb, ch, RTOL_SUM);
-        free(x);
-        free(y);
-        free(dy);
-        free(gamma);
-        free(beta);
-        free(dg);
-        free(db);
-        free(dg0);
-        free(db0);
-        free(ref);
-        free(rdg);
-        free(rdb);
+        scratch_free();
     }
 }
 
@@ -355,7 +352,7 @@ static void test_activations(void)
 {
     const cd_backend_iface *f = be->iface;
     size_t n = 50001;
-    float *x = frand(n, -4, 4), *y = malloc(n * sizeof(float)), *dy = frand(n, -1, 1);
+    float *x = frand(n, -4, 4), *y = falloc(n), *dy = frand(n, -1, 1);
     float *dx = frand(n, -1, 1);
     double *ry = dzeros(n), *rdx = dzeros(n);
     x[0] = 0.0f; /* Caffe: relu'(0) is the negative slope */
@@ -376,7 +373,6 @@ static void test_activations(void)
         f->act_backward(be, CD_ACT_RELU, slopes[s], n, io, io, dy, dx);
         check_arr("relu forward in place", io, ry, n, RTOL_ELEM);
         check_arr("relu backward in place", dx, rdx, n, RTOL_ELEM);
-        free(io);
     }
     f->act_forward(be, CD_ACT_SIGMOID, 0, n, x, y);
     f->act_backward(be, CD_ACT_SIGMOID, 0, n, x, y, dy, dx);
@@ -396,12 +392,7 @@ static void test_activations(void)
     }
     check_arr("tanh forward", y, ry, n, 1e-5);
     check_arr("tanh backward", dx, rdx, n, 1e-4); /* 1-t^2 cancels near |t| = 1 */
-    free(x);
-    free(y);
-    free(dy);
-    free(dx);
-    free(ry);
-    free(rdx);
+    scratch_free();
 }
 
 /* Dropout: the mask follows cd_rand_uniform exactly, the same (seed, counter) gives the
@@ -413,8 +404,8 @@ static void test_dropout(void)
     size_t n = 1000003;
     float ratio = 0.3f;
     uint64_t seed = cd_test_rand_u64(), counter = cd_test_rand_u64() & 0xffff;
-    float *x = frand(n, -1, 1), *mask = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
-    float *mask2 = malloc(n * sizeof(float)), *y2 = malloc(n * sizeof(float));
+    float *x = frand(n, -1, 1), *mask = falloc(n), *y = falloc(n);
+    float *mask2 = falloc(n), *y2 = falloc(n);
     f->dropout_forward(be, n, ratio, seed, counter, x, mask, y);
     f->dropout_forward(be, n, ratio, seed, counter, x, mask2, y2);
     check_same("dropout is deterministic (mask)", mask, mask2, n);
@@ -438,11 +429,7 @@ static void test_dropout(void)
         same += mask[i] == mask2[i];
     /* independent masks agree with probability p^2 + (1-p)^2 = 0.58 */
     CHECK(same < n * 0.62, "dropout masks of counters c and c+1 agree at %zu of %zu", same, n);
-    free(x);
-    free(mask);
-    free(y);
-    free(mask2);
-    free(y2);
+    scratch_free();
 }
 
 static void test_copy_strided(void)
@@ -464,10 +451,7 @@ static void test_copy_strided(void)
         check_arr(acc ? "copy_strided accumulate" : "copy_strided", dst, ref, outer * ds,
                   RTOL_ELEM);
     }
-    free(src);
-    free(dst);
-    free(dst0);
-    free(ref);
+    scratch_free();
 }
 
 /* ---- gemm and convolution --------------------------------------------------------- */
@@ -499,10 +483,7 @@ static void test_gemm(void)
                 f->gemm(be, ta, tb, m, n, k, alpha, a, b, beta, c);
                 snprintf(what, sizeof what, "gemm %dx%dx%d ta=%d tb=%d", m, n, k, ta, tb);
                 check_arr(what, c, ref, (size_t)m * n, RTOL_SUM);
-                free(a);
-                free(b);
-                free(c);
-                free(ref);
+                scratch_free();
             }
     }
 }
@@ -620,20 +601,7 @@ static void test_conv_case(cd_conv_desc d)
     snprintf(what, sizeof what, "%s backward filter without bias", name);
     check_arr(what, dw, rdw, nw, RTOL_SUM);
 
-    free(x);
-    free(w);
-    free(bias);
-    free(y);
-    free(dy);
-    free(dx);
-    free(dw);
-    free(db);
-    free(dw0);
-    free(db0);
-    free(ry);
-    free(rdx);
-    free(rdw);
-    free(rdb);
+    scratch_free();
 }
 
 static void test_conv(void)
@@ -717,7 +685,7 @@ static void test_pool_case(cd_pool_desc d, int ties)
         for (size_t i = 0; i < nx; i++)
             x[i] = (float)floor(cd_test_uniform(0, 4));
     double *ry = dzeros(ny), *rdx = dzeros(nx);
-    long *arg = calloc(ny, sizeof(long));
+    long *arg = scratch(ny * sizeof(long));
     naive_pool(&d, x, ry, arg);
     f->pool_forward(be, &d, x, y);
     snprintf(what, sizeof what, "%s forward", name);
@@ -745,13 +713,7 @@ static void test_pool_case(cd_pool_desc d, int ties)
         snprintf(what, sizeof what, "%s backward (call %d)", name, rep + 1);
         check_arr(what, dx, rdx, nx, RTOL_ELEM * 10);
     }
-    free(x);
-    free(y);
-    free(dy);
-    free(dx);
-    free(ry);
-    free(rdx);
-    free(arg);
+    scratch_free();
 }
 
 static void test_pool(void)
@@ -810,7 +772,8 @@ static void naive_lrn(const cd_lrn_desc *d, const double *x, double *y)
                 }
 }
 
-/* Finite differences in double: ref[j] = d/dx_j sum_q dy[q] * naive(x)[q]. */
+/* Finite differences in double: ref[j] = d/dx_j sum_q dy[q] * naive(x)[q]. Its own
+ * arrays are scratch, freed with the caller's. */
 static void fd_grad(void (*fwd)(const void *ctx, const double *x, double *y), const void *ctx,
                     const float *x, size_t nx, const float *dy, size_t ny, double *ref)
 {
@@ -827,9 +790,6 @@ static void fd_grad(void (*fwd)(const void *ctx, const double *x, double *y), co
             s += dy[q] * (yp[q] - ym[q]);
         ref[j] = s / (2 * h);
     }
-    free(xd);
-    free(yp);
-    free(ym);
 }
 
 static void lrn_fwd_cb(const void *ctx, const double *x, double *y) { naive_lrn(ctx, x, y); }
@@ -870,13 +830,7 @@ static void test_lrn(void)
             snprintf(w2, sizeof w2, "%s backward vs finite differences (call %d)", what, rep + 1);
             check_arr(w2, dx, rdx, n, RTOL_SUM);
         }
-        free(x);
-        free(y);
-        free(dy);
-        free(dx);
-        free(xd);
-        free(ry);
-        free(rdx);
+        scratch_free();
     }
 }
 
@@ -889,7 +843,7 @@ static void test_softmax(void)
     for (size_t s = 0; s < CD_ARRAY_LEN(shapes); s++) {
         int outer = shapes[s][0], ch = shapes[s][1], inner = shapes[s][2];
         size_t n = (size_t)outer * ch * inner;
-        float *x = frand(n, -5, 5), *y = malloc(n * sizeof(float)), *dy = frand(n, -1, 1);
+        float *x = frand(n, -5, 5), *y = falloc(n), *dy = frand(n, -1, 1);
         float *dx = frand(n, -1, 1);
         x[0] = 1000.0f; /* exp(1000) overflows unless the max is subtracted */
         double *ry = dzeros(n), *rdx = dzeros(n);
@@ -913,12 +867,7 @@ static void test_softmax(void)
         check_arr("softmax forward", y, ry, n, 1e-5);
         f->softmax_backward(be, outer, ch, inner, y, dy, dx);
         check_arr("softmax backward", dx, rdx, n, RTOL_SUM);
-        free(x);
-        free(y);
-        free(dy);
-        free(dx);
-        free(ry);
-        free(rdx);
+        scratch_free();
     }
 }
 
@@ -929,7 +878,7 @@ static void test_xent(void)
     for (size_t s = 0; s < CD_ARRAY_LEN(shapes); s++) {
         int outer = shapes[s][0], ch = shapes[s][1], inner = shapes[s][2];
         size_t n = (size_t)outer * ch * inner, nl = (size_t)outer * inner;
-        float *prob = frand(n, 0.01, 1), *label = malloc(nl * sizeof(float));
+        float *prob = frand(n, 0.01, 1), *label = falloc(nl);
         float *dx = frand(n, -1, 1);
         int ignore = 2;
         for (size_t j = 0; j < nl; j++)
@@ -963,11 +912,8 @@ static void test_xent(void)
             f->xent_backward(be, outer, ch, inner, prob, label, has_ignore, ignore, scale, dx);
             check_arr(has_ignore ? "xent backward, ignoring" : "xent backward", dx, rdx, n,
                       RTOL_ELEM);
-            free(rdx);
         }
-        free(prob);
-        free(label);
-        free(dx);
+        scratch_free();
     }
 }
 
@@ -993,7 +939,7 @@ static void test_accuracy(void)
     for (size_t s = 0; s < CD_ARRAY_LEN(shapes); s++) {
         int outer = shapes[s][0], ch = shapes[s][1], inner = shapes[s][2];
         size_t n = (size_t)outer * ch * inner, nl = (size_t)outer * inner;
-        float *x = malloc(n * sizeof(float)), *label = malloc(nl * sizeof(float));
+        float *x = falloc(n), *label = falloc(nl);
         for (size_t j = 0; j < n; j++)
             x[j] = (float)floor(cd_test_uniform(0, 5));
         for (size_t j = 0; j < nl; j++)
@@ -1018,8 +964,7 @@ static void test_accuracy(void)
                       "accuracy %dx%dx%d top %d ignore %d: %g of %g, expected %ld of %ld", outer,
                       ch, inner, k, has_ignore, out_c, out_n, correct, count);
             }
-        free(x);
-        free(label);
+        scratch_free();
     }
 }
 
@@ -1058,6 +1003,27 @@ static void naive_bn(const void *ctx, const double *x, double *y)
     }
 }
 
+/* bn_normalize of x with (mean, var) against naive_bn of b (batch statistics, or
+ * b's global ones), and bn_backward of dy against finite differences of it. */
+static void check_bn_pass(const char *what, const bn_case *b, const float *x, const float *mean,
+                          const float *var, const float *dy)
+{
+    const cd_backend_iface *f = be->iface;
+    size_t n = (size_t)b->outer * b->ch * b->inner;
+    float *y = falloc(n), *dx = frand(n, -1, 1);
+    double *ry = dzeros(n), *rdx = dzeros(n);
+    const char *stats = b->gmean ? "global statistics" : "batch statistics";
+    char w2[320];
+    f->bn_normalize(be, b->outer, b->ch, b->inner, x, mean, var, b->eps, y);
+    naive_bn(b, to_double(x, n), ry);
+    snprintf(w2, sizeof w2, "%s normalize, %s", what, stats);
+    check_arr(w2, y, ry, n, 1e-5);
+    fd_grad(naive_bn, b, x, n, dy, n, rdx);
+    f->bn_backward(be, b->outer, b->ch, b->inner, y, var, b->eps, b->gmean != NULL, dy, dx);
+    snprintf(w2, sizeof w2, "%s backward, %s, vs finite differences", what, stats);
+    check_arr(w2, dx, rdx, n, RTOL_SUM);
+}
+
 static void test_batchnorm(void)
 {
     const cd_backend_iface *f = be->iface;
@@ -1066,11 +1032,8 @@ static void test_batchnorm(void)
     for (size_t s = 0; s < CD_ARRAY_LEN(shapes); s++) {
         int outer = shapes[s][0], ch = shapes[s][1], inner = shapes[s][2];
         size_t n = (size_t)outer * ch * inner;
-        float *x = frand(n, -2, 3), *y = malloc(n * sizeof(float)), *dy = frand(n, -1, 1);
-        float *dx = frand(n, -1, 1), *mean = malloc(ch * sizeof(float));
-        float *var = malloc(ch * sizeof(float));
-        double *rm = dzeros(ch), *rv = dzeros(ch), *ry = dzeros(n), *rdx = dzeros(n);
-        double *xd = to_double(x, n);
+        float *x = frand(n, -2, 3), *dy = frand(n, -1, 1), *mean = falloc(ch), *var = falloc(ch);
+        double *rm = dzeros(ch), *rv = dzeros(ch);
         bn_case bc = {outer, ch, inner, 1e-5f, NULL, NULL};
 
         f->bn_stats(be, outer, ch, inner, x, mean, var);
@@ -1095,41 +1058,13 @@ static void test_batchnorm(void)
         snprintf(w2, sizeof w2, "%s biased variance", what);
         check_arr(w2, var, rv, ch, 1e-5);
 
-        f->bn_normalize(be, outer, ch, inner, x, mean, var, bc.eps, y);
-        naive_bn(&bc, xd, ry);
-        snprintf(w2, sizeof w2, "%s normalize", what);
-        check_arr(w2, y, ry, n, 1e-5);
-
-        fd_grad(naive_bn, &bc, x, n, dy, n, rdx);
-        f->bn_backward(be, outer, ch, inner, y, var, bc.eps, 0, dy, dx);
-        snprintf(w2, sizeof w2, "%s backward, batch statistics, vs finite differences", what);
-        check_arr(w2, dx, rdx, n, RTOL_SUM);
-
+        check_bn_pass(what, &bc, x, mean, var, dy);
         /* global statistics: other mean and variance, held fixed */
         float *gm = frand(ch, -1, 1), *gv = frand(ch, 0.5, 2);
         bn_case gc = {outer, ch, inner, 1e-3f, gm, gv};
-        f->bn_normalize(be, outer, ch, inner, x, gm, gv, gc.eps, y);
-        naive_bn(&gc, xd, ry);
-        snprintf(w2, sizeof w2, "%s normalize, global statistics", what);
-        check_arr(w2, y, ry, n, 1e-5);
-        fd_grad(naive_bn, &gc, x, n, dy, n, rdx);
-        f->bn_backward(be, outer, ch, inner, y, gv, gc.eps, 1, dy, dx);
-        snprintf(w2, sizeof w2, "%s backward, global statistics, vs finite differences", what);
-        check_arr(w2, dx, rdx, n, RTOL_SUM);
+        check_bn_pass(what, &gc, x, gm, gv, dy);
 
-        free(gm);
-        free(gv);
-        free(x);
-        free(y);
-        free(dy);
-        free(dx);
-        free(mean);
-        free(var);
-        free(rm);
-        free(rv);
-        free(ry);
-        free(rdx);
-        free(xd);
+        scratch_free();
     }
 }
 
@@ -1197,8 +1132,8 @@ static void test_solvers(void)
                 .decay = 5e-3f,
                 .grad_scale = 0.5f,
             };
-            float *w = frand(n, -1, 1), *h1 = calloc(n, sizeof(float));
-            float *h2 = calloc(n, sizeof(float));
+            float *w = frand(n, -1, 1), *h1 = falloc(n);
+            float *h2 = falloc(n);
             double *rw = dzeros(n), *rg = dzeros(n), *rh1 = dzeros(n), *rh2 = dzeros(n);
             for (int step = 0; step < 3; step++) {
                 d.iteration = step;
@@ -1237,15 +1172,8 @@ static void test_solvers(void)
                              reg ? "L1" : "L2", step + 1);
                     check_arr(what, h2, rh2, n, 1e-4);
                 }
-                free(g);
             }
-            free(w);
-            free(h1);
-            free(h2);
-            free(rw);
-            free(rg);
-            free(rh1);
-            free(rh2);
+            scratch_free();
         }
 }
 
@@ -1256,7 +1184,7 @@ static void test_prepare_batch(void)
     const cd_backend_iface *f = be->iface;
     int n = 4, c = 3, sh = 7, sw = 9, oh = 5, ow = 6;
     size_t ns = (size_t)n * c * sh * sw, nd = (size_t)n * c * oh * ow;
-    uint8_t *src = malloc(ns), mirror[4] = {0, CD_FLIP_LR, CD_FLIP_UD, CD_FLIP_LR | CD_FLIP_UD};
+    uint8_t *src = scratch(ns), mirror[4] = {0, CD_FLIP_LR, CD_FLIP_UD, CD_FLIP_LR | CD_FLIP_UD};
     for (size_t i = 0; i < ns; i++)
         src[i] = (uint8_t)(cd_test_rand_u64() & 255);
     int oy[4], ox[4];
@@ -1290,10 +1218,7 @@ static void test_prepare_batch(void)
                                 : (with_mirror ? "prepare_batch flips" : "prepare_batch"),
                       dst, ref, nd, RTOL_ELEM);
         }
-    free(src);
-    free(mean);
-    free(dst);
-    free(ref);
+    scratch_free();
 }
 
 int main(void)

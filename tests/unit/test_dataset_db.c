@@ -138,15 +138,6 @@ static int worst_diff(const uint8_t *a, const uint8_t *b, size_t n)
     return worst;
 }
 
-static const char *path_in_tmp(const char *name)
-{
-    static char buf[4][4200];
-    static int k;
-    char *b = buf[k++ & 3];
-    snprintf(b, 4200, "%s/%s", cd_test_tmpdir(), name);
-    return b;
-}
-
 static int write_db(const char *path, int enc)
 {
     char err[512];
@@ -193,7 +184,7 @@ static void test_roundtrip(int enc)
 {
     char name[32], err[512] = "";
     snprintf(name, sizeof name, "rt_%s.db", cd_encoding_name(enc));
-    const char *path = path_in_tmp(name);
+    const char *path = cd_test_tmp_path(name);
     CHECK(write_db(path, enc) == CD_OK, "write %s", name);
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -261,7 +252,7 @@ static void test_roundtrip(int enc)
     const uint8_t *r5 = cd_db_record(db, 5, &rec_size);
     long at = (long)(r5 + rec_size / 2 - cd_db_record(db, 0, NULL)) + 128;
     cd_db_close(db);
-    const char *bad = path_in_tmp("damaged.db");
+    const char *bad = cd_test_tmp_path("damaged.db");
     CHECK(copy_file(path, bad, -1, at) == CD_OK, "copy");
     db = cd_db_open(bad, err, sizeof err);
     CHECK(db != NULL, "damaged record still opens: %s", err);
@@ -296,7 +287,7 @@ static void test_roundtrip(int enc)
 static void test_jpeg_gray(void)
 {
     char err[512] = "";
-    const char *path = path_in_tmp("gray_jpg.db");
+    const char *path = cd_test_tmp_path("gray_jpg.db");
     cd_db_writer_t *w = cd_db_writer_open(path, 1, H, W, CD_ENC_JPG, 5, err, sizeof err);
     CHECK(w != NULL, "open %s: %s", path, err);
     if (!w)
@@ -344,17 +335,17 @@ static void test_jpeg_gray(void)
 static void test_bad_files(void)
 {
     char err[512] = "";
-    const char *junk = path_in_tmp("junk.db");
+    const char *junk = cd_test_tmp_path("junk.db");
     char text[300];
     memset(text, 'x', sizeof text);
     cd_write_file_atomic(junk, text, sizeof text);
     CHECK(cd_db_open(junk, err, sizeof err) == NULL && strstr(err, "not a cdigits dataset"),
           "junk: %s", err);
-    CHECK(cd_db_open(path_in_tmp("missing.db"), err, sizeof err) == NULL &&
+    CHECK(cd_db_open(cd_test_tmp_path("missing.db"), err, sizeof err) == NULL &&
               strstr(err, "missing.db"),
           "missing: %s", err);
     /* a raw record of the wrong size and a label out of range are refused */
-    cd_db_writer_t *w = cd_db_writer_open(path_in_tmp("bad.db"), 1, 2, 2, CD_ENC_NONE, 3, err,
+    cd_db_writer_t *w = cd_db_writer_open(cd_test_tmp_path("bad.db"), 1, 2, 2, CD_ENC_NONE, 3, err,
                                           sizeof err);
     uint8_t four[4] = {1, 2, 3, 4};
     CHECK(cd_db_writer_add(w, four, 3, 0, err, sizeof err) == CD_ERR, "short raw record");
@@ -362,7 +353,7 @@ static void test_bad_files(void)
           "label out of range: %s", err);
     CHECK(cd_db_writer_add(w, four, 4, 2, err, sizeof err) == CD_OK, "good record");
     cd_db_writer_abort(w);
-    CHECK(access(path_in_tmp("bad.db"), F_OK) != 0 && access(path_in_tmp("bad.db.tmp"), F_OK) != 0,
+    CHECK(access(cd_test_tmp_path("bad.db"), F_OK) != 0 && access(cd_test_tmp_path("bad.db.tmp"), F_OK) != 0,
           "abort leaves nothing");
 }
 
@@ -377,7 +368,7 @@ static void test_write_failure(void)
     lim.rlim_cur = 64 * 1024;
     setrlimit(RLIMIT_FSIZE, &lim);
     char err[512] = "";
-    const char *path = path_in_tmp("full.db");
+    const char *path = cd_test_tmp_path("full.db");
     cd_db_writer_t *w = cd_db_writer_open(path, 3, 64, 64, CD_ENC_NONE, 0, err, sizeof err);
     static uint8_t rec[3 * 64 * 64];
     int rc = CD_OK;
@@ -414,7 +405,7 @@ static void *reader(void *p)
 
 static void test_concurrent_reads(void)
 {
-    cd_db_t *db = cd_db_open(path_in_tmp("rt_png.db"), NULL, 0);
+    cd_db_t *db = cd_db_open(cd_test_tmp_path("rt_png.db"), NULL, 0);
     CHECK(db != NULL, "open png db");
     if (!db)
         return;
@@ -435,7 +426,7 @@ static void test_concurrent_reads(void)
 
 static void test_labels_mean(void)
 {
-    const char *lp = path_in_tmp("labels.txt");
+    const char *lp = cd_test_tmp_path("labels.txt");
     char *names[] = {"cat", "dog", "two words"};
     CHECK(cd_labels_save(lp, names, 3, NULL, 0) == CD_OK, "labels save");
     char **got;
@@ -443,11 +434,11 @@ static void test_labels_mean(void)
     CHECK(cd_labels_load(lp, &got, &n) == CD_OK && n == 3, "labels load");
     CHECK(n == 3 && strcmp(got[0], "cat") == 0 && strcmp(got[2], "two words") == 0, "names");
     cd_labels_free(got, n);
-    CHECK(cd_labels_load(path_in_tmp("nolabels.txt"), &got, &n) == CD_ERR &&
+    CHECK(cd_labels_load(cd_test_tmp_path("nolabels.txt"), &got, &n) == CD_ERR &&
               strstr(cd_dataset_strerror(), "nolabels.txt"),
           "missing labels: %s", cd_dataset_strerror());
 
-    const char *mp = path_in_tmp("mean.bin");
+    const char *mp = cd_test_tmp_path("mean.bin");
     float mean[1 * 4 * 6];
     for (int i = 0; i < 24; i++)
         mean[i] = (float)cd_test_uniform(0, 255);
@@ -467,9 +458,9 @@ static void test_labels_mean(void)
     CHECK(cd_mean_load(mp, &c, &h, &w, &m) == CD_ERR && strstr(cd_dataset_strerror(), "truncated"),
           "short mean: %s", cd_dataset_strerror());
     free(d);
-    CHECK(cd_mean_save_png(path_in_tmp("mean.png"), 1, 4, 6, mean, NULL, 0) == CD_OK, "mean png");
+    CHECK(cd_mean_save_png(cd_test_tmp_path("mean.png"), 1, 4, 6, mean, NULL, 0) == CD_OK, "mean png");
     cd_image_t img;
-    CHECK(cd_image_load(path_in_tmp("mean.png"), 1, &img, NULL, 0) == CD_OK &&
+    CHECK(cd_image_load(cd_test_tmp_path("mean.png"), 1, &img, NULL, 0) == CD_OK &&
               img.data[5] == (uint8_t)floorf(mean[5] + 0.5f),
           "mean.png pixel");
     cd_image_free(&img);

@@ -17,15 +17,6 @@
 static uint8_t g_pix[NIMG][ROWS * COLS];
 static uint8_t g_lab[NIMG];
 
-static const char *tp(const char *rel)
-{
-    static char buf[8][4300];
-    static int k;
-    char *b = buf[k++ & 7];
-    snprintf(b, 4300, "%s/%s", cd_test_tmpdir(), rel);
-    return b;
-}
-
 static void put_be32(uint8_t *p, uint32_t v)
 {
     p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8),
@@ -43,7 +34,7 @@ static void write_idx(const char *rel, int ndim, const uint32_t *dims, const uin
     for (int d = 0; d < ndim; d++)
         put_be32(buf + 4 + 4 * d, dims[d]);
     memcpy(buf + hdr, data, n);
-    CHECK(cd_write_file_atomic(tp(rel), buf, hdr + n - cut) == CD_OK, "write %s", rel);
+    CHECK(cd_write_file_atomic(cd_test_tmp_path(rel), buf, hdr + n - cut) == CD_OK, "write %s", rel);
     free(buf);
 }
 
@@ -62,7 +53,7 @@ static void make_files(void)
     uint32_t ldims_short[1] = {NIMG - 1};
     write_idx("labels_short.idx", 1, ldims_short, g_lab, NIMG - 1, 0);
     static const char junk[] = "\x7f" "ELF and so on";
-    cd_write_file_atomic(tp("junk.idx"), junk, sizeof junk);
+    cd_write_file_atomic(cd_test_tmp_path("junk.idx"), junk, sizeof junk);
 }
 
 static int import(const char *images, const char *labels, const char *out, const char *names,
@@ -70,9 +61,9 @@ static int import(const char *images, const char *labels, const char *out, const
 {
     cd_idx_import_opts o = {0};
     char im[4300], lb[4300], od[4300];
-    snprintf(im, sizeof im, "%s", tp(images));
-    snprintf(lb, sizeof lb, "%s", tp(labels));
-    snprintf(od, sizeof od, "%s", tp(out));
+    snprintf(im, sizeof im, "%s", cd_test_tmp_path(images));
+    snprintf(lb, sizeof lb, "%s", cd_test_tmp_path(labels));
+    snprintf(od, sizeof od, "%s", cd_test_tmp_path(out));
     o.images = im;
     o.labels = lb;
     o.out_dir = od;
@@ -94,7 +85,7 @@ static void check_tree(const char *out, const char *const names[3], size_t n)
         snprintf(rel, sizeof rel, "%s/%s/%02zu.png", out, names[g_lab[i]], i);
         cd_image_t img;
         char err[512];
-        if (cd_image_load(tp(rel), 1, &img, err, sizeof err) != CD_OK) {
+        if (cd_image_load(cd_test_tmp_path(rel), 1, &img, err, sizeof err) != CD_OK) {
             CHECK(0, "%s", err);
             ok = 0;
             continue;
@@ -119,12 +110,13 @@ static void test_import(void)
     const char *nums[3] = {"0", "1", "2"};
     check_tree("out_num", nums, 5);
     struct stat st;
-    CHECK(stat(tp("out_num/0/05.png"), &st) != 0, "--limit stops at 5");
+    CHECK(stat(cd_test_tmp_path("out_num/0/05.png"), &st) != 0, "--limit stops at 5");
 
     /* gzipped copies, as Debian ships Fashion-MNIST */
     char cmd[9000];
-    snprintf(cmd, sizeof cmd, "gzip -c '%s' > '%s' && gzip -c '%s' > '%s'", tp("images.idx"),
-             tp("images.idx.gz"), tp("labels.idx"), tp("labels.idx.gz"));
+    snprintf(cmd, sizeof cmd, "gzip -c '%s' > '%s' && gzip -c '%s' > '%s'",
+             cd_test_tmp_path("images.idx"), cd_test_tmp_path("images.idx.gz"),
+             cd_test_tmp_path("labels.idx"), cd_test_tmp_path("labels.idx.gz"));
     if (system(cmd) != 0) {
         cd_test_cannot("gzip tests: gzip is not installed");
     } else {
@@ -133,8 +125,8 @@ static void test_import(void)
               "import gz: %s", err);
         check_tree("out_gz", named, NIMG);
         size_t len;
-        char *gz = cd_read_file(tp("images.idx.gz"), &len);
-        cd_write_file_atomic(tp("images_cut.idx.gz"), gz, len - 20);
+        char *gz = cd_read_file(cd_test_tmp_path("images.idx.gz"), &len);
+        cd_write_file_atomic(cd_test_tmp_path("images_cut.idx.gz"), gz, len - 20);
         free(gz);
         err[0] = 0;
         CHECK(import("images_cut.idx.gz", "labels.idx", "out_bad", NULL, 0, err, sizeof err) ==
@@ -173,16 +165,16 @@ static void test_dataset_from_import(void)
     snprintf(json, sizeof json,
              "{\"folder_train\": \"%s\", \"channels\": 1, \"width\": %d, \"height\": %d, "
              "\"pct_val\": 0, \"min_per_class\": 1, \"threads\": 2}",
-             tp("out_named"), COLS, ROWS);
+             cd_test_tmp_path("out_named"), COLS, ROWS);
     cd_dataset_config_t cfg;
     cd_dataset_config_init(&cfg);
     CHECK(cd_dataset_config_parse(json, &cfg, err, sizeof err) == CD_OK, "cfg: %s", err);
     cd_dataset_result_t res;
-    CHECK(cd_dataset_create(&cfg, tp("job"), NULL, &res, err, sizeof err) == CD_OK,
+    CHECK(cd_dataset_create(&cfg, cd_test_tmp_path("job"), NULL, &res, err, sizeof err) == CD_OK,
           "create: %s", err);
     cd_dataset_config_free(&cfg);
     CHECK(res.count[0] == NIMG && res.num_classes == 3, "count %zu", res.count[0]);
-    cd_db_t *db = cd_db_open(tp("job/train.db"), err, sizeof err);
+    cd_db_t *db = cd_db_open(cd_test_tmp_path("job/train.db"), err, sizeof err);
     CHECK(db != NULL, "open: %s", err);
     if (!db)
         return;

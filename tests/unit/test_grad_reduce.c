@@ -96,10 +96,6 @@ static void plan_net(const char *file, const char *what, int c, int h, int w, cd
         cd_grad_reduce_free(&r);
     }
 
-    if (!be) {
-        cd_net_free(net);
-        return;
-    }
     cd_grad_reduce one;
     cd_grad_reduce_init(&one, net, 0);
     CHECK(one.n == 1 && one.buckets[0].lo == 0 && one.buckets[0].hi == net->param_count &&

@@ -900,9 +900,6 @@ int main(void)
     test_visualize(job, vis);
     test_base64();
     test_backend_select();
-    char cmd[4400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cd_test_tmpdir());
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", cd_test_tmpdir());
+    cd_test_tmpdir_remove();
     return cd_test_finish();
 }

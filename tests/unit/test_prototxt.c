@@ -29,6 +29,14 @@ static cd_pt_node *parse_n(const char *text, size_t len, const char *file)
 
 static cd_pt_node *parse(const char *text) { return parse_n(text, strlen(text), "t.prototxt"); }
 
+/* parse, with a failed check naming `what` when the text does not parse. */
+static cd_pt_node *parse_ok(const char *what, const char *text)
+{
+    cd_pt_node *root = parse(text);
+    CHECK(root != NULL, "%s: %s", what, g_err);
+    return root;
+}
+
 static const char lenet[] =
     "# LeNet, DIGITS style: one file for train, val and deploy\n"          /* 1 */
     "name: \"LeNet\"\n"                                                      /* 2 */
@@ -68,8 +76,7 @@ static const char lenet[] =
 
 static void test_lenet(void)
 {
-    cd_pt_node *root = parse(lenet);
-    CHECK(root != NULL, "parse failed: %s", g_err);
+    cd_pt_node *root = parse_ok("parse failed", lenet);
     if (!root)
         return;
     int rc = cd_pt_validate(root, &cd_pt_net_parameter, "lenet.prototxt", g_err, sizeof g_err);
@@ -134,8 +141,7 @@ static void test_numbers(void)
 {
     const char *t = "a: inf b: -inf c: nan d: 0x1F e: -0x10 f: .5 g: 1. h: 2.5f i: 1e-3\n"
                     "j: Infinity k: 1E+2 l: 7f m: - 3 n: -0 o: 9223372036854775807\n";
-    cd_pt_node *root = parse(t);
-    CHECK(root != NULL, "numbers: %s", g_err);
+    cd_pt_node *root = parse_ok("numbers", t);
     if (!root)
         return;
     double inf_a = cd_pt_float(root, "a", 0), inf_b = cd_pt_float(root, "b", 0);
@@ -144,14 +150,15 @@ static void test_numbers(void)
     CHECK(isnan(cd_pt_float(root, "c", 0)), "nan");
     CHECK(cd_pt_get(root, "a")->kind == CD_PT_NUMBER, "inf is a number");
     CHECK(cd_pt_int(root, "d", 0) == 31 && cd_pt_int(root, "e", 0) == -16, "hex ints");
-    CHECK_NEAR(cd_pt_float(root, "d", 0), 31, 0, "hex as float");
-    CHECK_NEAR(cd_pt_float(root, "f", 0), 0.5, 0, ".5");
-    CHECK_NEAR(cd_pt_float(root, "g", 0), 1, 0, "1.");
-    CHECK_NEAR(cd_pt_float(root, "h", 0), 2.5, 0, "2.5f");
-    CHECK_NEAR(cd_pt_float(root, "i", 0), 1e-3, 0, "1e-3");
+    static const struct {
+        const char *key, *text;
+        double want;
+    } floats[] = {{"d", "hex as float", 31}, {"f", ".5", 0.5},   {"g", "1.", 1},
+                  {"h", "2.5f", 2.5},        {"i", "1e-3", 1e-3}, {"k", "1E+2", 100},
+                  {"l", "7f", 7}};
+    for (size_t i = 0; i < CD_ARRAY_LEN(floats); i++)
+        CHECK_NEAR(cd_pt_float(root, floats[i].key, 0), floats[i].want, 0, floats[i].text);
     CHECK(isinf(cd_pt_float(root, "j", 0)), "Infinity");
-    CHECK_NEAR(cd_pt_float(root, "k", 0), 100, 0, "1E+2");
-    CHECK_NEAR(cd_pt_float(root, "l", 0), 7, 0, "7f");
     CHECK(cd_pt_int(root, "l", -9) == -9, "7f is not an integer");
     CHECK(cd_pt_int(root, "f", -9) == -9, ".5 is not an integer");
     CHECK(cd_pt_int(root, "m", 0) == -3, "\"- 3\" is -3");
@@ -167,17 +174,21 @@ static void test_strings(void)
 {
     const char *t = "a: \"x\\ty\\n\" 'z\\'q' \"\\x41\\101\\\\\\\"\\?\"\n"
                     "b: 'it''s' c: \"\\x4g\" d: \"\" e: \"caf\xc3\xa9\" f: \"#not a comment\" # a comment\n";
-    cd_pt_node *root = parse(t);
-    CHECK(root != NULL, "strings: %s", g_err);
+    cd_pt_node *root = parse_ok("strings", t);
     if (!root)
         return;
-    CHECK(strcmp(cd_pt_str(root, "a", ""), "x\ty\nz'qAA\\\"?") == 0, "escapes and joining: [%s]",
-          cd_pt_str(root, "a", ""));
-    CHECK(strcmp(cd_pt_str(root, "b", ""), "its") == 0, "adjacent single-quoted strings");
-    CHECK(strcmp(cd_pt_str(root, "c", ""), "\x04g") == 0, "one hex digit");
-    CHECK(strcmp(cd_pt_str(root, "d", "x"), "") == 0, "empty string");
-    CHECK(strcmp(cd_pt_str(root, "e", ""), "caf\xc3\xa9") == 0, "UTF-8 kept");
-    CHECK(strcmp(cd_pt_str(root, "f", ""), "#not a comment") == 0, "# inside a string");
+    static const struct {
+        const char *key, *want, *what;
+    } strs[] = {{"a", "x\ty\nz'qAA\\\"?", "escapes and joining"},
+                {"b", "its", "adjacent single-quoted strings"},
+                {"c", "\x04g", "one hex digit"},
+                {"d", "", "empty string"},
+                {"e", "caf\xc3\xa9", "UTF-8 kept"},
+                {"f", "#not a comment", "# inside a string"}};
+    for (size_t i = 0; i < CD_ARRAY_LEN(strs); i++) {
+        const char *got = cd_pt_str(root, strs[i].key, "(absent)");
+        CHECK(strcmp(got, strs[i].want) == 0, "%s: [%s]", strs[i].what, got);
+    }
     CHECK(cd_pt_get(root, "a")->kind == CD_PT_STRING, "string kind");
     CHECK(cd_pt_count(root, "a") == 1, "joined strings make one field");
     cd_pt_free(root);
@@ -187,8 +198,7 @@ static void test_bools_and_lists(void)
 {
     const char *t = "a: true b: false c: True d: False e: 1 f: 0 g: 2 h: \"true\" m { }\n"
                     "dim: [1, 2, 3] layer [ { name: \"x\" }, < name: \"y\" > ] empty: []\n";
-    cd_pt_node *root = parse(t);
-    CHECK(root != NULL, "bools: %s", g_err);
+    cd_pt_node *root = parse_ok("bools", t);
     if (!root)
         return;
     static const struct { const char *name; int want; } cases[] = {

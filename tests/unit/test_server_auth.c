@@ -7,18 +7,8 @@
 #include <unistd.h>
 
 #include "../../src/server/internal.h"
+#include "serve_args.h"
 #include "testutil.h"
-
-static int parse(cd_server_config_t *cfg, cd_err_t *err, const char *a1, const char *a2, const char *a3,
-                 const char *a4)
-{
-    char *argv[8] = {"serve"};
-    int argc = 1;
-    const char *extra[] = {a1, a2, a3, a4};
-    for (int i = 0; i < 4 && extra[i]; i++)
-        argv[argc++] = (char *)extra[i];
-    return server_config_parse(cfg, argc, argv, err);
-}
 
 static void test_exposure(void)
 {
@@ -28,7 +18,7 @@ static void test_exposure(void)
         unsetenv(vars[i]);
     cd_server_config_t cfg;
     cd_err_t err = {0};
-    CHECK(parse(&cfg, &err, NULL, NULL, NULL, NULL) == CD_OK && !cfg.auth_password && !cfg.visibility_own &&
+    CHECK(serve_parse(&cfg, &err, NULL, NULL, NULL, NULL) == CD_OK && !cfg.auth_password && !cfg.visibility_own &&
               cfg.worker_timeout == 0,
           "defaults: %s", err.msg);
     /* any address off loopback, chosen at random, is refused without passwords */
@@ -38,32 +28,32 @@ static void test_exposure(void)
     const char *binds[] = {"0.0.0.0", addr, "192.168.1.7"};
     for (int i = 0; i < 3; i++) {
         err.msg[0] = 0;
-        CHECK(parse(&cfg, &err, "--bind", binds[i], NULL, NULL) == CD_ERR, "--bind %s without auth is refused",
+        CHECK(serve_parse(&cfg, &err, "--bind", binds[i], NULL, NULL) == CD_ERR, "--bind %s without auth is refused",
               binds[i]);
         CHECK(strstr(err.msg, "--auth password") && strstr(err.msg, "--admin-password-file") &&
                   strstr(err.msg, binds[i]),
               "the refusal says how to turn authentication on: %s", err.msg);
-        CHECK(parse(&cfg, &err, "--bind", binds[i], "--auth", "password") == CD_OK && cfg.auth_password,
+        CHECK(serve_parse(&cfg, &err, "--bind", binds[i], "--auth", "password") == CD_OK && cfg.auth_password,
               "--bind %s --auth password: %s", binds[i], err.msg);
     }
     char lo[32];
     snprintf(lo, sizeof lo, "127.%u.0.%u", (unsigned)(cd_test_rand_u64() % 256),
              (unsigned)(cd_test_rand_u64() % 254 + 1));
-    CHECK(parse(&cfg, &err, "--bind", lo, NULL, NULL) == CD_OK, "all of 127/8 is loopback (%s): %s", lo, err.msg);
+    CHECK(serve_parse(&cfg, &err, "--bind", lo, NULL, NULL) == CD_OK, "all of 127/8 is loopback (%s): %s", lo, err.msg);
     setenv("CDIGITS_BIND", "0.0.0.0", 1);
-    CHECK(parse(&cfg, &err, NULL, NULL, NULL, NULL) == CD_ERR, "CDIGITS_BIND=0.0.0.0 alone is refused too");
+    CHECK(serve_parse(&cfg, &err, NULL, NULL, NULL, NULL) == CD_ERR, "CDIGITS_BIND=0.0.0.0 alone is refused too");
     setenv("CDIGITS_AUTH", "password", 1);
-    CHECK(parse(&cfg, &err, NULL, NULL, NULL, NULL) == CD_OK, "CDIGITS_AUTH=password: %s", err.msg);
+    CHECK(serve_parse(&cfg, &err, NULL, NULL, NULL, NULL) == CD_OK, "CDIGITS_AUTH=password: %s", err.msg);
     unsetenv("CDIGITS_BIND");
     unsetenv("CDIGITS_AUTH");
-    CHECK(parse(&cfg, &err, "--auth", "kerberos", NULL, NULL) == CD_ERR && strstr(err.msg, "none"),
+    CHECK(serve_parse(&cfg, &err, "--auth", "kerberos", NULL, NULL) == CD_ERR && strstr(err.msg, "none"),
           "an unknown --auth names the choices: %s", err.msg);
-    CHECK(parse(&cfg, &err, "--job-visibility", "some", NULL, NULL) == CD_ERR && strstr(err.msg, "own"),
+    CHECK(serve_parse(&cfg, &err, "--job-visibility", "some", NULL, NULL) == CD_ERR && strstr(err.msg, "own"),
           "an unknown --job-visibility names the choices: %s", err.msg);
-    CHECK(parse(&cfg, &err, "--job-visibility", "own", "--worker-timeout", "2.5") == CD_OK && cfg.visibility_own &&
+    CHECK(serve_parse(&cfg, &err, "--job-visibility", "own", "--worker-timeout", "2.5") == CD_OK && cfg.visibility_own &&
               cfg.worker_timeout == 2.5,
           "--job-visibility own --worker-timeout 2.5: %s", err.msg);
-    CHECK(parse(&cfg, &err, "--session-ttl", "5", NULL, NULL) == CD_ERR, "a session shorter than a minute");
+    CHECK(serve_parse(&cfg, &err, "--session-ttl", "5", NULL, NULL) == CD_ERR, "a session shorter than a minute");
 }
 
 static store_t *open_store(void)

@@ -5,18 +5,8 @@
 #include <string.h>
 
 #include "cdigits/server.h"
+#include "serve_args.h"
 #include "testutil.h"
-
-static int parse(cd_server_config_t *cfg, cd_err_t *err, const char *a1, const char *a2, const char *a3,
-                 const char *a4)
-{
-    char *argv[8] = {"serve"};
-    int argc = 1;
-    const char *extra[] = {a1, a2, a3, a4};
-    for (int i = 0; i < 4 && extra[i]; i++)
-        argv[argc++] = (char *)extra[i];
-    return server_config_parse(cfg, argc, argv, err);
-}
 
 int main(void)
 {
@@ -28,7 +18,7 @@ int main(void)
         unsetenv(vars[i]);
     cd_server_config_t cfg;
     cd_err_t err = {0};
-    CHECK(parse(&cfg, &err, NULL, NULL, NULL, NULL) == CD_OK, "defaults: %s", err.msg);
+    CHECK(serve_parse(&cfg, &err, NULL, NULL, NULL, NULL) == CD_OK, "defaults: %s", err.msg);
     CHECK(!strcmp(cfg.bind, "127.0.0.1") && cfg.port == 5000 && !strcmp(cfg.data_dir, "./data"), "default address");
     CHECK(cfg.max_upload == (size_t)64 << 20 && cfg.cpu_slots == 1 && !strcmp(cfg.gpus, "auto"), "default pools");
     CHECK(strstr(cfg.worker, "cdigits-worker") != NULL, "the worker defaults to cdigits-worker: %s", cfg.worker);
@@ -41,32 +31,32 @@ int main(void)
     setenv("CDIGITS_MAX_UPLOAD", "3M", 1);
     setenv("CDIGITS_URL_PREFIX", "digits/", 1);
     setenv("CDIGITS_RESUME_INTERRUPTED", "1", 1);
-    CHECK(parse(&cfg, &err, NULL, NULL, NULL, NULL) == CD_OK, "environment: %s", err.msg);
+    CHECK(serve_parse(&cfg, &err, NULL, NULL, NULL, NULL) == CD_OK, "environment: %s", err.msg);
     CHECK(cfg.port == port, "CDIGITS_PORT %d", cfg.port);
     CHECK(cfg.ndata_roots == 2 && !strcmp(cfg.data_roots[1], "/b"), "CDIGITS_DATA_ROOT is a :-list");
     CHECK(cfg.max_upload == 3u << 20, "3M is %zu", cfg.max_upload);
     CHECK(!strcmp(cfg.url_prefix, "/digits"), "the prefix gets a leading slash and loses the trailing one: %s",
           cfg.url_prefix);
     CHECK(cfg.resume_interrupted == 1, "CDIGITS_RESUME_INTERRUPTED");
-    CHECK(parse(&cfg, &err, "--port", "8080", "--data-root", "/c") == CD_OK, "flags: %s", err.msg);
+    CHECK(serve_parse(&cfg, &err, "--port", "8080", "--data-root", "/c") == CD_OK, "flags: %s", err.msg);
     CHECK(cfg.port == 8080, "a flag wins over the environment");
     CHECK(cfg.ndata_roots == 1 && !strcmp(cfg.data_roots[0], "/c"), "--data-root replaces the environment's roots");
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
         unsetenv(vars[i]);
 
-    CHECK(parse(&cfg, &err, "--port", "70000", NULL, NULL) == CD_ERR && strstr(err.msg, "port"), "port range: %s",
+    CHECK(serve_parse(&cfg, &err, "--port", "70000", NULL, NULL) == CD_ERR && strstr(err.msg, "port"), "port range: %s",
           err.msg);
-    CHECK(parse(&cfg, &err, "--port", "abc", NULL, NULL) == CD_ERR && strstr(err.msg, "--port"), "port text: %s",
+    CHECK(serve_parse(&cfg, &err, "--port", "abc", NULL, NULL) == CD_ERR && strstr(err.msg, "--port"), "port text: %s",
           err.msg);
-    CHECK(parse(&cfg, &err, "--log-level", "loud", NULL, NULL) == CD_ERR && strstr(err.msg, "debug"),
+    CHECK(serve_parse(&cfg, &err, "--log-level", "loud", NULL, NULL) == CD_ERR && strstr(err.msg, "debug"),
           "log level: %s", err.msg);
-    CHECK(parse(&cfg, &err, "--max-upload", "12Q", NULL, NULL) == CD_ERR, "size suffix");
-    CHECK(parse(&cfg, &err, "--nope", NULL, NULL, NULL) == CD_ERR && strstr(err.msg, "unknown option"),
+    CHECK(serve_parse(&cfg, &err, "--max-upload", "12Q", NULL, NULL) == CD_ERR, "size suffix");
+    CHECK(serve_parse(&cfg, &err, "--nope", NULL, NULL, NULL) == CD_ERR && strstr(err.msg, "unknown option"),
           "unknown flag: %s", err.msg);
-    CHECK(parse(&cfg, &err, "--port", NULL, NULL, NULL) == CD_ERR && strstr(err.msg, "needs a value"),
+    CHECK(serve_parse(&cfg, &err, "--port", NULL, NULL, NULL) == CD_ERR && strstr(err.msg, "needs a value"),
           "missing value: %s", err.msg);
-    CHECK(parse(&cfg, &err, "extra", NULL, NULL, NULL) == CD_ERR, "stray argument");
-    CHECK(parse(&cfg, &err, "--abort-grace", "2.5", "--gpus", "0,1") == CD_OK && cfg.abort_grace == 2.5 &&
+    CHECK(serve_parse(&cfg, &err, "extra", NULL, NULL, NULL) == CD_ERR, "stray argument");
+    CHECK(serve_parse(&cfg, &err, "--abort-grace", "2.5", "--gpus", "0,1") == CD_OK && cfg.abort_grace == 2.5 &&
               !strcmp(cfg.gpus, "0,1"),
           "seconds and GPU list");
     return cd_test_finish();

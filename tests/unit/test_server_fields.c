@@ -249,9 +249,6 @@ int main(void)
     test_paths();
     test_forms();
     test_events();
-    char rm[4200];
-    snprintf(rm, sizeof rm, "rm -rf '%s'", cd_test_tmpdir());
-    if (system(rm) != 0)
-        fprintf(stderr, "could not remove %s\n", cd_test_tmpdir());
+    cd_test_tmpdir_remove();
     return cd_test_finish();
 }

@@ -215,9 +215,6 @@ int main(void)
     CHECK(json_array_size(all) == 0, "no jobs left");
     json_decref(all);
     store_close(s);
-    char rm[4200];
-    snprintf(rm, sizeof rm, "rm -rf '%s'", cd_test_tmpdir());
-    if (system(rm) != 0)
-        fprintf(stderr, "could not remove %s\n", cd_test_tmpdir());
+    cd_test_tmpdir_remove();
     return cd_test_finish();
 }

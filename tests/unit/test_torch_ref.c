@@ -252,6 +252,18 @@ static double max_abs_of(const ref_file *f, const char *prefix)
     return m;
 }
 
+/* The parameter `name` of net for entry e of case `what`, or NULL (a failed check) when
+ * the net has none of e's size. */
+static cd_param *entry_param(const char *what, cd_net *net, const ref_entry *e, const char *name)
+{
+    cd_param *p = NULL;
+    for (int j = 0; j < net->nparams; j++)
+        if (!strcmp(net->params[j]->name, name))
+            p = net->params[j];
+    CHECK(p && p->count == e->count, "%s: %s: no parameter of that size", what, e->name);
+    return p && p->count == e->count ? p : NULL;
+}
+
 /* Compare device floats (count of them) with the entry: the largest error over the
  * largest reference magnitude (at least `floor`). Returns that ratio. */
 static double compare(const char *file, const ref_entry *e, const float *dev, size_t count,
@@ -356,12 +368,8 @@ static void run_case(const ref_case *c)
             worst_fwd = fmax(worst_fwd, rel);
         } else if (!strncmp(e->name, "param_after/", 12)) {
             e->used = 1;
-            cd_param *p = NULL;
-            for (int j = 0; j < net->nparams; j++)
-                if (!strcmp(net->params[j]->name, e->name + 12))
-                    p = net->params[j];
-            CHECK(p && p->count == e->count, "%s: %s: no parameter of that size", c->name, e->name);
-            if (p && p->count == e->count)
+            cd_param *p = entry_param(c->name, net, e, e->name + 12);
+            if (p)
                 worst_fwd = fmax(worst_fwd, compare(c->name, e, p->data, p->count, fwd_floor));
         }
     }
@@ -372,12 +380,8 @@ static void run_case(const ref_case *c)
         ref_entry *e = &f.e[i];
         if (!strncmp(e->name, "grad/param/", 11)) {
             e->used = 1;
-            cd_param *p = NULL;
-            for (int j = 0; j < net->nparams; j++)
-                if (!strcmp(net->params[j]->name, e->name + 11))
-                    p = net->params[j];
-            CHECK(p && p->count == e->count, "%s: %s: no parameter of that size", c->name, e->name);
-            if (p && p->count == e->count)
+            cd_param *p = entry_param(c->name, net, e, e->name + 11);
+            if (p)
                 worst_bwd = fmax(worst_bwd, compare(c->name, e, p->diff, p->count, bwd_floor));
         } else if (!strncmp(e->name, "grad/input/", 11)) {
             e->used = 1;

@@ -1,10 +1,12 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -78,14 +80,25 @@ void cd_test_fill_uniform(float *x, size_t n, double lo, double hi)
         x[i] = (float)cd_test_uniform(lo, hi);
 }
 
+/* dir/rel in the next of a ring of buffers (see testutil.h: valid for 16 calls). */
+static const char *ring_path(const char *dir, const char *rel)
+{
+    static char buf[16][4400];
+    static int k;
+    char *b = buf[k++ & 15];
+    snprintf(b, sizeof buf[0], "%s/%s", dir, rel);
+    return b;
+}
+
 const char *cd_test_source_path(const char *rel)
 {
-    static char buf[8][4096];
-    static int k;
     const char *root = getenv("CDIGITS_SOURCE_DIR");
-    char *b = buf[k++ & 7];
-    snprintf(b, 4096, "%s/%s", root ? root : CDIGITS_SOURCE_DIR, rel);
-    return b;
+    return ring_path(root ? root : CDIGITS_SOURCE_DIR, rel);
+}
+
+const char *cd_test_tmp_path(const char *rel)
+{
+    return ring_path(cd_test_tmpdir(), rel);
 }
 
 const char *cd_test_tmpdir(void)
@@ -100,6 +113,20 @@ const char *cd_test_tmpdir(void)
         }
     }
     return dir;
+}
+
+void cd_test_tmp_dir(char *buf, size_t size, const char *name)
+{
+    snprintf(buf, size, "%s/%s", cd_test_tmpdir(), name);
+    CHECK(mkdir(buf, 0755) == 0 || errno == EEXIST, "cannot make %s: %s", buf, strerror(errno));
+}
+
+void cd_test_tmpdir_remove(void)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cd_test_tmpdir());
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", cd_test_tmpdir());
 }
 
 int cd_test_write(const char *name, const char *text)

@@ -41,13 +41,21 @@ double cd_test_uniform(double lo, double hi);
 double cd_test_gauss(void);
 void cd_test_fill_uniform(float *x, size_t n, double lo, double hi);
 
-/* Path helpers: $CDIGITS_SOURCE_DIR/rel and a fresh temporary directory. */
+/* Path helpers: $CDIGITS_SOURCE_DIR/rel, a fresh temporary directory and rel inside
+ * it. The paths returned live in a ring of 16 buffers shared by both path functions:
+ * each is valid until 16 more calls. */
 const char *cd_test_source_path(const char *rel);
+const char *cd_test_tmp_path(const char *rel);
 /* Runs every file of tests/fuzz/corpus/NAME through a fuzz target (which aborts on a
  * finding), printing each name first; returns how many, and how many are crash-* in
  * *crashes (may be NULL). */
 int cd_test_replay_corpus(const char *name, int (*target)(const uint8_t *, size_t), int *crashes);
 const char *cd_test_tmpdir(void);
+/* Makes the folder cd_test_tmpdir()/name (an existing one is fine) and writes its path
+ * into buf; a failure is a failed check. */
+void cd_test_tmp_dir(char *buf, size_t size, const char *name);
+/* Removes cd_test_tmpdir() and everything in it; says so on stderr when it cannot. */
+void cd_test_tmpdir_remove(void);
 /* Writes text to cd_test_tmpdir()/name (replacing it); CD_OK, or CD_ERR with a failed
  * check counted. */
 int cd_test_write(const char *name, const char *text);

@@ -147,40 +147,52 @@ static conv_geom conv_geom_of(const cd_conv_desc *d)
     return g;
 }
 
+/* Where kernel tap q = ki*kw + kj reads: input pixel (oy*sh + yoff, ox*sw + xoff) for
+ * output (oy, ox), inside the image for oy in [ylo, yhi) and ox in [xlo, xhi). */
+typedef struct conv_tap {
+    int yoff, ylo, yhi, xoff, xlo, xhi;
+} conv_tap;
+
+static conv_tap conv_tap_of(const cd_conv_desc *d, int q)
+{
+    conv_tap t;
+    t.yoff = q / d->kw * d->dh - d->ph;
+    t.xoff = q % d->kw * d->dw - d->pw;
+    cpu_valid_range(d->oh, d->sh, t.yoff, d->h, &t.ylo, &t.yhi);
+    cpu_valid_range(d->ow, d->sw, t.xoff, d->w, &t.xlo, &t.xhi);
+    return t;
+}
+
 /* Unfolds nb images into columns: row (ch,ki,kj), column (b,oy,ox); padding reads 0. */
 // x is (nb, c, h, w); col is (c*kh*kw, nb*oh*ow)
 static void im2col(int nt, const cd_conv_desc *d, int nb, const float *x, float *col)
 {
-    const int c = d->c, h = d->h, w = d->w, oh = d->oh, ow = d->ow;
+    const int c = d->c, h = d->h, w = d->w, oh = d->oh, ow = d->ow, taps = d->kh * d->kw;
     const size_t P = (size_t)oh * ow, ld = (size_t)nb * P;
 #pragma omp parallel for num_threads(nt) collapse(2) schedule(static)
     for (int b = 0; b < nb; b++) {
         for (int ch = 0; ch < c; ch++) {
             const float *xi = x + ((size_t)b * c + ch) * h * w;
-            for (int ki = 0; ki < d->kh; ki++) {
-                int yoff = ki * d->dh - d->ph, ylo, yhi;
-                cpu_valid_range(oh, d->sh, yoff, h, &ylo, &yhi);
-                for (int kj = 0; kj < d->kw; kj++) {
-                    int xoff = kj * d->dw - d->pw, xlo, xhi;
-                    cpu_valid_range(ow, d->sw, xoff, w, &xlo, &xhi);
-                    float *row = col + ((size_t)(ch * d->kh + ki) * d->kw + kj) * ld + b * P;
-                    memset(row, 0, (size_t)ylo * ow * sizeof(float));
-                    for (int oy = ylo; oy < yhi; oy++) {
-                        float *r = row + (size_t)oy * ow;
-                        const float *src = xi + (size_t)(oy * d->sh + yoff) * w;
-                        for (int ox = 0; ox < xlo; ox++)
-                            r[ox] = 0.0f;
-                        if (d->sw == 1) {
-                            memcpy(r + xlo, src + xlo + xoff, (size_t)(xhi - xlo) * sizeof(float));
-                        } else {
-                            for (int ox = xlo; ox < xhi; ox++)
-                                r[ox] = src[ox * d->sw + xoff];
-                        }
-                        for (int ox = xhi; ox < ow; ox++)
-                            r[ox] = 0.0f;
+            for (int q = 0; q < taps; q++) {
+                conv_tap t = conv_tap_of(d, q);
+                float *row = col + ((size_t)ch * taps + q) * ld + b * P;
+                memset(row, 0, (size_t)t.ylo * ow * sizeof(float));
+                for (int oy = t.ylo; oy < t.yhi; oy++) {
+                    float *r = row + (size_t)oy * ow;
+                    const float *src = xi + (size_t)(oy * d->sh + t.yoff) * w;
+                    for (int ox = 0; ox < t.xlo; ox++)
+                        r[ox] = 0.0f;
+                    if (d->sw == 1) {
+                        memcpy(r + t.xlo, src + t.xlo + t.xoff,
+                               (size_t)(t.xhi - t.xlo) * sizeof(float));
+                    } else {
+                        for (int ox = t.xlo; ox < t.xhi; ox++)
+                            r[ox] = src[ox * d->sw + t.xoff];
                     }
-                    memset(row + (size_t)yhi * ow, 0, (size_t)(oh - yhi) * ow * sizeof(float));
+                    for (int ox = t.xhi; ox < ow; ox++)
+                        r[ox] = 0.0f;
                 }
+                memset(row + (size_t)t.yhi * ow, 0, (size_t)(oh - t.yhi) * ow * sizeof(float));
             }
         }
     }
@@ -191,27 +203,21 @@ static void im2col(int nt, const cd_conv_desc *d, int nb, const float *x, float 
 // col is (c*kh*kw, nb*oh*ow); dx is (nb, c, h, w)
 static void col2im(int nt, const cd_conv_desc *d, int nb, const float *col, float *dx)
 {
-    const int c = d->c, h = d->h, w = d->w, oh = d->oh, ow = d->ow;
-    const size_t P = (size_t)oh * ow, ld = (size_t)nb * P;
+    const int c = d->c, h = d->h, w = d->w, ow = d->ow, taps = d->kh * d->kw;
+    const size_t P = (size_t)d->oh * ow, ld = (size_t)nb * P;
 #pragma omp parallel for num_threads(nt) collapse(2) schedule(static)
     for (int b = 0; b < nb; b++) {
         for (int ch = 0; ch < c; ch++) {
             float *xi = dx + ((size_t)b * c + ch) * h * w;
             memset(xi, 0, (size_t)h * w * sizeof(float));
-            for (int ki = 0; ki < d->kh; ki++) {
-                int yoff = ki * d->dh - d->ph, ylo, yhi;
-                cpu_valid_range(oh, d->sh, yoff, h, &ylo, &yhi);
-                for (int kj = 0; kj < d->kw; kj++) {
-                    int xoff = kj * d->dw - d->pw, xlo, xhi;
-                    cpu_valid_range(ow, d->sw, xoff, w, &xlo, &xhi);
-                    const float *row =
-                        col + ((size_t)(ch * d->kh + ki) * d->kw + kj) * ld + b * P;
-                    for (int oy = ylo; oy < yhi; oy++) {
-                        const float *r = row + (size_t)oy * ow;
-                        float *dst = xi + (size_t)(oy * d->sh + yoff) * w;
-                        for (int ox = xlo; ox < xhi; ox++)
-                            dst[ox * d->sw + xoff] += r[ox];
-                    }
+            for (int q = 0; q < taps; q++) {
+                conv_tap t = conv_tap_of(d, q);
+                const float *row = col + ((size_t)ch * taps + q) * ld + b * P;
+                for (int oy = t.ylo; oy < t.yhi; oy++) {
+                    const float *r = row + (size_t)oy * ow;
+                    float *dst = xi + (size_t)(oy * d->sh + t.yoff) * w;
+                    for (int ox = t.xlo; ox < t.xhi; ox++)
+                        dst[ox * d->sw + t.xoff] += r[ox];
                 }
             }
         }
@@ -245,6 +251,65 @@ static void gemm_to_batch(int nt, int nb, int k, size_t P, const float *m, const
     }
 }
 
+/* The workspace of one conv op: a chunk's columns, then a gathered (k, nb*P) matrix
+ * (the forward's output, the backward's dy). Held from conv_work_begin to
+ * cpu_scratch_release. */
+typedef struct conv_work {
+    int nt;
+    conv_geom g;
+    float *col;    /* (c*kh*kw, nb*P) */
+    float *gather; /* (k, nb*P) */
+} conv_work;
+
+static conv_work conv_work_begin(cd_backend_t *be, const cd_conv_desc *d)
+{
+    conv_work wk;
+    wk.nt = cpu_threads(be);
+    wk.g = conv_geom_of(d);
+    size_t col_floats = (size_t)d->c * d->kh * d->kw * wk.g.nb * wk.g.P;
+    wk.col = cpu_scratch_acquire(be, col_floats + wk.g.kP * wk.g.nb);
+    wk.gather = wk.col + col_floats;
+    return wk;
+}
+
+/* How many images the chunk that starts at image i0 holds. */
+static int conv_chunk_images(const cd_conv_desc *d, const conv_work *wk, int i0)
+{
+    return d->n - i0 < wk->g.nb ? d->n - i0 : wk->g.nb;
+}
+
+/* The column matrix of a chunk of nb images at xb: x itself where it already is one. */
+// xb is (nb, c, h, w); the result is (c*kh*kw, nb*P)
+static const float *conv_columns(const conv_work *wk, const cd_conv_desc *d, int nb,
+                                 const float *xb)
+{
+    if (wk->g.direct && nb == 1)
+        return xb;
+    im2col(wk->nt, d, nb, xb, wk->col);
+    return wk->col;
+}
+
+/* dy of a chunk of nb images in the gemm layout: dyb itself for one image. */
+// dyb is (nb, k, P); the result is (k, nb*P)
+static const float *conv_dy_gemm(const conv_work *wk, const cd_conv_desc *d, int nb,
+                                 const float *dyb)
+{
+    if (nb == 1)
+        return dyb;
+    batch_to_gemm(wk->nt, nb, d->k, wk->g.P, dyb, wk->gather);
+    return wk->gather;
+}
+
+/* One gemm per group: C_g = op(A_g) * op(B_g) + beta * C_g for g < groups, where
+ * A_g = a + g * sa, B_g = b + g * sb and C_g = c + g * sc. */
+static void group_gemm(cd_backend_t *be, int groups, int ta, int tb, int m, int n, int k,
+                       const float *a, size_t sa, const float *b, size_t sb, float beta, float *c,
+                       size_t sc)
+{
+    for (int gr = 0; gr < groups; gr++)
+        cpu_gemm(be, ta, tb, m, n, k, 1.0f, a + gr * sa, b + gr * sb, beta, c + gr * sc);
+}
+
 // y is (k, P) of one image; bias is (k)
 static void add_bias(int nt, int k, size_t P, const float *bias, float *y)
 {
@@ -261,29 +326,21 @@ static void add_bias(int nt, int k, size_t P, const float *bias, float *y)
 void cpu_conv_forward(cd_backend_t *be, const cd_conv_desc *d, const float *x, const float *w,
                       const float *bias, float *y)
 {
-    int nt = cpu_threads(be);
-    conv_geom g = conv_geom_of(d);
-    size_t col_floats = (size_t)d->c * d->kh * d->kw * g.nb * g.P;
-    float *ws = cpu_scratch_acquire(be, col_floats + g.kP * g.nb);
+    conv_work wk = conv_work_begin(be, d);
+    const conv_geom g = wk.g;
     for (int i0 = 0; i0 < d->n; i0 += g.nb) {
-        int nb = d->n - i0 < g.nb ? d->n - i0 : g.nb;
-        const float *xb = x + (size_t)i0 * g.chw;
+        int nb = conv_chunk_images(d, &wk, i0);
         float *yb = y + (size_t)i0 * g.kP;
-        const float *col = xb;
-        if (!(g.direct && nb == 1)) {
-            im2col(nt, d, nb, xb, ws);
-            col = ws;
-        }
+        const float *col = conv_columns(&wk, d, nb, x + (size_t)i0 * g.chw);
         size_t N = (size_t)nb * g.P;
-        float *out = nb == 1 ? yb : ws + col_floats;
-        for (int gr = 0; gr < d->group; gr++)
-            cpu_gemm(be, 0, 0, g.kg, (int)N, g.Kg, 1.0f, w + (size_t)gr * g.kg * g.Kg,
-                     col + (size_t)gr * g.Kg * N, 0.0f, out + (size_t)gr * g.kg * N);
+        float *out = nb == 1 ? yb : wk.gather;
+        group_gemm(be, d->group, 0, 0, g.kg, (int)N, g.Kg, w, (size_t)g.kg * g.Kg, col,
+                   g.Kg * N, 0.0f, out, g.kg * N);
         if (nb == 1) {
             if (bias)
-                add_bias(nt, d->k, g.P, bias, yb);
+                add_bias(wk.nt, d->k, g.P, bias, yb);
         } else {
-            gemm_to_batch(nt, nb, d->k, g.P, out, bias, yb);
+            gemm_to_batch(wk.nt, nb, d->k, g.P, out, bias, yb);
         }
     }
     cpu_scratch_release(be);
@@ -294,27 +351,19 @@ void cpu_conv_forward(cd_backend_t *be, const cd_conv_desc *d, const float *x, c
 void cpu_conv_backward_data(cd_backend_t *be, const cd_conv_desc *d, const float *w,
                             const float *dy, float *dx)
 {
-    int nt = cpu_threads(be);
-    conv_geom g = conv_geom_of(d);
-    size_t col_floats = (size_t)d->c * d->kh * d->kw * g.nb * g.P;
-    float *ws = cpu_scratch_acquire(be, col_floats + g.kP * g.nb);
+    conv_work wk = conv_work_begin(be, d);
+    const conv_geom g = wk.g;
     for (int i0 = 0; i0 < d->n; i0 += g.nb) {
-        int nb = d->n - i0 < g.nb ? d->n - i0 : g.nb;
-        const float *dyb = dy + (size_t)i0 * g.kP;
+        int nb = conv_chunk_images(d, &wk, i0);
         float *dxb = dx + (size_t)i0 * g.chw;
         size_t N = (size_t)nb * g.P;
-        const float *dym = dyb;
-        if (nb > 1) {
-            batch_to_gemm(nt, nb, d->k, g.P, dyb, ws + col_floats);
-            dym = ws + col_floats;
-        }
+        const float *dym = conv_dy_gemm(&wk, d, nb, dy + (size_t)i0 * g.kP);
         int direct = g.direct && nb == 1;
-        float *col = direct ? dxb : ws;
-        for (int gr = 0; gr < d->group; gr++)
-            cpu_gemm(be, 1, 0, g.Kg, (int)N, g.kg, 1.0f, w + (size_t)gr * g.kg * g.Kg,
-                     dym + (size_t)gr * g.kg * N, 0.0f, col + (size_t)gr * g.Kg * N);
+        float *col = direct ? dxb : wk.col;
+        group_gemm(be, d->group, 1, 0, g.Kg, (int)N, g.kg, w, (size_t)g.kg * g.Kg, dym,
+                   g.kg * N, 0.0f, col, g.Kg * N);
         if (!direct)
-            col2im(nt, d, nb, col, dxb);
+            col2im(wk.nt, d, nb, col, dxb);
     }
     cpu_scratch_release(be);
 }
@@ -324,34 +373,21 @@ void cpu_conv_backward_data(cd_backend_t *be, const cd_conv_desc *d, const float
 void cpu_conv_backward_filter(cd_backend_t *be, const cd_conv_desc *d, const float *x,
                               const float *dy, float *dw, float *db)
 {
-    int nt = cpu_threads(be);
-    conv_geom g = conv_geom_of(d);
-    size_t col_floats = (size_t)d->c * d->kh * d->kw * g.nb * g.P;
-    float *ws = cpu_scratch_acquire(be, col_floats + g.kP * g.nb);
+    conv_work wk = conv_work_begin(be, d);
+    const conv_geom g = wk.g;
     for (int i0 = 0; i0 < d->n; i0 += g.nb) {
-        int nb = d->n - i0 < g.nb ? d->n - i0 : g.nb;
-        const float *xb = x + (size_t)i0 * g.chw;
-        const float *dyb = dy + (size_t)i0 * g.kP;
+        int nb = conv_chunk_images(d, &wk, i0);
         size_t N = (size_t)nb * g.P;
-        const float *col = xb;
-        if (!(g.direct && nb == 1)) {
-            im2col(nt, d, nb, xb, ws);
-            col = ws;
-        }
-        const float *dym = dyb;
-        if (nb > 1) {
-            batch_to_gemm(nt, nb, d->k, g.P, dyb, ws + col_floats);
-            dym = ws + col_floats;
-        }
-        for (int gr = 0; gr < d->group; gr++)
-            cpu_gemm(be, 0, 1, g.kg, g.Kg, (int)N, 1.0f, dym + (size_t)gr * g.kg * N,
-                     col + (size_t)gr * g.Kg * N, 1.0f, dw + (size_t)gr * g.kg * g.Kg);
+        const float *col = conv_columns(&wk, d, nb, x + (size_t)i0 * g.chw);
+        const float *dym = conv_dy_gemm(&wk, d, nb, dy + (size_t)i0 * g.kP);
+        group_gemm(be, d->group, 0, 1, g.kg, g.Kg, (int)N, dym, g.kg * N, col, g.Kg * N, 1.0f,
+                   dw, (size_t)g.kg * g.Kg);
     }
     cpu_scratch_release(be);
     if (!db)
         return;
     size_t total = (size_t)d->n * g.kP;
-#pragma omp parallel for num_threads(nt) if (total > CPU_PAR_MIN) schedule(static)
+#pragma omp parallel for num_threads(wk.nt) if (total > CPU_PAR_MIN) schedule(static)
     for (int kk = 0; kk < d->k; kk++) {
         double s = 0.0;
         for (int i = 0; i < d->n; i++) {

@@ -25,57 +25,51 @@ static inline float reg_grad(const cd_update_desc *d, const float *w, float *g, 
 typedef void (*update_fn)(int nt, const cd_update_desc *d, size_t n, float *w, float *g,
                           float *h1, float *h2);
 
-// w, g, h1 are (n)
+/* The loop of every solver: for each element i, gi = the normalized and regularized
+ * gradient, then STEP updates the history and w[i]. A macro rather than a function
+ * taking the step, so that each solver's loop is compiled with its step inline. */
+#define SOLVER_LOOP(STEP)                                                                 \
+    _Pragma("omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)")     \
+    for (size_t i = 0; i < n; i++) {                                                      \
+        float gi = reg_grad(d, w, g, i);                                                  \
+        STEP;                                                                             \
+    }
+
+// w, g, h1 are (n); h2 is unused
 static void update_sgd(int nt, const cd_update_desc *d, size_t n, float *w, float *g, float *h1,
                        float *h2)
 {
     (void)h2;
-#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float gi = reg_grad(d, w, g, i);
-        h1[i] = d->momentum * h1[i] + d->lr * gi;
-        w[i] -= h1[i];
-    }
+    SOLVER_LOOP(h1[i] = d->momentum * h1[i] + d->lr * gi;
+                w[i] -= h1[i]);
 }
 
-// w, g, h1 are (n)
+// w, g, h1 are (n); h2 is unused
 static void update_nesterov(int nt, const cd_update_desc *d, size_t n, float *w, float *g,
                             float *h1, float *h2)
 {
     (void)h2;
-#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float gi = reg_grad(d, w, g, i);
-        float hp = h1[i];
-        h1[i] = d->momentum * h1[i] + d->lr * gi;
-        w[i] -= (1.0f + d->momentum) * h1[i] - d->momentum * hp;
-    }
+    SOLVER_LOOP(float hp = h1[i];
+                h1[i] = d->momentum * h1[i] + d->lr * gi;
+                w[i] -= (1.0f + d->momentum) * h1[i] - d->momentum * hp);
 }
 
-// w, g, h1 are (n)
+// w, g, h1 are (n); h2 is unused
 static void update_adagrad(int nt, const cd_update_desc *d, size_t n, float *w, float *g,
                            float *h1, float *h2)
 {
     (void)h2;
-#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float gi = reg_grad(d, w, g, i);
-        h1[i] += gi * gi;
-        w[i] -= d->lr * gi / (sqrtf(h1[i]) + d->delta);
-    }
+    SOLVER_LOOP(h1[i] += gi * gi;
+                w[i] -= d->lr * gi / (sqrtf(h1[i]) + d->delta));
 }
 
-// w, g, h1 are (n)
+// w, g, h1 are (n); h2 is unused
 static void update_rmsprop(int nt, const cd_update_desc *d, size_t n, float *w, float *g,
                            float *h1, float *h2)
 {
     (void)h2;
-#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float gi = reg_grad(d, w, g, i);
-        h1[i] = d->rms_decay * h1[i] + (1.0f - d->rms_decay) * gi * gi;
-        w[i] -= d->lr * gi / (sqrtf(h1[i]) + d->delta);
-    }
+    SOLVER_LOOP(h1[i] = d->rms_decay * h1[i] + (1.0f - d->rms_decay) * gi * gi;
+                w[i] -= d->lr * gi / (sqrtf(h1[i]) + d->delta));
 }
 
 /* Caffe computes u = g * sqrt((h2 + delta) / (h1 + delta)), one sqrt. */
@@ -83,14 +77,10 @@ static void update_rmsprop(int nt, const cd_update_desc *d, size_t n, float *w, 
 static void update_adadelta(int nt, const cd_update_desc *d, size_t n, float *w, float *g,
                             float *h1, float *h2)
 {
-#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float gi = reg_grad(d, w, g, i);
-        h1[i] = d->momentum * h1[i] + (1.0f - d->momentum) * gi * gi;
-        float u = gi * sqrtf((h2[i] + d->delta) / (h1[i] + d->delta));
-        h2[i] = d->momentum * h2[i] + (1.0f - d->momentum) * u * u;
-        w[i] -= d->lr * u;
-    }
+    SOLVER_LOOP(h1[i] = d->momentum * h1[i] + (1.0f - d->momentum) * gi * gi;
+                float u = gi * sqrtf((h2[i] + d->delta) / (h1[i] + d->delta));
+                h2[i] = d->momentum * h2[i] + (1.0f - d->momentum) * u * u;
+                w[i] -= d->lr * u);
 }
 
 // w, g, h1, h2 are (n)
@@ -101,13 +91,9 @@ static void update_adam(int nt, const cd_update_desc *d, size_t n, float *w, flo
     double corr = sqrt(1.0 - pow(d->momentum2, t)) / (1.0 - pow(d->momentum, t));
     float rate = (float)(d->lr * corr);
     float b1 = d->momentum, b2 = d->momentum2;
-#pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float gi = reg_grad(d, w, g, i);
-        h1[i] = b1 * h1[i] + (1.0f - b1) * gi;
-        h2[i] = b2 * h2[i] + (1.0f - b2) * gi * gi;
-        w[i] -= rate * h1[i] / (sqrtf(h2[i]) + d->delta);
-    }
+    SOLVER_LOOP(h1[i] = b1 * h1[i] + (1.0f - b1) * gi;
+                h2[i] = b2 * h2[i] + (1.0f - b2) * gi * gi;
+                w[i] -= rate * h1[i] / (sqrtf(h2[i]) + d->delta));
 }
 
 static const update_fn update_table[CD_SOLVER_COUNT] = {

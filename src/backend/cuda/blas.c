@@ -63,34 +63,35 @@ void cuda_gemm(cd_backend_t *be, int trans_a, int trans_b, int m, int n, int k, 
                                      CUBLAS_GEMM_DEFAULT));
 }
 
-/* The host waits for the result (cuBLAS's host pointer mode), so while capturing
- * they are refused and return 0, which the caller must not use. */
-float cuda_dot(cd_backend_t *be, size_t n, const float *a, const float *b)
+/* cuBLAS's dot(a, b), or asum(a) when b is NULL, summed in double over chunks of
+ * CUDA_CHUNK. The host waits for the result (cuBLAS's host pointer mode), so while
+ * capturing the call (`what`) is refused and returns 0, which the caller must not use. */
+static float blas_sum(cd_backend_t *be, const char *what, size_t n, const float *a,
+                      const float *b)
 {
-    if (cuda_capture_refuses(be, "dot"))
+    if (cuda_capture_refuses(be, what))
         return 0.0f;
     cuda_use_device(be);
+    cublasHandle_t h = cuda_ctx_of(be)->blas;
     double sum = 0.0;
     for (size_t at = 0; at < n; at += CUDA_CHUNK) {
         int len = (int)(n - at < CUDA_CHUNK ? n - at : CUDA_CHUNK);
         float part = 0.0f;
-        CD_CUBLAS_CHECK(be, cublasSdot(cuda_ctx_of(be)->blas, len, a + at, 1, b + at, 1, &part));
+        if (b)
+            CD_CUBLAS_CHECK(be, cublasSdot(h, len, a + at, 1, b + at, 1, &part));
+        else
+            CD_CUBLAS_CHECK(be, cublasSasum(h, len, a + at, 1, &part));
         sum += part;
     }
     return (float)sum;
 }
 
+float cuda_dot(cd_backend_t *be, size_t n, const float *a, const float *b)
+{
+    return blas_sum(be, "dot", n, a, b);
+}
+
 float cuda_asum(cd_backend_t *be, size_t n, const float *x)
 {
-    if (cuda_capture_refuses(be, "asum"))
-        return 0.0f;
-    cuda_use_device(be);
-    double sum = 0.0;
-    for (size_t at = 0; at < n; at += CUDA_CHUNK) {
-        int len = (int)(n - at < CUDA_CHUNK ? n - at : CUDA_CHUNK);
-        float part = 0.0f;
-        CD_CUBLAS_CHECK(be, cublasSasum(cuda_ctx_of(be)->blas, len, x + at, 1, &part));
-        sum += part;
-    }
-    return (float)sum;
+    return blas_sum(be, "asum", n, x, NULL);
 }

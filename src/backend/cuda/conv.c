@@ -338,18 +338,70 @@ static int prepare(cd_backend_t *be, conv_plan *p, int dir, const void *x, const
     return p->dir[dir].ws && !*ws ? -1 : 0;
 }
 
-/* The 2-byte operand buffer of plan p: x, w and y at their offsets (all NULL while
- * capturing when the buffer could not grow: the caller returns). */
-typedef struct lowp_ops {
-    void *x, *w, *y;
-} lowp_ops;
+/*
+ * The operands of one call of direction dir as cuDNN sees them, and the chosen
+ * algorithm's workspace. x, w and y are the call's fp32 tensors (the backward ones
+ * pass dx as x, dw as w and dy as y). With 2-byte operands (p->kind >= 0) they are the
+ * plan's 2-byte buffer instead, with the two tensors the direction reads converted into
+ * it; conv_result widens what it wrote back. 0, or -1 while capturing after a failure
+ * was kept (cuda_check.h): the caller returns.
+ */
+typedef struct conv_ops {
+    const void *x, *w, *y;
+    void *ws;
+    int algo;        /* the chosen algorithm of the direction */
+    size_t ws_bytes; /* and its workspace size */
+} conv_ops;
 
-static lowp_ops lowp_get(cd_backend_t *be, const conv_plan *p)
+static const float k_one = 1.0f, k_zero = 0.0f;
+
+static int conv_operands(cd_backend_t *be, conv_plan *p, int dir, const float *x, const float *w,
+                         const float *y, conv_ops *o)
 {
-    char *buf = cuda_lowp(be, p->lowp);
-    if (!buf)
-        return (lowp_ops){NULL, NULL, NULL};
-    return (lowp_ops){buf, buf + p->off_w, buf + p->off_y};
+    /* which of x, w, y each direction reads */
+    static const int reads[DIR_COUNT][3] = {
+        [DIR_FWD] = {1, 1, 0}, [DIR_BWD_DATA] = {0, 1, 1}, [DIR_BWD_FILTER] = {1, 0, 1}};
+    *o = (conv_ops){x, w, y, NULL, 0, 0};
+    if (p->kind >= 0) {
+        cudaStream_t st = cuda_ctx_of(be)->stream;
+        char *buf = cuda_lowp(be, p->lowp);
+        if (!buf)
+            return -1;
+        *o = (conv_ops){buf, buf + p->off_w, buf + p->off_y, NULL, 0, 0};
+        if (reads[dir][0])
+            CD_LAUNCH(be, cdk_to_lowp(st, p->kind, p->nx, x, (void *)o->x));
+        if (reads[dir][1])
+            CD_LAUNCH(be, cdk_to_lowp(st, p->kind, p->nw, w, (void *)o->w));
+        if (reads[dir][2])
+            CD_LAUNCH(be, cdk_to_lowp(st, p->kind, p->ny, y, (void *)o->y));
+    }
+    if (prepare(be, p, dir, o->x, o->w, o->y, &o->ws))
+        return -1;
+    o->algo = p->dir[dir].algo;
+    o->ws_bytes = p->dir[dir].ws;
+    return 0;
+}
+
+/* The plan of d on the current device with the operands of direction dir
+ * (conv_operands); NULL when the op must return. */
+static conv_plan *conv_begin(cd_backend_t *be, const cd_conv_desc *d, int dir, const float *x,
+                             const float *w, const float *y, conv_ops *o)
+{
+    cuda_use_device(be);
+    conv_plan *p = plan_get(be, d);
+    return p && conv_operands(be, p, dir, x, w, y, o) == 0 ? p : NULL;
+}
+
+/* With 2-byte operands, the tensor direction dir wrote (y, dx or dw) widened into the
+ * fp32 out, or added to it when accumulate. Nothing to do in fp32. */
+static void conv_result(cd_backend_t *be, const conv_plan *p, int dir, const conv_ops *o,
+                        float *out, int accumulate)
+{
+    if (p->kind < 0)
+        return;
+    size_t n = dir == DIR_FWD ? p->ny : dir == DIR_BWD_DATA ? p->nx : p->nw;
+    const void *src = dir == DIR_FWD ? o->y : dir == DIR_BWD_DATA ? o->x : o->w;
+    CD_LAUNCH(be, cdk_from_lowp(cuda_ctx_of(be)->stream, p->kind, n, src, out, accumulate));
 }
 
 /* y = conv(x, w) (+ bias per filter). The ops below return early only while
@@ -357,68 +409,32 @@ static lowp_ops lowp_get(cd_backend_t *be, const conv_plan *p)
 void cuda_conv_forward(cd_backend_t *be, const cd_conv_desc *d, const float *x, const float *w,
                        const float *bias, float *y)
 {
-    cuda_use_device(be);
-    cuda_ctx *ctx = cuda_ctx_of(be);
-    conv_plan *p = plan_get(be, d);
+    conv_ops o;
+    conv_plan *p = conv_begin(be, d, DIR_FWD, x, w, y, &o);
     if (!p)
         return;
-    const conv_algo *a = &p->dir[DIR_FWD];
-    const float one = 1.0f, zero = 0.0f;
-    void *ws;
-    if (p->kind < 0) {
-        if (prepare(be, p, DIR_FWD, x, w, y, &ws))
-            return;
-        CD_CUDNN_CHECK(be, cudnnConvolutionForward(ctx->dnn, &one, p->x, x, p->w, w, p->conv,
-                                                   (cudnnConvolutionFwdAlgo_t)a->algo, ws, a->ws,
-                                                   &zero, p->y, y));
-    } else {
-        lowp_ops h = lowp_get(be, p);
-        if (!h.x)
-            return;
-        CD_LAUNCH(be, cdk_to_lowp(ctx->stream, p->kind, p->nx, x, h.x));
-        CD_LAUNCH(be, cdk_to_lowp(ctx->stream, p->kind, p->nw, w, h.w));
-        if (prepare(be, p, DIR_FWD, h.x, h.w, h.y, &ws))
-            return;
-        CD_CUDNN_CHECK(be, cudnnConvolutionForward(ctx->dnn, &one, p->x, h.x, p->w, h.w, p->conv,
-                                                   (cudnnConvolutionFwdAlgo_t)a->algo, ws, a->ws,
-                                                   &zero, p->y, h.y));
-        CD_LAUNCH(be, cdk_from_lowp(ctx->stream, p->kind, p->ny, h.y, y, 0));
-    }
+    cudnnHandle_t dnn = cuda_ctx_of(be)->dnn;
+    CD_CUDNN_CHECK(be, cudnnConvolutionForward(dnn, &k_one, p->x, o.x, p->w, o.w, p->conv,
+                                               (cudnnConvolutionFwdAlgo_t)o.algo, o.ws, o.ws_bytes,
+                                               &k_zero, p->y, (void *)o.y));
+    conv_result(be, p, DIR_FWD, &o, y, 0);
     if (bias)
-        CD_CUDNN_CHECK(be, cudnnAddTensor(ctx->dnn, &one, p->bias, bias, &one, p->yf, y));
+        CD_CUDNN_CHECK(be, cudnnAddTensor(dnn, &k_one, p->bias, bias, &k_one, p->yf, y));
 }
 
 /* dx = conv_transpose(dy, w), overwritten */
 void cuda_conv_backward_data(cd_backend_t *be, const cd_conv_desc *d, const float *w,
                              const float *dy, float *dx)
 {
-    cuda_use_device(be);
-    cuda_ctx *ctx = cuda_ctx_of(be);
-    conv_plan *p = plan_get(be, d);
+    conv_ops o;
+    conv_plan *p = conv_begin(be, d, DIR_BWD_DATA, dx, w, dy, &o);
     if (!p)
         return;
-    const conv_algo *a = &p->dir[DIR_BWD_DATA];
-    const float one = 1.0f, zero = 0.0f;
-    void *ws;
-    if (p->kind < 0) {
-        if (prepare(be, p, DIR_BWD_DATA, dx, w, dy, &ws))
-            return;
-        CD_CUDNN_CHECK(be, cudnnConvolutionBackwardData(
-                               ctx->dnn, &one, p->w, w, p->y, dy, p->conv,
-                               (cudnnConvolutionBwdDataAlgo_t)a->algo, ws, a->ws, &zero, p->x, dx));
-        return;
-    }
-    lowp_ops h = lowp_get(be, p);
-    if (!h.x)
-        return;
-    CD_LAUNCH(be, cdk_to_lowp(ctx->stream, p->kind, p->nw, w, h.w));
-    CD_LAUNCH(be, cdk_to_lowp(ctx->stream, p->kind, p->ny, dy, h.y));
-    if (prepare(be, p, DIR_BWD_DATA, h.x, h.w, h.y, &ws))
-        return;
-    CD_CUDNN_CHECK(be, cudnnConvolutionBackwardData(ctx->dnn, &one, p->w, h.w, p->y, h.y, p->conv,
-                                                    (cudnnConvolutionBwdDataAlgo_t)a->algo, ws,
-                                                    a->ws, &zero, p->x, h.x));
-    CD_LAUNCH(be, cdk_from_lowp(ctx->stream, p->kind, p->nx, h.x, dx, 0));
+    CD_CUDNN_CHECK(be, cudnnConvolutionBackwardData(
+                           cuda_ctx_of(be)->dnn, &k_one, p->w, o.w, p->y, o.y, p->conv,
+                           (cudnnConvolutionBwdDataAlgo_t)o.algo, o.ws, o.ws_bytes, &k_zero, p->x,
+                           (void *)o.x));
+    conv_result(be, p, DIR_BWD_DATA, &o, dx, 0);
 }
 
 /* dw += dL/dw, db += sum of dy per filter (db may be NULL). With 2-byte operands the
@@ -428,35 +444,21 @@ void cuda_conv_backward_filter(cd_backend_t *be, const cd_conv_desc *d, const fl
                                const float *dy, float *dw, float *db)
 {
     cuda_use_device(be);
-    cuda_ctx *ctx = cuda_ctx_of(be);
+    cudnnHandle_t dnn = cuda_ctx_of(be)->dnn;
     conv_plan *p = plan_get(be, d);
     if (!p)
         return;
-    const conv_algo *a = &p->dir[DIR_BWD_FILTER];
-    const float one = 1.0f, zero = 0.0f;
-    if (dw && p->kind < 0) {
-        void *ws;
-        if (prepare(be, p, DIR_BWD_FILTER, x, NULL, dy, &ws))
+    if (dw) {
+        conv_ops o;
+        if (conv_operands(be, p, DIR_BWD_FILTER, x, dw, dy, &o))
             return;
         CD_CUDNN_CHECK(be, cudnnConvolutionBackwardFilter(
-                               ctx->dnn, &one, p->x, x, p->y, dy, p->conv,
-                               (cudnnConvolutionBwdFilterAlgo_t)a->algo, ws, a->ws, &one, p->w, dw));
-    } else if (dw) {
-        void *ws;
-        lowp_ops h = lowp_get(be, p);
-        if (!h.x)
-            return;
-        CD_LAUNCH(be, cdk_to_lowp(ctx->stream, p->kind, p->nx, x, h.x));
-        CD_LAUNCH(be, cdk_to_lowp(ctx->stream, p->kind, p->ny, dy, h.y));
-        if (prepare(be, p, DIR_BWD_FILTER, h.x, NULL, h.y, &ws))
-            return;
-        CD_CUDNN_CHECK(be, cudnnConvolutionBackwardFilter(
-                               ctx->dnn, &one, p->x, h.x, p->y, h.y, p->conv,
-                               (cudnnConvolutionBwdFilterAlgo_t)a->algo, ws, a->ws, &zero, p->w,
-                               h.w));
-        CD_LAUNCH(be, cdk_from_lowp(ctx->stream, p->kind, p->nw, h.w, dw, 1));
+                               dnn, &k_one, p->x, o.x, p->y, o.y, p->conv,
+                               (cudnnConvolutionBwdFilterAlgo_t)o.algo, o.ws, o.ws_bytes,
+                               p->kind < 0 ? &k_one : &k_zero, p->w, (void *)o.w));
+        conv_result(be, p, DIR_BWD_FILTER, &o, dw, 1);
     }
     if (db)
-        CD_CUDNN_CHECK(be, cudnnConvolutionBackwardBias(ctx->dnn, &one, p->yf, dy, &one, p->bias,
+        CD_CUDNN_CHECK(be, cudnnConvolutionBackwardBias(dnn, &k_one, p->yf, dy, &k_one, p->bias,
                                                         db));
 }

@@ -82,14 +82,22 @@ void cuda_free(cd_backend_t *be, void *ptr)
     CD_CUDA_CHECK(be, cudaFree(ptr));
 }
 
+/* Whether a copy of `bytes` between host and device (the op `what`) goes ahead: not
+ * for 0 bytes, nor while capturing (cuda_capture_refuses keeps the refusal as the
+ * capture's failure); when it does, the device is the current one. */
+static int host_copy_begins(cd_backend_t *be, size_t bytes, const char *what)
+{
+    if (bytes == 0 || cuda_capture_refuses(be, what))
+        return 0;
+    cuda_use_device(be);
+    return 1;
+}
+
 void cuda_upload(cd_backend_t *be, void *dst, const void *src, size_t bytes)
 {
     cuda_ctx *ctx = cuda_ctx_of(be);
-    if (bytes == 0)
+    if (!host_copy_begins(be, bytes, "upload"))
         return;
-    if (cuda_capture_refuses(be, "upload"))
-        return;
-    cuda_use_device(be);
     CD_CUDA_CHECK(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx->stream));
     /* From pageable memory the call returns once src has been staged; from pinned
      * memory it returns at once, and the caller may reuse src only after the copy. */
@@ -103,13 +111,11 @@ void cuda_upload(cd_backend_t *be, void *dst, const void *src, size_t bytes)
 void cuda_download(cd_backend_t *be, void *dst, const void *src, size_t bytes)
 {
     cuda_ctx *ctx = cuda_ctx_of(be);
-    if (bytes == 0)
-        return;
-    if (cuda_capture_refuses(be, "download")) {
-        memset(dst, 0, bytes); /* defined, not data: the caller must not use it */
+    if (!host_copy_begins(be, bytes, "download")) {
+        if (bytes)
+            memset(dst, 0, bytes); /* refused: defined, not data; the caller must not use it */
         return;
     }
-    cuda_use_device(be);
     CD_CUDA_CHECK(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx->stream));
     CD_CUDA_CHECK(be, cudaStreamSynchronize(ctx->stream));
 }
@@ -161,11 +167,8 @@ void cuda_host_free(cd_backend_t *be, void *ptr)
 void cuda_upload_async(cd_backend_t *be, void *dst, const void *src, size_t bytes)
 {
     cuda_ctx *ctx = cuda_ctx_of(be);
-    if (bytes == 0)
+    if (!host_copy_begins(be, bytes, "upload_async"))
         return;
-    if (cuda_capture_refuses(be, "upload_async"))
-        return;
-    cuda_use_device(be);
     /* after the ops queued so far: dst may be a buffer they still read */
     CD_CUDA_CHECK(be, cudaEventRecord(ctx->fence, ctx->stream));
     CD_CUDA_CHECK(be, cudaStreamWaitEvent(ctx->copy, ctx->fence, 0));
