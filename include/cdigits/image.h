@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cdigits/image_kind.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -34,8 +36,6 @@ typedef struct cd_image {
     int c, h, w;   /* channels (1 or 3), height, width */
     uint8_t *data; /* (c, h, w) planar, RGB order; owned, free with cd_image_free */
 } cd_image_t;
-
-enum cd_image_format { CD_IMAGE_UNKNOWN = 0, CD_IMAGE_PNG, CD_IMAGE_JPEG, CD_IMAGE_BMP, CD_IMAGE_PNM };
 
 enum cd_resize_mode {
     CD_RESIZE_SQUASH = 0, /* to exactly w x h, aspect ignored */
@@ -57,13 +57,7 @@ const char *cd_resize_mode_list(void);
 int cd_image_alloc(cd_image_t *img, int c, int h, int w, char *err, size_t errlen);
 void cd_image_free(cd_image_t *img);
 
-/* The format from the first bytes of a file (magic numbers, not the name). */
-int cd_image_sniff(const void *buf, size_t len);
-/* 1 when a file name has the extension of a format read here (.png, .jpg, .jpeg, .jpe,
- * .bmp, .pgm, .ppm, .pnm; any case). */
-int cd_image_name_ok(const char *name);
-/* "PNG, JPEG, BMP, PGM or PPM": for messages. */
-const char *cd_image_kinds(void);
+/* cd_image_sniff, cd_image_name_ok, cd_image_kinds: cdigits/image_kind.h */
 
 /* Decode an image (PNG, JPEG, BMP, PGM or PPM) held in memory into out (allocated here) with `channels`
  * channels (1 or 3). Truncated or corrupt data is an error, never a partial image. */

@@ -1,9 +1,10 @@
 /* Which files are images this project reads: by their first bytes (the decoders' choice)
  * and by their names (folder scans, the folder browser). One table for both. */
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
-#include "cdigits/image.h"
+#include "cdigits/image_kind.h"
 #include "cdigits/util.h"
 
 static const struct {
