@@ -28,6 +28,14 @@ typedef enum jobdir_file {
     JOBDIR_WORKER_OUT,   /* worker.out.jsonl: the worker's lines (docs/worker-protocol.md) */
     JOBDIR_WORKER_ERR,   /* worker.err.log: the worker's stderr */
     JOBDIR_INFO_JSON,    /* info.json: an imported or downloaded model's description */
+    JOBDIR_STATS_JSON,   /* stats.json: a dataset's counts per split and class */
+    JOBDIR_TRAIN_DB,     /* train.db, val.db, test.db: a dataset's records per split, in */
+    JOBDIR_VAL_DB,       /* the order of enum cd_split (JOBDIR_TRAIN_DB + split) */
+    JOBDIR_TEST_DB,
+    JOBDIR_DEPLOY,       /* deploy.prototxt: a downloaded model's deploy stage */
+    JOBDIR_SOLVER,       /* solver.prototxt: its solver, in Caffe's form */
+    JOBDIR_ORIGINAL,     /* original.prototxt: its network as trained */
+    JOBDIR_TRAIN_VAL,    /* train_val.prototxt: DIGITS's name for the training network */
     JOBDIR_FILE_COUNT
 } jobdir_file;
 
@@ -36,6 +44,8 @@ const char *jobdir_name(jobdir_file f);
 /* dir/name into buf. CD_OK, or CD_ERR when it does not fit (buf then holds "") or f is
  * out of range. */
 int jobdir_path(const char *dir, jobdir_file f, char *buf, size_t len);
+/* 1 when name is a weights file (its extension is the snapshots' .cdw). */
+int jobdir_is_weights(const char *name);
 
 /* The files of a snapshot: the weights (what inference needs), the solver state (what a
  * resume needs as well) and the epoch (docs/formats.md: one decimal number as text, the

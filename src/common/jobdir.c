@@ -15,7 +15,11 @@ static const char *const g_names[JOBDIR_FILE_COUNT] = {
     [JOBDIR_NETWORK] = "network.prototxt",  [JOBDIR_LABELS] = "labels.txt",
     [JOBDIR_MEAN_BIN] = "mean.bin",         [JOBDIR_MEAN_PNG] = "mean.png",
     [JOBDIR_WORKER_OUT] = "worker.out.jsonl", [JOBDIR_INFO_JSON] = "info.json",
-    [JOBDIR_WORKER_ERR] = "worker.err.log",
+    [JOBDIR_WORKER_ERR] = "worker.err.log", [JOBDIR_STATS_JSON] = "stats.json",
+    [JOBDIR_TRAIN_DB] = "train.db",         [JOBDIR_VAL_DB] = "val.db",
+    [JOBDIR_TEST_DB] = "test.db",           [JOBDIR_DEPLOY] = "deploy.prototxt",
+    [JOBDIR_SOLVER] = "solver.prototxt",    [JOBDIR_ORIGINAL] = "original.prototxt",
+    [JOBDIR_TRAIN_VAL] = "train_val.prototxt",
 };
 
 /* The two ways a snapshot is named, and the extension of each part. */
@@ -41,6 +45,12 @@ int jobdir_path(const char *dir, jobdir_file f, char *buf, size_t len)
     if (!name)
         return fit(buf, len, -1);
     return fit(buf, len, snprintf(buf, len, "%s/%s", dir, name));
+}
+
+int jobdir_is_weights(const char *name)
+{
+    size_t n = strlen(name), e = strlen(g_parts[JOBDIR_WEIGHTS]);
+    return n > e && !strcmp(name + n - e, g_parts[JOBDIR_WEIGHTS]);
 }
 
 int jobdir_snapshot_name(long iteration, jobdir_part part, char *buf, size_t len)

@@ -36,10 +36,10 @@ static int remove_outputs(const char *dir, char *err, size_t errlen)
 {
     /* stats.json first: removing it first makes the folder "incomplete" before anything
      * else changes */
-    const char *const outputs[] = {"stats.json", "train.db", "val.db", "test.db", jobdir_name(JOBDIR_LABELS),
-                                   jobdir_name(JOBDIR_MEAN_BIN), jobdir_name(JOBDIR_MEAN_PNG)};
+    static const jobdir_file outputs[] = {JOBDIR_STATS_JSON, JOBDIR_TRAIN_DB, JOBDIR_VAL_DB, JOBDIR_TEST_DB,
+                                          JOBDIR_LABELS,     JOBDIR_MEAN_BIN, JOBDIR_MEAN_PNG};
     for (size_t i = 0; i < CD_ARRAY_LEN(outputs); i++) {
-        char *p = out_path(dir, outputs[i]);
+        char *p = out_path(dir, jobdir_name(outputs[i]));
         int rc = unlink(p);
         int e = errno;
         if (rc != 0 && e != ENOENT) {
@@ -102,8 +102,7 @@ static int create_split(const cd_dataset_config_t *cfg, const ds_plan *plan, int
 {
     const ds_items *items = &plan->split[split];
     *written = 0;
-    char name[16];
-    snprintf(name, sizeof name, "%s.db", g_split_names[split]);
+    const char *name = jobdir_name(JOBDIR_TRAIN_DB + split);
     char *path = out_path(outdir, name);
     double t0 = cd_now();
     cd_db_writer_t *w = cd_db_writer_open(path, cfg->channels, cfg->height, cfg->width,
@@ -189,9 +188,9 @@ static int write_stats(const cd_dataset_config_t *cfg, const char *outdir, json_
     json_t *val;
     json_object_foreach(splits, key, val)
     {
-        char name[16];
-        snprintf(name, sizeof name, "%s.db", key);
-        json_object_set_new(dbs, key, json_string(name));
+        for (int split = 0; split < CD_SPLIT_COUNT; split++)
+            if (!strcmp(key, g_split_names[split]))
+                json_object_set_new(dbs, key, json_string(jobdir_name(JOBDIR_TRAIN_DB + split)));
     }
     json_object_set_new(st, "format_version", json_integer(DS_DB_VERSION));
     json_object_set_new(st, "db_files", dbs);
@@ -208,7 +207,7 @@ static int write_stats(const cd_dataset_config_t *cfg, const char *outdir, json_
     json_object_set_new(st, "created", json_real(cd_wall_time()));
     char *text = json_dumps(st, JSON_INDENT(2) | JSON_ENSURE_ASCII);
     json_decref(st);
-    char *path = out_path(outdir, "stats.json");
+    char *path = out_path(outdir, jobdir_name(JOBDIR_STATS_JSON));
     int rc = text ? ds_write_file(path, text, strlen(text), err, errlen)
                   : ds_err(err, errlen, "cannot write %s: out of memory encoding it", path);
     free(text);

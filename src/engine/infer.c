@@ -520,17 +520,17 @@ int cd_classifier_export(const cd_classifier_t *c, const char *out_dir, const ch
     double per_epoch = epoch > 0 ? (double)c->iteration / epoch : 0;
 
     deploy = cd_net_write_deploy(c->net);
-    if (put_text(out_dir, "deploy.prototxt", deploy, err, errlen) != CD_OK)
+    if (put_text(out_dir, jobdir_name(JOBDIR_DEPLOY), deploy, err, errlen) != CD_OK)
         goto out;
-    NAME("deploy.prototxt");
-    snprintf(dst, sizeof dst, "%s/original.prototxt", out_dir);
+    NAME(jobdir_name(JOBDIR_DEPLOY));
+    jobdir_path(out_dir, JOBDIR_ORIGINAL, dst, sizeof dst);
     if (put_file(c->tc.network, dst, err, errlen) != CD_OK)
         goto out;
-    NAME("original.prototxt");
-    solver = cd_solver_write(&c->tc, per_epoch, "original.prototxt");
-    if (put_text(out_dir, "solver.prototxt", solver, err, errlen) != CD_OK)
+    NAME(jobdir_name(JOBDIR_ORIGINAL));
+    solver = cd_solver_write(&c->tc, per_epoch, jobdir_name(JOBDIR_ORIGINAL));
+    if (put_text(out_dir, jobdir_name(JOBDIR_SOLVER), solver, err, errlen) != CD_OK)
         goto out;
-    NAME("solver.prototxt");
+    NAME(jobdir_name(JOBDIR_SOLVER));
     jobdir_path(c->tc.dataset_dir, JOBDIR_LABELS, src, sizeof src);
     jobdir_path(out_dir, JOBDIR_LABELS, dst, sizeof dst);
     if (put_file(src, dst, err, errlen) != CD_OK)
@@ -558,7 +558,8 @@ int cd_classifier_export(const cd_classifier_t *c, const char *out_dir, const ch
     int oh = c->input->dims[2], ow = c->input->dims[3];
     info = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:[i,i,i], s:s, s:s, s:I, s:o, s:i, s:s}", "name",
                      job_name ? job_name : "", "framework", "cdigits", "snapshot file", weights, "model file",
-                     "deploy.prototxt", "network file", "original.prototxt", "solver file", "solver.prototxt",
+                     jobdir_name(JOBDIR_DEPLOY), "network file", jobdir_name(JOBDIR_ORIGINAL), "solver file",
+                     jobdir_name(JOBDIR_SOLVER),
                      "labels file", jobdir_name(JOBDIR_LABELS), "image dimensions", c->h, c->w, c->c, "image resize mode",
                      cd_resize_mode_name(c->resize_mode), "use mean", mean_name(c->tc.use_mean),
                      "snapshot iteration", (json_int_t)c->iteration, "snapshot epoch",

@@ -287,14 +287,14 @@ static int open_dataset(trainer *t, char *err, size_t errlen)
                  "dataset job to finish or create it again", c->dataset_dir);
         return CD_ERR;
     }
-    snprintf(path, sizeof path, "%s/train.db", c->dataset_dir);
+    jobdir_path(c->dataset_dir, JOBDIR_TRAIN_DB, path, sizeof path);
     if (!(t->train_db = cd_db_open(path, err, errlen)))
         return CD_ERR;
     /* validation and the test split are rank 0's */
-    snprintf(path, sizeof path, "%s/val.db", c->dataset_dir);
+    jobdir_path(c->dataset_dir, JOBDIR_VAL_DB, path, sizeof path);
     if (t->rank == 0 && access(path, R_OK) == 0 && !(t->val_db = cd_db_open(path, err, errlen)))
         return CD_ERR;
-    snprintf(path, sizeof path, "%s/test.db", c->dataset_dir);
+    jobdir_path(c->dataset_dir, JOBDIR_TEST_DB, path, sizeof path);
     if (t->rank == 0 && access(path, R_OK) == 0 && !(t->test_db = cd_db_open(path, err, errlen)))
         return CD_ERR;
     t->c_in = cd_db_channels(t->train_db);

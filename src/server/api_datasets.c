@@ -218,7 +218,10 @@ void h_dataset_create(req_t *r) { api_dataset_create_fields(r, r->fields); }
 /* Opens <dataset dir>/<split>.db of a dataset job. The db, or NULL after a reply. */
 static cd_db_t *split_open(req_t *r, json_t *job, const char *split)
 {
-    if (strcmp(split, "train") != 0 && strcmp(split, "val") != 0 && strcmp(split, "test") != 0) {
+    int s = 0;
+    while (s < CD_SPLIT_COUNT && strcmp(split, cd_split_name(s)) != 0)
+        s++;
+    if (s == CD_SPLIT_COUNT) {
         reply_error(r, 404, "No split \"%s\": a dataset's splits are train, val and test", split);
         return NULL;
     }
@@ -228,13 +231,14 @@ static cd_db_t *split_open(req_t *r, json_t *job, const char *split)
         return NULL;
     }
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s.db", sval(job, "dir"), split);
+    jobdir_path(sval(job, "dir"), JOBDIR_TRAIN_DB + s, path, sizeof path);
     struct stat st;
     /* the job folder's own file, never one a link points to */
     int missing = lstat(path, &st) != 0;
     if (missing || !S_ISREG(st.st_mode)) {
-        reply_error(r, 404, "Dataset %s has no %s records (%s.db: %s); its %s split is empty or the dataset is not done",
-                    r->params[0], split, split, missing ? strerror(errno) : "not a plain file", split);
+        reply_error(r, 404, "Dataset %s has no %s records (%s: %s); its %s split is empty or the dataset is not done",
+                    r->params[0], split, jobdir_name(JOBDIR_TRAIN_DB + s), missing ? strerror(errno) : "not a plain file",
+                    split);
         return NULL;
     }
     char err[512];

@@ -101,8 +101,7 @@ static int make_model_files(req_t *r, const char *dir, char names[][ARCHIVE_NAME
     static const char *const cdw[] = {NULL};
     const char *weights = pick(info, "snapshot file", names, n, cdw);
     for (int i = 0; i < n && !weights; i++) {
-        size_t l = strlen(names[i]);
-        if (l > 4 && !strcmp(names[i] + l - 4, ".cdw")) {
+        if (jobdir_is_weights(names[i])) {
             if (weights) {
                 snprintf(err, errlen, "the archive has several .cdw weights files; name one as \"snapshot file\" in %s",
                          jobdir_name(JOBDIR_INFO_JSON));
@@ -122,8 +121,8 @@ static int make_model_files(req_t *r, const char *dir, char names[][ARCHIVE_NAME
         return CD_ERR;
     }
     /* the download's network files (infer.h: cd_model_export), a job folder's, DIGITS's */
-    const char *const nets[] = {"original.prototxt", jobdir_name(JOBDIR_NETWORK), "train_val.prototxt",
-                                "deploy.prototxt", NULL};
+    const char *const nets[] = {jobdir_name(JOBDIR_ORIGINAL), jobdir_name(JOBDIR_NETWORK),
+                                jobdir_name(JOBDIR_TRAIN_VAL), jobdir_name(JOBDIR_DEPLOY), NULL};
     const char *network = pick(info, "network file", names, n, NULL);
     if (!network)
         network = pick(info, "model file", names, n, nets);

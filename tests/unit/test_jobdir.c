@@ -31,6 +31,12 @@ static void test_names(void)
     CHECK(!strcmp(jobdir_name(JOBDIR_LABELS), "labels.txt"), "labels.txt");
     CHECK(!strcmp(jobdir_name(JOBDIR_MEAN_BIN), "mean.bin"), "mean.bin");
     CHECK(jobdir_name(JOBDIR_FILE_COUNT) == NULL, "out of range gives NULL");
+    static const char *const dbs[] = {"train.db", "val.db", "test.db"};
+    for (int split = 0; split < 3; split++)
+        CHECK(!strcmp(jobdir_name(JOBDIR_TRAIN_DB + split), dbs[split]), "split %d's records: %s", split, dbs[split]);
+    CHECK(jobdir_is_weights("snapshot_iter_12.cdw") && !jobdir_is_weights(".cdw") &&
+              !jobdir_is_weights("snapshot_iter_12.solverstate") && !jobdir_is_weights("a.cdw.txt"),
+          "a weights file is named by its .cdw extension");
     for (int f = 0; f < JOBDIR_FILE_COUNT; f++)
         CHECK(jobdir_name((jobdir_file)f) != NULL, "file %d has a name", f);
     CHECK(jobdir_path("/j", JOBDIR_MEAN_BIN, buf, sizeof buf) == CD_OK && !strcmp(buf, "/j/mean.bin"), "%s", buf);
