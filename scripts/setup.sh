@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(build-essential cmake pkg-config
           libopenblas-dev libjansson-dev libpng-dev libjpeg62-turbo-dev
-          libmicrohttpd-dev libsqlite3-dev libsodium-dev zlib1g-dev libstb-dev
+          libmicrohttpd-dev libsqlite3-dev libsodium-dev zlib1g-dev libbz2-dev libstb-dev
           dataset-fashion-mnist curl python3 ca-certificates)
 # the browser UI: Node.js and npm install its packages (scripts/web-setup.sh); npm is
 # looked for as a command because some Node.js builds bundle their own

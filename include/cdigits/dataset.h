@@ -117,6 +117,9 @@ void cd_mean_to_pixel(float *mean, int c, int h, int w);
 /* mean.png: the mean rounded to uint8, for people to look at. */
 int cd_mean_save_png(const char *path, int c, int h, int w, const float *data, char *err,
                      size_t errlen);
+/* mean.jpg: the same picture as a JPEG (quality 90), DIGITS's name for it. */
+int cd_mean_save_jpg(const char *path, int c, int h, int w, const float *data, char *err,
+                     size_t errlen);
 
 /* ---- creating a dataset (the `dataset` task) ---------------------------------- */
 
@@ -128,9 +131,12 @@ typedef struct cd_dataset_config {
     char *folder_train, *folder_val, *folder_test;
     char *textfile_train, *textfile_val, *textfile_test;
     char *textfile_labels, *textfile_root;
+    char *textfile_val_root, *textfile_test_root; /* roots of the val and test lists */
     double pct_val, pct_test; /* percent of each class, used when no folder/list is given */
     int min_per_class;        /* classes with fewer images are dropped (folders) */
     int max_per_class;        /* 0: no limit */
+    int val_min_per_class, val_max_per_class;   /* the same for folder_val */
+    int test_min_per_class, test_max_per_class; /* and for folder_test */
     int channels;             /* 1 or 3 */
     int width, height;
     int resize_mode;          /* enum cd_resize_mode */
@@ -152,11 +158,21 @@ typedef struct cd_dataset_result {
     size_t count[CD_SPLIT_COUNT]; /* records written per split */
     size_t skipped;               /* files that were not usable images */
     int num_classes;
+    /* One parse per folder (folders only: train, then folder_val, then folder_test):
+     * the classes it kept and the images it gave each split, before decoding. */
+    int nparsed;
+    struct cd_dataset_parse {
+        int split;  /* the folder's own split: CD_SPLIT_TRAIN for folder_train */
+        int label_count;
+        size_t count[CD_SPLIT_COUNT];
+    } parsed[CD_SPLIT_COUNT];
 } cd_dataset_result_t;
 
 /*
  * Make the dataset described by cfg in outdir: train.db / val.db / test.db (splits
- * with images), labels.txt, mean.bin, mean.png, then stats.json last. Progress, log,
+ * with images), labels.txt, mean.bin, mean.png, mean.jpg, then stats.json last. A split
+ * that was given images (a folder, a list or a percentage) of which none can be read
+ * fails the run, naming how many were skipped. Progress, log,
  * dataset and done lines go to `progress` (NULL: silent). On failure no stats.json
  * exists in outdir and err says why.
  */

@@ -36,6 +36,7 @@ typedef enum jobdir_file {
     JOBDIR_SOLVER,       /* solver.prototxt: its solver, in Caffe's form */
     JOBDIR_ORIGINAL,     /* original.prototxt: its network as trained */
     JOBDIR_TRAIN_VAL,    /* train_val.prototxt: DIGITS's name for the training network */
+    JOBDIR_MEAN_JPG,     /* mean.jpg: the mean image as DIGITS names its picture */
     JOBDIR_FILE_COUNT
 } jobdir_file;
 

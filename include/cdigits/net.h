@@ -130,6 +130,9 @@ struct cd_net {
     int allocated;
     int out_of_memory;       /* the last failure of cd_net_alloc was a failed allocation */
     float loss_scale;        /* loss gradients are multiplied by this (mixed precision) */
+    float input_scale;       /* transform_param's scale of the Data layer the stage's input
+                              * stands for (deploy): inference scales its pixels by it as
+                              * training did; 1 without one */
     int host_reads;          /* some layer reads the device in its forward: no capture */
     /* when set, called by cd_net_backward after each layer's backward (layer index): the
      * trainer starts averaging the gradients already final while earlier layers run */

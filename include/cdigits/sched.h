@@ -200,6 +200,8 @@ long long proc_start_ticks(pid_t pid);
 /* Whether argv[0] or argv[1] of pid ends in "/<name>" or is name (a script runs as
  * "bash script ..."). */
 int proc_runs(pid_t pid, const char *name);
+/* Whether the working folder of pid is dir (both resolved); 0 when either cannot be read. */
+int proc_cwd_is(pid_t pid, const char *dir);
 /* CPU time (user + system, clock ticks) and resident bytes; CD_ERR when gone. */
 int proc_usage(pid_t pid, unsigned long long *cpu_ticks, unsigned long long *rss_bytes);
 long proc_ticks_per_sec(void);

@@ -7,7 +7,10 @@
  *                                     "params": learnable floats}], "params": N}, ...},
  *    "errors": ["file:line:col: what is wrong; what to do", ...]}
  * A stage that cannot be built is left out and its message is in errors (once, when
- * every stage fails the same way). Exit status 0 without errors, 1 with. */
+ * every stage fails the same way). With --parse-only the file is parsed and checked
+ * against Caffe's messages but no stage is built (what DIGITS checks when a model is
+ * created: an unknown layer type passes there and fails in training); stages is then
+ * {}. Exit status 0 without errors, 1 with. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,7 @@
 #include <jansson.h>
 
 #include "cdigits/net.h"
+#include "cdigits/prototxt.h"
 #include "cdigits/util.h"
 #include "commands.h"
 
@@ -90,14 +94,27 @@ static void add_error(json_t *errors, const char *msg)
     json_array_append_new(errors, json_string(msg));
 }
 
-#define USAGE "usage: cdigits-worker check-net FILE [--input CxHxW] [--classes N] [--batch N] [--crop N] [--json]\n"
+#define USAGE                                                                                                     \
+    "usage: cdigits-worker check-net FILE [--input CxHxW] [--classes N] [--batch N] [--crop N] [--json] "            \
+    "[--parse-only]\n"
+
+/* Parses and validates file against NetParameter without building: NULL when it is
+ * well formed, else the message (malloc'd). */
+static char *parse_error(const char *file)
+{
+    char err[1024];
+    cd_pt_node *tree = cd_pt_parse_file(file, err, sizeof err);
+    int ok = tree && cd_pt_validate(tree, &cd_pt_net_parameter, file, err, sizeof err) == CD_OK;
+    cd_pt_free(tree);
+    return ok ? NULL : cd_xstrdup(err);
+}
 
 int cd_cmd_check_net(int argc, char **argv)
 {
     const char *file = NULL;
     cd_net_opts opts = {0};
     opts.num_classes = 10;
-    int have_input = 0, as_json = 0;
+    int have_input = 0, as_json = 0, parse_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--input") && i + 1 < argc) {
             if (!parse_shape(argv[++i], &opts.input_c, &opts.input_h, &opts.input_w)) {
@@ -113,6 +130,8 @@ int cd_cmd_check_net(int argc, char **argv)
             opts.crop = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--json")) {
             as_json = 1;
+        } else if (!strcmp(argv[i], "--parse-only")) {
+            parse_only = 1;
         } else if (argv[i][0] == '-' || file) {
             fprintf(stderr, USAGE);
             return 2;
@@ -133,7 +152,11 @@ int cd_cmd_check_net(int argc, char **argv)
         json_t *out = json_pack("{s:[i,i,i], s:i, s:i, s:{}, s:[]}", "input", opts.input_c, opts.input_h,
                                 opts.input_w, "classes", opts.num_classes, "crop", opts.crop, "stages", "errors");
         json_t *errors = json_object_get(out, "errors");
-        for (size_t s = 0; s < CD_ARRAY_LEN(stages); s++) {
+        char *perr = parse_only ? parse_error(file) : NULL;
+        if (perr)
+            add_error(errors, perr);
+        free(perr);
+        for (size_t s = 0; s < CD_ARRAY_LEN(stages) && !parse_only; s++) {
             char err[1024];
             opts.stage = stages[s];
             cd_net *net = cd_net_load(file, &opts, err, sizeof err);
@@ -149,6 +172,16 @@ int cd_cmd_check_net(int argc, char **argv)
             rc = 1;
         json_decref(out);
         return rc;
+    }
+    if (parse_only) {
+        char *perr = parse_error(file);
+        int bad = perr != NULL;
+        if (bad)
+            fprintf(stderr, "%s\n", perr);
+        else
+            printf("%s: parsed and checked; no stage built (--parse-only)\n", file);
+        free(perr);
+        return bad;
     }
     size_t params = 0;
     int rc = 0;

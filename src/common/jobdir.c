@@ -19,7 +19,7 @@ static const char *const g_names[JOBDIR_FILE_COUNT] = {
     [JOBDIR_TRAIN_DB] = "train.db",         [JOBDIR_VAL_DB] = "val.db",
     [JOBDIR_TEST_DB] = "test.db",           [JOBDIR_DEPLOY] = "deploy.prototxt",
     [JOBDIR_SOLVER] = "solver.prototxt",    [JOBDIR_ORIGINAL] = "original.prototxt",
-    [JOBDIR_TRAIN_VAL] = "train_val.prototxt",
+    [JOBDIR_TRAIN_VAL] = "train_val.prototxt", [JOBDIR_MEAN_JPG] = "mean.jpg",
 };
 
 /* The two ways a snapshot is named, and the extension of each part. */

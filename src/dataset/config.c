@@ -36,10 +36,16 @@ static const key_def g_keys[] = {
     {"textfile_test", K_STRING, F(textfile_test), 0, 0, 0, 0, "a file of `path label` lines"},
     {"textfile_labels", K_STRING, F(textfile_labels), 0, 0, 0, 0, "a file of class names"},
     {"textfile_root", K_STRING, F(textfile_root), 0, 0, 0, 0, "a folder"},
+    {"textfile_val_root", K_STRING, F(textfile_val_root), 0, 0, 0, 0, "a folder"},
+    {"textfile_test_root", K_STRING, F(textfile_test_root), 0, 0, 0, 0, "a folder"},
     {"pct_val", K_PCT, F(pct_val), 0, 100, 0, 25, "a percentage from 0 to 100"},
     {"pct_test", K_PCT, F(pct_test), 0, 100, 0, 0, "a percentage from 0 to 100"},
     {"min_per_class", K_INT, F(min_per_class), 1, 1e9, 1, 2, "a whole number >= 1"},
     {"max_per_class", K_INT, F(max_per_class), 0, 1e9, 1, 0, "a whole number >= 0 (0: no limit)"},
+    {"val_min_per_class", K_INT, F(val_min_per_class), 1, 1e9, 1, 2, "a whole number >= 1"},
+    {"val_max_per_class", K_INT, F(val_max_per_class), 0, 1e9, 1, 0, "a whole number >= 0 (0: no limit)"},
+    {"test_min_per_class", K_INT, F(test_min_per_class), 1, 1e9, 1, 2, "a whole number >= 1"},
+    {"test_max_per_class", K_INT, F(test_max_per_class), 0, 1e9, 1, 0, "a whole number >= 0 (0: no limit)"},
     {"channels", K_INT, F(channels), 1, 3, 2, 3, "1 (grayscale) or 3 (color)"},
     {"width", K_INT, F(width), 1, 8192, 1, 256, "a whole number from 1 to 8192"},
     {"height", K_INT, F(height), 1, 8192, 1, 256, "a whole number from 1 to 8192"},
@@ -158,10 +164,24 @@ static int check_config(const cd_dataset_config_t *c, char *err, size_t errlen)
     if (c->pct_val + c->pct_test >= 100)
         return ds_err(err, errlen, "dataset.json: pct_val + pct_test is %g; it must be below "
                       "100 so that images are left for training", c->pct_val + c->pct_test);
-    if (c->max_per_class > 0 && c->max_per_class < c->min_per_class)
-        return ds_err(err, errlen, "dataset.json: max_per_class (%d) is below min_per_class "
-                      "(%d); raise it, or set 0 for no limit", c->max_per_class,
-                      c->min_per_class);
+    static const struct {
+        const char *prefix;
+        size_t min, max;
+    } limits[] = {
+        {"", offsetof(cd_dataset_config_t, min_per_class), offsetof(cd_dataset_config_t, max_per_class)},
+        {"val_", offsetof(cd_dataset_config_t, val_min_per_class),
+         offsetof(cd_dataset_config_t, val_max_per_class)},
+        {"test_", offsetof(cd_dataset_config_t, test_min_per_class),
+         offsetof(cd_dataset_config_t, test_max_per_class)},
+    };
+    for (size_t i = 0; i < CD_ARRAY_LEN(limits); i++) {
+        int lo = *(const int *)((const char *)c + limits[i].min);
+        int hi = *(const int *)((const char *)c + limits[i].max);
+        if (hi > 0 && hi < lo)
+            return ds_err(err, errlen, "dataset.json: %smax_per_class (%d) is below "
+                          "%smin_per_class (%d); raise it, or set 0 for no limit",
+                          limits[i].prefix, hi, limits[i].prefix, lo);
+    }
     return CD_OK;
 }
 

@@ -37,7 +37,7 @@ static int remove_outputs(const char *dir, char *err, size_t errlen)
     /* stats.json first: removing it first makes the folder "incomplete" before anything
      * else changes */
     static const jobdir_file outputs[] = {JOBDIR_STATS_JSON, JOBDIR_TRAIN_DB, JOBDIR_VAL_DB, JOBDIR_TEST_DB,
-                                          JOBDIR_LABELS,     JOBDIR_MEAN_BIN, JOBDIR_MEAN_PNG};
+                                          JOBDIR_LABELS,     JOBDIR_MEAN_BIN, JOBDIR_MEAN_PNG, JOBDIR_MEAN_JPG};
     for (size_t i = 0; i < CD_ARRAY_LEN(outputs); i++) {
         char *p = out_path(dir, jobdir_name(outputs[i]));
         int rc = unlink(p);
@@ -143,18 +143,66 @@ static int write_mean(const cd_dataset_config_t *cfg, const char *outdir, const 
     for (size_t k = 0; k < n; k++)
         mean[k] = (float)((double)sum[k] / (double)(count ? count : 1));
     char *bin = out_path(outdir, jobdir_name(JOBDIR_MEAN_BIN)), *png = out_path(outdir, jobdir_name(JOBDIR_MEAN_PNG));
+    char *jpg = out_path(outdir, jobdir_name(JOBDIR_MEAN_JPG));
     int rc = cd_mean_save(bin, cfg->channels, cfg->height, cfg->width, count, mean, err, errlen);
     if (rc == CD_OK)
         rc = cd_mean_save_png(png, cfg->channels, cfg->height, cfg->width, mean, err, errlen);
+    if (rc == CD_OK)
+        rc = cd_mean_save_jpg(jpg, cfg->channels, cfg->height, cfg->width, mean, err, errlen);
     free(bin);
     free(png);
+    free(jpg);
     free(mean);
     return rc;
 }
 
+/* DIGITS's name of a folder's parse task: the splits it gives images to, "Parse Folder
+ * (train/val)" for the training folder with the default 25 % for validation. */
+static void parse_name(const cd_dataset_config_t *cfg, int split, char *buf, size_t len)
+{
+    double pv = split == CD_SPLIT_VAL ? 100 : 0, pt = split == CD_SPLIT_TEST ? 100 : 0;
+    if (split == CD_SPLIT_TRAIN) {
+        pv = cfg->folder_val[0] ? 0 : cfg->pct_val;
+        pt = cfg->folder_test[0] ? 0 : cfg->pct_test;
+    }
+    const char *sets[CD_SPLIT_COUNT];
+    int n = 0;
+    if (pv + pt < 100)
+        sets[n++] = g_split_names[CD_SPLIT_TRAIN];
+    if (pv > 0)
+        sets[n++] = g_split_names[CD_SPLIT_VAL];
+    if (pt > 0)
+        sets[n++] = g_split_names[CD_SPLIT_TEST];
+    size_t k = (size_t)snprintf(buf, len, "Parse Folder (");
+    for (int i = 0; i < n && k < len; i++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%s", i ? "/" : "", sets[i]);
+    if (k < len)
+        snprintf(buf + k, len - k, ")");
+}
+
+/* One entry per folder parsed, in DIGITS's ParseFolderTasks shape plus the folder. */
+static json_t *parse_tasks(const cd_dataset_config_t *cfg, const cd_dataset_result_t *res)
+{
+    const char *folders[CD_SPLIT_COUNT] = {cfg->folder_train, cfg->folder_val, cfg->folder_test};
+    json_t *out = json_array();
+    for (int i = 0; i < res->nparsed; i++) {
+        const struct cd_dataset_parse *p = &res->parsed[i];
+        char name[64], *folder = cd_xstrdup(folders[p->split]);
+        parse_name(cfg, p->split, name, sizeof name);
+        ds_utf8_sanitize(folder);
+        json_array_append_new(out, json_pack("{s:s, s:s, s:i, s:I, s:I, s:I}", "name", name, "folder",
+                                             folder, "label_count", p->label_count, "train_count",
+                                             (json_int_t)p->count[CD_SPLIT_TRAIN], "val_count",
+                                             (json_int_t)p->count[CD_SPLIT_VAL], "test_count",
+                                             (json_int_t)p->count[CD_SPLIT_TEST]));
+        free(folder);
+    }
+    return out;
+}
+
 /* The `dataset` line's fields (docs/worker-protocol.md); stats.json adds more. */
-static json_t *summary(const ds_plan *plan, const cd_dataset_result_t *res,
-                       size_t *const per_class[CD_SPLIT_COUNT])
+static json_t *summary(const cd_dataset_config_t *cfg, const ds_plan *plan,
+                       const cd_dataset_result_t *res, size_t *const per_class[CD_SPLIT_COUNT])
 {
     json_t *splits = json_object(), *classes = json_array();
     for (int s = 0; s < CD_SPLIT_COUNT; s++)
@@ -171,10 +219,12 @@ static json_t *summary(const ds_plan *plan, const cd_dataset_result_t *res,
                                         (json_int_t)per_class[2][c]));
         free(name);
     }
-    return json_pack("{s:s, s:o, s:o, s:I, s:s, s:s}", "type", "dataset", "splits", splits,
-                     "classes", classes,
-                     "skipped", (json_int_t)res->skipped, "mean_file", jobdir_name(JOBDIR_MEAN_BIN),
-                     "labels_file", jobdir_name(JOBDIR_LABELS));
+    json_t *line = json_pack("{s:s, s:o, s:o, s:I, s:s, s:s}", "type", "dataset", "splits", splits,
+                             "classes", classes, "skipped", (json_int_t)res->skipped, "mean_file",
+                             jobdir_name(JOBDIR_MEAN_BIN), "labels_file", jobdir_name(JOBDIR_LABELS));
+    if (line && res->nparsed)
+        json_object_set_new(line, "parse_tasks", parse_tasks(cfg, res));
+    return line;
 }
 
 static int write_stats(const cd_dataset_config_t *cfg, const char *outdir, json_t *sum,
@@ -195,6 +245,7 @@ static int write_stats(const cd_dataset_config_t *cfg, const char *outdir, json_
     json_object_set_new(st, "format_version", json_integer(DS_DB_VERSION));
     json_object_set_new(st, "db_files", dbs);
     json_object_set_new(st, "mean_png", json_string(jobdir_name(JOBDIR_MEAN_PNG)));
+    json_object_set_new(st, "mean_jpg", json_string(jobdir_name(JOBDIR_MEAN_JPG)));
     json_object_set_new(st, "channels", json_integer(cfg->channels));
     json_object_set_new(st, "width", json_integer(cfg->width));
     json_object_set_new(st, "height", json_integer(cfg->height));
@@ -213,6 +264,18 @@ static int write_stats(const cd_dataset_config_t *cfg, const char *outdir, json_
     free(text);
     free(path);
     return rc;
+}
+
+/* What to check when a list's images are missing: the folder its relative paths start
+ * from. */
+static const char *root_advice(const cd_dataset_config_t *cfg, int split)
+{
+    static const char *const advice[CD_SPLIT_COUNT] = {
+        " and textfile_root, the folder the train list's relative paths start from",
+        " and textfile_val_root (else textfile_root), the folder the val list's relative paths start from",
+        " and textfile_test_root (else textfile_root), the folder the test list's relative paths start from",
+    };
+    return cfg->textfile_train[0] ? advice[split] : "";
 }
 
 static int check_cfg(const cd_dataset_config_t *cfg, char *err, size_t errlen)
@@ -273,16 +336,18 @@ int cd_dataset_create(const cd_dataset_config_t *cfg, const char *outdir, FILE *
                           errlen);
         if (s == CD_SPLIT_TRAIN)
             sum_count = counted;
-        if (rc == CD_OK && s == CD_SPLIT_TRAIN && res.count[s] == 0)
-            rc = ds_err(err, errlen, "none of the %zu training images could be read (%zu files "
-                        "skipped; the log names the first); check the image files",
-                        plan.split[s].n, skips.count);
+        if (rc == CD_OK && res.count[s] == 0)
+            rc = ds_err(err, errlen, "none of the %zu %s images could be read (%zu files skipped; "
+                        "the log names the first); check the image files%s",
+                        plan.split[s].n, g_split_names[s], skips.count, root_advice(cfg, s));
     }
     if (rc != CD_OK)
         goto out;
 
     res.skipped = skips.count;
     res.num_classes = plan.nclasses;
+    res.nparsed = plan.nparsed;
+    memcpy(res.parsed, plan.parsed, sizeof res.parsed);
     if (skips.count)
         ds_emit_log(progress, "warning", "%zu files were skipped in all", skips.count);
     char *labels = out_path(outdir, jobdir_name(JOBDIR_LABELS));
@@ -291,7 +356,7 @@ int cd_dataset_create(const cd_dataset_config_t *cfg, const char *outdir, FILE *
     if (rc == CD_OK)
         rc = write_mean(cfg, outdir, sum, sum_count, err, errlen);
     if (rc == CD_OK) {
-        json_t *line = summary(&plan, &res, per_class);
+        json_t *line = summary(cfg, &plan, &res, per_class);
         rc = write_stats(cfg, outdir, line, cd_now() - t0, err, errlen);
         if (rc == CD_OK) {
             ds_emit_json(progress, line);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cdigits/dataset.h"
 #include "cdigits/image.h"
 
 /* snprintf into err when err is not NULL; always returns CD_ERR so callers can
@@ -119,6 +120,8 @@ typedef struct ds_plan {
     char **classes; /* label -> name */
     int nclasses;
     ds_items split[3]; /* CD_SPLIT_TRAIN, VAL, TEST */
+    struct cd_dataset_parse parsed[CD_SPLIT_COUNT]; /* one per folder parsed */
+    int nparsed;
 } ds_plan;
 
 void ds_plan_free(ds_plan *p);
@@ -127,6 +130,9 @@ int ds_plan_folders(const struct cd_dataset_config *cfg, ds_plan *plan, ds_skips
                     FILE *out, char *err, size_t errlen);
 int ds_plan_textfiles(const struct cd_dataset_config *cfg, ds_plan *plan, ds_skips *skips,
                       FILE *out, char *err, size_t errlen);
+/* The class-size rule of every folder: a class with fewer than min images once max
+ * (0: no limit) is applied is left out, with a warning naming it. 1 when it is kept. */
+int ds_class_kept(const char *name, const char *root, size_t n, int min, int max, FILE *out);
 /* Deal the images of one class (in a fixed order) to the splits: shuffle with a
  * generator seeded with rng_seed, keep at most max (0: all), then the first
  * round(n * pct_val / 100) go to val, the next round(n * pct_test / 100) to test and

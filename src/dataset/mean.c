@@ -1,4 +1,4 @@
-/* mean.bin (float32 mean image with a small header and a CRC) and mean.png. */
+/* mean.bin (float32 mean image with a small header and a CRC), mean.png and mean.jpg. */
 #include "internal.h"
 
 #include <errno.h>
@@ -83,19 +83,46 @@ out:
     return rc;
 }
 
-int cd_mean_save_png(const char *path, int c, int h, int w, const float *data, char *err,
-                     size_t errlen)
+/* The mean rounded to uint8 (caller frees img). */
+static int mean_picture(int c, int h, int w, const float *data, cd_image_t *img, char *err,
+                        size_t errlen)
 {
-    cd_image_t img;
-    if (cd_image_alloc(&img, c, h, w, err, errlen) != CD_OK)
+    if (cd_image_alloc(img, c, h, w, err, errlen) != CD_OK)
         return CD_ERR;
     size_t n = (size_t)c * h * w;
     for (size_t i = 0; i < n; i++) {
         float v = floorf(data[i] + 0.5f);
-        img.data[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+        img->data[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
     }
+    return CD_OK;
+}
+
+int cd_mean_save_png(const char *path, int c, int h, int w, const float *data, char *err,
+                     size_t errlen)
+{
+    cd_image_t img;
+    if (mean_picture(c, h, w, data, &img, err, errlen) != CD_OK)
+        return CD_ERR;
     int rc = cd_image_write_png(path, &img, err, errlen);
     cd_image_free(&img);
+    return rc;
+}
+
+#define MEAN_JPG_QUALITY 90
+
+int cd_mean_save_jpg(const char *path, int c, int h, int w, const float *data, char *err,
+                     size_t errlen)
+{
+    cd_image_t img;
+    if (mean_picture(c, h, w, data, &img, err, errlen) != CD_OK)
+        return CD_ERR;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = cd_image_encode_jpeg(&img, MEAN_JPG_QUALITY, &buf, &len, err, errlen);
+    cd_image_free(&img);
+    if (rc == CD_OK)
+        rc = ds_write_file(path, buf, len, err, errlen);
+    free(buf);
     return rc;
 }
 

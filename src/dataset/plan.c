@@ -89,15 +89,48 @@ static int find_class(const ds_plan *plan, const char *name)
     return -1;
 }
 
-/* Images of a separate val or test folder, labelled by the train classes. */
-static int plan_extra_folder(const cd_dataset_config_t *cfg, const char *root, int split,
-                             int stream, ds_plan *plan, ds_skips *skips, FILE *out, char *err,
-                             size_t errlen)
+int ds_class_kept(const char *name, const char *root, size_t n, int min, int max, FILE *out)
 {
+    size_t have = max > 0 && n > (size_t)max ? (size_t)max : n;
+    if (have >= (size_t)min)
+        return 1;
+    ds_emit_log(out, "warning", "class %s in %s has %zu images, fewer than the minimum %d; it is "
+                "left out", name, root, n, min);
+    return 0;
+}
+
+/* Starts the record of one folder's parse: what the splits hold before it. */
+static struct cd_dataset_parse *parse_begin(ds_plan *plan, int split)
+{
+    struct cd_dataset_parse *p = &plan->parsed[plan->nparsed++];
+    memset(p, 0, sizeof *p);
+    p->split = split;
+    for (int s = 0; s < CD_SPLIT_COUNT; s++)
+        p->count[s] = plan->split[s].n; /* made relative by parse_end */
+    return p;
+}
+
+static void parse_end(const ds_plan *plan, struct cd_dataset_parse *p)
+{
+    for (int s = 0; s < CD_SPLIT_COUNT; s++)
+        p->count[s] = plan->split[s].n - p->count[s];
+}
+
+/* Images of a separate val or test folder, labelled by the train classes, with that
+ * folder's own minimum and maximum per class. */
+static int plan_extra_folder(const cd_dataset_config_t *cfg, int split, ds_plan *plan,
+                             ds_skips *skips, FILE *out, char *err, size_t errlen)
+{
+    int val = split == CD_SPLIT_VAL;
+    const char *root = val ? cfg->folder_val : cfg->folder_test;
+    int min = val ? cfg->val_min_per_class : cfg->test_min_per_class;
+    int max = val ? cfg->val_max_per_class : cfg->test_max_per_class;
+    int stream = val ? DS_STREAM_VAL_FOLDER : DS_STREAM_TEST_FOLDER;
     char **names = NULL;
     int n = 0;
     if (ds_scan_classes(root, &names, &n, skips, err, errlen) != CD_OK)
         return CD_ERR;
+    struct cd_dataset_parse *parsed = parse_begin(plan, split);
     int rc = CD_OK;
     for (int i = 0; i < n && rc == CD_OK; i++) {
         int label = find_class(plan, names[i]);
@@ -111,15 +144,21 @@ static int plan_extra_folder(const cd_dataset_config_t *cfg, const char *root, i
         ds_items cls = {0};
         rc = ds_scan_images(dir, label, &cls, skips, err, errlen);
         free(dir);
-        if (rc == CD_OK)
-            ds_deal_class(&cls, ds_seed_mix(cfg->seed, (uint64_t)stream, (uint64_t)label),
-                          cfg->max_per_class, split == CD_SPLIT_VAL ? 100 : 0,
-                          split == CD_SPLIT_TEST ? 100 : 0, plan);
+        if (rc == CD_OK && ds_class_kept(names[i], root, cls.n, min, max, out)) {
+            parsed->label_count++;
+            ds_deal_class(&cls, ds_seed_mix(cfg->seed, (uint64_t)stream, (uint64_t)label), max,
+                          val ? 100 : 0, val ? 0 : 100, plan);
+        }
         ds_items_free(&cls);
     }
+    parse_end(plan, parsed);
     for (int i = 0; i < n; i++)
         free(names[i]);
     free(names);
+    if (rc == CD_OK && parsed->count[split] == 0)
+        rc = ds_err(err, errlen, "%s gave no %s images: no class folder of it is a training "
+                    "class with at least %d images; check the folder or lower its minimum per "
+                    "class", root, cd_split_name(split), min);
     return rc;
 }
 
@@ -142,15 +181,11 @@ int ds_plan_folders(const cd_dataset_config_t *cfg, ds_plan *plan, ds_skips *ski
     }
     /* keep the classes with enough images; labels are their ranks in sorted order */
     plan->classes = cd_xcalloc((size_t)(n ? n : 1), sizeof(char *));
+    struct cd_dataset_parse *parsed = parse_begin(plan, CD_SPLIT_TRAIN);
     for (int i = 0; i < n && rc == CD_OK; i++) {
-        size_t have = cls[i].n;
-        if (cfg->max_per_class > 0 && have > (size_t)cfg->max_per_class)
-            have = (size_t)cfg->max_per_class;
-        if (have < (size_t)cfg->min_per_class) {
-            ds_emit_log(out, "warning", "class %s has %zu images, fewer than the minimum %d; "
-                        "it is left out", names[i], cls[i].n, cfg->min_per_class);
+        if (!ds_class_kept(names[i], root, cls[i].n, cfg->min_per_class, cfg->max_per_class,
+                           out))
             continue;
-        }
         int label = plan->nclasses++;
         plan->classes[label] = names[i];
         names[i] = NULL;
@@ -161,6 +196,8 @@ int ds_plan_folders(const cd_dataset_config_t *cfg, ds_plan *plan, ds_skips *ski
         ds_deal_class(&cls[i], ds_seed_mix(cfg->seed, DS_STREAM_CLASS, (uint64_t)label),
                       cfg->max_per_class, pv, pt, plan);
     }
+    parse_end(plan, parsed);
+    parsed->label_count = plan->nclasses;
     if (rc == CD_OK && plan->nclasses == 0)
         rc = ds_err(err, errlen, "no class has at least %d images in %s; add images or lower "
                     "the minimum per class", cfg->min_per_class, root);
@@ -175,10 +212,8 @@ int ds_plan_folders(const cd_dataset_config_t *cfg, ds_plan *plan, ds_skips *ski
     free(names);
     free(cls);
     if (rc == CD_OK && cfg->folder_val[0])
-        rc = plan_extra_folder(cfg, cfg->folder_val, CD_SPLIT_VAL, DS_STREAM_VAL_FOLDER, plan,
-                               skips, out, err, errlen);
+        rc = plan_extra_folder(cfg, CD_SPLIT_VAL, plan, skips, out, err, errlen);
     if (rc == CD_OK && cfg->folder_test[0])
-        rc = plan_extra_folder(cfg, cfg->folder_test, CD_SPLIT_TEST, DS_STREAM_TEST_FOLDER, plan,
-                               skips, out, err, errlen);
+        rc = plan_extra_folder(cfg, CD_SPLIT_TEST, plan, skips, out, err, errlen);
     return rc;
 }

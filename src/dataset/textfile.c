@@ -1,6 +1,8 @@
 /* The parse stage from text lists: lines of `path label` (label an index into the
  * labels file; the path may contain spaces, the label is the last field), paths
- * relative to textfile_root, or to the list's own folder when no root is given. */
+ * relative to the list's root (textfile_root for the train list, textfile_val_root and
+ * textfile_test_root for the others, which fall back to textfile_root), or to the list's
+ * own folder when none is given. */
 #include "internal.h"
 
 #include <errno.h>
@@ -92,15 +94,23 @@ int ds_plan_textfiles(const cd_dataset_config_t *cfg, ds_plan *plan, ds_skips *s
         ds_items_free(&cls[c]);
     }
     free(cls);
+    /* each list's relative paths start from its own root (DIGITS's textfile_val_folder,
+     * textfile_test_folder), else from the train list's root, else from its own folder */
     const char *lists[CD_SPLIT_COUNT] = {
         [CD_SPLIT_VAL] = cfg->textfile_val,
         [CD_SPLIT_TEST] = cfg->textfile_test,
     };
+    const char *roots[CD_SPLIT_COUNT] = {
+        [CD_SPLIT_VAL] = cfg->textfile_val_root[0] ? cfg->textfile_val_root : cfg->textfile_root,
+        [CD_SPLIT_TEST] = cfg->textfile_test_root[0] ? cfg->textfile_test_root : cfg->textfile_root,
+    };
     for (int s = CD_SPLIT_VAL; s <= CD_SPLIT_TEST; s++) {
         if (lists[s][0] &&
-            parse_list(lists[s], cfg->textfile_root, nl, &plan->split[s], skips, err, errlen) !=
-                CD_OK)
+            parse_list(lists[s], roots[s], nl, &plan->split[s], skips, err, errlen) != CD_OK)
             return CD_ERR;
+        if (lists[s][0] && plan->split[s].n == 0)
+            return ds_err(err, errlen, "%s lists no usable images; write one `path label` line "
+                          "per image", lists[s]);
         ds_emit_progress(out, "parse", NULL, (size_t)s + 1, 3);
     }
     return CD_OK;

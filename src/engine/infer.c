@@ -28,6 +28,8 @@ struct cd_classifier {
     int batch;
     char **labels;
     int nlabels;
+    int nout;             /* values per image of the deploy stage's last top: nlabels or more */
+    float *scores;        /* room for `batch` rows of nout values when nout > nlabels */
     int c, h, w;          /* stored image size of the dataset */
     int resize_mode;
     cd_input_prep prep;   /* the mean, and the images into the input */
@@ -148,13 +150,33 @@ static cd_net *deploy_net(cd_classifier_t *c, int batch, const cd_net *from, cd_
         cd_net_free(net);
         return NULL;
     }
-    if ((*out)->count != (size_t)c->nlabels * (size_t)batch) {
+    /* DIGITS classifies with the first nlabels outputs and drops the rest (a network
+     * with a fixed num_output larger than the dataset's classes); fewer cannot be read */
+    size_t per = (*out)->count / (size_t)batch;
+    if ((*out)->count % (size_t)batch != 0 || per < (size_t)c->nlabels) {
         snprintf(err, errlen, "%s: the deploy stage ends in %s with %zu values per image but the dataset has "
-                 "%d classes", c->tc.network, (*out)->name, (*out)->count / (size_t)batch, c->nlabels);
+                 "%d classes; its last InnerProduct needs num_output %d or more (leave num_output out to get %d)",
+                 c->tc.network, (*out)->name, per, c->nlabels, c->nlabels, c->nlabels);
         cd_net_free(net);
         return NULL;
     }
+    c->nout = (int)per;
     return net;
+}
+
+/* The class scores of the first n images of output into probs (n rows of nlabels): the
+ * outputs past the labels are dropped, as DIGITS drops class indices past its labels. */
+static void download_scores(cd_classifier_t *c, const cd_blob *output, int n, float *probs)
+{
+    size_t nl = (size_t)c->nlabels, no = (size_t)c->nout;
+    if (no == nl) {
+        c->be->iface->download(c->be, probs, output->data, (size_t)n * nl * sizeof(float));
+        return;
+    }
+    c->scores = cd_xrealloc(c->scores, (size_t)n * no * sizeof(float));
+    c->be->iface->download(c->be, c->scores, output->data, (size_t)n * no * sizeof(float));
+    for (int i = 0; i < n; i++)
+        memcpy(probs + (size_t)i * nl, c->scores + (size_t)i * no, nl * sizeof(float));
 }
 
 static void free_staging(cd_classifier_t *c)
@@ -232,6 +254,7 @@ cd_classifier_t *cd_classifier_open(const char *job_dir, long iteration, cd_back
     cd_input_prep_init(&c->prep, c->be, c->c, c->h, c->w, 1.0f);
     if (!(c->net = deploy_net(c, 1, NULL, &c->input, &c->output, err, errlen)))
         goto err;
+    c->prep.scale = c->net->input_scale; /* as training scaled (train.c) */
     if (iteration <= 0) {
         long iters[4096];
         int n = cd_snapshot_list(job_dir, iters, 4096);
@@ -277,6 +300,7 @@ void cd_classifier_close(cd_classifier_t *c)
     if (c->own_be)
         cd_backend_free(c->be);
     cd_labels_free(c->labels, c->nlabels);
+    free(c->scores);
     free(c);
 }
 
@@ -375,7 +399,7 @@ int cd_classifier_run_prepared(cd_classifier_t *c, const cd_image_t *const *prep
     if (fill_input(c, input, prepared, n, err, errlen) != CD_OK)
         return CD_ERR;
     cd_net_forward(net);
-    c->be->iface->download(c->be, probs, output->data, (size_t)n * (size_t)c->nlabels * sizeof(float));
+    download_scores(c, output, n, probs);
     return CD_OK;
 }
 
@@ -396,7 +420,7 @@ int cd_classifier_run(cd_classifier_t *c, const cd_image_t *img, float *probs, c
     if (load_one(c, img, err, errlen) != CD_OK)
         return CD_ERR;
     cd_net_forward(c->net);
-    c->be->iface->download(c->be, probs, c->output->data, (size_t)c->nlabels * sizeof(float));
+    download_scores(c, c->output, 1, probs);
     return CD_OK;
 }
 
@@ -442,7 +466,7 @@ int cd_classifier_run_layers(cd_classifier_t *c, const cd_image_t *img, float *p
                 r->param_count += pa->count;
         }
     }
-    c->be->iface->download(c->be, probs, c->output->data, (size_t)c->nlabels * sizeof(float));
+    download_scores(c, c->output, 1, probs);
     *layers = out;
     *nlayers = n;
     return CD_OK;

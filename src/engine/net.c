@@ -50,7 +50,7 @@ int cd_layer_error(const cd_layer *l, char *err, size_t errlen, const char *fmt,
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (l->def)
+    if (l->def && l->def->line > 0)
         snprintf(err, errlen, "line %d: layer %s (%s): %s", l->def->line, l->name,
                  l->type ? l->type->name : "?", msg);
     else
@@ -404,6 +404,8 @@ static cd_blob *auto_input(cd_net *net, name_map *map, const cd_pt_node *def, co
         l->top[l->ntop++] = b;
         const cd_pt_node *tp = cd_pt_get(ld, "transform_param");
         int crop = net->opts.crop > 0 ? net->opts.crop : (tp ? (int)cd_pt_int(tp, "crop_size", 0) : 0);
+        if (tp)
+            net->input_scale = (float)cd_pt_float(tp, "scale", 1.0);
         if (net->opts.input_c <= 0) {
             fail(err, errlen, net->filename, "the input shape of %s is unknown; give the image shape "
                  "(--input CxHxW)", name);
@@ -697,6 +699,7 @@ cd_net *cd_net_build(const cd_pt_node *def, const char *filename, const cd_net_o
     net->opts.stage = cd_xstrdup(net->opts.stage);
     net->phase_train = !strcmp(net->opts.stage, "train");
     net->loss_scale = 1.0f;
+    net->input_scale = 1.0f;
     net->filename = cd_xstrdup(filename ? filename : "network");
     net->name = cd_xstrdup(cd_pt_str(def, "name", "net"));
     if (build_layers(net, def, err, errlen) != CD_OK) {
@@ -731,6 +734,64 @@ err:
     return NULL;
 }
 
+/* ---- DIGITS's data layers ---------------------------------------------------------- */
+
+/* What DIGITS adds to a network that does not say where its images come from: a train
+ * and a val Data layer with tops "data" and "label" (its default batch of 16, which the
+ * job's batch size overrides). They are excluded from the deploy stage, whose "data"
+ * therefore becomes an input of the dataset's shape, cropped (auto_input). */
+static const char g_digits_data_layers[] =
+    "layer { name: \"data\" type: \"Data\" top: \"data\" top: \"label\" include { stage: \"train\" }\n"
+    "        data_param { batch_size: 16 } }\n"
+    "layer { name: \"data\" type: \"Data\" top: \"data\" top: \"label\" include { stage: \"val\" }\n"
+    "        data_param { batch_size: 16 } }\n";
+
+/* Does the network name a source of data: a Data or Input layer, or a top-level input? */
+static int names_data_source(const cd_pt_node *tree)
+{
+    if (cd_pt_get(tree, "input"))
+        return 1;
+    for (const cd_pt_node *c = tree->child; c; c = c->next) {
+        const char *type = cd_pt_str(c, "type", "");
+        if (!strcmp(c->name, "layer") && (!strcmp(type, "Data") || !strcmp(type, "Input")))
+            return 1;
+    }
+    return 0;
+}
+
+/* Positions 0: an added field is nowhere in the user's file, and messages say so. */
+static void unplace(cd_pt_node *n)
+{
+    for (; n; n = n->next) {
+        n->line = n->col = 0;
+        unplace(n->child);
+    }
+}
+
+/* DIGITS's data layers added to tree when it names no source of data: 1 when added, 0
+ * when the network has its own, -1 with err set when they cannot be made. cd_net_load
+ * applies it, so training, check-net and inference build the same stages. */
+static int add_data_layers(cd_pt_node *tree, char *err, size_t errlen)
+{
+    if (names_data_source(tree))
+        return 0;
+    cd_pt_node *add = cd_pt_parse(g_digits_data_layers, sizeof g_digits_data_layers - 1, "DIGITS's data layers",
+                                  err, errlen);
+    if (!add)
+        return -1;
+    cd_pt_node *last = add->child;
+    while (last && last->next)
+        last = last->next;
+    if (last) {
+        unplace(add->child);
+        last->next = tree->child;
+        tree->child = add->child;
+        add->child = NULL;
+    }
+    cd_pt_free(add);
+    return 1;
+}
+
 cd_net *cd_net_load(const char *path, const cd_net_opts *opts, char *err, size_t errlen)
 {
     size_t len = 0;
@@ -743,6 +804,10 @@ cd_net *cd_net_load(const char *path, const cd_net_opts *opts, char *err, size_t
     free(text);
     if (!tree)
         return NULL;
+    if (add_data_layers(tree, err, errlen) < 0) {
+        cd_pt_free(tree);
+        return NULL;
+    }
     if (cd_pt_validate(tree, &cd_pt_net_parameter, path, err, errlen) != CD_OK) {
         cd_pt_free(tree);
         return NULL;

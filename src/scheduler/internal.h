@@ -29,6 +29,8 @@ typedef struct stask {
                            * gets --resume (its train.json is left as the API wrote it) */
     pid_t pid;
     long long pid_start;
+    int adopted;          /* the worker was started by an earlier server run and followed
+                           * again after a restart: not our child, so no wait status */
     long long out_offset;  /* bytes of worker.out.jsonl read and stored */
     long long err_offset;  /* bytes of worker.err.log read */
     pthread_t reader;
@@ -74,6 +76,10 @@ char **spawn_worker_env(void);
 
 /* worker.c: start a task's worker and its reader thread (lock held). */
 int worker_start(sched_t *s, stask_t *t, cd_err_t *err);
+/* worker.c: follows again a live worker an earlier server run started (t->pid,
+ * t->pid_start and t->out_offset as the store recorded them; lock held): its lines from
+ * t->out_offset on, its exit by pidfd or /proc. No state change: the job stays Running. */
+int worker_adopt(sched_t *s, stask_t *t, cd_err_t *err);
 /* worker.c: stores what a worker printed after t->out_offset and that was never read
  * (the server was down); for recovery. */
 void worker_replay(sched_t *s, stask_t *t);

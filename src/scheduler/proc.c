@@ -1,6 +1,8 @@
-/* What /proc says about a process: start time, command line, CPU time, memory. */
+/* What /proc says about a process: start time, command line, working folder, CPU time,
+ * memory. */
 #include "cdigits/sched.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +78,17 @@ int proc_runs(pid_t pid, const char *name)
     const char *base = strrchr(name, '/');
     base = base ? base + 1 : name;
     return ends_with_name(arg0, base) || ends_with_name(arg1, base);
+}
+
+int proc_cwd_is(pid_t pid, const char *dir)
+{
+    char link[64], cwd[PATH_MAX], want[PATH_MAX];
+    snprintf(link, sizeof link, "/proc/%d/cwd", (int)pid);
+    ssize_t n = readlink(link, cwd, sizeof cwd - 1);
+    if (n <= 0 || !realpath(dir, want))
+        return 0;
+    cwd[n] = 0;
+    return strcmp(cwd, want) == 0;
 }
 
 int proc_usage(pid_t pid, unsigned long long *cpu_ticks, unsigned long long *rss_bytes)

@@ -634,17 +634,25 @@ out:
 
 static void finish_done(sched_t *s, stask_t *t);
 
-/* Stops a worker left by a server that died: only if the pid still runs a worker that
- * started at the recorded time (a reused pid is someone else's process). */
-static void stop_orphan(sched_t *s, const char *job_id, pid_t pid, long long pid_start)
+/* Whether pid is still the worker the store recorded for a task in dir: the same start
+ * time (a reused pid is someone else's process), the worker program, working in the
+ * job's folder. */
+static int worker_alive(const sched_t *s, pid_t pid, long long pid_start, const char *dir)
 {
-    if (pid <= 0)
-        return;
-    long long start = proc_start_ticks(pid);
-    if (start < 0 || start != pid_start || !proc_runs(pid, s->cfg.worker)) {
-        cd_info("job %s: its worker %d is gone", job_id, (int)pid);
+    return pid > 0 && proc_start_ticks(pid) == pid_start && pid_start >= 0 && proc_runs(pid, s->cfg.worker) &&
+           proc_cwd_is(pid, dir);
+}
+
+/* Stops a worker left by a server that died, which cannot be followed again: only if
+ * the pid still runs that worker. */
+static void stop_orphan(sched_t *s, const char *job_id, const char *dir, pid_t pid, long long pid_start)
+{
+    if (!worker_alive(s, pid, pid_start, dir)) {
+        if (pid > 0)
+            cd_info("job %s: its worker %d is gone", job_id, (int)pid);
         return;
     }
+    long long start = pid_start;
     cd_warn("job %s: stopping leftover worker %d (SIGTERM)", job_id, (int)pid);
     kill(-pid, SIGTERM);
     kill(pid, SIGTERM);
@@ -658,6 +666,68 @@ static void stop_orphan(sched_t *s, const char *job_id, pid_t pid, long long pid
         for (int i = 0; i < 100 && proc_start_ticks(pid) == start; i++)
             usleep(20 * 1000);
     }
+}
+
+/* Follows again the live worker of a running task (recovery, before the scheduling
+ * thread starts): it holds the GPUs it runs on, or its slot, in the pools, and the job
+ * stays Running. CD_ERR with why when it cannot be followed (the pools of this server
+ * cannot hold what it uses, its output cannot be read): the caller stops it then. */
+static int adopt_worker(sched_t *s, json_t *job, json_t *task, cd_err_t *err)
+{
+    stask_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return cd_err_set(err, CD_E_INTERNAL, "out of memory");
+    snprintf(t->job_id, sizeof t->job_id, "%s", jstr(job, "id"));
+    snprintf(t->type, sizeof t->type, "%s", jstr(job, "type"));
+    snprintf(t->dataset_id, sizeof t->dataset_id, "%s", jstr(job, "dataset_id"));
+    snprintf(t->dir, sizeof t->dir, "%s", jstr(job, "dir"));
+    t->task_id = json_integer_value(json_object_get(task, "id"));
+    t->attempt = (int)json_integer_value(json_object_get(task, "attempt"));
+    t->pid = (pid_t)json_integer_value(json_object_get(task, "pid"));
+    t->pid_start = json_integer_value(json_object_get(task, "pid_start"));
+    t->out_offset = json_integer_value(json_object_get(task, "out_offset"));
+    sched_job_request(s, job, &t->req);
+    json_t *gpus = json_object_get(task, "gpus");
+    if (json_array_size(gpus) > 0) {
+        if (t->req.kind != SCHED_RES_GPU) {
+            free(t);
+            return cd_err_set(err, CD_E_CONFLICT, "it runs on GPUs that this server does not schedule (--gpus)");
+        }
+        /* the GPUs it runs on, whatever the job asked */
+        t->req.nids = 0;
+        t->req.count = 0;
+        size_t i;
+        json_t *v;
+        json_array_foreach(gpus, i, v)
+        {
+            if (t->req.nids < SCHED_MAX_GPUS)
+                t->req.ids[t->req.nids++] = (int)json_integer_value(v);
+        }
+    } else if (t->req.kind == SCHED_RES_GPU) {
+        free(t);
+        return cd_err_set(err, CD_E_CONFLICT, "it runs on the CPU but its job asks for GPUs here");
+    }
+    pthread_mutex_lock(&s->lock);
+    char why[256];
+    if (pool_acquire(&s->pool, &t->req, t->job_id, t->gpus, &t->ngpus, why, sizeof why) != CD_OK) {
+        pthread_mutex_unlock(&s->lock);
+        free(t);
+        return cd_err_set(err, CD_E_CONFLICT, "this server's pools cannot hold what it uses: %s", why);
+    }
+    if (worker_adopt(s, t, err) != CD_OK) {
+        pool_release(&s->pool, &t->req, t->job_id);
+        pthread_mutex_unlock(&s->lock);
+        free(t);
+        return CD_ERR;
+    }
+    stask_t **pp = &s->tasks;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = t;
+    if (t->req.kind == SCHED_RES_GPU)
+        sched_publish_gpus(s);
+    pthread_mutex_unlock(&s->lock);
+    return CD_OK;
 }
 
 int sched_recover(sched_t *s, int resume_interrupted, cd_err_t *err)
@@ -677,9 +747,19 @@ int sched_recover(sched_t *s, int resume_interrupted, cd_err_t *err)
             free(st);
             continue;
         }
+        pid_t pid = (pid_t)json_integer_value(json_object_get(t, "pid"));
+        long long pid_start = json_integer_value(json_object_get(t, "pid_start"));
+        if (worker_alive(s, pid, pid_start, jstr(job, "dir"))) {
+            cd_err_t why;
+            if (adopt_worker(s, job, t, &why) == CD_OK) {
+                free(st);
+                json_decref(job);
+                continue;
+            }
+            cd_warn("job %s: cannot follow its worker %d again: %s; stopping it", job_id, (int)pid, why.msg);
+        }
         /* stop the orphan first: it writes its last lines (and a snapshot) on SIGTERM */
-        stop_orphan(s, job_id, (pid_t)json_integer_value(json_object_get(t, "pid")),
-                    json_integer_value(json_object_get(t, "pid_start")));
+        stop_orphan(s, job_id, jstr(job, "dir"), pid, pid_start);
         st->owner = s;
         snprintf(st->job_id, sizeof st->job_id, "%s", job_id);
         snprintf(st->type, sizeof st->type, "%s", jstr(job, "type"));
@@ -865,6 +945,14 @@ static void failure_cause(const stask_t *t, int status, char *out, size_t len)
 /* A task that finished its work (lock not held). */
 static void finish_done(sched_t *s, stask_t *t)
 {
+    if (!t->dataset_result && strcmp(t->type, "dataset") == 0) {
+        /* its dataset line was stored before a restart: the reader that ends it never saw it */
+        json_t *job = store_job_get(s->store, t->job_id);
+        json_t *result = json_object_get(job, "result");
+        if (json_is_object(result))
+            t->dataset_result = json_deep_copy(result);
+        json_decref(job);
+    }
     if (t->dataset_result) {
         /* stats.json is written last by a dataset worker; keep it with the line */
         char path[PATH_MAX];
@@ -886,7 +974,9 @@ static void fail_exited(sched_t *s, stask_t *t, const char *msg)
     if (store_job_set_error(s->store, t->job_id, msg, &err) != CD_OK)
         cd_warn("job %s: %s", t->job_id, err.msg);
     store_task_set_error(s->store, t->task_id, msg, NULL);
-    store_log_add(s->store, t->job_id, t->task_id, "error", msg, NULL);
+    /* the worker's own error line is in the log already (lines.c on_error) */
+    if (strcmp(msg, t->last_error) != 0)
+        store_log_add(s->store, t->job_id, t->task_id, "error", msg, NULL);
     sched_set_state(s, t->job_id, t->task_id, CD_ST_ERROR, msg);
 }
 
@@ -897,16 +987,27 @@ void sched_task_exited(sched_t *s, stask_t *t, int status)
     double timeout = s->cfg.worker_timeout;
     pthread_mutex_unlock(&s->lock);
 
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    /* An adopted worker is not our child and leaves no wait status: its last lines tell
+     * how it ended (done: 0, an error line: 1), and one that printed neither ended as a
+     * stop does, or was killed, for all the server can tell (-1: unknown). */
+    int known = !t->adopted;
+    int code = known ? (WIFEXITED(status) ? WEXITSTATUS(status) : -1) : t->saw_done ? 0 : t->last_error[0] ? 1 : -1;
+    int signaled = known && WIFSIGNALED(status);
+    int stopped = code == 3 || signaled || (!known && code < 0);
     char how[128], msg[2048];
-    describe_exit(status, how, sizeof how);
+    if (known)
+        describe_exit(status, how, sizeof how);
+    else
+        snprintf(how, sizeof how, "%s (it was started before the server restarted, so its exit status is unknown)",
+                 code == 0 ? "ended after its done line" : code == 1 ? "ended after an error line"
+                                                                      : "ended without a done or error line");
     cd_info("job %s: worker %d %s", t->job_id, (int)t->pid, how);
 
     if (!deleted) {
-        store_task_clear_process(s->store, t->task_id, WIFEXITED(status) ? code : -WTERMSIG(status), NULL);
+        store_task_clear_process(s->store, t->task_id, !known || WIFEXITED(status) ? code : -WTERMSIG(status), NULL);
         if (code == 0) {
             finish_done(s, t);
-        } else if (stopping && (code == 3 || WIFSIGNALED(status))) {
+        } else if (stopping && stopped) {
             const char *m = "Interrupted: the server stopped; resume it with POST /models/<id>/resume";
             sched_set_state(s, t->job_id, t->task_id, CD_ST_ABORT, m);
             store_job_set_interrupted(s->store, t->job_id, 1, NULL);
@@ -921,14 +1022,15 @@ void sched_task_exited(sched_t *s, stask_t *t, int status)
                                                                  : "",
                      last);
             fail_exited(s, t, msg);
-        } else if (aborted && (code == 3 || WIFSIGNALED(status) || code == 0)) {
+        } else if (aborted && stopped) {
             sched_set_state(s, t->job_id, t->task_id, CD_ST_ABORT, "Aborted");
         } else if (code == 3) {
             sched_set_state(s, t->job_id, t->task_id, CD_ST_ABORT,
                             "Stopped by SIGTERM after saving its state; resume it with POST /models/<id>/resume");
         } else {
-            char cause[768], last[1536];
-            failure_cause(t, status, cause, sizeof cause);
+            char cause[768] = "", last[1536];
+            if (known)
+                failure_cause(t, status, cause, sizeof cause);
             lines_failure_message(t, how, last, sizeof last);
             snprintf(msg, sizeof msg, "%s%s%s", cause, cause[0] ? " " : "", last);
             fail_exited(s, t, msg);

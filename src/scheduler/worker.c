@@ -199,9 +199,28 @@ void worker_replay(sched_t *s, stask_t *t)
     free(lo.buf);
 }
 
+/* Whether the worker has exited: waitpid for our own child (status filled), /proc for
+ * an adopted one, which is init's child now and is reaped there (status stays 0: the
+ * exit is told by its last lines, sched_task_exited). */
+static int worker_exited(stask_t *t, int *status)
+{
+    if (t->adopted)
+        return proc_start_ticks(t->pid) != t->pid_start;
+    pid_t r;
+    do {
+        r = waitpid(t->pid, status, WNOHANG);
+    } while (r < 0 && errno == EINTR);
+    if (r < 0 && errno == ECHILD) {
+        cd_error("job %s: worker %d vanished (waitpid: %s)", t->job_id, (int)t->pid, strerror(errno));
+        *status = 0x7f00; /* reads as exited with 127 */
+    }
+    return r == t->pid || (r < 0 && errno == ECHILD);
+}
+
 /* Follows the worker's output files until it exits: inotify wakes the thread when they
  * grow (a line reaches the store and the event stream within a millisecond or so), a
- * pidfd when the worker exits; a timeout covers kernels without either. */
+ * pidfd when the worker exits (a pidfd works for an adopted worker too); a timeout covers
+ * kernels without either. */
 static void *reader_thread(void *arg)
 {
     stask_t *t = arg;
@@ -229,17 +248,8 @@ static void *reader_thread(void *arg)
             got += drain(s, t, &le, 1, 0);
         if (got)
             note_output(t);
-        pid_t r;
-        do {
-            r = waitpid(t->pid, &status, WNOHANG);
-        } while (r < 0 && errno == EINTR);
-        if (r == t->pid || (r < 0 && errno == ECHILD)) {
-            if (r < 0) {
-                cd_error("job %s: worker %d vanished (waitpid: %s)", t->job_id, (int)t->pid, strerror(errno));
-                status = 0x7f00; /* reads as exited with 127 */
-            }
+        if (worker_exited(t, &status))
             break;
-        }
         struct pollfd pf[2] = {{.fd = ino, .events = POLLIN}, {.fd = pidfd, .events = POLLIN}};
         int rc = poll(pf, 2, ino >= 0 && pidfd >= 0 ? 1000 : 50);
         if (rc > 0 && (pf[0].revents & POLLIN)) {
@@ -265,6 +275,37 @@ static void *reader_thread(void *arg)
     free(le.buf);
     sched_task_exited(s, t, status);
     return NULL;
+}
+
+int worker_adopt(sched_t *s, stask_t *t, cd_err_t *err)
+{
+    char path[PATH_MAX];
+    jobdir_path(t->dir, JOBDIR_WORKER_OUT, path, sizeof path);
+    if (access(path, R_OK) != 0)
+        return cd_err_set(err, CD_E_INTERNAL, "cannot read its output %s: %s", path, strerror(errno));
+    /* stderr is not recorded in the store: what it printed while the server was down
+     * stays in the file, and the log follows it from here */
+    jobdir_path(t->dir, JOBDIR_WORKER_ERR, path, sizeof path);
+    t->err_offset = file_size(path);
+    t->adopted = 1;
+    t->kill_at = 0;
+    t->hung = 0;
+    t->oom_kills = worker_oom_kills();
+    note_output(t);
+    t->abort_requested = 0;
+    t->saw_done = 0;
+    t->ntail = 0;
+    t->last_error[0] = 0;
+    t->owner = s;
+    int rc = pthread_create(&t->reader, NULL, reader_thread, t);
+    if (rc != 0)
+        return cd_err_set(err, CD_E_INTERNAL, "cannot start a thread to read the worker: %s", strerror(rc));
+    char msg[256];
+    snprintf(msg, sizeof msg, "Following worker %d again after a server restart (attempt %d)", (int)t->pid,
+             t->attempt);
+    store_log_add(s->store, t->job_id, t->task_id, "info", msg, NULL);
+    cd_info("job %s: %s", t->job_id, msg);
+    return CD_OK;
 }
 
 int worker_start(sched_t *s, stask_t *t, cd_err_t *err)

@@ -1,6 +1,9 @@
-/* The folder picker of the dataset form and the images it may show: every path is
- * resolved (symlinks, "..") and must lie inside a data root, as for the form's fields. */
+/* The folder picker of the dataset form, the images it may show and DIGITS's path
+ * completion: every path is resolved (symlinks, "..") and must lie inside a data root,
+ * as for the form's fields. */
 #include "internal.h"
+
+#include "api_browse.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -30,21 +33,24 @@ static int inside_roots(const server_t *srv, const char *real)
     return 0;
 }
 
-/* Sorts an array of {name, ...} objects by name in place. */
-static void sort_by_name(json_t *dirs)
+/* Sorts a JSON array in place by cmp (on json_t **); unsorted when memory runs out. */
+static void sort_array(json_t *a, int (*cmp)(const void *, const void *))
 {
-    size_t n = json_array_size(dirs);
+    size_t n = json_array_size(a);
     json_t **items = calloc(n ? n : 1, sizeof *items);
     if (!items)
         return;
     for (size_t i = 0; i < n; i++)
-        items[i] = json_incref(json_array_get(dirs, i));
-    qsort(items, n, sizeof *items, name_cmp);
-    json_array_clear(dirs);
+        items[i] = json_incref(json_array_get(a, i));
+    qsort(items, n, sizeof *items, cmp);
+    json_array_clear(a);
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(dirs, items[i]);
+        json_array_append_new(a, items[i]);
     free(items);
 }
+
+/* Sorts an array of {name, ...} objects by name in place. */
+static void sort_by_name(json_t *dirs) { sort_array(dirs, name_cmp); }
 
 /* GET /browse/json?path=DIR: {"path", "parent", "roots", "dirs": [{name, path}],
  * "images", "sample"}: the sub-folders of DIR that stay inside the roots (a symlink
@@ -151,4 +157,60 @@ void h_browse_file(req_t *r)
         return;
     }
     reply_file(r, real);
+}
+
+#define COMPLETE_MAX 1000 /* suggestions at most */
+
+/* Appends the entries of folder dir (resolved, inside the roots) whose names start with
+ * prefix, as dir/name, when they resolve inside the roots too. Names starting with a dot
+ * only when prefix does (as glob's "*" skips them). */
+static void complete_in(const server_t *srv, const char *dir, const char *prefix, json_t *out)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    size_t plen = strlen(prefix);
+    struct dirent *e;
+    while ((e = readdir(d)) && json_array_size(out) < COMPLETE_MAX) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+            strncmp(e->d_name, prefix, plen) != 0 || (e->d_name[0] == '.' && prefix[0] != '.'))
+            continue;
+        char child[PATH_MAX * 2], creal[PATH_MAX];
+        snprintf(child, sizeof child, "%s%s%s", dir, strcmp(dir, "/") == 0 ? "" : "/", e->d_name);
+        if (!realpath(child, creal) || !inside_roots(srv, creal))
+            continue;
+        json_t *name = json_string(child); /* NULL for a name that is not UTF-8 */
+        if (name)
+            json_array_append_new(out, name);
+    }
+    closedir(d);
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(json_string_value(*(json_t *const *)a), json_string_value(*(json_t *const *)b));
+}
+
+void h_autocomplete_path(req_t *r)
+{
+    server_t *srv = r->srv;
+    const char *query = fields_get(r->fields, "query");
+    char q[PATH_MAX];
+    if (!query)
+        query = "";
+    int n = snprintf(q, sizeof q, "%s%s", query[0] == '/' ? "" : "/", query);
+    json_t *out = json_array();
+    if (n > 0 && (size_t)n < sizeof q) {
+        /* q is DIR/PREFIX; DIR must resolve inside a root */
+        char *slash = strrchr(q, '/'), dir[PATH_MAX], real[PATH_MAX];
+        snprintf(dir, sizeof dir, "%.*s", slash == q ? 1 : (int)(slash - q), q);
+        if (realpath(dir, real) && inside_roots(srv, real))
+            complete_in(srv, real, slash + 1, out);
+        /* the roots complete a query that is the start of their path */
+        for (int i = 0; i < srv->nroots && json_array_size(out) < COMPLETE_MAX; i++)
+            if (strncmp(srv->roots[i], q, (size_t)n) == 0)
+                json_array_append_new(out, json_string(srv->roots[i]));
+    }
+    sort_array(out, str_cmp);
+    reply_json(r, 200, json_pack("{s:o}", "suggestions", out));
 }

@@ -103,3 +103,29 @@ int api_write_json(const char *dir, const char *name, json_t *obj, cd_err_t *err
         return cd_err_set(err, CD_E_INTERNAL, "cannot write %s: %s", path, strerror(errno));
     return CD_OK;
 }
+
+/* Where a browser goes after creating jobs: the job's page, or the home page for a
+ * sweep (several jobs) and a pretrained model (it has no page of its own in DIGITS). */
+static void created_location(server_t *srv, json_t *body, char *out, size_t len)
+{
+    const char *prefix = srv->cfg.url_prefix;
+    const char *id = json_string_value(json_object_get(body, "id"));
+    json_t *job = id ? store_job_get(srv->store, id) : NULL;
+    const char *type = json_string_value(json_object_get(job, "type"));
+    if (!type || json_object_get(body, "jobs") || view_job_is_pretrained(job))
+        snprintf(out, len, "%s/", prefix);
+    else
+        snprintf(out, len, "%s/%ss/%s", prefix, type, id);
+    json_decref(job);
+}
+
+void api_reply_created(req_t *r, json_t *body)
+{
+    if (req_wants_json(r)) {
+        reply_json(r, 200, body);
+        return;
+    }
+    char where[1024];
+    created_location(r->srv, body, where, sizeof where);
+    reply_redirect(r, where, body);
+}

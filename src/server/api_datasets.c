@@ -40,8 +40,16 @@ static const form_field_t g_dataset_form[] = {
     {"folder_train_max_per_class", F_INT, NULL, 1, NAN, NULL, FOLDER, 0, "Maximum samples per class"},
     {"has_val_folder", F_BOOL, "false", NAN, NAN, NULL, FOLDER, 0, "Separate validation images folder"},
     {"folder_val", F_DIR, NULL, NAN, NAN, NULL, FOLDER "&has_val_folder=1", 1, "Validation images folder"},
+    {"folder_val_min_per_class", F_INT, "2", 1, NAN, NULL, FOLDER "&has_val_folder=1", 0,
+     "Minimum samples per class (validation folder)"},
+    {"folder_val_max_per_class", F_INT, NULL, 1, NAN, NULL, FOLDER "&has_val_folder=1", 0,
+     "Maximum samples per class (validation folder)"},
     {"has_test_folder", F_BOOL, "false", NAN, NAN, NULL, FOLDER, 0, "Separate test images folder"},
     {"folder_test", F_DIR, NULL, NAN, NAN, NULL, FOLDER "&has_test_folder=1", 1, "Test images folder"},
+    {"folder_test_min_per_class", F_INT, "2", 1, NAN, NULL, FOLDER "&has_test_folder=1", 0,
+     "Minimum samples per class (test folder)"},
+    {"folder_test_max_per_class", F_INT, NULL, 1, NAN, NULL, FOLDER "&has_test_folder=1", 0,
+     "Maximum samples per class (test folder)"},
     /* method textfile: lists uploaded with the request, or files on the server */
     {"textfile_use_local_files", F_BOOL, "false", NAN, NAN, NULL, TEXTFILE, 0, "Use local files"},
     {"textfile_train_images", F_UPLOAD, NULL, NAN, NAN, NULL, TEXTFILE "&textfile_use_local_files=0", 1,
@@ -66,6 +74,24 @@ static const form_field_t g_dataset_form[] = {
     {"textfile_labels_file", F_UPLOAD, NULL, NAN, NAN, NULL, TEXTFILE "&textfile_use_local_files=0", 1, "Labels file"},
     {"textfile_local_labels_file", F_FILE, NULL, NAN, NAN, NULL, TEXTFILE "&textfile_use_local_files=1", 1,
      "Labels file"},
+};
+
+/* Each folder's minimum and maximum images per class: form field -> dataset.json key. */
+static const struct {
+    const char *min_field, *max_field, *min_key, *max_key;
+} g_per_class[] = {
+    {"folder_train_min_per_class", "folder_train_max_per_class", "min_per_class", "max_per_class"},
+    {"folder_val_min_per_class", "folder_val_max_per_class", "val_min_per_class", "val_max_per_class"},
+    {"folder_test_min_per_class", "folder_test_max_per_class", "test_min_per_class", "test_max_per_class"},
+};
+
+/* The folder each list's relative paths start from: form field -> dataset.json key. */
+static const struct {
+    const char *field, *key;
+} g_list_roots[] = {
+    {"textfile_train_folder", "textfile_root"},
+    {"textfile_val_folder", "textfile_val_root"},
+    {"textfile_test_folder", "textfile_test_root"},
 };
 
 static json_int_t ival(json_t *v, const char *k) { return json_integer_value(json_object_get(v, k)); }
@@ -110,11 +136,13 @@ void api_dataset_create_fields(req_t *r, const fields_t *in)
                        (int)(ival(v, "folder_pct_val") + ival(v, "folder_pct_test")));
         ok = 0;
     }
-    json_t *maxpc = json_object_get(v, "folder_train_max_per_class"), *minpc = json_object_get(v, "folder_train_min_per_class");
-    if (folder && json_is_integer(maxpc) && json_is_integer(minpc) && json_integer_value(maxpc) < json_integer_value(minpc)) {
-        form_add_error(errors, "folder_train_max_per_class", "Maximum samples per class (%d) must be at least the minimum (%d)",
-                       (int)json_integer_value(maxpc), (int)json_integer_value(minpc));
-        ok = 0;
+    for (size_t i = 0; folder && i < CD_ARRAY_LEN(g_per_class); i++) {
+        json_t *minpc = json_object_get(v, g_per_class[i].min_field), *maxpc = json_object_get(v, g_per_class[i].max_field);
+        if (json_is_integer(maxpc) && json_is_integer(minpc) && json_integer_value(maxpc) < json_integer_value(minpc)) {
+            form_add_error(errors, g_per_class[i].max_field, "Maximum samples per class (%d) must be at least the minimum (%d)",
+                           (int)json_integer_value(maxpc), (int)json_integer_value(minpc));
+            ok = 0;
+        }
     }
     if (!ok) {
         reply_form_errors(r, errors);
@@ -142,10 +170,13 @@ void api_dataset_create_fields(req_t *r, const fields_t *in)
             json_object_set(cfg, "folder_test", json_object_get(v, "folder_test"));
         json_object_set_new(cfg, "pct_val", json_integer(has_val ? 0 : ival(v, "folder_pct_val")));
         json_object_set_new(cfg, "pct_test", json_integer(has_test ? 0 : ival(v, "folder_pct_test")));
-        if (json_is_integer(minpc))
-            json_object_set(cfg, "min_per_class", minpc);
-        if (json_is_integer(maxpc))
-            json_object_set(cfg, "max_per_class", maxpc);
+        for (size_t i = 0; i < CD_ARRAY_LEN(g_per_class); i++) {
+            json_t *minpc = json_object_get(v, g_per_class[i].min_field), *maxpc = json_object_get(v, g_per_class[i].max_field);
+            if (json_is_integer(minpc))
+                json_object_set(cfg, g_per_class[i].min_key, minpc);
+            if (json_is_integer(maxpc))
+                json_object_set(cfg, g_per_class[i].max_key, maxpc);
+        }
         has_val = has_val || ival(v, "folder_pct_val") > 0;
         has_test = has_test || ival(v, "folder_pct_test") > 0;
     } else if (json_is_true(json_object_get(v, "textfile_use_local_files"))) {
@@ -166,8 +197,9 @@ void api_dataset_create_fields(req_t *r, const fields_t *in)
         reply_err(r, &err);
         goto fail;
     }
-    if (!folder && json_is_string(json_object_get(v, "textfile_train_folder")))
-        json_object_set(cfg, "textfile_root", json_object_get(v, "textfile_train_folder"));
+    for (size_t i = 0; !folder && i < CD_ARRAY_LEN(g_list_roots); i++)
+        if (json_is_string(json_object_get(v, g_list_roots[i].field)))
+            json_object_set(cfg, g_list_roots[i].key, json_object_get(v, g_list_roots[i].field));
     if (api_write_json(dir, jobdir_name(JOBDIR_DATASET_JSON), cfg, &err) != CD_OK) {
         reply_err(r, &err);
         goto fail;
@@ -192,7 +224,7 @@ void api_dataset_create_fields(req_t *r, const fields_t *in)
     }
     json_t *brief = api_job_announce(srv, id);
     if (brief)
-        reply_json(r, 200, brief);
+        api_reply_created(r, brief);
     else
         reply_error(r, 500, "the new job %s vanished", id);
     goto out;

@@ -1,4 +1,4 @@
-/* DIGITS's model download: /models/<id>/download[.tar|.tar.gz|.zip] with ?epoch=N (or
+/* DIGITS's model download: /models/<id>/download[.tar|.tar.gz|.tgz|.tar.bz2|.zip] with ?epoch=N (or
  * snapshot_epoch, iteration) gives the files to use the model elsewhere: the deploy
  * and original networks, the solver, labels, mean, weights and info.json. The model's
  * worker writes them (it has the network parsed); the server packs them. */
@@ -41,7 +41,8 @@ void h_model_download(req_t *r)
         goto out;
     }
     if (kind < 0) {
-        reply_error(r, 404, "Unknown archive type in %s: use .tar, .tar.gz or .zip", r->path);
+        reply_error(r, 400, "Invalid extension \"%s\": download the model as .tar, .tar.gz (.tgz), .tar.bz2 or .zip",
+                    r->nparams > 1 ? r->params[1] : r->path);
         goto out;
     }
     if (infer_snapshot(r, job, &iteration, &epoch) != CD_OK ||

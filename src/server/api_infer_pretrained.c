@@ -1,6 +1,6 @@
 /* Pretrained models: POST /pretrained_models/upload_archive makes a model job (Done,
- * without a dataset) from an archive such as /models/<id>/download gives, so it can
- * classify and be the start of new models; GET /pretrained_models/json lists them;
+ * without a dataset) from an archive such as /models/<id>/download gives, and POST
+ * /pretrained_models/new from DIGITS's form of separate files, so it can classify and be the start of new models; GET /pretrained_models/json lists them;
  * and model creation accepts DIGITS's method=pretrained with pretrained_networks (a
  * previous network whose weights are the pretrained model's snapshot). */
 #define _GNU_SOURCE
@@ -209,18 +209,93 @@ static int make_model_files(req_t *r, const char *dir, char names[][ARCHIVE_NAME
     return rc;
 }
 
+/* Makes the model job id in dir from its files (names) and info: the model's files,
+ * a check that it loads (its worker says, and stays warm for the first classify), and
+ * the job's rows (Done, one snapshot). network is the config's "network" (stolen),
+ * source what the status message names. CD_OK with *created, the reply's body; CD_ERR
+ * after a reply, the job's rows gone (the caller removes dir). */
+static int pretrained_make(req_t *r, const char *id, const char *dir, char names[][ARCHIVE_NAME_MAX], int n,
+                           json_t *info, json_t *network, const char *source, json_t **created)
+{
+    server_t *srv = r->srv;
+    char err[1024];
+    int stored = 0, rc = CD_ERR;
+    json_t *train = NULL, *ans = NULL, *req = NULL, *conf = NULL, *form = NULL;
+    cd_err_t e;
+    long iteration;
+    double epoch;
+    *created = NULL;
+    if (make_model_files(r, dir, names, n, info, &iteration, &epoch, &train, err, sizeof err) != CD_OK) {
+        reply_error(r, 400, "%s", err);
+        goto out;
+    }
+    req = json_pack("{s:s}", "op", "info");
+    cd_err_t ce = {0};
+    int call = model_server_call(model_server_get(srv->sched), id, dir, iteration, req, 300, RUN_CHECK, &ans, &ce);
+    if (call != CD_OK || !json_is_true(json_object_get(ans, "ok"))) {
+        reply_error(r, call == CD_OK || ce.kind == CD_E_INVALID ? 400 : err_http_status(ce.kind),
+                    "the model does not load: %s", call == CD_OK ? sval(ans, "error") : ce.msg);
+        goto out;
+    }
+    const char *jn = fields_get(r->fields, "job_name");
+    const char *name = jn && *jn ? jn : json_object_get(info, "name") && sval(info, "name")[0] ? sval(info, "name")
+                                                                                            : "pretrained model";
+    form = fields_to_json(r->fields);
+    json_object_del(form, "archive");
+    conf = json_pack("{s:O, s:O, s:{s:O, s:s, s:I, s:f, s:O, s:O}}", "network", network, "train", train,
+                     "pretrained", "labels", json_object_get(ans, "labels"), "framework", "cdigits",
+                     "snapshot_iteration", (json_int_t)iteration, "snapshot_epoch", epoch, "image_dimensions",
+                     json_object_get(info, "image dimensions"), "resize_mode",
+                     json_object_get(info, "image resize mode"));
+    const char *group = fields_get(r->fields, "group_name");
+    store_job_new_t job = {.id = id, .type = "model", .name = name, .group = group ? group : "",
+                           .username = r->username[0] ? r->username : NULL, .dir = dir, .form = form, .config = conf};
+    if (store_job_insert(srv->store, &job, &e) != CD_OK) {
+        reply_err(r, &e);
+        goto out;
+    }
+    stored = 1;
+    char msg[512];
+    snprintf(msg, sizeof msg, "Imported from %s", source);
+    char wname[64];
+    jobdir_snapshot_name(iteration, JOBDIR_WEIGHTS, wname, sizeof wname);
+    if (store_snapshot_add(srv->store, id, epoch, iteration, wname, &e) != CD_OK ||
+        store_job_set_progress(srv->store, id, 1.0, &e) != CD_OK ||
+        store_job_set_state(srv->store, id, CD_ST_DONE, msg, &e) != CD_OK) {
+        reply_err(r, &e);
+        goto out;
+    }
+    json_decref(api_job_announce(srv, id));
+    *created = json_pack("{s:s, s:s, s:s, s:s, s:I, s:f}", "status", "success", "id", id, "job_id", id, "name", name,
+                         "snapshot_iteration", (json_int_t)iteration, "snapshot_epoch", epoch);
+    rc = CD_OK;
+out:
+    if (rc != CD_OK) {
+        if (stored)
+            store_job_delete(srv->store, id, NULL);
+        model_server_forget(model_server_get(srv->sched), id);
+    }
+    json_decref(network);
+    json_decref(train);
+    json_decref(ans);
+    json_decref(req);
+    json_decref(conf);
+    json_decref(form);
+    return rc;
+}
+
 void h_pretrained_upload(req_t *r)
 {
     server_t *srv = r->srv;
     const field_t *f = fields_find(r->fields, "archive");
     if (!f || !f->len) {
-        reply_field_error(r, "archive", "Archive is required: upload a .tar, .tar.gz or .zip of a model");
+        reply_field_error(r, "archive", "Archive is required: upload a .tar, .tar.gz, .tar.bz2 or .zip of a model");
         return;
     }
     char id[64], dir[PATH_MAX], err[1024];
     char names[MAX_FILES][ARCHIVE_NAME_MAX];
-    int n = 0, stored = 0;
-    json_t *info = NULL, *train = NULL, *ans = NULL, *req = NULL, *conf = NULL, *form = NULL;
+    int n = 0;
+    json_t *info = NULL, *created = NULL;
     cd_err_t e;
     if (api_new_job_dir(srv, id, sizeof id, dir, sizeof dir, &e) != CD_OK) {
         reply_err(r, &e);
@@ -249,68 +324,131 @@ void h_pretrained_upload(req_t *r)
     } else {
         info = json_object();
     }
-    long iteration;
-    double epoch;
-    if (make_model_files(r, dir, names, n, info, &iteration, &epoch, &train, err, sizeof err) != CD_OK) {
-        reply_error(r, 400, "%s", err);
+    const char *source = f->filename ? f->filename : "an archive";
+    if (pretrained_make(r, id, dir, names, n, info,
+                        json_pack("{s:s, s:s}", "method", "pretrained", "archive", f->filename ? f->filename : ""),
+                        source, &created) != CD_OK)
         goto fail;
-    }
-    /* does it load? the model's worker says, and stays warm for the first classify */
-    req = json_pack("{s:s}", "op", "info");
-    cd_err_t ce = {0};
-    int rc = model_server_call(model_server_get(srv->sched), id, dir, iteration, req, 300, RUN_CHECK, &ans, &ce);
-    if (rc != CD_OK || !json_is_true(json_object_get(ans, "ok"))) {
-        reply_error(r, rc == CD_OK || ce.kind == CD_E_INVALID ? 400 : err_http_status(ce.kind),
-                    "the archive's model does not load: %s", rc == CD_OK ? sval(ans, "error") : ce.msg);
-        goto fail;
-    }
-    const char *jn = fields_get(r->fields, "job_name");
-    const char *name = jn && *jn ? jn : json_object_get(info, "name") && sval(info, "name")[0] ? sval(info, "name")
-                                                                                            : "pretrained model";
-    form = fields_to_json(r->fields);
-    json_object_del(form, "archive");
-    conf = json_pack("{s:{s:s, s:s}, s:O, s:{s:O, s:s, s:I, s:f, s:O, s:O}}", "network", "method", "pretrained",
-                     "archive", f->filename ? f->filename : "", "train", train, "pretrained", "labels",
-                     json_object_get(ans, "labels"), "framework", "cdigits", "snapshot_iteration",
-                     (json_int_t)iteration, "snapshot_epoch", epoch, "image_dimensions",
-                     json_object_get(info, "image dimensions"), "resize_mode",
-                     json_object_get(info, "image resize mode"));
-    store_job_new_t job = {.id = id, .type = "model", .name = name, .group = fields_get(r->fields, "group_name")
-                                                                           ? fields_get(r->fields, "group_name")
-                                                                           : "",
-                           .username = r->username[0] ? r->username : NULL, .dir = dir, .form = form, .config = conf};
-    if (store_job_insert(srv->store, &job, &e) != CD_OK) {
-        reply_err(r, &e);
-        goto fail;
-    }
-    stored = 1;
-    char msg[512];
-    snprintf(msg, sizeof msg, "Imported from %s", f->filename ? f->filename : "an archive");
-    char wname[64];
-    jobdir_snapshot_name(iteration, JOBDIR_WEIGHTS, wname, sizeof wname);
-    if (store_snapshot_add(srv->store, id, epoch, iteration, wname, &e) != CD_OK ||
-        store_job_set_progress(srv->store, id, 1.0, &e) != CD_OK ||
-        store_job_set_state(srv->store, id, CD_ST_DONE, msg, &e) != CD_OK) {
-        reply_err(r, &e);
-        goto fail;
-    }
-    json_decref(api_job_announce(srv, id));
-    infer_reply_json(r, 200, json_pack("{s:s, s:s, s:s, s:s, s:I, s:f}", "status", "success", "id", id, "job_id", id,
-                                       "name", name, "snapshot_iteration", (json_int_t)iteration, "snapshot_epoch",
-                                       epoch));
+    /* DIGITS answers this route with JSON whatever the request asks */
+    infer_reply_json(r, 200, created);
     goto out;
 fail:
-    if (stored)
-        store_job_delete(srv->store, id, NULL);
-    model_server_forget(model_server_get(srv->sched), id);
     sched_remove_dir(dir, id);
 out:
     json_decref(info);
-    json_decref(train);
-    json_decref(ans);
-    json_decref(req);
-    json_decref(conf);
-    json_decref(form);
+}
+
+/* ---- DIGITS's manual upload: POST /pretrained_models/new ------------------------------- */
+
+/* One upload of the manual form, as DIGITS checks it: present (unless optional), with
+ * the extension the format needs; saved as dir/save_as. 0: absent and optional, 1:
+ * saved, -1 after a reply. */
+static int save_manual_file(req_t *r, const char *dir, const char *field, const char *what, const char *ext,
+                            const char *save_as, int optional)
+{
+    const field_t *f = fields_find(r->fields, field);
+    if (!f || (!f->len && (!f->filename || !*f->filename))) {
+        if (optional)
+            return 0;
+        char msg[256];
+        snprintf(msg, sizeof msg, "Missing %s: upload it as %s", what, field);
+        reply_field_error(r, field, msg);
+        return -1;
+    }
+    size_t fl = f->filename ? strlen(f->filename) : 0, el = ext ? strlen(ext) : 0;
+    if (ext && (fl < el || strcmp(f->filename + fl - el, ext) != 0)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s must be a %s file; %s is not%s", what, ext, f->filename ? f->filename : "the upload",
+                 !strcmp(ext, ".cdw") ? " (cdigits runs the weights it trains, not Caffe's .caffemodel)" : "");
+        reply_field_error(r, field, msg);
+        return -1;
+    }
+    if (!f->len) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "The %s (%s) is empty", what, field);
+        reply_field_error(r, field, msg);
+        return -1;
+    }
+    char path[PATH_MAX + 200];
+    snprintf(path, sizeof path, "%s/%s", dir, save_as);
+    if (cd_write_file_atomic(path, f->value, f->len) != CD_OK) {
+        reply_error(r, 500, "cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 1;
+}
+
+/* An image size field of the manual form: 1 .. 4096 pixels; -1 after a reply. */
+static long size_field(req_t *r, const char *field)
+{
+    const char *v = fields_get(r->fields, field);
+    char *end = NULL;
+    long x = v && *v ? strtol(v, &end, 10) : 0;
+    if (!v || !*v || *end || x < 1 || x > 4096) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s \"%s\" must be a whole number of pixels from 1 to 4096", field, v ? v : "");
+        reply_field_error(r, field, msg);
+        return -1;
+    }
+    return x;
+}
+
+void h_pretrained_new(req_t *r)
+{
+    server_t *srv = r->srv;
+    const char *jn = fields_get(r->fields, "job_name");
+    if (!jn || !*jn) {
+        reply_field_error(r, "job_name", "Missing job name: give the pretrained model a name (job_name)");
+        return;
+    }
+    const char *fw = fields_get(r->fields, "framework");
+    if (fw && *fw && strcmp(fw, "caffe") != 0 && strcmp(fw, "cdigits") != 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "framework \"%s\": cdigits runs its own models (framework cdigits or caffe)", fw);
+        reply_field_error(r, "framework", msg);
+        return;
+    }
+    long w = size_field(r, "width");
+    long h = w < 0 ? -1 : size_field(r, "height");
+    if (w < 0 || h < 0)
+        return;
+    const char *type = fields_get(r->fields, "image_type");
+    int c = type && (!strcmp(type, "1") || !strcmp(type, "gray") || !strcmp(type, "grayscale")) ? 1 : 3;
+    char id[64], dir[PATH_MAX];
+    cd_err_t e;
+    if (api_new_job_dir(srv, id, sizeof id, dir, sizeof dir, &e) != CD_OK) {
+        reply_err(r, &e);
+        return;
+    }
+    static const char weights[] = "upload_weights.cdw", network[] = "upload_network.prototxt";
+    const char *labels = jobdir_name(JOBDIR_LABELS), *mean = jobdir_name(JOBDIR_MEAN_BIN);
+    json_t *info = NULL, *created = NULL;
+    int has_mean = 0;
+    if (save_manual_file(r, dir, "weights_file", "Weights", ".cdw", weights, 0) < 0 ||
+        save_manual_file(r, dir, "model_def_file", "Model definition", ".prototxt", network, 0) < 0 ||
+        save_manual_file(r, dir, "labels_file", "Labels file", NULL, labels, 0) < 0 ||
+        (has_mean = save_manual_file(r, dir, "mean_file", "Mean file", NULL, mean, 1)) < 0)
+        goto fail;
+    char names[4][ARCHIVE_NAME_MAX];
+    int n = 0;
+    snprintf(names[n++], ARCHIVE_NAME_MAX, "%s", weights);
+    snprintf(names[n++], ARCHIVE_NAME_MAX, "%s", network);
+    snprintf(names[n++], ARCHIVE_NAME_MAX, "%s", labels);
+    if (has_mean)
+        snprintf(names[n++], ARCHIVE_NAME_MAX, "%s", mean);
+    const char *mode = fields_get(r->fields, "resize_mode");
+    info = json_pack("{s:s, s:s, s:s, s:[i, i, i], s:s, s:s}", "name", jn, "snapshot file", weights, "network file",
+                     network, "image dimensions", (int)h, (int)w, c, "image resize mode", mode && *mode ? mode : "squash",
+                     "use mean", has_mean ? "image" : "none");
+    if (pretrained_make(r, id, dir, names, n, info, json_pack("{s:s, s:s}", "method", "pretrained", "upload", "files"),
+                        "uploaded files", &created) != CD_OK)
+        goto fail;
+    api_reply_created(r, created);
+    json_decref(info);
+    return;
+fail:
+    sched_remove_dir(dir, id);
+    json_decref(info);
 }
 
 /* A pretrained model is a model job without a dataset. */
@@ -343,14 +481,14 @@ void h_pretrained_list(req_t *r)
 
 /* Model creation: DIGITS's method=pretrained becomes a previous network (the
  * pretrained job's) starting from its snapshot; every other method goes as it came. */
-void h_model_create_any(req_t *r)
+static void model_create_method(req_t *r, const fields_t *in)
 {
-    const char *method = fields_get(r->fields, "method");
+    const char *method = fields_get(in, "method");
     if (!method || strcmp(method, "pretrained") != 0) {
-        api_model_create_fields(r, r->fields);
+        api_model_create_fields(r, in);
         return;
     }
-    const char *pid = fields_get(r->fields, "pretrained_networks");
+    const char *pid = fields_get(in, "pretrained_networks");
     json_t *job = pid && *pid ? store_job_get(r->srv->store, pid) : NULL;
     if (!job || !view_job_is_pretrained(job)) {
         json_t *errors = json_object();
@@ -370,8 +508,8 @@ void h_model_create_any(req_t *r)
     snprintf(epoch, sizeof epoch, "%.17g", last ? json_number_value(json_object_get(last, "epoch")) : 0.0);
     fields_t *f = fields_new();
     int ok = f != NULL;
-    for (size_t i = 0; ok && i < r->fields->n; i++) {
-        const field_t *x = &r->fields->v[i];
+    for (size_t i = 0; ok && i < in->n; i++) {
+        const field_t *x = &in->v[i];
         if (!strcmp(x->name, "method") || !strcmp(x->name, "previous_networks") || !strcmp(x->name, key))
             continue;
         ok = fields_add(f, x->name, x->value, x->len, x->filename) == CD_OK;
@@ -386,4 +524,14 @@ void h_model_create_any(req_t *r)
     fields_free(f);
     json_decref(snaps);
     json_decref(job);
+}
+
+/* The model form with DIGITS's clone=<id>: the posted fields over that model's. */
+void h_model_create_any(req_t *r)
+{
+    fields_t *cloned;
+    if (api_clone_fields(r, r->fields, "model", &cloned) != CD_OK)
+        return;
+    model_create_method(r, cloned ? cloned : r->fields);
+    fields_free(cloned);
 }

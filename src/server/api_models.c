@@ -3,6 +3,7 @@
  * network view (the engine's own shapes, from `cdigits-worker check-net --json`). */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "api_models.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -494,6 +495,8 @@ static void mirror_choice(json_t *v, json_t *errors)
     json_object_del(v, "use_mirror");
 }
 
+static void check_custom_network(req_t *r, json_t *v, const netsrc_t *ns, json_t *dataset, json_t *errors);
+
 void api_model_create_fields(req_t *r, const fields_t *in)
 {
     server_t *srv = r->srv;
@@ -512,8 +515,9 @@ void api_model_create_fields(req_t *r, const fields_t *in)
                            ds, cd_state_name(st));
         }
     }
-    if (json_object_size(errors) == 0)
-        load_network(r, in, v, &ns, errors);
+    if (json_object_size(errors) == 0 && load_network(r, in, v, &ns, errors) == CD_OK &&
+        strcmp(sval(v, "method"), "custom") == 0)
+        check_custom_network(r, v, &ns, dataset, errors);
     resources = gpu_request(srv, v, errors); /* its errors come with the others */
     if (json_object_size(errors) > 0) {
         reply_form_errors(r, errors);
@@ -562,9 +566,9 @@ void api_model_create_fields(req_t *r, const fields_t *in)
     }
     json_decref(auto_bs);
     if (json_array_size(jobs) == 1)
-        reply_json(r, 200, json_incref(json_array_get(jobs, 0)));
+        api_reply_created(r, json_incref(json_array_get(jobs, 0)));
     else
-        reply_json(r, 200, json_pack("{s:O}", "jobs", jobs));
+        api_reply_created(r, json_pack("{s:O}", "jobs", jobs));
 out:
     free(ns.text);
     json_decref(ns.desc);
@@ -637,23 +641,33 @@ void h_visualize_lr(req_t *r)
         reply_error(r, 400, "Invalid policy \"%s\": use fixed, step, multistep, exp, inv, poly or sigmoid", policy);
         return;
     }
+    /* the learning rates as the model form reads them: commas or DIGITS's bracketed list */
+    static const form_field_t lr_field[] = {
+        {"learning_rate", F_FLOATS, NULL, NAN, NAN, NULL, ALWAYS, 1, "Base learning rate"}};
+    json_t *v = NULL, *errors = NULL;
+    form_validate(r->srv, lr_field, 1, f, &v, &errors);
+    if (json_object_size(errors) > 0) {
+        json_decref(v);
+        reply_form_errors(r, errors);
+        return;
+    }
+    json_decref(errors);
     cd_lr_policy p;
     lr_from_form(&p, type, f, NULL);
-    json_t *columns = json_array();
-    char *list = cd_xstrdup(lrs), *save = NULL;
-    int j = 0;
-    for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save), j++) {
-        p.base_lr = atof(t);
+    json_t *columns = json_array(), *lr;
+    size_t j;
+    json_array_foreach(json_object_get(v, "learning_rate"), j, lr) {
+        p.base_lr = json_number_value(lr);
         double y[101];
         cd_lr_preview(&p, y, 101);
         char label[64];
-        snprintf(label, sizeof label, "Learning Rate %d", j);
+        snprintf(label, sizeof label, "Learning Rate %zu", j);
         json_t *col = json_pack("[s]", label);
         for (int i = 0; i <= 100; i++)
             json_array_append_new(col, isfinite(y[i]) ? json_real(y[i]) : json_null());
         json_array_append_new(columns, col);
     }
-    free(list);
+    json_decref(v);
     reply_json(r, 200, json_pack("{s:{s:o}}", "data", "columns", columns));
 }
 
@@ -706,25 +720,134 @@ void h_train_keys(req_t *r)
 
 /* ---- standard networks ------------------------------------------------------------------ */
 
+/* The file of the standard network `name` (letters, digits, "-" and "_") in the models
+ * folder (--models), resolved inside it; CD_ERR when there is none. */
+static int standard_path(server_t *srv, const char *name, char *path, size_t len)
+{
+    char base[PATH_MAX], file[PATH_MAX];
+    int ok = name[0] != 0;
+    for (const char *c = name; ok && *c; c++)
+        ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' ||
+             *c == '_';
+    if (!ok || snprintf(file, sizeof file, "%s.prototxt", name) >= (int)sizeof file)
+        return CD_ERR;
+    if (!realpath(srv->cfg.models_dir, base) || paths_resolve_under(base, file, path, len) != CD_OK)
+        return CD_ERR;
+    return access(path, R_OK) == 0 ? CD_OK : CD_ERR;
+}
+
 /* GET /models/standard/<name>.prototxt: a file of the models folder (--models), for the
- * form's Customize. Names are letters, digits, "-" and "_". */
+ * form's Customize. */
 void h_model_standard(req_t *r)
 {
     const char *file = r->params[0];
     static const char ext[] = ".prototxt";
     size_t n = strlen(file), e = sizeof ext - 1;
-    int ok = n > e && strcmp(file + n - e, ext) == 0;
-    for (size_t i = 0; ok && i < n - e; i++)
-        ok = (file[i] >= 'a' && file[i] <= 'z') || (file[i] >= 'A' && file[i] <= 'Z') ||
-             (file[i] >= '0' && file[i] <= '9') || file[i] == '-' || file[i] == '_';
-    char base[PATH_MAX], path[PATH_MAX];
-    if (!ok || !realpath(r->srv->cfg.models_dir, base) || paths_resolve_under(base, file, path, sizeof path) != CD_OK) {
+    char name[256], path[PATH_MAX];
+    int ok = n > e && n - e < sizeof name && strcmp(file + n - e, ext) == 0;
+    if (ok)
+        snprintf(name, sizeof name, "%.*s", (int)(n - e), file);
+    if (!ok || standard_path(r->srv, name, path, sizeof path) != CD_OK) {
         reply_error(r, 404, "No standard network \"%s\" in %s; the standard networks are models/NAME.prototxt "
                             "(lenet, alexnet, googlenet; start the server with --models DIR)",
                     file, r->srv->cfg.models_dir[0] ? r->srv->cfg.models_dir : "(no models folder)");
         return;
     }
     reply_file(r, path);
+}
+
+/* The weights that DIGITS's customize names for a model job and snapshot_epoch: none for
+ * 0, the job's own starting weights (train.json's pretrained) for -1, else the snapshot
+ * of that epoch; a pretrained model's weights whatever the epoch. NULL when there are
+ * none. */
+static json_t *customize_snapshot(server_t *srv, json_t *job, double epoch, const char *text)
+{
+    const char *id = sval(job, "id"), *dir = sval(job, "dir");
+    int pretrained = view_job_is_pretrained(job);
+    json_t *out = json_null();
+    if (epoch == 0 && !pretrained)
+        return out;
+    if (epoch == -1 && !pretrained) {
+        char tpath[PATH_MAX];
+        jobdir_path(dir, JOBDIR_TRAIN_JSON, tpath, sizeof tpath);
+        json_t *tj = json_load_file(tpath, 0, NULL);
+        const char *pre = json_string_value(json_object_get(tj, "pretrained"));
+        if (pre && pre[0])
+            out = json_string(pre);
+        json_decref(tj);
+        return out;
+    }
+    json_t *snaps = store_snapshot_list(srv->store, id);
+    json_t *sn = pretrained ? json_array_get(snaps, json_array_size(snaps) - 1) : snapshot_for_epoch(snaps, text);
+    if (sn) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, sval(sn, "file"));
+        json_t *p = json_string(path);
+        out = p ? p : out;
+    }
+    json_decref(snaps);
+    return out;
+}
+
+/* POST /models/customize?network=NAME|JOB_ID (DIGITS's Customize link): a standard
+ * network's text as {"network"}, or a model job's network with the weights of
+ * snapshot_epoch as {"network", "snapshot"} (snapshot null where there are none). */
+void h_model_customize(req_t *r)
+{
+    server_t *srv = r->srv;
+    const char *network = fields_get(r->fields, "network");
+    if (!network || !network[0]) {
+        reply_error(r, 400, "network not provided: give ?network=NAME (lenet, alexnet, googlenet) or a model job id");
+        return;
+    }
+    char path[PATH_MAX];
+    size_t len = 0;
+    if (standard_path(srv, network, path, sizeof path) == CD_OK) {
+        char *text = cd_read_file(path, &len);
+        if (!text) {
+            reply_error(r, 500, "cannot read the standard network %s: %s", path, strerror(errno));
+            return;
+        }
+        json_t *s = json_stringn(text, len);
+        free(text);
+        if (!s) {
+            reply_error(r, 500, "the standard network %s is not UTF-8 text", path);
+            return;
+        }
+        reply_json(r, 200, json_pack("{s:o}", "network", s));
+        return;
+    }
+    json_t *job = store_job_get(srv->store, network);
+    if (!job || strcmp(sval(job, "type"), "model") != 0) {
+        reply_error(r, 404, "Job not found: \"%s\" is neither a standard network (lenet, alexnet, googlenet) nor a "
+                            "model job",
+                    network);
+        json_decref(job);
+        return;
+    }
+    const char *es = fields_get(r->fields, "snapshot_epoch");
+    char *end = NULL;
+    double epoch = es && *es ? strtod(es, &end) : 0;
+    if (es && *es && (end == es || *end)) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "snapshot_epoch must be a number (0: no weights, -1: the job's own starting weights, "
+                                  "or an epoch with a snapshot); got \"%.400s\"", es);
+        reply_field_error(r, "snapshot_epoch", msg);
+        json_decref(job);
+        return;
+    }
+    jobdir_path(sval(job, "dir"), JOBDIR_NETWORK, path, sizeof path);
+    char *text = cd_read_file(path, &len);
+    json_t *s = text ? json_stringn(text, len) : NULL;
+    free(text);
+    if (!s) {
+        reply_error(r, 500, "cannot read the network of job %s at %s: %s", network, path,
+                    errno ? strerror(errno) : "not UTF-8 text");
+        json_decref(job);
+        return;
+    }
+    reply_json(r, 200, json_pack("{s:o, s:o}", "network", s, "snapshot", customize_snapshot(srv, job, epoch, es)));
+    json_decref(job);
 }
 
 /* ---- the network view: the engine's shapes ------------------------------------------------- */
@@ -815,74 +938,67 @@ static int dataset_args(req_t *r, const char *id, char *input, size_t ilen, char
     return CD_OK;
 }
 
-/* POST /models/visualize-network/json: the model form's network fields (method,
- * standard_networks, custom_network, previous_networks, dataset, crop_size, batch_size)
- * checked by the engine: {"stages": {"train"|"val"|"deploy": {"layers", "params"}},
- * "errors", "input", "classes", "crop", "network"}. The network goes to the worker in a
- * temporary file; its name in messages is replaced by what the form calls it. A
- * network the engine refuses is an answer (200 with errors), not a failure. */
-void h_visualize_network(req_t *r)
+/* What a check of a network gives: the engine's JSON with its messages naming the
+ * network as the form does, or why there is none (the HTTP status and the text). */
+typedef struct netcheck {
+    json_t *result; /* {stages, errors, ...}; NULL when the check did not run */
+    int status;     /* without a result: 503 no free slot, 500 the worker failed */
+    char why[1024];
+} netcheck_t;
+
+/* Runs `cdigits-worker check-net --json` on ns's text under an inference slot, with the
+ * dataset's image shape and classes (input, classes: empty for none), the crop and the
+ * first batch size of v. The network goes to the worker in a temporary file, whose name
+ * in messages is replaced by what the form calls the network (custom_network,
+ * lenet.prototxt, JOB/network.prototxt). CD_OK with c->result, or CD_ERR with
+ * c->status and c->why. */
+static int check_network(server_t *srv, json_t *v, const netsrc_t *ns, const char *input, const char *classes,
+                         int parse_only, netcheck_t *c)
 {
-    server_t *srv = r->srv;
-    json_t *v = NULL, *errors = NULL, *result = NULL;
-    netsrc_t ns = {0};
-    char tmp[PATH_MAX] = "", input[64] = "", classes[32] = "", crop[32] = "", batch[32] = "";
+    char tmp[PATH_MAX], crop[32] = "", batch[32] = "";
     char *out = NULL, *errout = NULL;
-    form_validate(srv, g_visualize_form, CD_ARRAY_LEN(g_visualize_form), r->fields, &v, &errors);
-    const char *ds = sval(v, "dataset");
-    if (json_object_size(errors) == 0 && ds[0])
-        dataset_args(r, ds, input, sizeof input, classes, sizeof classes, errors);
-    if (json_object_size(errors) == 0)
-        load_network(r, r->fields, v, &ns, errors);
-    if (json_object_size(errors) > 0) {
-        reply_form_errors(r, errors);
-        errors = NULL;
-        goto out;
-    }
+    int rc = CD_ERR;
+    c->result = NULL;
+    c->status = 500;
+    c->why[0] = 0;
     if (json_is_integer(json_object_get(v, "crop_size")))
         snprintf(crop, sizeof crop, "%d", (int)json_integer_value(json_object_get(v, "crop_size")));
-    if (json_array_size(json_object_get(v, "batch_size")))
+    if (json_is_integer(json_array_get(json_object_get(v, "batch_size"), 0)))
         snprintf(batch, sizeof batch, "%d", (int)json_integer_value(json_array_get(json_object_get(v, "batch_size"), 0)));
     snprintf(tmp, sizeof tmp, "%s/../tmp/network-XXXXXX.prototxt", srv->jobs_dir);
     int fd = mkstemps(tmp, (int)strlen(".prototxt"));
-    if (fd < 0 || write(fd, ns.text, ns.len) != (ssize_t)ns.len) {
-        reply_error(r, 500, "cannot write the network to %s: %s", tmp, strerror(errno));
-        if (fd >= 0)
+    if (fd < 0 || write(fd, ns->text, ns->len) != (ssize_t)ns->len) {
+        snprintf(c->why, sizeof c->why, "cannot write the network to %s: %s", tmp, strerror(errno));
+        if (fd >= 0) {
             close(fd);
-        goto out;
+            unlink(tmp);
+        }
+        return CD_ERR;
     }
     close(fd);
+    struct {
+        const char *flag, *value;
+    } opts[] = {{"--input", input}, {"--classes", classes}, {"--crop", crop}, {"--batch", batch}};
     char *argv[16];
     int n = 0;
     argv[n++] = srv->cfg.worker;
     argv[n++] = "check-net";
     argv[n++] = tmp;
     argv[n++] = "--json";
-    if (input[0]) {
-        argv[n++] = "--input";
-        argv[n++] = input;
-    }
-    if (classes[0]) {
-        argv[n++] = "--classes";
-        argv[n++] = classes;
-    }
-    if (crop[0]) {
-        argv[n++] = "--crop";
-        argv[n++] = crop;
-    }
-    if (batch[0]) {
-        argv[n++] = "--batch";
-        argv[n++] = batch;
-    }
+    for (size_t i = 0; i < CD_ARRAY_LEN(opts); i++)
+        if (opts[i].value[0]) {
+            argv[n++] = (char *)opts[i].flag;
+            argv[n++] = (char *)opts[i].value;
+        }
+    if (parse_only)
+        argv[n++] = "--parse-only";
     argv[n] = NULL;
     int status;
     cd_err_t ce;
     if (sched_run_check(srv->sched, argv, CHECKNET_WAIT_SECONDS, CHECKNET_SECONDS, &out, &errout, &status, &ce) !=
         CD_OK) {
-        int busy = ce.kind == CD_E_CONFLICT;
-        reply_error(r, busy ? 503 : 500, "%s", ce.msg);
-        if (busy)
-            reply_add_header(r, "Retry-After", "1");
+        c->status = ce.kind == CD_E_CONFLICT ? 503 : 500;
+        snprintf(c->why, sizeof c->why, "%s", ce.msg);
         goto out;
     }
     /* the temporary name means nothing to the user: messages name the network as the form does */
@@ -895,26 +1011,88 @@ void h_visualize_network(req_t *r)
     else
         snprintf(label, sizeof label, "custom_network");
     char *named = out ? replace_all(out, tmp, label) : NULL;
-    result = named ? json_loads(named, 0, NULL) : NULL;
+    json_t *result = named ? json_loads(named, 0, NULL) : NULL;
     free(named);
     if (!json_is_object(result) || !json_is_object(json_object_get(result, "stages"))) {
         char *why = errout ? replace_all(errout, tmp, label) : NULL;
-        reply_error(r, 500, "the worker %s could not check the network (exit status %d): %.600s", srv->cfg.worker,
-                    status, why && why[0] ? why : "it printed no result; is it a cdigits-worker with check-net --json?");
+        snprintf(c->why, sizeof c->why, "the worker %s could not check the network (exit status %d): %.600s",
+                 srv->cfg.worker, status,
+                 why && why[0] ? why : "it printed no result; is it a cdigits-worker with check-net --json?");
         free(why);
+        json_decref(result);
         goto out;
     }
     json_object_set_new(result, "network", json_string(label));
-    reply_json(r, 200, result);
-    result = NULL;
+    c->result = result;
+    rc = CD_OK;
 out:
-    if (tmp[0])
-        unlink(tmp);
+    unlink(tmp);
     free(out);
     free(errout);
-    json_decref(result);
+    return rc;
+}
+
+/* POST /models/visualize-network/json: the model form's network fields (method,
+ * standard_networks, custom_network, previous_networks, dataset, crop_size, batch_size)
+ * checked by the engine: {"stages": {"train"|"val"|"deploy": {"layers", "params"}},
+ * "errors", "input", "classes", "crop", "network"}. A network the engine refuses is an
+ * answer (200 with errors), not a failure. */
+void h_visualize_network(req_t *r)
+{
+    server_t *srv = r->srv;
+    json_t *v = NULL, *errors = NULL;
+    netsrc_t ns = {0};
+    char input[64] = "", classes[32] = "";
+    form_validate(srv, g_visualize_form, CD_ARRAY_LEN(g_visualize_form), r->fields, &v, &errors);
+    const char *ds = sval(v, "dataset");
+    if (json_object_size(errors) == 0 && ds[0])
+        dataset_args(r, ds, input, sizeof input, classes, sizeof classes, errors);
+    if (json_object_size(errors) == 0)
+        load_network(r, r->fields, v, &ns, errors);
+    if (json_object_size(errors) > 0) {
+        reply_form_errors(r, errors);
+        errors = NULL;
+        goto out;
+    }
+    netcheck_t c;
+    if (check_network(srv, v, &ns, input, classes, 0, &c) != CD_OK) {
+        reply_error(r, c.status, "%s", c.why);
+        if (c.status == 503)
+            reply_add_header(r, "Retry-After", "1");
+        goto out;
+    }
+    reply_json(r, 200, c.result);
+out:
     free(ns.text);
     json_decref(ns.desc);
     json_decref(v);
     json_decref(errors);
+}
+
+/* DIGITS validates a custom network when the model is created: one that does not parse
+ * as a NetParameter, or holds a field Caffe's messages lack, is a form error on
+ * custom_network naming custom_network:LINE:COL as the network view does. As in DIGITS
+ * the stages are not built here: an unknown layer type or a shape that does not fit
+ * passes, and the job's training says what is wrong. A sweep is checked once (its jobs
+ * share the network). When no check can run (no free slot, no worker) the job is made
+ * and its worker checks the network. */
+static void check_custom_network(req_t *r, json_t *v, const netsrc_t *ns, json_t *dataset, json_t *errors)
+{
+    char input[64] = "", classes[32] = "";
+    if (dataset_args(r, sval(dataset, "id"), input, sizeof input, classes, sizeof classes, errors) != CD_OK)
+        return;
+    netcheck_t c;
+    if (check_network(r->srv, v, ns, input, classes, 1, &c) != CD_OK) {
+        cd_warn("the custom network of model \"%s\" was not checked at creation (%s); its worker checks it",
+                sval(v, "model_name"), c.why);
+        return;
+    }
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(c.result, "errors"), i, e)
+    {
+        const char *m = json_string_value(e);
+        form_add_error(errors, "custom_network", "%s", m ? m : "the engine refused the network");
+    }
+    json_decref(c.result);
 }

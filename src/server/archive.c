@@ -1,6 +1,6 @@
-/* tar, tar.gz and zip: writing a model's files, reading an uploaded archive (see
- * archive.h). Formats: POSIX ustar (512-byte headers, octal sizes); gzip is a deflate
- * stream with zlib's gzip wrapper; zip is PKWARE's format with stored or deflated
+/* tar, tar.gz, tar.bz2 and zip: writing a model's files, reading an uploaded archive
+ * (see archive.h). Formats: POSIX ustar (512-byte headers, octal sizes); gzip is a
+ * deflate stream with zlib's gzip wrapper; bzip2 is libbz2's stream; zip is PKWARE's format with stored or deflated
  * entries, no zip64 and no encryption. */
 #define _GNU_SOURCE
 #include "archive.h"
@@ -14,14 +14,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <bzlib.h>
 #include <zlib.h>
 
 #include "cdigits/util.h"
 
 /* ---- names and kinds ----------------------------------------------------------------------- */
 
-static const char *const g_ext[ARCHIVE_COUNT] = {"tar", "tar.gz", "zip"};
-static const char *const g_mime[ARCHIVE_COUNT] = {"application/x-tar", "application/gzip", "application/zip"};
+static const char *const g_ext[ARCHIVE_COUNT] = {"tar", "tar.gz", "zip", "tar.bz2"};
+static const char *const g_mime[ARCHIVE_COUNT] = {"application/x-tar", "application/gzip", "application/zip",
+                                                  "application/x-bzip2"};
 
 int archive_kind_parse(const char *ext)
 {
@@ -45,6 +47,8 @@ int archive_sniff(const void *data, size_t len)
         return ARCHIVE_TGZ;
     if (len >= 4 && p[0] == 'P' && p[1] == 'K' && p[2] == 3 && p[3] == 4)
         return ARCHIVE_ZIP;
+    if (len >= 4 && p[0] == 'B' && p[1] == 'Z' && p[2] == 'h' && p[3] >= '1' && p[3] <= '9')
+        return ARCHIVE_TBZ2;
     if (len >= 512 && memcmp(p + 257, "ustar", 5) == 0)
         return ARCHIVE_TAR;
     return -1;
@@ -56,6 +60,8 @@ typedef struct sink {
     FILE *f;
     z_stream zs;      /* gzip: the whole tar goes through it */
     int gz;
+    bz_stream bz;     /* bzip2: the same */
+    int bz2;
     uint64_t written; /* bytes handed to put (before compression) */
     int bad;
 } sink;
@@ -84,10 +90,38 @@ static void deflate_to(sink *s, z_stream *zs, const void *p, size_t n, int flush
     } while (zs->avail_out == 0 || (flush == Z_FINISH && zs->avail_in > 0));
 }
 
+/* Compresses n bytes through libbz2 into the file (action: BZ_RUN or BZ_FINISH). */
+static void bzip_to(sink *s, const void *p, size_t n, int action)
+{
+    char out[65536];
+    s->bz.next_in = (char *)p;
+    s->bz.avail_in = (unsigned)n;
+    for (;;) {
+        s->bz.next_out = out;
+        s->bz.avail_out = sizeof out;
+        int rc = BZ2_bzCompress(&s->bz, action);
+        if (rc < 0) {
+            s->bad = 1;
+            return;
+        }
+        sink_raw(s, out, sizeof out - s->bz.avail_out);
+        if (action == BZ_RUN ? s->bz.avail_in == 0 : rc == BZ_STREAM_END)
+            return;
+    }
+}
+
 static void put(sink *s, const void *p, size_t n)
 {
     s->written += n;
-    if (s->gz) {
+    if (s->bz2) {
+        const char *q = p;
+        while (n) {
+            size_t k = n > (1u << 30) ? (1u << 30) : n;
+            bzip_to(s, q, k, BZ_RUN);
+            q += k;
+            n -= k;
+        }
+    } else if (s->gz) {
         /* chunks below 4 GiB for zlib's uInt */
         const char *q = p;
         while (n) {
@@ -321,6 +355,13 @@ int archive_write(int kind, const char *dir, const char *const *names, int n, co
             return CD_ERR;
         }
         s.gz = 1;
+    } else if (kind == ARCHIVE_TBZ2) {
+        if (BZ2_bzCompressInit(&s.bz, 9, 0, 0) != BZ_OK) {
+            fclose(s.f);
+            snprintf(err, errlen, "libbz2 cannot start a bzip2 stream");
+            return CD_ERR;
+        }
+        s.bz2 = 1;
     }
     zip_rec *recs = kind == ARCHIVE_ZIP ? calloc((size_t)n + 1, sizeof *recs) : NULL;
     if (kind == ARCHIVE_ZIP && !recs) {
@@ -342,6 +383,11 @@ int archive_write(int kind, const char *dir, const char *const *names, int n, co
         if (rc == CD_OK)
             deflate_to(&s, &s.zs, NULL, 0, Z_FINISH);
         deflateEnd(&s.zs);
+    }
+    if (s.bz2) {
+        if (rc == CD_OK)
+            bzip_to(&s, NULL, 0, BZ_FINISH);
+        BZ2_bzCompressEnd(&s.bz);
     }
     free(recs);
     if (fclose(s.f) != 0 || s.bad) {
@@ -475,17 +521,46 @@ static int ex_close(extract *ex, char *err, size_t errlen)
     return CD_OK;
 }
 
-/* A byte source for tar: the data as is, or inflated from gzip. */
+/* A byte source for tar: the data as is, inflated from gzip or decompressed from bzip2. */
 typedef struct source {
     const unsigned char *data;
     size_t len, off;
     z_stream zs;
-    int gz, eof;
+    bz_stream bz;
+    int gz, bz2, eof;
 } source;
+
+/* src_read for bzip2 data. */
+static int bz_read(source *s, void *dst, size_t n, char *err, size_t errlen)
+{
+    s->bz.next_out = dst;
+    s->bz.avail_out = (unsigned)n;
+    while (s->bz.avail_out > 0) {
+        if (s->eof) {
+            if (s->bz.avail_out == n)
+                return 0;
+            snprintf(err, errlen, "the tar.bz2 archive is truncated");
+            return -1;
+        }
+        unsigned before = s->bz.avail_out;
+        int rc = BZ2_bzDecompress(&s->bz);
+        if (rc == BZ_STREAM_END) {
+            s->eof = 1;
+        } else if (rc != BZ_OK) {
+            snprintf(err, errlen, "the bzip2 data is damaged (libbz2 error %d)", rc);
+            return -1;
+        } else if (s->bz.avail_in == 0 && s->bz.avail_out == before) {
+            s->eof = 1;
+        }
+    }
+    return 1;
+}
 
 /* Reads exactly n bytes; 0 at a clean end before any byte, -1 on an error. */
 static int src_read(source *s, void *dst, size_t n, char *err, size_t errlen)
 {
+    if (s->bz2)
+        return bz_read(s, dst, n, err, errlen);
     if (!s->gz) {
         if (s->len - s->off < n) {
             if (s->off == s->len)
@@ -798,13 +873,21 @@ int archive_extract(const void *data, size_t len, const char *dir, const archive
     err[0] = 0;
     int kind = archive_sniff(data, len), rc = CD_ERR;
     if (kind < 0) {
-        snprintf(err, errlen, "the upload is not a tar, tar.gz or zip archive");
+        snprintf(err, errlen, "the upload is not a tar, tar.gz, tar.bz2 or zip archive");
         return CD_ERR;
     }
     if (kind == ARCHIVE_ZIP) {
         rc = extract_zip(data, len, &ex, err, errlen);
     } else {
-        source src = {.data = data, .len = len, .gz = kind == ARCHIVE_TGZ};
+        source src = {.data = data, .len = len, .gz = kind == ARCHIVE_TGZ, .bz2 = kind == ARCHIVE_TBZ2};
+        if (src.bz2) {
+            if (BZ2_bzDecompressInit(&src.bz, 0, 0) != BZ_OK) {
+                snprintf(err, errlen, "libbz2 cannot start a bzip2 stream");
+                return CD_ERR;
+            }
+            src.bz.next_in = (char *)data;
+            src.bz.avail_in = (unsigned)(len > 0xffffffffu ? 0xffffffffu : len);
+        }
         if (src.gz) {
             if (inflateInit2(&src.zs, 15 + 16) != Z_OK) {
                 snprintf(err, errlen, "zlib cannot start an inflate stream");
@@ -816,6 +899,8 @@ int archive_extract(const void *data, size_t len, const char *dir, const archive
         rc = extract_tar(&src, &ex, err, errlen);
         if (src.gz)
             inflateEnd(&src.zs);
+        if (src.bz2)
+            BZ2_bzDecompressEnd(&src.bz);
     }
     if (ex.fd >= 0)
         close(ex.fd);

@@ -1,7 +1,7 @@
 /* Archives of a model's files for the download and the pretrained-model upload: tar,
- * tar.gz and zip, written from files in a folder and read back from memory with every
+ * tar.gz, tar.bz2 and zip, written from files in a folder and read back from memory with every
  * entry checked (docs/inference.md). Compression is zlib's (the server links it, as the
- * dataset library does). Functions return CD_OK or CD_ERR with a message; nothing here
+ * dataset library does) and libbz2's. Functions return CD_OK or CD_ERR with a message; nothing here
  * exits. */
 #ifndef CDIGITS_SERVER_ARCHIVE_H
 #define CDIGITS_SERVER_ARCHIVE_H
@@ -9,13 +9,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum archive_kind { ARCHIVE_TAR = 0, ARCHIVE_TGZ, ARCHIVE_ZIP, ARCHIVE_COUNT };
+enum archive_kind { ARCHIVE_TAR = 0, ARCHIVE_TGZ, ARCHIVE_ZIP, ARCHIVE_TBZ2, ARCHIVE_COUNT };
 
-/* "tar", "tar.gz" (or "tgz"), "zip" -> kind; -1 when unknown. */
+/* "tar", "tar.gz" (or "tgz"), "zip", "tar.bz2" -> kind; -1 when unknown. */
 int archive_kind_parse(const char *ext);
-const char *archive_ext(int kind);  /* "tar", "tar.gz", "zip" */
+const char *archive_ext(int kind);  /* "tar", "tar.gz", "zip", "tar.bz2" */
 const char *archive_mime(int kind); /* "application/x-tar", ... */
-/* The kind from the first bytes (ustar magic, gzip, zip); -1 when none. */
+/* The kind from the first bytes (ustar magic, gzip, zip, bzip2); -1 when none. */
 int archive_sniff(const void *data, size_t len);
 
 /* Writes dir/names[i] (plain file names) as one archive at out_path. */

@@ -147,7 +147,21 @@ static int choice_ok(const char *choices, const char *v)
     return 0;
 }
 
-/* A list field: repeated values, each of which may hold a comma list. */
+/* The items of one list value: DIGITS's MultiNumberField takes "0.01,0.02" and the
+ * Python list "[0.01, 0.02]" alike, so one pair of enclosing brackets is dropped. A
+ * bracket left unpaired stays, and the item holding it is not a number. */
+static char *list_items(char *text)
+{
+    char *t = trim(text);
+    size_t n = strlen(t);
+    if (n >= 2 && t[0] == '[' && t[n - 1] == ']') {
+        t[n - 1] = 0;
+        t++;
+    }
+    return t;
+}
+
+/* A list field: repeated values, each of which may hold a comma list, bracketed or not. */
 static json_t *parse_list(const form_field_t *f, const fields_t *in, json_t *errors)
 {
     const char *vals[64];
@@ -161,7 +175,7 @@ static json_t *parse_list(const form_field_t *f, const fields_t *in, json_t *err
         char *copy = strdup(vals[i]), *save = NULL;
         if (!copy)
             break;
-        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        for (char *tok = strtok_r(list_items(copy), ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             char *t = trim(tok);
             if (!*t)
                 continue;

@@ -146,8 +146,163 @@ void reply_err(req_t *r, const cd_err_t *err)
     reply_error(r, err_http_status(err->kind), "%s", err->msg);
 }
 
+/* ---- JSON or HTML: DIGITS's request_wants_json ------------------------------------------ */
+
+/* The quality the Accept header gives mime ("type/subtype"): the highest q of the
+ * entries that match it (itself, type/\*, \*\/\*), as werkzeug reads the header; 0 when
+ * none matches. A q that is no number counts as 1 and q is kept within 0..1. */
+static double accept_quality(const char *accept, const char *mime)
+{
+    const char *slash = strchr(mime, '/');
+    size_t tlen = slash ? (size_t)(slash - mime) : strlen(mime);
+    double best = 0;
+    for (const char *p = accept; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char item[256];
+        if (len >= sizeof item)
+            len = sizeof item - 1;
+        memcpy(item, p, len);
+        item[len] = 0;
+        p = end ? end + 1 : NULL;
+        char *params = strchr(item, ';');
+        if (params)
+            *params++ = 0;
+        char *type = item;
+        while (*type == ' ' || *type == '\t')
+            type++;
+        size_t n = strlen(type);
+        while (n && (type[n - 1] == ' ' || type[n - 1] == '\t'))
+            type[--n] = 0;
+        if (!n)
+            continue;
+        double q = 1;
+        for (char *a = params; a && *a;) {
+            char *next = strchr(a, ';');
+            if (next)
+                *next++ = 0;
+            while (*a == ' ' || *a == '\t')
+                a++;
+            if ((a[0] == 'q' || a[0] == 'Q') && a[1] == '=') {
+                char *e;
+                double v = strtod(a + 2, &e);
+                if (e != a + 2)
+                    q = v < 0 ? 0 : v > 1 ? 1 : v;
+            }
+            a = next;
+        }
+        int match = strcmp(type, "*") == 0 || strcmp(type, "*/*") == 0 || strcasecmp(type, mime) == 0 ||
+                    (n == tlen + 2 && strncasecmp(type, mime, tlen) == 0 && strcmp(type + tlen, "/*") == 0);
+        if (match && q > best)
+            best = q;
+    }
+    return best;
+}
+
+int http_wants_json(const char *path, const char *accept)
+{
+    size_t n = strlen(path);
+    if (n >= 5 && (strcmp(path + n - 5, ".json") == 0 || strcmp(path + n - 5, "/json") == 0))
+        return 1;
+    if (!accept)
+        return 0;
+    return accept_quality(accept, "application/json") > accept_quality(accept, "text/html");
+}
+
+int req_wants_json(const req_t *r)
+{
+    return http_wants_json(r->path, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT));
+}
+
+/* A page being written: realloc'd, bad once an allocation failed (server code never
+ * aborts on memory, so cd_buf's cd_x* allocation is not for here). */
+typedef struct page {
+    char *data;
+    size_t len, cap;
+    int bad;
+} page_t;
+
+static void page_put(page_t *b, const char *text, size_t n)
+{
+    if (b->bad)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t ncap = b->cap ? b->cap : 1024;
+        while (ncap < b->len + n + 1)
+            ncap *= 2;
+        char *nd = realloc(b->data, ncap);
+        if (!nd) {
+            b->bad = 1;
+            return;
+        }
+        b->data = nd;
+        b->cap = ncap;
+    }
+    memcpy(b->data + b->len, text, n);
+    b->len += n;
+    b->data[b->len] = 0;
+}
+
+static void page_puts(page_t *b, const char *text) { page_put(b, text, strlen(text)); }
+
+/* text with & < > " ' escaped. */
+static void page_escape(page_t *b, const char *text)
+{
+    static const struct {
+        char c;
+        const char *entity;
+    } ent[] = {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&#39;"}};
+    for (const char *p = text; *p; p++) {
+        const char *e = NULL;
+        for (size_t i = 0; i < CD_ARRAY_LEN(ent) && !e; i++)
+            if (ent[i].c == *p)
+                e = ent[i].entity;
+        if (e)
+            page_puts(b, e);
+        else
+            page_put(b, p, 1);
+    }
+}
+
+/* A creation form's errors for a browser (a form post that does not want JSON): a page
+ * listing each field with its messages, status 400, as DIGITS answers its form. */
+static void reply_form_errors_html(req_t *r, json_t *errors)
+{
+    page_t b = {0};
+    page_puts(&b, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>The form has errors"
+                  "</title></head>\n<body><h1>The form has errors</h1>\n<p>Correct these fields and send the form "
+                  "again:</p>\n<ul class=\"form-errors\">\n");
+    const char *field;
+    json_t *msgs;
+    json_object_foreach(errors, field, msgs)
+    {
+        size_t i;
+        json_t *m;
+        json_array_foreach(msgs, i, m)
+        {
+            page_puts(&b, "<li><b>");
+            page_escape(&b, field);
+            page_puts(&b, "</b>: ");
+            page_escape(&b, json_string_value(m) ? json_string_value(m) : "");
+            page_puts(&b, "</li>\n");
+        }
+    }
+    page_puts(&b, "</ul>\n</body></html>\n");
+    json_decref(errors);
+    if (b.bad) {
+        free(b.data);
+        reply_error(r, 500, "out of memory making the form's error page");
+        return;
+    }
+    reply_buffer(r, 400, b.data, b.len, "text/html; charset=utf-8", "no-store");
+}
+
 void reply_form_errors(req_t *r, json_t *errors)
 {
+    if (r->route && (r->route->flags & R_FORM) && !req_wants_json(r)) {
+        reply_form_errors_html(r, errors);
+        return;
+    }
     reply_json(r, 400, json_pack("{s:o}", "errors", errors));
 }
 
@@ -587,11 +742,15 @@ int http_start(server_t *srv, cd_err_t *err)
                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT,
                                 (unsigned)60, MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_EXTERNAL_LOGGER,
-                                mhd_log, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+                                mhd_log, NULL, MHD_OPTION_END);
+    /* libmicrohttpd's default on Linux is SO_REUSEADDR alone: a restart binds at once
+     * while old connections linger in TIME_WAIT, yet a second listener on the port is
+     * refused (SO_REUSEPORT would let two servers split the connections). */
     if (!srv->mhd)
         return cd_err_set(err, CD_E_INTERNAL,
-                          "cannot listen on %s:%d (is the port in use? pick another with --port)", srv->cfg.bind,
-                          srv->cfg.port);
+                          "cannot listen on %s:%d: the port is in use or cannot be opened; start with another "
+                          "--port (--port 0 picks a free one), or stop the server that holds it",
+                          srv->cfg.bind, srv->cfg.port);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
     if (info && info->port)
         srv->cfg.port = info->port;

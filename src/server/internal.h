@@ -128,6 +128,8 @@ enum route_flags {
     R_BODY = 1 << 1,  /* decodes a request body into fields */
     R_RAW = 1 << 2,   /* the last <path> captures the rest of the URL, slashes included */
     R_ADMIN = 1 << 3, /* administrators only (403 otherwise) */
+    R_FORM = 1 << 4,  /* a DIGITS creation form: a request that does not want JSON gets its
+                         errors as a page (400) and a 302 to the new job (api_reply_created) */
 };
 
 typedef void (*handler_fn)(req_t *r);
@@ -161,6 +163,11 @@ void reply_field_error(req_t *r, const char *field, const char *message);
  * cache ("no-store", "private, max-age=86400"); a 500 when the response cannot be made. */
 void reply_buffer(req_t *r, int status, void *data, size_t len, const char *ctype, const char *cache);
 void reply_redirect(req_t *r, const char *location, json_t *body); /* 302; steals body */
+/* DIGITS's request_wants_json: the path ends in .json (or cdigits's /json), or the
+ * Accept header ranks application/json strictly above text/html (its best match being
+ * application/json). No Accept header, or curl's *\/\*, is HTML. */
+int http_wants_json(const char *path, const char *accept);
+int req_wants_json(const req_t *r); /* http_wants_json of the request's path and Accept */
 void reply_response(req_t *r, int status, struct MHD_Response *resp); /* takes resp */
 /* Serves a regular file (already resolved and checked). */
 void reply_file(req_t *r, const char *path);
@@ -279,6 +286,16 @@ int api_job_start(server_t *srv, const store_job_new_t *job, const char *task_ki
 /* Tells the home pages that job id was added ("job_added" with its brief); returns the
  * brief (caller decrefs), NULL when the job is not there. */
 json_t *api_job_announce(server_t *srv, const char *id);
+/* The reply to a request that created jobs (body: one job's JSON or {"jobs": [...]} of a
+ * sweep; stolen), as DIGITS answers: the body with 200 when the request wants JSON, else
+ * 302 to the new job's page under the URL prefix: /datasets/<id> or /models/<id>, the
+ * home page for a sweep or a pretrained model. */
+void api_reply_created(req_t *r, json_t *body);
+/* DIGITS's clone=<id> of a creation form (want_type: "dataset" or "model"): *out gets
+ * the posted fields followed by the saved fields of job <id> that were not posted (so
+ * posted fields win), without clone itself; NULL when the request has no clone. CD_ERR
+ * after a reply (404 for an unknown job, 400 for one of the other type). */
+int api_clone_fields(req_t *r, const fields_t *in, const char *want_type, fields_t **out);
 /* Creates a dataset / model job from fields (the handlers and clone share these). */
 void api_dataset_create_fields(req_t *r, const fields_t *f);
 void api_model_create_fields(req_t *r, const fields_t *f);
@@ -322,6 +339,11 @@ void h_dataset_image(req_t *r);
 void h_visualize_network(req_t *r);
 void h_model_standard(req_t *r);
 void h_train_keys(req_t *r);
+void h_dataset_create_form(req_t *r);  /* api_clone.c: clone=, then h_dataset_create's work */
+void h_page_dataset_new(req_t *r);     /* api_pages.c: DIGITS's .../new form pages */
+void h_page_model_new(req_t *r);
+void h_page_pretrained_new(req_t *r);
+void h_pretrained_new(req_t *r);       /* api_infer_pretrained.c: DIGITS's manual upload */
 
 /* http.c */
 int http_start(server_t *srv, cd_err_t *err);

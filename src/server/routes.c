@@ -5,7 +5,9 @@
  * dispatcher checks what is common (method, login, body decoding) once. */
 #include "internal.h"
 
+#include "api_browse.h"
 #include "api_infer.h"
+#include "api_models.h"
 
 const route_t cd_routes[] = {
     /* home */
@@ -33,10 +35,12 @@ const route_t cd_routes[] = {
     {"POST", "/users/<name>/password", h_user_password, R_LOGIN | R_BODY,
      "change a password: password (and old_password for one's own); ends the user's sessions (cdigits)"},
     /* datasets */
-    {"POST", "/datasets/images/classification/json", h_dataset_create, R_LOGIN | R_BODY,
-     "create an image classification dataset"},
-    {"POST", "/datasets/images/classification", h_dataset_create, R_LOGIN | R_BODY,
-     "create an image classification dataset (form post)"},
+    {"GET", "/datasets/images/classification/new", h_page_dataset_new, 0,
+     "the new-dataset form (the UI's dataset-new.html; ?clone=<id> fills it)"},
+    {"POST", "/datasets/images/classification/json", h_dataset_create_form, R_LOGIN | R_BODY | R_FORM,
+     "create an image classification dataset; clone=<id> starts from that dataset's fields"},
+    {"POST", "/datasets/images/classification", h_dataset_create_form, R_LOGIN | R_BODY | R_FORM,
+     "create an image classification dataset (form post: 302 to its page unless JSON is asked for)"},
     {"GET", "/datasets/<id>/json", h_job_json, 0, "a dataset with its ParseFolderTasks and CreateDbTasks"},
     {"GET", "/datasets/<id>/status", h_job_status, 0, "{status, name, type, error}"},
     {"GET", "/datasets/<id>/explore/json", h_dataset_explore, 0,
@@ -47,10 +51,14 @@ const route_t cd_routes[] = {
     {"DELETE", "/datasets/<id>", h_job_delete, R_LOGIN | R_BODY, "delete a dataset job"},
     {"GET", "/datasets/<id>", h_job_show, 0, "a dataset's page (its JSON without a UI)"},
     /* models */
-    {"POST", "/models/images/classification/json", h_model_create_any, R_LOGIN | R_BODY,
-     "create image classification model(s); {\"jobs\": [...]} for a sweep"},
-    {"POST", "/models/images/classification", h_model_create_any, R_LOGIN | R_BODY,
-     "create image classification model(s) (form post)"},
+    {"GET", "/models/images/classification/new", h_page_model_new, 0,
+     "the new-model form (the UI's model-new.html; ?clone=<id> fills it)"},
+    {"POST", "/models/images/classification/json", h_model_create_any, R_LOGIN | R_BODY | R_FORM,
+     "create image classification model(s); {\"jobs\": [...]} for a sweep; clone=<id> starts from that model's fields"},
+    {"POST", "/models/images/classification", h_model_create_any, R_LOGIN | R_BODY | R_FORM,
+     "create image classification model(s) (form post: 302 to its page, or home for a sweep, unless JSON is asked for)"},
+    {"POST", "/models/customize", h_model_customize, R_BODY,
+     "a network to edit: ?network=NAME (a standard network) or a model job id, snapshot_epoch: {network[, snapshot]}"},
     {"POST", "/models/visualize-lr", h_visualize_lr, R_BODY, "the learning rate curve of a policy: {data: {columns}}"},
     {"POST", "/models/visualize-network/json", h_visualize_network, R_BODY,
      "the layers and shapes of a network for each stage, from the engine: {stages, errors} (cdigits)"},
@@ -63,13 +71,10 @@ const route_t cd_routes[] = {
     {"POST", "/models/images/classification/top_n/json", h_classify_top_n, R_BODY,
      "the top_n images of image_list that score highest for each class"},
     {"GET", "/models/<id>/download", h_model_download, 0, "the model's files as a .tar.gz: ?epoch=N"},
-    {"GET", "/models/<id>/download.tar", h_model_download, 0, "the model's files as a .tar"},
-    {"GET", "/models/<id>/download.tar.gz", h_model_download, 0, "the model's files as a .tar.gz"},
-    {"GET", "/models/<id>/download.zip", h_model_download, 0, "the model's files as a .zip"},
+    {"GET", "/models/<id>/download.<ext>", h_model_download, 0,
+     "the model's files as a .tar, .tar.gz (.tgz), .tar.bz2 or .zip; another extension is 400 Invalid extension"},
     {"POST", "/models/<id>/download", h_model_download, R_BODY, "the same (DIGITS's form post with snapshot_epoch)"},
-    {"POST", "/models/<id>/download.tar", h_model_download, R_BODY, "the same (form post)"},
-    {"POST", "/models/<id>/download.tar.gz", h_model_download, R_BODY, "the same (form post)"},
-    {"POST", "/models/<id>/download.zip", h_model_download, R_BODY, "the same (form post)"},
+    {"POST", "/models/<id>/download.<ext>", h_model_download, R_BODY, "the same (form post)"},
     {"GET", "/models/<id>/json", h_job_json, 0, "a model with its snapshots"},
     {"GET", "/models/<id>/status", h_job_status, 0, "{status, name, type, error}"},
     {"POST", "/models/<id>/abort", h_job_abort, R_LOGIN | R_BODY, "abort a model job"},
@@ -83,6 +88,10 @@ const route_t cd_routes[] = {
     {"POST", "/pretrained_models/upload_archive", h_pretrained_upload, R_LOGIN | R_BODY,
      "make a pretrained model from an archive of a downloaded model: archive, job_name"},
     {"GET", "/pretrained_models/json", h_pretrained_list, 0, "the pretrained models: {pretrained_models}"},
+    {"GET", "/pretrained_models/new", h_page_pretrained_new, 0, "the upload form of a pretrained model (the UI's pretrained-new.html)"},
+    {"POST", "/pretrained_models/new", h_pretrained_new, R_LOGIN | R_BODY | R_FORM,
+     "a pretrained model from DIGITS's separate files: job_name, weights_file, model_def_file, labels_file, mean_file, "
+     "image_type, resize_mode, width, height; 302 home (JSON when asked for)"},
     /* jobs of any kind */
     {"GET", "/jobs/<id>/status", h_job_status, 0, "{status, name, type, error}"},
     {"GET", "/jobs/<id>/json", h_job_json, 0, "a job's JSON, dataset or model (cdigits)"},
@@ -98,15 +107,17 @@ const route_t cd_routes[] = {
     {"POST", "/group", h_group, R_BODY, "set group_name on the jobs in job_ids[]"},
     {"GET", "/group", h_group, 0, "set group_name on the jobs in job_ids[] (query string)"},
     {"GET", "/clone/<id>/json", h_clone_get, 0, "the fields a job was created with, to fill a form (cdigits)"},
-    {"POST", "/clone/<id>/json", h_clone, R_LOGIN | R_BODY,
+    {"POST", "/clone/<id>/json", h_clone, R_LOGIN | R_BODY | R_FORM,
      "create a job like <id>; posted fields replace the saved ones"},
-    {"POST", "/clone/<id>", h_clone, R_LOGIN | R_BODY, "create a job like <id> (form post)"},
+    {"POST", "/clone/<id>", h_clone, R_LOGIN | R_BODY | R_FORM, "create a job like <id> (form post)"},
     /* live updates, hardware, files */
     {"GET", "/events", h_home_events, 0, "server-sent events of the home page: jobs, status, progress, gpus (cdigits)"},
     {"GET", "/hardware/json", h_hardware, 0, "GPUs (NVML), worker processes and resource pools (cdigits)"},
     {"GET", "/browse/json", h_browse, 0, "the sub-folders of ?path inside the data roots, for a folder picker (cdigits)"},
     {"GET", "/browse/file", h_browse_file, 0, "an image file ?path inside the data roots, for the resize preview (cdigits)"},
     {"GET", "/files/<path>", h_files, R_RAW, "a file inside the jobs directory"},
+    {"GET", "/autocomplete/path", h_autocomplete_path, 0,
+     "DIGITS's path completion: ?query=PATH, {\"suggestions\": [paths inside the data roots]}"},
 };
 
 const size_t cd_nroutes = sizeof cd_routes / sizeof cd_routes[0];

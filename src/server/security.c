@@ -7,7 +7,7 @@
  *        site, or whose Sec-Fetch-Site says cross-site or same-site, is refused;
  *   before the handler
  *     3. who: an API token (Authorization: Bearer), a session cookie (--auth password)
- *        or the username cookie (--auth none);
+ *        or, with --auth none, a username field of the request or the username cookie;
  *     4. CSRF: an X-CSRF-Token that is sent must match; a state-changing request with
  *        a session cookie must carry the token or a same-origin Origin header (scripts
  *        use tokens, which a browser never sends on its own);
@@ -346,9 +346,13 @@ static int authenticate(req_t *r)
             store_session_purge(srv->store, now, NULL);
         return CD_OK;
     }
+    /* --auth none (loopback only) is DIGITS's get_username: a username field of the
+     * request (query string, then body) first, then the cookie; no password, as there */
+    const char *field = fields_get(r->fields, "username");
     const char *cookie = MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, "username");
-    if (cookie && !auth_username_problem(cookie)) {
-        snprintf(r->username, sizeof r->username, "%s", cookie);
+    const char *who = field && *field ? field : cookie;
+    if (who && !auth_username_problem(who)) {
+        snprintf(r->username, sizeof r->username, "%s", who);
         r->auth_via = AUTH_USERNAME_COOKIE;
     }
     return CD_OK;

@@ -5,11 +5,14 @@
 #include "cdigits/model_server.h"
 #include "internal.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -73,6 +76,49 @@ static int pick_gpus(server_t *srv, sched_config_t *sc, cd_err_t *err)
     return CD_OK;
 }
 
+/* Refuses a --port another listener holds, before the store is opened and crashed jobs
+ * are recovered: a second server must neither share the port (the two would split the
+ * connections) nor stop the first one's workers. A probe bound with SO_REUSEADDR alone,
+ * as the daemon's own socket is, so a port whose old connections linger in TIME_WAIT
+ * passes. --port 0 asks the kernel for a free port and is never in use. */
+static int check_port(const cd_server_config_t *cfg, cd_err_t *err)
+{
+    if (cfg->port == 0)
+        return CD_OK;
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((uint16_t)cfg->port);
+    if (inet_pton(AF_INET, cfg->bind, &addr.sin_addr) != 1)
+        return cd_err_set(err, CD_E_INVALID, "--bind %s is not an IPv4 address; use e.g. 127.0.0.1 or 0.0.0.0",
+                          cfg->bind);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return cd_err_set(err, CD_E_INTERNAL, "cannot open a socket to check port %d: %s", cfg->port,
+                          strerror(errno));
+    int one = 1, rc = CD_OK;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0)
+        rc = cd_err_set(err, CD_E_INTERNAL, "cannot set SO_REUSEADDR to check port %d: %s", cfg->port,
+                        strerror(errno));
+    else if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, 1) != 0) {
+        if (errno == EADDRINUSE)
+            rc = cd_err_set(err, CD_E_CONFLICT,
+                            "port %d is in use on %s (another cdigits serve or another program listens there); "
+                            "start this server with another --port (--port 0 picks a free one), or stop the other "
+                            "server first",
+                            cfg->port, cfg->bind);
+        else if (errno == EACCES)
+            rc = cd_err_set(err, CD_E_FORBIDDEN,
+                            "port %d on %s needs privileges this user lacks; use a --port above 1023", cfg->port,
+                            cfg->bind);
+        else
+            rc = cd_err_set(err, CD_E_INTERNAL, "cannot listen on %s:%d: %s; check --bind and --port", cfg->bind,
+                            cfg->port, strerror(errno));
+    }
+    close(fd);
+    return rc;
+}
+
 static int write_port_file(const server_t *srv)
 {
     if (!srv->cfg.port_file[0])
@@ -120,7 +166,7 @@ int server_run(const cd_server_config_t *cfg)
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    if (setup_dirs(srv, &err) != CD_OK)
+    if (check_port(cfg, &err) != CD_OK || setup_dirs(srv, &err) != CD_OK)
         goto fail;
     char dbpath[PATH_MAX + 16];
     snprintf(dbpath, sizeof dbpath, "%s/cdigits.db", cfg->data_dir);
@@ -191,7 +237,8 @@ stop:
         MHD_quiesce_daemon(srv->mhd);
     }
     monitor_stop(srv);
-    model_server_stop(model_server_get(srv->sched)); /* warm inference workers first */
+    if (srv->sched)
+        model_server_stop(model_server_get(srv->sched)); /* warm inference workers first */
     sched_free(srv->sched);
     http_stop(srv);
     hw_close(srv->hw);

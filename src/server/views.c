@@ -5,10 +5,13 @@
  * Fields DIGITS does not have are added, never renamed. */
 #include "internal.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
+#include "cdigits/jobdir.h"
 #include "cdigits/util.h"
 
 static const char *jstr(json_t *o, const char *key)
@@ -162,6 +165,18 @@ static void dataset_tasks(json_t *job, json_t *d)
                                             "train_count", res ? json_integer(train) : json_null(), "val_count",
                                             res ? json_integer(val) : json_null(), "test_count",
                                             res ? json_integer(test) : json_null()));
+    /* the worker's parses, one per folder (train, folder_val, folder_test), in DIGITS's shape */
+    json_t *parsed = json_object_get(res, "parse_tasks"), *t;
+    size_t k;
+    if (json_is_array(parsed)) {
+        json_array_clear(pf);
+        json_array_foreach(parsed, k, t)
+        {
+            json_t *c = json_deep_copy(t);
+            json_object_del(c, "folder");
+            json_array_append_new(pf, c);
+        }
+    }
     json_t *dims = json_object_get(cfg, "image_dims"); /* [height, width, channels] */
     static const char *const names[] = {"train", "val", "test"};
     json_int_t counts[] = {train, val, test};
@@ -196,6 +211,66 @@ static void dataset_tasks(json_t *job, json_t *d)
     }
 }
 
+/* Python's str(datetime) of a Unix time, as DIGITS writes "creation time":
+ * "2024-05-01 12:30:05.123456" (local time). */
+static json_t *digits_time(json_t *t)
+{
+    if (!json_is_number(t))
+        return json_null();
+    double x = json_number_value(t);
+    time_t sec = (time_t)floor(x);
+    struct tm tm;
+    char buf[64], out[96];
+    if (!localtime_r(&sec, &tm) || !strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm))
+        return json_null();
+    long us = lround((x - floor(x)) * 1e6);
+    snprintf(out, sizeof out, "%s.%06ld", buf, us > 999999 ? 999999 : us);
+    return json_string(out);
+}
+
+/* The keys of DIGITS's ImageModelJob.json_dict and its train task's stats, for scripts
+ * written for DIGITS (and info.json): the image shape and resize mode of the dataset (of
+ * info.json for a pretrained model), the names of the files a download holds, and the
+ * newest snapshot ("no snapshots" before the first). */
+static void digits_model_keys(server_t *srv, json_t *job, json_t *snaps, json_t *d)
+{
+    json_object_set(d, "job id", json_object_get(job, "id"));
+    json_object_set_new(d, "creation time", digits_time(json_object_get(job, "created")));
+    json_t *dims = NULL, *mode = NULL, *ds = NULL, *info = NULL;
+    const char *dsid = jstr(job, "dataset_id");
+    if (dsid[0] && (ds = store_job_get(srv->store, dsid))) {
+        json_t *cfg = json_object_get(ds, "config");
+        dims = json_object_get(cfg, "image_dims");
+        mode = json_object_get(cfg, "resize_mode");
+    } else {
+        char path[PATH_MAX];
+        if (jobdir_path(jstr(job, "dir"), JOBDIR_INFO_JSON, path, sizeof path) == CD_OK)
+            info = json_load_file(path, 0, NULL);
+        dims = json_object_get(info, "image dimensions");
+        mode = json_object_get(info, "image resize mode");
+    }
+    json_object_set(d, "image dimensions", dims ? dims : json_null()); /* [height, width, channels] */
+    json_object_set(d, "image resize mode", mode ? mode : json_null());
+    static const struct {
+        const char *key;
+        int file;
+    } files[] = {
+        {"labels file", JOBDIR_LABELS},   {"mean file", JOBDIR_MEAN_BIN},   {"network file", JOBDIR_NETWORK},
+        {"deploy file", JOBDIR_DEPLOY},   {"solver file", JOBDIR_SOLVER},   {"train_val file", JOBDIR_TRAIN_VAL},
+        {"model file", JOBDIR_ORIGINAL},
+    };
+    for (size_t i = 0; i < CD_ARRAY_LEN(files); i++)
+        json_object_set_new(d, files[i].key, json_string(jobdir_name(files[i].file)));
+    json_t *last = json_array_get(snaps, json_array_size(snaps) - 1);
+    json_object_set_new(d, "snapshot file", last ? json_string(jstr(last, "file")) : json_string("no snapshots"));
+    json_object_set_new(d, "digits version", json_string(CDIGITS_VERSION));
+    /* the engine that trained it stands where DIGITS names its Caffe */
+    json_object_set_new(d, "caffe flavor", json_string("cdigits"));
+    json_object_set_new(d, "caffe version", json_string(CDIGITS_VERSION));
+    json_decref(ds);
+    json_decref(info);
+}
+
 static void model_details(server_t *srv, json_t *job, json_t *d)
 {
     const char *id = jstr(job, "id");
@@ -210,6 +285,7 @@ static void model_details(server_t *srv, json_t *job, json_t *d)
         json_array_append_new(epochs, fabs(r - round(r)) < 1e-9 ? json_integer((json_int_t)round(r)) : json_real(r));
     }
     json_object_set_new(d, "snapshots", epochs);
+    digits_model_keys(srv, job, snaps, d);
     json_object_set_new(d, "snapshot_files", snaps);
     json_object_set(d, "dataset_id", json_object_get(job, "dataset_id"));
     json_object_set_new(d, "framework", json_string("cdigits"));

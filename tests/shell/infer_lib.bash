@@ -12,16 +12,7 @@ WORKER=$BUILD/cdigits-worker
 [ -x "$WORKER" ] || skip_test "$WORKER is not built yet"
 
 infer_setup() {
-    make_pngs "$T/images" --classes 3 --per-class 16 --size 28 --seed 7
-    srv_start --data-root "$T/images" "$@"
-    login_as tester
-    http POST /datasets/images/classification/json -F folder_train="$T/images" -F encoding=png \
-        -F resize_channels=1 -F resize_width=28 -F resize_height=28 -F folder_pct_val=25 -F dataset_name=shapes
-    DS=$(jv 'd["id"]')
-    if ! wait_status "$DS" Done 120; then
-        echo "FAIL the dataset was not made: $BODY"
-        finish
-    fi
+    shapes_dataset 28 16 7 "$@"
     http POST /models/images/classification/json -F method=standard -F standard_networks=lenet \
         -F train_epochs=2 -F batch_size=12 -F learning_rate=0.02 -F lr_policy=fixed -F random_seed=4 \
         -F model_name=lenet -F dataset="$DS"

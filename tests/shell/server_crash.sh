@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Crash and restart with the real worker: SIGKILL the server while a model trains,
-# start it again and check that nothing is lost (every metric stays, the job shows it
-# was interrupted, no worker is left running), resume the job by hand and check that
-# it finishes with a snapshot for every epoch and every earlier metric still there.
-# Then kill it once more mid-run and let --resume-interrupted finish it alone.
+# Crash and restart with the real worker: SIGKILL the server and its worker while a
+# model trains (a crash of the machine: a worker that still runs is followed again
+# instead, tests/shell/server_adopt.sh), start it again and check that nothing is lost
+# (every metric stays, the job shows it was interrupted, no worker is left running),
+# resume the job by hand and check that it finishes with a snapshot for every epoch and
+# every earlier metric still there. Then kill both once more mid-run and let
+# --resume-interrupted finish it alone.
 . "$(dirname "$0")/server_lib.bash"
 need_server
 [ -x "$BUILD/cdigits-worker" ] || skip_test "$BUILD/cdigits-worker is not built yet"
@@ -38,6 +40,14 @@ while [ $SECONDS -lt $end ] && [ "$(nsnap)" -lt 2 ]; do sleep 0.02; done
 curl -s "$B/models/$M/metrics/json?all=1" >"$T/before.json"
 curl -s "$B/models/$M/json" >"$T/job.json"
 srv_kill9
+# the worker dies with it
+kill_worker() {
+    KILLED=$1
+    kill -KILL "$KILLED" 2>/dev/null
+    wait_until 120 '[ ! -e /proc/$KILLED/stat ] || [ "$(cut -d" " -f3 /proc/$KILLED/stat 2>/dev/null)" = Z ]'
+}
+cp "$T/job.json" "$T/body"
+kill_worker "$(jv 'd["tasks"][0]["pid"]')"
 cp "$T/before.json" "$T/body"
 ids_to() { jv '"\n".join(str(m["id"]) for m in d["metrics"])' >"$1"; }
 subset() { python3 -c 'import sys; a=set(open(sys.argv[1]).read().split()); b=set(open(sys.argv[2]).read().split()); sys.exit(not (a and a <= b))' "$1" "$2"; }
@@ -67,7 +77,9 @@ n0=$(nsnap)
 end=$((SECONDS + 60))
 while [ $SECONDS -lt $end ] && [ "$(nsnap)" -le "$n0" ]; do sleep 0.02; done
 # the second plug-pull: --resume-interrupted must finish it without help
+http GET "/models/$M/json"
 srv_kill9
+kill_worker "$(jv 'd["tasks"][0]["pid"]')"
 srv_start --data-root "$T/images" --abort-grace 3 --resume-interrupted
 check 'wait_status "$M" Done 180' "--resume-interrupted resumes and finishes the job"
 http GET "/models/$M/json"

@@ -179,6 +179,24 @@ sse_until() {
     return $rc
 }
 
+# shapes_dataset SIZE PER_CLASS SEED [serve flags]: generated SIZExSIZE gray PNGs in 3
+# classes under $T/images, a server with them as its data root, logged in as tester, and
+# a dataset of them (25% val) made by the real worker: DS is its id.
+shapes_dataset() {
+    local size=$1 per=$2 seed=$3
+    shift 3
+    make_pngs "$T/images" --classes 3 --per-class "$per" --size "$size" --seed "$seed"
+    srv_start --data-root "$T/images" "$@"
+    login_as tester
+    http POST /datasets/images/classification/json -F folder_train="$T/images" -F encoding=png \
+        -F resize_channels=1 -F resize_width="$size" -F resize_height="$size" -F folder_pct_val=25 -F dataset_name=shapes
+    DS=$(jv 'd["id"]')
+    if ! wait_status "$DS" Done 120; then
+        echo "FAIL the dataset was not made: $BODY"
+        finish
+    fi
+}
+
 finish() {
     # a sanitizer report in the server's log is a failure even when every reply was right
     if grep -qE "AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|runtime error:" "$T/server.log" 2>/dev/null; then

@@ -344,6 +344,158 @@ static void test_small_classes_and_bom(void)
     free(labels);
 }
 
+/* The parse of one folder in the result: the entry for its own split, or NULL. */
+static const struct cd_dataset_parse *parsed_of(const cd_dataset_result_t *res, int split)
+{
+    for (int i = 0; i < res->nparsed; i++)
+        if (res->parsed[i].split == split)
+            return &res->parsed[i];
+    return NULL;
+}
+
+/* The `dataset` line of a run's output, or NULL. */
+static json_t *dataset_line(json_t *lines)
+{
+    size_t i;
+    json_t *j;
+    json_array_foreach(lines, i, j) if (!strcmp(json_string_value(json_object_get(j, "type")), "dataset")) return j;
+    return NULL;
+}
+
+/* folder_val and folder_test: their own minimum and maximum per class, one parse each. */
+static void test_extra_folder_limits(void)
+{
+    char err[1024] = "", extra[8192], name[64];
+    cd_dataset_result_t res;
+    int ncat = 3 + (int)(cd_test_rand_u64() % 4); /* 3..6 cat images in each extra folder */
+    for (int i = 0; i < ncat; i++) {
+        snprintf(name, sizeof name, "xval/cat/v%d.png", i);
+        write_image(name, 9, 7, 0);
+        snprintf(name, sizeof name, "xtest/cat/t%d.jpg", i);
+        write_image(name, 7, 9, 1);
+    }
+    write_image("xval/dog/v0.png", 5, 5, 0); /* one image: below the default minimum 2 */
+    write_image("xtest/dog/t0.png", 5, 5, 0);
+    write_image("xtest/dog/t1.png", 6, 5, 0);
+
+    /* defaults: min 2 drops the val dog; no maximum */
+    snprintf(extra, sizeof extra, "\"folder_val\": \"%s\", \"folder_test\": \"%s\"",
+             tmp_path("xval"), tmp_path("xtest"));
+    json_t *lines = NULL;
+    int rc = run(cfg_json(extra), "job_x1", &res, &lines, err, sizeof err);
+    CHECK(rc == CD_OK, "extra folders: %s", err);
+    const struct cd_dataset_parse *tr = parsed_of(&res, CD_SPLIT_TRAIN), *va = parsed_of(&res, CD_SPLIT_VAL),
+                                  *te = parsed_of(&res, CD_SPLIT_TEST);
+    CHECK(res.nparsed == 3 && tr && va && te, "one parse per folder: %d", res.nparsed);
+    if (tr && va && te) {
+        CHECK(tr->label_count == 2 && tr->count[CD_SPLIT_VAL] == 0 && tr->count[CD_SPLIT_TEST] == 0 &&
+                  tr->count[CD_SPLIT_TRAIN] == 12, /* the broken PNG is listed, then skipped */
+              "train folder: %d classes, %zu/%zu/%zu", tr->label_count, tr->count[0], tr->count[1], tr->count[2]);
+        CHECK(va->label_count == 1 && va->count[CD_SPLIT_VAL] == (size_t)ncat && va->count[CD_SPLIT_TRAIN] == 0 &&
+                  va->count[CD_SPLIT_TEST] == 0,
+              "val folder keeps cat only (%d images): %d classes, %zu", ncat, va->label_count, va->count[1]);
+        CHECK(te->label_count == 2 && te->count[CD_SPLIT_TEST] == (size_t)ncat + 2, "test folder: %d classes, %zu",
+              te->label_count, te->count[2]);
+    }
+    CHECK(res.count[CD_SPLIT_VAL] == (size_t)ncat && res.count[CD_SPLIT_TEST] == (size_t)ncat + 2,
+          "val.db %zu test.db %zu", res.count[1], res.count[2]);
+    json_t *tasks = json_object_get(dataset_line(lines), "parse_tasks");
+    CHECK(json_array_size(tasks) == 3 &&
+              !strcmp(json_string_value(json_object_get(json_array_get(tasks, 0), "name")), "Parse Folder (train)") &&
+              !strcmp(json_string_value(json_object_get(json_array_get(tasks, 1), "name")), "Parse Folder (val)") &&
+              !strcmp(json_string_value(json_object_get(json_array_get(tasks, 2), "name")), "Parse Folder (test)") &&
+              json_integer_value(json_object_get(json_array_get(tasks, 1), "val_count")) == ncat &&
+              json_integer_value(json_object_get(json_array_get(tasks, 1), "train_count")) == 0,
+          "the dataset line names each folder's parse as DIGITS does");
+    CHECK(log_mentions(lines, "class dog in") && log_mentions(lines, "fewer than the minimum 2"),
+          "the dropped val class is named");
+    json_decref(lines);
+
+    /* the val folder's own maximum and minimum; the train folder's limits do not apply */
+    int max = 1 + (int)(cd_test_rand_u64() % (uint64_t)(ncat - 1)); /* 1..ncat-1 */
+    snprintf(extra, sizeof extra, "\"folder_val\": \"%s\", \"val_min_per_class\": 1, \"val_max_per_class\": %d, "
+             "\"max_per_class\": 2, \"pct_test\": 0", tmp_path("xval"), max);
+    rc = run(cfg_json(extra), "job_x2", &res, NULL, err, sizeof err);
+    CHECK(rc == CD_OK, "val limits: %s", err);
+    va = parsed_of(&res, CD_SPLIT_VAL);
+    CHECK(va && va->label_count == 2 && va->count[CD_SPLIT_VAL] == (size_t)max + 1,
+          "val max %d and min 1: %d classes, %zu images", max, va ? va->label_count : -1,
+          va ? va->count[CD_SPLIT_VAL] : 0);
+    tr = parsed_of(&res, CD_SPLIT_TRAIN);
+    CHECK(tr && tr->count[CD_SPLIT_TRAIN] == 4, "train max 2 over 2 classes: %zu", tr ? tr->count[0] : 0);
+
+    /* the test folder's minimum above every class: an error, not an empty split */
+    snprintf(extra, sizeof extra, "\"folder_test\": \"%s\", \"test_min_per_class\": %d", tmp_path("xtest"),
+             ncat + 1);
+    rc = run(cfg_json(extra), "job_x3", &res, NULL, err, sizeof err);
+    CHECK(rc == CD_ERR && strstr(err, "gave no test images") && strstr(err, "lower its minimum"),
+          "test min %d: %s", ncat + 1, err);
+    CHECK(!exists("job_x3/stats.json"), "a failed run leaves no stats.json");
+}
+
+/* mean.jpg beside mean.png: the same picture, DIGITS's name for it. */
+static void test_mean_jpg(void)
+{
+    char err[1024] = "";
+    cd_dataset_result_t res;
+    int rc = run(cfg_json("\"pct_val\": 0"), "job_m", &res, NULL, err, sizeof err);
+    CHECK(rc == CD_OK, "dataset: %s", err);
+    size_t jl = 0, pl = 0;
+    char *jpg = cd_read_file(tmp_path("job_m/mean.jpg"), &jl), *png = cd_read_file(tmp_path("job_m/mean.png"), &pl);
+    CHECK(jpg && jl > 3 && (uint8_t)jpg[0] == 0xFF && (uint8_t)jpg[1] == 0xD8, "mean.jpg is a JPEG");
+    cd_image_t a = {0}, b = {0};
+    CHECK(jpg && png && cd_image_decode(jpg, jl, 3, &a, err, sizeof err) == CD_OK &&
+              cd_image_decode(png, pl, 3, &b, err, sizeof err) == CD_OK,
+          "decode the means: %s", err);
+    CHECK(a.w == 8 && a.h == 6 && a.c == 3, "mean.jpg is the dataset's size: %dx%dx%d", a.w, a.h, a.c);
+    /* JPEG's error (4:2:0 chroma, quantisation) on a noisy 8x6 picture: small on average */
+    double total = 0;
+    size_t n = (size_t)3 * a.h * a.w;
+    for (size_t i = 0; a.data && b.data && a.w == b.w && a.h == b.h && i < n; i++)
+        total += abs((int)a.data[i] - (int)b.data[i]);
+    CHECK(a.data && b.data && total / (double)n <= 10, "mean.jpg matches mean.png within JPEG error: %.1f levels",
+          total / (double)n);
+    cd_image_free(&a);
+    cd_image_free(&b);
+    free(jpg);
+    free(png);
+}
+
+/* textfile_val_root resolves the val list; a list whose images are all missing fails. */
+static void test_list_roots(void)
+{
+    char err[1024] = "", cfgtext[8192];
+    cd_dataset_result_t res;
+    write_image("vroot/a/x0.png", 6, 6, 0);
+    write_image("vroot/b/x1.jpg", 6, 6, 1);
+    write_image("vroot/b/x2.png", 7, 6, 0);
+    write_text("lt_train.txt", "cat/c0.png 0\ncat/c1.png 0\ndog/d1.jpg 1\ndog/d2.jpg 1\n");
+    write_text("lt_val.txt", "a/x0.png 0\nb/x1.jpg 1\nb/x2.png 1\n");
+    write_text("lt_labels.txt", "cat\ndog\n");
+    const char *fmt = "{\"textfile_train\": \"%s\", \"textfile_val\": \"%s\", \"textfile_labels\": \"%s\", "
+                      "\"textfile_root\": \"%s\", \"textfile_val_root\": \"%s\", \"width\": 5, \"height\": 5}";
+    snprintf(cfgtext, sizeof cfgtext, fmt, tmp_path("lt_train.txt"), tmp_path("lt_val.txt"),
+             tmp_path("lt_labels.txt"), tmp_path("src"), tmp_path("vroot"));
+    json_t *lines = NULL;
+    int rc = run(cfgtext, "job_l1", &res, &lines, err, sizeof err);
+    CHECK(rc == CD_OK && res.count[CD_SPLIT_VAL] == 3 && res.skipped == 0,
+          "val list under textfile_val_root: %s; val %zu skipped %zu", err, res.count[1], res.skipped);
+    CHECK(json_object_get(dataset_line(lines), "parse_tasks") == NULL, "text lists have no folder parse");
+    json_decref(lines);
+
+    /* the val list's root left out: its paths start from textfile_root, where they are
+     * all missing; the run fails and says how many were skipped */
+    snprintf(cfgtext, sizeof cfgtext, fmt, tmp_path("lt_train.txt"), tmp_path("lt_val.txt"),
+             tmp_path("lt_labels.txt"), tmp_path("src"), "");
+    rc = run(cfgtext, "job_l2", &res, &lines, err, sizeof err);
+    CHECK(rc == CD_ERR && strstr(err, "none of the 3 val images could be read (3 files skipped") &&
+              strstr(err, "textfile_val_root"),
+          "all val images missing: %s", err);
+    CHECK(log_mentions(lines, "a/x0.png"), "the missing images are named in the log");
+    CHECK(!exists("job_l2/stats.json"), "and the dataset is not complete");
+    json_decref(lines);
+}
+
 static void test_config(void)
 {
     static const struct {
@@ -358,6 +510,9 @@ static void test_config(void)
         {"{\"folder_train\": \"/x\", \"pct_val\": -1}", "percentage"},
         {"{\"folder_train\": \"/x\", \"min_per_class\": 5, \"max_per_class\": 3}",
          "max_per_class (3) is below min_per_class (5)"},
+        {"{\"folder_train\": \"/x\", \"val_min_per_class\": 4, \"val_max_per_class\": 2}",
+         "val_max_per_class (2) is below val_min_per_class (4)"},
+        {"{\"folder_train\": \"/x\", \"test_max_per_class\": -1}", "test_max_per_class is -1"},
         {"{\"folder_train\": 7}", "folder_train is 7; it must be a folder"},
         {"{}", "set either folder_train"},
         {"{\"folder_train\": \"/x\", \"textfile_train\": \"/y\"}", "only one of"},
@@ -408,6 +563,9 @@ int main(void)
     test_min_max();
     test_val_folder_and_text();
     test_small_classes_and_bom();
+    test_extra_folder_limits();
+    test_mean_jpg();
+    test_list_roots();
     test_config();
     return cd_test_finish();
 }

@@ -78,12 +78,13 @@ static void write_text(const char *dir, const char *name, const char *text)
     }
 }
 
-/* A model job in dir with random weights saved as snapshot_iter_12 (epoch 2). */
-static void make_job(const char *dir)
+/* A model job in dir with the network `net` and random weights saved as
+ * snapshot_iter_12 (epoch 2). */
+static void make_job_with(const char *dir, const char *net_def)
 {
     char err[1024], path[4200], text[8192];
     mkdir(dir, 0755);
-    write_text(dir, "network.prototxt", net_text);
+    write_text(dir, "network.prototxt", net_def);
     snprintf(text, sizeof text,
              "{\"dataset_dir\": \"%s\", \"network\": \"network.prototxt\", \"epochs\": 2, \"learning_rate\": 0.1,"
              " \"lr_policy\": {\"policy\": \"step\", \"stepsize\": 33, \"gamma\": 0.5}, \"use_mean\": \"image\"}",
@@ -111,6 +112,8 @@ static void make_job(const char *dir)
     cd_net_free(net);
     cd_backend_free(be);
 }
+
+static void make_job(const char *dir) { make_job_with(dir, net_text); }
 
 static void random_image(cd_image_t *img, int c, int h, int w)
 {
@@ -186,6 +189,68 @@ static void test_export_roundtrip(const char *job, const char *out, const char *
     cd_pt_free(solver);
     cd_classifier_close(d);
     cd_classifier_close(c);
+}
+
+/* The network of net_text with its scale in the Data layers' transform_param instead of
+ * a Power layer: inference must scale the pixels as training did. */
+static char *scaled_by_transform(void)
+{
+    static const char power[] =
+        "layer { name: \"scale\" type: \"Power\" bottom: \"data\" top: \"scaled\" power_param { scale: 0.02 } }\n";
+    const char *at = strstr(net_text, power);
+    CHECK(at != NULL, "net_text has its Power layer");
+    char *out = cd_xcalloc(1, sizeof net_text + 256), *o = out;
+    for (const char *s = net_text; at && s < at; s++) {
+        if (!strncmp(s, "crop_size: 8 }", 14)) {
+            o += sprintf(o, "crop_size: 8 scale: 0.02 }");
+            s += 13;
+        } else {
+            *o++ = *s;
+        }
+    }
+    const char *rest = at ? at + strlen(power) : "";
+    const char *conv = strstr(rest, "bottom: \"scaled\"");
+    if (conv) {
+        o += sprintf(o, "%.*sbottom: \"data\"%s", (int)(conv - rest), rest, conv + strlen("bottom: \"scaled\""));
+    }
+    return out;
+}
+
+static void test_transform_scale(const char *job, const char *job2)
+{
+    char err[1024], src[4200], dst[4200];
+    char *net = scaled_by_transform();
+    CHECK(strstr(net, "scale: 0.02 }") && !strstr(net, "Power"), "the network scales in transform_param:\n%s", net);
+    make_job_with(job2, net);
+    free(net);
+    /* the first job's weights: conv1 and ip are the same layers in both */
+    size_t len = 0;
+    snprintf(src, sizeof src, "%s/snapshot_iter_12.cdw", job);
+    snprintf(dst, sizeof dst, "%s/snapshot_iter_12.cdw", job2);
+    char *w = cd_read_file(src, &len);
+    CHECK(w && cd_write_file_atomic(dst, w, len) == CD_OK, "copy the weights");
+    free(w);
+    snprintf(src, sizeof src, "%s/mean.bin", job);
+    snprintf(dst, sizeof dst, "%s/mean.bin", job2);
+    w = cd_read_file(src, &len);
+    CHECK(w && cd_write_file_atomic(dst, w, len) == CD_OK, "copy the mean");
+    free(w);
+    cd_classifier_t *a = cd_classifier_open(job, 12, NULL, err, sizeof err);
+    CHECK(a != NULL, "open the Power-layer job: %s", err);
+    cd_classifier_t *b = cd_classifier_open(job2, 12, NULL, err, sizeof err);
+    CHECK(b != NULL, "open the transform_param job: %s", err);
+    if (a && b) {
+        cd_image_t img;
+        random_image(&img, 3, 10, 10);
+        float pa[CLASSES], pb[CLASSES];
+        CHECK(cd_classifier_run(a, &img, pa, err, sizeof err) == CD_OK && cd_classifier_run(b, &img, pb, err, sizeof err) == CD_OK,
+              "classify: %s", err);
+        for (int k = 0; k < CLASSES; k++)
+            CHECK_NEAR(pb[k], pa[k], 1e-5, "transform_param's scale is applied at inference as in training");
+        cd_image_free(&img);
+    }
+    cd_classifier_close(a);
+    cd_classifier_close(b);
 }
 
 static void test_batch_and_layers(const char *job)
@@ -887,6 +952,9 @@ int main(void)
     make_job(job);
     test_export_roundtrip(job, out, copy);
     test_batch_and_layers(job);
+    char job2[4200];
+    snprintf(job2, sizeof job2, "%s/job-transform-scale", cd_test_tmpdir());
+    test_transform_scale(job, job2);
     test_epochs(job);
     test_prototxt_writer();
     test_partial_weights(job);

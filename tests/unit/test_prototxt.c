@@ -5,11 +5,14 @@
  * Inputs are copied into buffers of their exact length with no terminator, so that
  * AddressSanitizer catches any read past the end.
  */
+#include "cdigits/net.h"
 #include "cdigits/prototxt.h"
 #include "cdigits/util.h"
 #include "testutil.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -601,6 +604,92 @@ static void test_models(void)
     CHECK(n > 0, "no .prototxt files in %s", dir);
 }
 
+/* The count of layers of type in net. */
+static int count_type(const cd_net *net, const char *type)
+{
+    int n = 0;
+    for (int i = 0; i < net->nlayers; i++)
+        n += !strcmp(net->layers[i]->type->name, type);
+    return n;
+}
+
+/* DIGITS's data layers: a network that names no source of data gets a Data layer with
+ * tops data and label in train and val, and an input "data" of the image shape in
+ * deploy; one with its own Data layers keeps them. Shapes, batch and crop are drawn. */
+static void test_digits_data_layers(void)
+{
+    static const char body[] =
+        "name: \"nodata\"\n"
+        "layer { name: \"ip1\" type: \"InnerProduct\" bottom: \"data\" top: \"ip1\" }\n"
+        "layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"ip1\" bottom: \"label\" top: \"loss\"\n"
+        "        exclude { stage: \"deploy\" } }\n"
+        "layer { name: \"prob\" type: \"Softmax\" bottom: \"ip1\" top: \"prob\" include { stage: \"deploy\" } }\n";
+    static const char own[] =
+        "layer { name: \"train-data\" type: \"Data\" top: \"data\" top: \"label\" include { stage: \"train\" }\n"
+        "        data_param { batch_size: 4 } }\n";
+    char path[4200], own_path[4200], text[2048];
+    /* test_solver_and_files removes the folder; this test writes its files there again */
+    CHECK(mkdir(cd_test_tmpdir(), 0700) == 0 || errno == EEXIST, "cannot make %s", cd_test_tmpdir());
+    cd_fmt(path, sizeof path, "%s/nodata.prototxt", cd_test_tmpdir());
+    cd_fmt(own_path, sizeof own_path, "%s/own.prototxt", cd_test_tmpdir());
+    CHECK(cd_test_write("nodata.prototxt", body) == CD_OK, "write %s", path);
+    cd_fmt(text, sizeof text, "%s%s", own, body);
+    CHECK(cd_test_write("own.prototxt", text) == CD_OK, "write %s", own_path);
+    for (int trial = 0; trial < 8; trial++) {
+        int c = cd_test_rand_u64() & 1 ? 3 : 1, h = 6 + (int)(cd_test_rand_u64() % 20);
+        int w = 6 + (int)(cd_test_rand_u64() % 20), classes = 2 + (int)(cd_test_rand_u64() % 8);
+        int batch = cd_test_rand_u64() & 1 ? 1 + (int)(cd_test_rand_u64() % 64) : 0;
+        int crop = cd_test_rand_u64() & 1 ? 1 + (int)(cd_test_rand_u64() % (unsigned)(h < w ? h : w)) : 0;
+        static const char *const stages[] = {"train", "val", "deploy"};
+        for (int s = 0; s < 3; s++) {
+            cd_net_opts o = {.stage = stages[s], .batch = batch, .input_c = c, .input_h = h, .input_w = w,
+                             .crop = crop, .num_classes = classes, .seed = cd_test_rand_u64()};
+            cd_net *net = cd_net_load(path, &o, g_err, sizeof g_err);
+            CHECK(net != NULL, "stage %s of a network without Data layers: %s", stages[s], g_err);
+            if (!net)
+                continue;
+            int ih = crop ? crop : h, iw = crop ? crop : w;
+            const cd_layer *first = net->layers[0];
+            if (s < 2) {
+                int n = batch ? batch : 16; /* DIGITS's default batch */
+                CHECK(!strcmp(first->type->name, "Data") && !strcmp(first->name, "data") && first->ntop == 2,
+                      "stage %s starts with %s (%s), %d tops; want the Data layer data", stages[s], first->name,
+                      first->type->name, first->ntop);
+                CHECK(count_type(net, "Data") == 1, "stage %s has %d Data layers", stages[s], count_type(net, "Data"));
+                if (first->ntop == 2) {
+                    const cd_blob *d = first->top[0], *l = first->top[1];
+                    CHECK(!strcmp(d->name, "data") && !strcmp(l->name, "label"), "tops %s, %s", d->name, l->name);
+                    CHECK(d->ndim == 4 && d->dims[0] == n && d->dims[1] == c && d->dims[2] == ih && d->dims[3] == iw,
+                          "stage %s: data is %dx%dx%dx%d, want %dx%dx%dx%d", stages[s], d->dims[0], d->dims[1],
+                          d->dims[2], d->dims[3], n, c, ih, iw);
+                    CHECK(l->dims[0] == n, "stage %s: label has %d values, want %d", stages[s], l->dims[0], n);
+                }
+            } else {
+                int n = batch ? batch : 1;
+                CHECK(count_type(net, "Data") == 0 && !strcmp(first->type->name, "Input") && first->ntop == 1 &&
+                          !strcmp(first->top[0]->name, "data"),
+                      "deploy starts with %s (%s); want the input data", first->name, first->type->name);
+                const cd_blob *d = first->top[0];
+                CHECK(d->ndim == 4 && d->dims[0] == n && d->dims[1] == c && d->dims[2] == ih && d->dims[3] == iw,
+                      "deploy: data is %dx%dx%dx%d, want %dx%dx%dx%d", d->dims[0], d->dims[1], d->dims[2],
+                      d->dims[3], n, c, ih, iw);
+            }
+            cd_net_free(net);
+        }
+        /* a network with its own Data layer keeps it, and gets no other */
+        cd_net_opts o = {.stage = "train", .input_c = c, .input_h = h, .input_w = w, .num_classes = classes};
+        cd_net *net = cd_net_load(own_path, &o, g_err, sizeof g_err);
+        CHECK(net != NULL, "a network with its Data layer: %s", g_err);
+        if (net) {
+            CHECK(count_type(net, "Data") == 1 && !strcmp(net->layers[0]->name, "train-data") &&
+                      net->layers[0]->top[0]->dims[0] == 4,
+                  "the network's own Data layer was not kept alone: first %s, %d Data layers", net->layers[0]->name,
+                  count_type(net, "Data"));
+            cd_net_free(net);
+        }
+    }
+}
+
 int main(void)
 {
     cd_test_init("test_prototxt");
@@ -615,5 +704,7 @@ int main(void)
     test_garbage();
     test_solver_and_files();
     test_models();
+    test_digits_data_layers();
+    cd_test_tmpdir_remove();
     return cd_test_finish();
 }

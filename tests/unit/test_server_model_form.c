@@ -432,6 +432,67 @@ static void test_step_size_150(void)
     fields_free(f);
 }
 
+/* DIGITS's sweeps: learning_rate and batch_size as a comma list or as a bracketed Python
+ * list, drawn fresh each run; both spellings give the same numbers in the same order. */
+static void test_bracketed_lists(void)
+{
+    int n = 2 + rand() % 4;
+    double lrs[8];
+    int bss[8];
+    char plain_lr[256] = "", plain_bs[256] = "", brack_lr[256] = "[", brack_bs[256] = "[";
+    for (int i = 0; i < n; i++) {
+        lrs[i] = (1 + rand() % 999) / 10000.0;
+        bss[i] = 1 + rand() % 256;
+        char one[64];
+        snprintf(one, sizeof one, "%s%g", i ? "," : "", lrs[i]);
+        strcat(plain_lr, one);
+        snprintf(one, sizeof one, "%s%g", i ? ", " : "", lrs[i]);
+        strcat(brack_lr, one);
+        snprintf(one, sizeof one, "%s%d", i ? "," : "", bss[i]);
+        strcat(plain_bs, one);
+        snprintf(one, sizeof one, "%s%d", i ? ", " : "", bss[i]);
+        strcat(brack_bs, one);
+    }
+    strcat(brack_lr, "]");
+    strcat(brack_bs, "]");
+    const char *spellings[][2] = {{plain_lr, plain_bs}, {brack_lr, brack_bs}};
+    for (int k = 0; k < 2; k++) {
+        char body[1024], lr_enc[512] = "", bs_enc[512] = "";
+        /* urlencode the brackets, commas and spaces as a browser would */
+        const char *src[] = {spellings[k][0], spellings[k][1]};
+        char *dst[] = {lr_enc, bs_enc};
+        for (int j = 0; j < 2; j++)
+            for (const char *c = src[j]; *c; c++) {
+                char one[8];
+                if (*c == '[' || *c == ']' || *c == ',' || *c == ' ')
+                    snprintf(one, sizeof one, "%%%02X", (unsigned char)*c);
+                else
+                    snprintf(one, sizeof one, "%c", *c);
+                strcat(dst[j], one);
+            }
+        snprintf(body, sizeof body, "dataset=d&model_name=m&method=custom&custom_network=x&learning_rate=%s"
+                 "&batch_size=%s", lr_enc, bs_enc);
+        json_t *v = form_values(body);
+        json_t *lr = json_object_get(v, "learning_rate"), *bs = json_object_get(v, "batch_size");
+        CHECK(json_array_size(lr) == (size_t)n, "learning_rate=%s: %zu values, want %d", src[0],
+              json_array_size(lr), n);
+        CHECK(json_array_size(bs) == (size_t)n, "batch_size=%s: %zu values, want %d", src[1], json_array_size(bs), n);
+        for (int i = 0; i < n && i < (int)json_array_size(lr) && i < (int)json_array_size(bs); i++) {
+            CHECK(fabs(json_number_value(json_array_get(lr, (size_t)i)) - lrs[i]) < 1e-12,
+                  "learning_rate=%s: value %d is %g, want %g", src[0], i,
+                  json_number_value(json_array_get(lr, (size_t)i)), lrs[i]);
+            CHECK(json_integer_value(json_array_get(bs, (size_t)i)) == bss[i], "batch_size=%s: value %d is %lld, want %d",
+                  src[1], i, (long long)json_integer_value(json_array_get(bs, (size_t)i)), bss[i]);
+        }
+        json_decref(v);
+    }
+    /* an unpaired bracket is no list: the item holding it is named */
+    json_t *e = form_errors("learning_rate=%5B0.01,0.02");
+    CHECK(strstr(first_error(e, "learning_rate"), "\"[0.01\" is not a number") != NULL, "learning_rate=[0.01,0.02: %s",
+          first_error(e, "learning_rate"));
+    json_decref(e);
+}
+
 int main(void)
 {
     cd_test_init("test_server_model_form");
@@ -442,6 +503,7 @@ int main(void)
     test_form_is_table();
     test_form_bounds_are_worker_bounds();
     test_step_size_150();
+    test_bracketed_lists();
     char rm[4200];
     snprintf(rm, sizeof rm, "rm -rf '%s'", cd_test_tmpdir());
     if (system(rm) != 0)
