@@ -40,6 +40,10 @@ cd_classifier_t *cd_classifier_open(const char *job_dir, long iteration, cd_back
 void cd_classifier_close(cd_classifier_t *c); /* accepts NULL */
 
 int cd_classifier_classes(const cd_classifier_t *c);
+/* Values per image of the deploy stage's last top: the classes, or more for a network
+ * whose num_output is fixed above the dataset's labels (only the first classes are
+ * read, as DIGITS reads them). */
+int cd_classifier_outputs(const cd_classifier_t *c);
 const char *cd_classifier_label(const cd_classifier_t *c, int i);
 long cd_classifier_iteration(const cd_classifier_t *c);
 /* The stored image shape of the dataset (what every input is resized to). */

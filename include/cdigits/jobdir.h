@@ -48,6 +48,23 @@ int jobdir_path(const char *dir, jobdir_file f, char *buf, size_t len);
 /* 1 when name is a weights file (its extension is the snapshots' .cdw). */
 int jobdir_is_weights(const char *name);
 
+/* The first bytes of a cdigits weights file (docs/formats.md, src/engine/snapshot.c). */
+#define JOBDIR_WEIGHTS_MAGIC "CDW1"
+
+/* What a weights file holds, told by its bytes, not its name: an upload may be called
+ * anything (DIGITS's clients name cdigits weights "weights.caffemodel"). */
+typedef enum jobdir_weights_kind {
+    JOBDIR_WEIGHTS_CDW,     /* cdigits weights: begins with JOBDIR_WEIGHTS_MAGIC */
+    JOBDIR_WEIGHTS_CAFFE,   /* Caffe's .caffemodel: a NetParameter in protobuf */
+    JOBDIR_WEIGHTS_UNKNOWN, /* anything else */
+} jobdir_weights_kind;
+
+/* The kind of the len bytes at data. Caffe is recognized by a walk over the protobuf's
+ * top-level fields: every one must be a field of Caffe's NetParameter with its wire
+ * type, the last must end exactly at len, and one must be a layer. A cdigits file is only recognized by its
+ * magic here; its reader checks the rest (version, checksum, tensors). */
+jobdir_weights_kind jobdir_weights_kind_of(const void *data, size_t len);
+
 /* The files of a snapshot: the weights (what inference needs), the solver state (what a
  * resume needs as well) and the epoch (docs/formats.md: one decimal number as text, the
  * epoch the trainer was at when it saved the snapshot; written after the other two). */

@@ -6,9 +6,14 @@
  *
  *   {"id": 1, "op": "classify", "image": PATH | "image_b64": BASE64, "top": 5,
  *    "visualize": DIR}             -> {"id": 1, "ok": true, "predictions": [...],
- *                                      "visualizations": [...], "ms": 0.8}
+ *                                      "visualizations": [...], "ms": 0.8, "classes": 3,
+ *                                      "outputs": 3}
  *   {"id": 2, "op": "classify_list", "list": PATH, "out": PATH, "top": 5, "top_n": 0,
- *    "batch": 64, "limit": 0}      -> {"id": 2, "ok": true, "summary": {...}}
+ *    "batch": 64, "limit": 0}      -> {"id": 2, "ok": true, "summary": {...}, "classes",
+ *                                      "outputs"}
+ * "outputs" is the network's values per image and "classes" the dataset's labels: more
+ * outputs than classes means the ones past the labels were left out (the server says
+ * so with the answer).
  *   {"id": 3, "op": "export", "dir": DIR, "name": NAME} -> {"id": 3, "ok": true, "files": [...]}
  *   {"id": 4, "op": "info"}        -> {"id": 4, "ok": true, ...the ready line's fields}
  *   {"op": "quit"}
@@ -82,6 +87,14 @@ typedef struct server {
 
 static double ms_since(double t0) { return (cd_now() - t0) * 1000.0; }
 
+/* The classes and the network's outputs per image into an answer; returns it. */
+static json_t *with_counts(const server *s, json_t *out)
+{
+    json_object_set_new(out, "classes", json_integer(cd_classifier_classes(s->c)));
+    json_object_set_new(out, "outputs", json_integer(cd_classifier_outputs(s->c)));
+    return out;
+}
+
 static json_t *op_classify(server *s, json_t *req, json_t *id)
 {
     double t0 = cd_now();
@@ -133,7 +146,7 @@ static json_t *op_classify(server *s, json_t *req, json_t *id)
     if (vis)
         json_object_set_new(out, "visualizations", vis);
     json_object_set_new(out, "ms", json_real(ms_since(t0)));
-    return out;
+    return with_counts(s, out);
 }
 
 static json_t *op_list(server *s, json_t *req, json_t *id)
@@ -172,8 +185,8 @@ static json_t *op_list(server *s, json_t *req, json_t *id)
     }
     if (!sum)
         return fail(id, "internal", "%s", err);
-    return json_pack("{s:O, s:b, s:o, s:I, s:f}", "id", id, "ok", 1, "summary", sum, "iteration",
-                     (json_int_t)cd_classifier_iteration(s->c), "ms", ms_since(t0));
+    return with_counts(s, json_pack("{s:O, s:b, s:o, s:I, s:f}", "id", id, "ok", 1, "summary", sum, "iteration",
+                                    (json_int_t)cd_classifier_iteration(s->c), "ms", ms_since(t0)));
 }
 
 static json_t *op_export(server *s, json_t *req, json_t *id)
@@ -242,10 +255,10 @@ static json_t *ready_line(const server *s, const char *device)
         if (snaps[i].iteration == cd_classifier_iteration(s->c))
             epoch = snaps[i].epoch;
     const cd_backend_t *be = cd_classifier_backend(s->c);
-    return json_pack("{s:s, s:I, s:o, s:o, s:s, s:s, s:[i, i, i], s:i}", "type", "ready", "iteration",
+    return json_pack("{s:s, s:I, s:o, s:o, s:i, s:s, s:s, s:[i, i, i], s:i}", "type", "ready", "iteration",
                      (json_int_t)cd_classifier_iteration(s->c), "epoch", epoch >= 0 ? json_real(epoch) : json_null(),
-                     "labels", labels, "backend", be->iface->name, "device", device, "image", h, w, ch, "pid",
-                     (int)getpid());
+                     "labels", labels, "outputs", cd_classifier_outputs(s->c), "backend", be->iface->name, "device",
+                     device, "image", h, w, ch, "pid", (int)getpid());
 }
 
 /* The log line of cd_backend_select, in serve-model.log (stdout is for answers). */

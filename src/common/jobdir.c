@@ -53,6 +53,74 @@ int jobdir_is_weights(const char *name)
     return n > e && !strcmp(name + n - e, g_parts[JOBDIR_WEIGHTS]);
 }
 
+/* The fields of Caffe's NetParameter (caffe.proto) with their protobuf wire types
+ * (0 varint, 2 length-delimited; input_dim also packed); layer marks the layer lists. */
+static const struct {
+    unsigned field;
+    unsigned wire_types; /* bit per allowed wire type */
+    int layer;
+} g_caffe_net_fields[] = {
+    {1, 1u << 2, 0},            /* name */
+    {2, 1u << 2, 1},            /* layers: V1LayerParameter */
+    {3, 1u << 2, 0},            /* input */
+    {4, 1u << 0 | 1u << 2, 0},  /* input_dim */
+    {5, 1u << 0, 0},            /* force_backward */
+    {6, 1u << 2, 0},            /* state */
+    {7, 1u << 0, 0},            /* debug_info */
+    {8, 1u << 2, 0},            /* input_shape */
+    {100, 1u << 2, 1},          /* layer: LayerParameter */
+};
+
+/* A protobuf varint at p[*off..n): 1 with *v, 0 when it runs past n or 10 bytes. */
+static int read_varint(const unsigned char *p, size_t n, size_t *off, unsigned long long *v)
+{
+    *v = 0;
+    for (int shift = 0; shift < 70 && *off < n; shift += 7) {
+        unsigned char b = p[(*off)++];
+        *v |= (unsigned long long)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return 1;
+    }
+    return 0;
+}
+
+static int is_caffe_net(const unsigned char *p, size_t n)
+{
+    size_t off = 0;
+    int layers = 0;
+    while (off < n) {
+        unsigned long long tag, v;
+        if (!read_varint(p, n, &off, &tag))
+            return 0;
+        unsigned field = (unsigned)(tag >> 3), wire = (unsigned)(tag & 7);
+        size_t i = 0;
+        while (i < CD_ARRAY_LEN(g_caffe_net_fields) && g_caffe_net_fields[i].field != field)
+            i++;
+        if (i == CD_ARRAY_LEN(g_caffe_net_fields) || tag >> 3 != field ||
+            !(g_caffe_net_fields[i].wire_types & (1u << wire)))
+            return 0;
+        if (!read_varint(p, n, &off, &v))
+            return 0;
+        if (wire == 2) {
+            if (v > n - off)
+                return 0;
+            off += (size_t)v;
+        }
+        layers += g_caffe_net_fields[i].layer;
+    }
+    return layers > 0;
+}
+
+jobdir_weights_kind jobdir_weights_kind_of(const void *data, size_t len)
+{
+    const size_t m = sizeof JOBDIR_WEIGHTS_MAGIC - 1;
+    if (data && len >= m && !memcmp(data, JOBDIR_WEIGHTS_MAGIC, m))
+        return JOBDIR_WEIGHTS_CDW;
+    if (data && is_caffe_net(data, len))
+        return JOBDIR_WEIGHTS_CAFFE;
+    return JOBDIR_WEIGHTS_UNKNOWN;
+}
+
 int jobdir_snapshot_name(long iteration, jobdir_part part, char *buf, size_t len)
 {
     if ((unsigned)part > JOBDIR_EPOCH)

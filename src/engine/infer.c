@@ -305,6 +305,7 @@ void cd_classifier_close(cd_classifier_t *c)
 }
 
 int cd_classifier_classes(const cd_classifier_t *c) { return c->nlabels; }
+int cd_classifier_outputs(const cd_classifier_t *c) { return c->nout; }
 const char *cd_classifier_label(const cd_classifier_t *c, int i)
 {
     return i >= 0 && i < c->nlabels ? c->labels[i] : "?";

@@ -1,6 +1,6 @@
 /*
  * Snapshot files (docs/formats.md):
- *   weights  "CDW1": u32 version, u32 count, then per tensor: u32 name length, name,
+ *   weights  "CDW1" (JOBDIR_WEIGHTS_MAGIC): u32 version, u32 count, then per tensor: u32 name length, name,
  *            u32 ndim, u32 dims[4], u64 floats, float32 data; then u64 FNV-1a of all
  *            bytes before it.
  *   state    "CDS1": u32 version, i64 iteration, u32 count, then per learnable tensor:
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cdigits/jobdir.h"
 #include "cdigits/train.h"
 #include "cdigits/util.h"
 
@@ -47,7 +48,7 @@ static int finish(cd_buf *b, const char *path, char *err, size_t errlen)
 int cd_snapshot_save_weights(const cd_net *net, const char *path, char *err, size_t errlen)
 {
     cd_buf b = {0};
-    cd_buf_put(&b, "CDW1", 4);
+    cd_buf_put(&b, JOBDIR_WEIGHTS_MAGIC, 4);
     put_u32(&b, 1);
     put_u32(&b, (uint32_t)net->nparams);
     for (int i = 0; i < net->nparams; i++) {
@@ -142,8 +143,12 @@ static char *open_checked(const char *path, const char *magic, reader *r, char *
     }
     uint64_t want = 0;
     if (len < 16 || memcmp(data, magic, 4) != 0) {
-        snprintf(err, errlen, "%s is not a cdigits %s file", path,
-                 magic[2] == 'W' ? "weights" : "solver state");
+        if (magic[2] == 'W' && jobdir_weights_kind_of(data, len) == JOBDIR_WEIGHTS_CAFFE)
+            snprintf(err, errlen, "%s holds Caffe weights (a .caffemodel), which cdigits cannot import yet; "
+                     "use the .cdw weights of a model cdigits trained", path);
+        else
+            snprintf(err, errlen, "%s is not a cdigits %s file", path,
+                     magic[2] == 'W' ? "weights" : "solver state");
         free(data);
         return NULL;
     }
@@ -185,7 +190,7 @@ int cd_snapshot_load_weights(cd_net *net, const char *path, int allow_partial, i
                              char *err, size_t errlen)
 {
     reader r;
-    char *data = open_checked(path, "CDW1", &r, err, errlen);
+    char *data = open_checked(path, JOBDIR_WEIGHTS_MAGIC, &r, err, errlen);
     if (!data)
         return CD_ERR;
     int rc = CD_ERR, taken = 0;

@@ -20,6 +20,7 @@
 #include "cdigits/backend_select.h"
 #include "cdigits/dataset.h"
 #include "cdigits/group.h"
+#include "cdigits/infer.h"
 #include "cdigits/jobdir.h"
 #include "cdigits/jsonl.h"
 #include "cdigits/loader.h"
@@ -728,6 +729,35 @@ static int setup(trainer *t, char *err, size_t errlen)
     return CD_OK;
 }
 
+/* The job folder's solver.prototxt: Caffe's SolverParameter of this training, the text
+ * a download holds (cd_solver_write), with the accumulation and iterations per epoch the
+ * trainer settled on (an out-of-memory retry doubles the accumulation) and the backend it
+ * trains on (solver_mode: GPU for a device's backend, else CPU). DIGITS keeps
+ * the file in the job folder and its model JSON names it ("solver file"). Rewritten on
+ * a resume, which trains the same way. */
+static int write_solver(const trainer *t, char *err, size_t errlen)
+{
+    char path[4400];
+    if (jobdir_path(t->c->job_dir, JOBDIR_SOLVER, path, sizeof path) != CD_OK) {
+        snprintf(err, errlen, "the job folder's path is too long for %s: %s", jobdir_name(JOBDIR_SOLVER),
+                 t->c->job_dir);
+        return CD_ERR;
+    }
+    cd_train_config *tc = cd_xmalloc(sizeof *tc);
+    *tc = *t->c;
+    tc->iter_size = t->iter_size;
+    tc->backend = t->be->iface->caps & CD_BE_CAP_DEVICE ? CD_BACKEND_CUDA : CD_BACKEND_CPU; /* solver_mode */
+    const char *slash = strrchr(t->c->network, '/');
+    char *text = cd_solver_write(tc, (double)t->iters_per_epoch, slash ? slash + 1 : t->c->network);
+    int rc = cd_write_file_atomic(path, text, strlen(text));
+    if (rc != CD_OK)
+        snprintf(err, errlen, "cannot write %s: %s; check that the job folder is writable and has free space", path,
+                 strerror(errno));
+    free(text);
+    free(tc);
+    return rc;
+}
+
 static void teardown(trainer *t)
 {
     free_nets(t);
@@ -982,6 +1012,8 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     }
 
     if (setup(&t, err, sizeof err) != CD_OK)
+        goto fail;
+    if (t.rank == 0 && write_solver(&t, err, sizeof err) != CD_OK)
         goto fail;
     long start;
     if (starting_point(&t, &start, err, sizeof err) != CD_OK)

@@ -1,7 +1,8 @@
 /* Clone: DIGITS fills the creation form of a job with the fields another job was made
- * with. GET answers those fields; POST makes the new job at once, with any posted
- * field replacing the saved one; and the creation forms take DIGITS's clone=<id> field
- * to the same effect. */
+ * with. GET /clone/<id>/json answers those fields; POST /clone/<id> makes the new job
+ * at once, with any posted field replacing the saved one; and the creation forms take
+ * DIGITS's clone=<id> field as DIGITS does, the saved fields over the posted ones (so a
+ * script that posts its usual fields with clone= gets a copy of the job). */
 #include "internal.h"
 
 #include <stdio.h>
@@ -29,36 +30,37 @@ void h_clone_get(req_t *r)
     json_decref(job);
 }
 
-/* The posted fields, then the saved ones of job that were not posted; clone itself is
- * dropped from both (a clone of a clone starts from the fields, not from the chain).
- * NULL after a reply. */
-static fields_t *merge_saved(req_t *r, const fields_t *in, json_t *job)
+/* Adds the fields of from, but clone (a clone of a clone starts from the fields, not
+ * from the chain) and those whose names skip holds (NULL: none). */
+static int add_fields(fields_t *f, const fields_t *from, const fields_t *skip)
 {
-    fields_t *f = fields_new();
-    json_t *saved = json_object();
-    if (!f || !saved) {
-        reply_error(r, 500, "out of memory");
-        fields_free(f);
-        json_decref(saved);
-        return NULL;
-    }
     int rc = CD_OK;
-    for (size_t i = 0; i < in->n && rc == CD_OK; i++) {
-        const field_t *x = &in->v[i];
-        if (strcmp(x->name, "clone") != 0)
+    for (size_t i = 0; i < from->n && rc == CD_OK; i++) {
+        const field_t *x = &from->v[i];
+        if (strcmp(x->name, "clone") != 0 && !(skip && fields_find(skip, x->name)))
             rc = fields_add(f, x->name, x->value, x->len, x->filename);
     }
-    const char *key;
-    json_t *v;
-    json_object_foreach(json_object_get(job, "form"), key, v)
-    {
-        if (strcmp(key, "clone") != 0 && !fields_find(in, key))
-            json_object_set(saved, key, v);
-    }
+    return rc;
+}
+
+/* The fields of a job like job: with saved_win the fields it was made with, then the
+ * posted ones it was not made with (DIGITS's clone=<id> of a creation form, which
+ * fills the form from the job over what was posted); otherwise the posted fields, then
+ * the saved ones that were not posted (POST /clone/<id>, which makes a job like <id>
+ * with changes). NULL after a reply. */
+static fields_t *merge_saved(req_t *r, const fields_t *in, json_t *job, int saved_win)
+{
+    fields_t *f = fields_new(), *saved = fields_new();
     char err[256] = "out of memory";
-    if (rc == CD_OK)
-        rc = fields_from_json(f, saved, err, sizeof err);
-    json_decref(saved);
+    json_t *form = json_object_get(job, "form"); /* none for an uploaded model */
+    int rc = !f || !saved ? CD_ERR : json_is_object(form) ? fields_from_json(saved, form, err, sizeof err) : CD_OK;
+    if (rc == CD_OK) {
+        const fields_t *first = saved_win ? saved : in, *second = saved_win ? in : saved;
+        rc = add_fields(f, first, NULL);
+        if (rc == CD_OK)
+            rc = add_fields(f, second, first);
+    }
+    fields_free(saved);
     if (rc != CD_OK) {
         reply_error(r, 500, "the saved fields of job %s cannot be read: %s", jstr(job, "id"), err);
         fields_free(f);
@@ -84,7 +86,7 @@ int api_clone_fields(req_t *r, const fields_t *in, const char *want_type, fields
         json_decref(job);
         return CD_ERR;
     }
-    *out = merge_saved(r, in, job);
+    *out = merge_saved(r, in, job, 1);
     json_decref(job);
     return *out ? CD_OK : CD_ERR;
 }
@@ -103,7 +105,7 @@ void h_clone(req_t *r)
     json_t *job = api_job_param(r);
     if (!job)
         return;
-    fields_t *f = merge_saved(r, r->fields, job);
+    fields_t *f = merge_saved(r, r->fields, job, 0);
     if (f) {
         if (strcmp(jstr(job, "type"), "model") == 0)
             api_model_create_fields(r, f);

@@ -20,6 +20,26 @@ json_t *api_job_param(req_t *r)
     return job;
 }
 
+json_t *api_job_of_type(req_t *r, const char *id, const char *type, api_error_fn fail)
+{
+    if (!id || !*id) {
+        fail(r, 400, "job_id is a required field: give the id of a %s (?job_id=<id>)", type);
+        return NULL;
+    }
+    json_t *job = store_job_get(r->srv->store, id);
+    if (!job) {
+        fail(r, 404, "Job not found: %s", id);
+        return NULL;
+    }
+    const char *is = json_string_value(json_object_get(job, "type"));
+    if (!is || strcmp(is, type) != 0) {
+        fail(r, 400, "Invalid job type: %s is a %s; give the id of a %s", id, is ? is : "job of no type", type);
+        json_decref(job);
+        return NULL;
+    }
+    return job;
+}
+
 int api_may_edit(const req_t *r, json_t *job)
 {
     return security_may_edit(r, job); /* owners and admins: security.c */

@@ -5,6 +5,8 @@
  * server links that backend-free library, never the engine). */
 #include "internal.h"
 
+#include "api_datasets.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -245,32 +247,22 @@ void h_dataset_create(req_t *r) { api_dataset_create_fields(r, r->fields); }
  * Through the dataset library (src/dataset/db_read.c): one reader, with the format's
  * layout rules and checksums (docs/formats.md), for the worker and the server. */
 
-#define EXPLORE_MAX_SIZE 1000 /* records per page */
-
-/* Opens <dataset dir>/<split>.db of a dataset job. The db, or NULL after a reply. */
-static cd_db_t *split_open(req_t *r, json_t *job, const char *split)
+cd_db_t *dataset_split_open(req_t *r, json_t *job, int split)
 {
-    int s = 0;
-    while (s < CD_SPLIT_COUNT && strcmp(split, cd_split_name(s)) != 0)
-        s++;
-    if (s == CD_SPLIT_COUNT) {
-        reply_error(r, 404, "No split \"%s\": a dataset's splits are train, val and test", split);
-        return NULL;
-    }
-    const char *type = json_string_value(json_object_get(job, "type"));
-    if (!type || strcmp(type, "dataset") != 0) {
-        reply_error(r, 404, "Job %s is not a dataset; the explorer shows a dataset's records", r->params[0]);
+    const char *id = sval(job, "id"), *name = cd_split_name(split);
+    if (strcmp(sval(job, "type"), "dataset") != 0) {
+        reply_error(r, 404, "Job %s is not a dataset; the explorer shows a dataset's records", id);
         return NULL;
     }
     char path[PATH_MAX];
-    jobdir_path(sval(job, "dir"), JOBDIR_TRAIN_DB + s, path, sizeof path);
+    jobdir_path(sval(job, "dir"), JOBDIR_TRAIN_DB + split, path, sizeof path);
     struct stat st;
     /* the job folder's own file, never one a link points to */
     int missing = lstat(path, &st) != 0;
     if (missing || !S_ISREG(st.st_mode)) {
         reply_error(r, 404, "Dataset %s has no %s records (%s: %s); its %s split is empty or the dataset is not done",
-                    r->params[0], split, jobdir_name(JOBDIR_TRAIN_DB + s), missing ? strerror(errno) : "not a plain file",
-                    split);
+                    id, name, jobdir_name(JOBDIR_TRAIN_DB + split), missing ? strerror(errno) : "not a plain file",
+                    name);
         return NULL;
     }
     char err[512];
@@ -280,9 +272,35 @@ static cd_db_t *split_open(req_t *r, json_t *job, const char *split)
     return db;
 }
 
+/* The index of split name, or -1 after a 404. */
+static int split_param(req_t *r, const char *name)
+{
+    for (int s = 0; s < CD_SPLIT_COUNT; s++)
+        if (strcmp(name, cd_split_name(s)) == 0)
+            return s;
+    reply_error(r, 404, "No split \"%s\": a dataset's splits are train, val and test", name);
+    return -1;
+}
+
+long long dataset_page(const cd_db_t *db, long long label, long long page, long long size, size_t *out,
+                       size_t *nout)
+{
+    size_t count = cd_db_count(db);
+    long long first = page * size, total = 0;
+    *nout = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (label >= 0 && cd_db_label(db, i) != label)
+            continue;
+        if (total >= first && total < first + size)
+            out[(*nout)++] = i;
+        total++;
+    }
+    return total;
+}
+
 /* GET /datasets/<id>/explore/json?split=train&label=N&page=P&size=S: one page of the
  * records of a split (of one class with label), each with the URL of its image.
- * Pages count from 0. Reading the labels costs 4 bytes per record of the split. */
+ * Pages count from 0. */
 void h_dataset_explore(req_t *r)
 {
     json_t *job = api_job_param(r);
@@ -292,6 +310,7 @@ void h_dataset_explore(req_t *r)
     const char *page_s = fields_get(r->fields, "page"), *size_s = fields_get(r->fields, "size");
     long long label = -1, page = 0, size = 25;
     char *end;
+    size_t *idx = NULL;
     if (label_s && *label_s) {
         label = strtoll(label_s, &end, 10);
         if (*end || label < -1) {
@@ -314,30 +333,33 @@ void h_dataset_explore(req_t *r)
         }
     }
     split = split && *split ? split : "train";
-    cd_db_t *db = split_open(r, job, split);
+    int s = split_param(r, split);
+    cd_db_t *db = s < 0 ? NULL : dataset_split_open(r, job, s);
     if (!db)
         goto out;
-    size_t count = cd_db_count(db);
-    long long first = page * size, total = 0;
+    idx = malloc((size_t)size * sizeof *idx);
+    if (!idx) {
+        cd_db_close(db);
+        reply_error(r, 500, "out of memory paging %lld records", size);
+        goto out;
+    }
+    size_t n = 0;
+    long long total = dataset_page(db, label, page, size, idx, &n);
     json_t *items = json_array();
-    for (size_t i = 0; i < count; i++) {
-        int l = cd_db_label(db, i);
-        if (label >= 0 && l != label)
-            continue;
-        if (total >= first && total < first + size) {
-            char url[1024];
-            snprintf(url, sizeof url, "%s/datasets/%s/images/%s/%zu", r->srv->cfg.url_prefix, r->params[0], split, i);
-            json_array_append_new(items, json_pack("{s:I, s:i, s:s}", "index", (json_int_t)i, "label", l, "url", url));
-        }
-        total++;
+    for (size_t k = 0; k < n; k++) {
+        char url[1024];
+        snprintf(url, sizeof url, "%s/datasets/%s/images/%s/%zu", r->srv->cfg.url_prefix, r->params[0], split, idx[k]);
+        json_array_append_new(items, json_pack("{s:I, s:i, s:s}", "index", (json_int_t)idx[k], "label",
+                                               cd_db_label(db, idx[k]), "url", url));
     }
     reply_json(r, 200, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:[i,i,i], s:s, s:o}", "split", split, "label",
-                                 (json_int_t)label, "total", (json_int_t)total, "count", (json_int_t)count, "page",
-                                 (json_int_t)page, "size", (json_int_t)size, "image_dims", cd_db_height(db),
+                                 (json_int_t)label, "total", (json_int_t)total, "count", (json_int_t)cd_db_count(db),
+                                 "page", (json_int_t)page, "size", (json_int_t)size, "image_dims", cd_db_height(db),
                                  cd_db_width(db), cd_db_channels(db), "encoding",
                                  cd_encoding_name(cd_db_encoding(db)), "items", items));
     cd_db_close(db);
 out:
+    free(idx);
     json_decref(job);
 }
 
@@ -373,7 +395,8 @@ void h_dataset_image(req_t *r)
     json_t *job = api_job_param(r);
     if (!job)
         return;
-    cd_db_t *db = split_open(r, job, r->params[1]);
+    int s = split_param(r, r->params[1]);
+    cd_db_t *db = s < 0 ? NULL : dataset_split_open(r, job, s);
     json_decref(job);
     if (!db)
         return;

@@ -3,7 +3,8 @@
  * an inference slot. Images come from the data roots (image_path, image_list lines)
  * or with the request (image_file). Lists stream through the worker in batches and
  * their answer is assembled from its result file, so a long list costs no more
- * memory than its upload (docs/inference.md). */
+ * memory than its upload (docs/inference.md). Each answer is JSON, or the page of
+ * api_infer_html.c for a request that does not want JSON. */
 #define _GNU_SOURCE
 #include "api_infer.h"
 
@@ -44,21 +45,7 @@ json_t *infer_model_from_request(req_t *r)
     const char *id = fields_get(r->fields, "job_id");
     if ((!id || !*id) && r->nparams > 0)
         id = r->params[0];
-    if (!id || !*id) {
-        reply_error(r, 400, "job_id is a required field");
-        return NULL;
-    }
-    json_t *job = store_job_get(r->srv->store, id);
-    if (!job) {
-        reply_error(r, 404, "Job not found: %s", id);
-        return NULL;
-    }
-    if (strcmp(sval(job, "type"), "model") != 0) {
-        reply_error(r, 400, "Job %s is a dataset; use a model job", id);
-        json_decref(job);
-        return NULL;
-    }
-    return job;
+    return api_job_of_type(r, id, "model", infer_error);
 }
 
 /* "1, 2, 3" of the snapshots' epochs (or iterations). */
@@ -95,14 +82,14 @@ int infer_snapshot(req_t *r, json_t *job, long *iteration, double *epoch)
     char list[1024];
     int rc = CD_ERR;
     if (n == 0) {
-        reply_error(r, 404, "Job %s has no snapshot yet; wait for its first snapshot", id);
+        infer_error(r, 404, "Job %s has no snapshot yet; wait for its first snapshot", id);
         goto out;
     }
     if (es && *es) {
         char *end;
         double want = strtod(es, &end);
         if (*end || !isfinite(want)) {
-            reply_error(r, 400, "snapshot_epoch \"%s\" is not a number", es);
+            infer_error(r, 400, "snapshot_epoch \"%s\" is not a number", es);
             goto out;
         }
         double *epochs = cd_xmalloc(sizeof *epochs * n);
@@ -112,20 +99,20 @@ int infer_snapshot(req_t *r, json_t *job, long *iteration, double *epoch)
         pick = k >= 0 ? json_array_get(snaps, (size_t)k) : NULL;
         if (!pick) {
             snapshot_names(snaps, 0, list, sizeof list);
-            reply_error(r, 404, "Job %s has no snapshot of epoch %g; its snapshots are of epochs %s", id, want, list);
+            infer_error(r, 404, "Job %s has no snapshot of epoch %g; its snapshots are of epochs %s", id, want, list);
             goto out;
         }
     } else if (is && *is) {
         char *end;
         long long want = strtoll(is, &end, 10);
         if (*end || want <= 0) {
-            reply_error(r, 400, "snapshot_iteration \"%s\" is not a positive integer", is);
+            infer_error(r, 400, "snapshot_iteration \"%s\" is not a positive integer", is);
             goto out;
         }
         json_array_foreach(snaps, i, s) if (json_integer_value(json_object_get(s, "iteration")) == want) pick = s;
         if (!pick) {
             snapshot_names(snaps, 1, list, sizeof list);
-            reply_error(r, 404, "Job %s has no snapshot at iteration %lld; its snapshots are at iterations %s", id,
+            infer_error(r, 404, "Job %s has no snapshot at iteration %lld; its snapshots are at iterations %s", id,
                         want, list);
             goto out;
         }
@@ -148,13 +135,13 @@ int infer_call(req_t *r, json_t *job, long iteration, json_t *request, double ru
     json_t *ans = NULL;
     if (model_server_call(model_server_get(r->srv->sched), sval(job, "id"), sval(job, "dir"), iteration, request,
                           INFER_WAIT, run_s, &ans, &err) != CD_OK) {
-        reply_err(r, &err);
+        infer_error(r, err_http_status(err.kind), "%s", err.msg);
         return CD_ERR;
     }
     if (!json_is_true(json_object_get(ans, "ok"))) {
         int input = !strcmp(sval(ans, "kind"), "input");
-        reply_error(r, input ? 400 : 500, "%s", json_object_get(ans, "error") ? sval(ans, "error")
-                                                                                : "the classifier gave no answer");
+        infer_error(r, input ? 400 : 500, "%s",
+                    json_object_get(ans, "error") ? sval(ans, "error") : "the classifier gave no answer");
         json_decref(ans);
         return CD_ERR;
     }
@@ -223,7 +210,7 @@ int infer_request_dir(req_t *r, json_t *job, const char *what, int keep, char *d
     char base[PATH_MAX];
     snprintf(base, sizeof base, "%s/inference", sval(job, "dir"));
     if (mkdir(base, 0755) != 0 && errno != EEXIST) {
-        reply_error(r, 500, "cannot create %s: %s", base, strerror(errno));
+        infer_error(r, 500, "cannot create %s: %s", base, strerror(errno));
         return CD_ERR;
     }
     if (keep > 0)
@@ -241,7 +228,7 @@ int infer_request_dir(req_t *r, json_t *job, const char *what, int keep, char *d
         if (errno != EEXIST)
             break;
     }
-    reply_error(r, 500, "cannot create a folder in %s: %s", base, strerror(errno));
+    infer_error(r, 500, "cannot create a folder in %s: %s", base, strerror(errno));
     return CD_ERR;
 }
 
@@ -250,7 +237,7 @@ void infer_reply_json(req_t *r, int status, json_t *body)
     char *text = json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(10));
     json_decref(body);
     if (!text)
-        reply_error(r, 500, "the reply could not be encoded");
+        infer_error(r, 500, "the reply could not be encoded");
     else
         reply_buffer(r, status, text, strlen(text), "application/json", "no-store");
 }
@@ -263,7 +250,7 @@ void infer_reply_fd(req_t *r, int fd, const char *ctype, const char *filename)
         resp = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
     if (!resp) {
         close(fd);
-        reply_error(r, 500, "cannot send the reply");
+        infer_error(r, 500, "cannot send the reply");
         return;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
@@ -274,6 +261,24 @@ void infer_reply_fd(req_t *r, int fd, const char *ctype, const char *filename)
         MHD_add_response_header(resp, "Content-Disposition", cd);
     }
     reply_response(r, 200, resp);
+}
+
+void infer_reply_file(req_t *r, FILE *f, const char *path, const char *ctype, const char *what)
+{
+    if (fflush(f) != 0 || ferror(f)) {
+        fclose(f);
+        infer_error(r, 500, "cannot write %s: %s", path, strerror(errno));
+        return;
+    }
+    int fd = dup(fileno(f));
+    fclose(f);
+    if (fd < 0 || lseek(fd, 0, SEEK_SET) != 0) {
+        if (fd >= 0)
+            close(fd);
+        infer_error(r, 500, "cannot send %s: %s", what, strerror(errno));
+        return;
+    }
+    infer_reply_fd(r, fd, ctype, NULL);
 }
 
 /* ---- classify_one --------------------------------------------------------------------- */
@@ -306,6 +311,27 @@ static json_t *snapshot_fields(json_t *out, long iteration, double epoch)
     return out;
 }
 
+/* The worker's "outputs" (values per image of the network) and "classes" (the dataset's
+ * labels): a network with more outputs than labels is read by its first ones, as DIGITS
+ * reads it, and the answer's "note" says which are not shown. Returns out. */
+static json_t *outputs_note(json_t *out, json_t *ans)
+{
+    long classes = (long)json_integer_value(json_object_get(ans, "classes"));
+    long outputs = (long)json_integer_value(json_object_get(ans, "outputs"));
+    if (classes <= 0 || outputs <= classes)
+        return out;
+    char note[256];
+    if (outputs == classes + 1)
+        snprintf(note, sizeof note, "the network has %ld outputs and the dataset %ld labels: output %ld is not shown",
+                 outputs, classes, outputs);
+    else
+        snprintf(note, sizeof note,
+                 "the network has %ld outputs and the dataset %ld labels: outputs %ld to %ld are not shown", outputs,
+                 classes, classes + 1, outputs);
+    json_object_set_new(out, "note", json_string(note));
+    return out;
+}
+
 void h_classify_one(req_t *r)
 {
     json_t *job = infer_model_from_request(r), *req = NULL, *ans = NULL;
@@ -318,28 +344,33 @@ void h_classify_one(req_t *r)
         goto out;
     const char *image_path = fields_get(r->fields, "image_path");
     const field_t *file = fields_find(r->fields, "image_file");
+    infer_image shown = {0};
     if (image_path && *image_path) {
         if (paths_check_field(r->srv, image_path, 0, 0, path, sizeof path, msg, sizeof msg) != CD_OK) {
-            reply_field_error(r, "image_path", msg);
+            infer_field_error(r, "image_path", msg);
             goto out;
         }
         req = json_pack("{s:s, s:s, s:i}", "op", "classify", "image", path, "top", 5);
+        shown.path = path;
     } else if (file && file->len) {
         if (!is_image(file)) {
-            reply_error(r, 400, "image_file%s%s%s is not a %s image; upload one of those",
+            infer_error(r, 400, "image_file%s%s%s is not a %s image; upload one of those",
                         file->filename ? " (" : "", file->filename ? file->filename : "", file->filename ? ")" : "",
                         cd_image_kinds());
             goto out;
         }
         char *b64 = cd_base64_encode(file->value, file->len);
         if (!b64) {
-            reply_error(r, 500, "out of memory");
+            infer_error(r, 500, "out of memory");
             goto out;
         }
         req = json_pack("{s:s, s:s, s:i}", "op", "classify", "image_b64", b64, "top", 5);
         free(b64);
+        shown.b64 = json_string_value(json_object_get(req, "image_b64"));
+        shown.format = cd_image_sniff(file->value, file->len);
+        shown.filename = file->filename;
     } else {
-        reply_error(r, 400, "must provide image_path or image_file");
+        infer_error(r, 400, "must provide image_path or image_file");
         goto out;
     }
     int show = field_truthy(fields_get(r->fields, "show_visualizations"));
@@ -354,13 +385,18 @@ void h_classify_one(req_t *r)
         goto out;
     }
     json_t *body = json_pack("{s:O}", "predictions", json_object_get(ans, "predictions"));
-    snapshot_fields(body, iteration, epoch);
+    outputs_note(snapshot_fields(body, iteration, epoch), ans);
     json_t *vis = json_object_get(ans, "visualizations");
     if (show && vis) {
         vis_urls(r, vis, vdir);
         json_object_set(body, "visualizations", vis);
     }
-    infer_reply_json(r, 200, body);
+    if (infer_wants_html(r)) {
+        infer_page_one(r, job, body, &shown);
+        json_decref(body);
+    } else {
+        infer_reply_json(r, 200, body);
+    }
 out:
     json_decref(ans);
     json_decref(req);
@@ -423,13 +459,13 @@ static int prepare_list(req_t *r, json_t *job, const char *what, list_job *lj)
 {
     const field_t *list = fields_find(r->fields, "image_list");
     if (!list || !list->len) {
-        reply_error(r, 400, "image_list is a required field: upload a file of \"path [label]\" lines");
+        infer_error(r, 400, "image_list is a required field: upload a file of \"path [label]\" lines");
         return CD_ERR;
     }
     char folder[PATH_MAX] = "", msg[1024];
     const char *f = fields_get(r->fields, "image_folder");
     if (f && *f && paths_check_field(r->srv, f, 1, 0, folder, sizeof folder, msg, sizeof msg) != CD_OK) {
-        reply_field_error(r, "image_folder", msg);
+        infer_field_error(r, "image_folder", msg);
         return CD_ERR;
     }
     if (f && *f)
@@ -442,7 +478,7 @@ static int prepare_list(req_t *r, json_t *job, const char *what, list_job *lj)
     snprintf(lj->results, sizeof lj->results, "%s/results.jsonl", lj->dir);
     FILE *out = fopen(lj->list, "w");
     if (!out) {
-        reply_error(r, 500, "cannot write %s: %s", lj->list, strerror(errno));
+        infer_error(r, 500, "cannot write %s: %s", lj->list, strerror(errno));
         return CD_ERR;
     }
     const char *p = list->value, *end = list->value + list->len;
@@ -468,11 +504,11 @@ static int prepare_list(req_t *r, json_t *job, const char *what, list_job *lj)
     }
     free(line);
     if (fclose(out) != 0) {
-        reply_error(r, 500, "cannot write %s: %s", lj->list, strerror(errno));
+        infer_error(r, 500, "cannot write %s: %s", lj->list, strerror(errno));
         return CD_ERR;
     }
     if (lj->written == 0) {
-        reply_error(r, 400, "Unable to classify any image from the file: no line names a readable image inside %s%s",
+        infer_error(r, 400, "Unable to classify any image from the file: no line names a readable image inside %s%s",
                     r->srv->roots_text, json_object_size(lj->skipped) ? " (see the skipped lines)" : "");
         return CD_ERR;
     }
@@ -522,18 +558,29 @@ static void copy_pairs(FILE *res, FILE *out, const char *field, long *count, int
 }
 
 /* {"classifications": {...}, "skipped": {...}, snapshot and summary fields} into
- * dir/reply.json, then sent from the file (memory stays bounded for long lists). */
-static void reply_classifications(req_t *r, list_job *lj, json_t *summary, long iteration, double epoch)
+ * dir/reply.json (or the page into dir/reply.html), then sent from the file (memory
+ * stays bounded for long lists). */
+static void reply_classifications(req_t *r, json_t *job, list_job *lj, json_t *ans, long iteration, double epoch)
 {
+    json_t *tail = json_deep_copy(json_object_get(ans, "summary"));
+    snapshot_fields(tail, iteration, epoch);
+    json_object_set_new(tail, "skipped_lines", json_integer(lj->nskipped));
+    outputs_note(tail, ans);
+    FILE *res = fopen(lj->results, "r");
+    if (res && infer_wants_html(r)) {
+        infer_page_many(r, job, lj->dir, res, lj->skipped, tail);
+        fclose(res);
+        json_decref(tail);
+        return;
+    }
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/reply.json", lj->dir);
-    FILE *res = fopen(lj->results, "r"), *out = fopen(path, "w+");
+    FILE *out = res ? fopen(path, "w+") : NULL;
     if (!res || !out) {
-        reply_error(r, 500, "cannot assemble the reply in %s: %s", lj->dir, strerror(errno));
+        infer_error(r, 500, "cannot assemble the reply in %s: %s", lj->dir, strerror(errno));
         if (res)
             fclose(res);
-        if (out)
-            fclose(out);
+        json_decref(tail);
         return;
     }
     long n = 0;
@@ -549,27 +596,11 @@ static void reply_classifications(req_t *r, list_job *lj, json_t *summary, long 
     copy_pairs(res, out, "error", &n, 1);
     copy_pairs(res, out, "label_error", &n, 1);
     fclose(res);
-    json_t *tail = json_deep_copy(summary);
-    snapshot_fields(tail, iteration, epoch);
-    json_object_set_new(tail, "skipped_lines", json_integer(lj->nskipped));
     char *t = json_dumps(tail, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     json_decref(tail);
     fprintf(out, "},%s\n", t ? t + 1 : "}");
     free(t);
-    if (fflush(out) != 0 || ferror(out)) {
-        fclose(out);
-        reply_error(r, 500, "cannot write %s: %s", path, strerror(errno));
-        return;
-    }
-    int fd = dup(fileno(out));
-    fclose(out);
-    if (fd < 0 || lseek(fd, 0, SEEK_SET) != 0) {
-        if (fd >= 0)
-            close(fd);
-        reply_error(r, 500, "cannot send the reply: %s", strerror(errno));
-        return;
-    }
-    infer_reply_fd(r, fd, "application/json", NULL);
+    infer_reply_file(r, out, path, "application/json", "the reply");
 }
 
 /* The top_n field of the top_n route: 9 when absent; CD_ERR after a form error. */
@@ -579,20 +610,27 @@ static int top_n_field(req_t *r, long *top_n)
     char *end = NULL;
     *top_n = tn && *tn ? strtol(tn, &end, 10) : 9;
     if ((end && *end) || *top_n < 1 || *top_n > 1000) {
-        reply_field_error(r, "top_n", "Number of images must be a whole number from 1 to 1000");
+        infer_field_error(r, "top_n", "Number of images must be a whole number from 1 to 1000");
         return CD_ERR;
     }
     return CD_OK;
 }
 
 /* The top N images of each class, with the summary's counts. */
-static void reply_top_n(req_t *r, list_job *lj, json_t *summary, long iteration, double epoch)
+static void reply_top_n(req_t *r, json_t *job, list_job *lj, json_t *ans, long iteration, double epoch)
 {
+    json_t *summary = json_object_get(ans, "summary");
     json_t *body = json_pack("{s:O, s:O, s:O, s:O, s:O, s:I}", "results", json_object_get(summary, "top_n"), "images",
                              json_object_get(summary, "images"), "classified", json_object_get(summary, "classified"),
                              "failed", json_object_get(summary, "failed"), "skipped", lj->skipped, "skipped_lines",
                              (json_int_t)lj->nskipped);
-    infer_reply_json(r, 200, snapshot_fields(body, iteration, epoch));
+    outputs_note(snapshot_fields(body, iteration, epoch), ans);
+    if (infer_wants_html(r)) {
+        infer_page_top_n(r, job, body);
+        json_decref(body);
+    } else {
+        infer_reply_json(r, 200, body);
+    }
 }
 
 /* The two list routes: the model, its snapshot, the list, one run of the worker over it
@@ -610,9 +648,9 @@ static void classify_list(req_t *r, int by_class)
         prepare_list(r, job, by_class ? "topn" : "many", &lj) == CD_OK &&
         (ans = run_list(r, job, iteration, &lj, (int)n))) {
         if (by_class)
-            reply_top_n(r, &lj, json_object_get(ans, "summary"), iteration, epoch);
+            reply_top_n(r, job, &lj, ans, iteration, epoch);
         else
-            reply_classifications(r, &lj, json_object_get(ans, "summary"), iteration, epoch);
+            reply_classifications(r, job, &lj, ans, iteration, epoch);
     }
     if (lj.dir[0])
         infer_remove_dir(lj.dir);

@@ -5,6 +5,8 @@
 #ifndef CDIGITS_SERVER_API_INFER_H
 #define CDIGITS_SERVER_API_INFER_H
 
+#include <stdio.h>
+
 #include "internal.h"
 
 /* handlers (routes.c) */
@@ -38,5 +40,34 @@ void infer_remove_dir(const char *dir);
 void infer_reply_json(req_t *r, int status, json_t *body);
 /* Replies with an open file (unlinked or not) as the body; takes fd. */
 void infer_reply_fd(req_t *r, int fd, const char *ctype, const char *filename);
+/* Replies with the file f written at path, from its start, and closes f: a 500 that
+ * names path when the writes failed, or names what ("the page") when it cannot be sent. */
+void infer_reply_file(req_t *r, FILE *f, const char *path, const char *ctype, const char *what);
+
+/* ---- pages (api_infer_html.c) ------------------------------------------------------ */
+
+/* Whether the request is one of classify_one, classify_many and top_n that does not
+ * want JSON (req_wants_json): its answer, errors included, is a page. */
+int infer_wants_html(const req_t *r);
+/* reply_error, as a page with the same status when infer_wants_html. */
+void infer_error(req_t *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* reply_field_error (400), as a page when infer_wants_html. */
+void infer_field_error(req_t *r, const char *field, const char *message);
+
+/* The image a classify_one page shows: a file of the data roots, or the upload. */
+typedef struct infer_image {
+    const char *path;     /* the resolved image_path, or NULL for an upload */
+    const char *b64;      /* the upload as base64 */
+    int format;           /* the upload's enum cd_image_format */
+    const char *filename; /* the upload's name, or NULL */
+} infer_image;
+
+/* The pages of the JSON answers' bodies (api_infer.c builds them): classify_one's
+ * {predictions, visualizations, snapshot_*, note}; classify_many's summary fields
+ * (tail) with the worker's result lines (res) and the server's skipped lines, written
+ * into dir/reply.html and sent from the file; top_n's {results, ...}. */
+void infer_page_one(req_t *r, json_t *job, json_t *body, const infer_image *img);
+void infer_page_many(req_t *r, json_t *job, const char *dir, FILE *res, json_t *skipped, json_t *tail);
+void infer_page_top_n(req_t *r, json_t *job, json_t *body);
 
 #endif

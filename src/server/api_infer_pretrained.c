@@ -113,8 +113,8 @@ static int make_model_files(req_t *r, const char *dir, char names[][ARCHIVE_NAME
     if (!weights) {
         for (int i = 0; i < n; i++)
             if (strstr(names[i], ".caffemodel")) {
-                snprintf(err, errlen, "%s is Caffe's weights format, which cdigits does not read; export the model "
-                                      "from cdigits (a .cdw file)", names[i]);
+                snprintf(err, errlen, "%s is Caffe's weights format, which cdigits cannot import yet; put the .cdw "
+                                      "weights of a model cdigits trained in the archive", names[i]);
                 return CD_ERR;
             }
         snprintf(err, errlen, "the archive has no weights (.cdw file)");
@@ -358,8 +358,7 @@ static int save_manual_file(req_t *r, const char *dir, const char *field, const 
     size_t fl = f->filename ? strlen(f->filename) : 0, el = ext ? strlen(ext) : 0;
     if (ext && (fl < el || strcmp(f->filename + fl - el, ext) != 0)) {
         char msg[512];
-        snprintf(msg, sizeof msg, "%s must be a %s file; %s is not%s", what, ext, f->filename ? f->filename : "the upload",
-                 !strcmp(ext, ".cdw") ? " (cdigits runs the weights it trains, not Caffe's .caffemodel)" : "");
+        snprintf(msg, sizeof msg, "%s must be a %s file; %s is not", what, ext, f->filename ? f->filename : "the upload");
         reply_field_error(r, field, msg);
         return -1;
     }
@@ -376,6 +375,38 @@ static int save_manual_file(req_t *r, const char *dir, const char *field, const 
         return -1;
     }
     return 1;
+}
+
+/* The weights of the manual form, told by their bytes (jobdir_weights_kind_of), not
+ * their name: cdigits weights are taken whatever the upload is called (DIGITS's
+ * clients name it .caffemodel). 0 when they are cdigits weights (or absent: the save
+ * says so), -1 after a reply. */
+static int check_weights_upload(req_t *r, const char *field)
+{
+    const field_t *f = fields_find(r->fields, field);
+    if (!f || !f->len)
+        return 0;
+    const char *name = f->filename && *f->filename ? f->filename : "the upload";
+    char msg[768];
+    switch (jobdir_weights_kind_of(f->value, f->len)) {
+    case JOBDIR_WEIGHTS_CDW:
+        return 0;
+    case JOBDIR_WEIGHTS_CAFFE:
+        snprintf(msg, sizeof msg,
+                 "%s holds Caffe weights (a .caffemodel), which cdigits cannot import yet; upload the weights of a "
+                 "model cdigits trained (its snapshot_iter_N.cdw, in the job folder or in GET /models/<id>/download), "
+                 "or train the network in cdigits",
+                 name);
+        break;
+    default:
+        snprintf(msg, sizeof msg,
+                 "%s is not a weights file cdigits reads: cdigits weights begin with \"%s\" (docs/formats.md); "
+                 "upload the snapshot_iter_N.cdw of a model cdigits trained",
+                 name, JOBDIR_WEIGHTS_MAGIC);
+        break;
+    }
+    reply_field_error(r, field, msg);
+    return -1;
 }
 
 /* An image size field of the manual form: 1 .. 4096 pixels; -1 after a reply. */
@@ -424,7 +455,8 @@ void h_pretrained_new(req_t *r)
     const char *labels = jobdir_name(JOBDIR_LABELS), *mean = jobdir_name(JOBDIR_MEAN_BIN);
     json_t *info = NULL, *created = NULL;
     int has_mean = 0;
-    if (save_manual_file(r, dir, "weights_file", "Weights", ".cdw", weights, 0) < 0 ||
+    if (check_weights_upload(r, "weights_file") < 0 ||
+        save_manual_file(r, dir, "weights_file", "Weights", NULL, weights, 0) < 0 ||
         save_manual_file(r, dir, "model_def_file", "Model definition", ".prototxt", network, 0) < 0 ||
         save_manual_file(r, dir, "labels_file", "Labels file", NULL, labels, 0) < 0 ||
         (has_mean = save_manual_file(r, dir, "mean_file", "Mean file", NULL, mean, 1)) < 0)

@@ -18,6 +18,7 @@
 #include "cdigits/lr_policy.h"
 #include "cdigits/train_keys.h"
 #include "cdigits/util.h"
+#include "network_page.h"
 
 #define ALWAYS NULL
 
@@ -1036,13 +1037,27 @@ out:
  * standard_networks, custom_network, previous_networks, dataset, crop_size, batch_size)
  * checked by the engine: {"stages": {"train"|"val"|"deploy": {"layers", "params"}},
  * "errors", "input", "classes", "crop", "network"}. A network the engine refuses is an
- * answer (200 with errors), not a failure. */
+ * answer (200 with errors), not a failure. DIGITS's POST /models/visualize-network
+ * (?framework=caffe, custom_network alone: a custom network) gets the same as a page
+ * unless it asks for JSON (http_wants_json). */
 void h_visualize_network(req_t *r)
 {
     server_t *srv = r->srv;
     json_t *v = NULL, *errors = NULL;
     netsrc_t ns = {0};
     char input[64] = "", classes[32] = "";
+    const char *fw = fields_get(r->fields, "framework");
+    if (fw && *fw && strcmp(fw, "caffe") != 0 && strcmp(fw, "cdigits") != 0) {
+        reply_field_error(r, "framework", "framework must be caffe: cdigits runs Caffe networks (Torch and "
+                                          "TensorFlow are not provided); send framework=caffe or leave it out");
+        return;
+    }
+    /* DIGITS's network view posts the custom network alone */
+    if (!fields_get(r->fields, "method") && fields_get(r->fields, "custom_network") &&
+        fields_add(r->fields, "method", "custom", strlen("custom"), NULL) != CD_OK) {
+        reply_error(r, 500, "out of memory reading the network view's fields");
+        return;
+    }
     form_validate(srv, g_visualize_form, CD_ARRAY_LEN(g_visualize_form), r->fields, &v, &errors);
     const char *ds = sval(v, "dataset");
     if (json_object_size(errors) == 0 && ds[0])
@@ -1061,7 +1076,12 @@ void h_visualize_network(req_t *r)
             reply_add_header(r, "Retry-After", "1");
         goto out;
     }
-    reply_json(r, 200, c.result);
+    if (req_wants_json(r)) {
+        reply_json(r, 200, c.result);
+    } else {
+        network_page_reply(r, c.result);
+        json_decref(c.result);
+    }
 out:
     free(ns.text);
     json_decref(ns.desc);

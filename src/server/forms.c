@@ -86,16 +86,20 @@ static char *trim(char *s)
     return s;
 }
 
+/* Whether what follows a number is only white space (" 12 " is 12, "12px" is no number). */
+static int blank(const char *rest)
+{
+    while (isspace((unsigned char)*rest))
+        rest++;
+    return *rest == 0;
+}
+
 static int parse_int(const char *text, long long *out)
 {
     char *end;
     errno = 0;
     long long v = strtoll(text, &end, 10);
-    if (end == text || errno)
-        return CD_ERR;
-    while (isspace((unsigned char)*end))
-        end++;
-    if (*end)
+    if (end == text || errno || !blank(end))
         return CD_ERR;
     *out = v;
     return CD_OK;
@@ -106,11 +110,7 @@ static int parse_float(const char *text, double *out)
     char *end;
     errno = 0;
     double v = strtod(text, &end);
-    if (end == text || errno || !isfinite(v))
-        return CD_ERR;
-    while (isspace((unsigned char)*end))
-        end++;
-    if (*end)
+    if (end == text || errno || !isfinite(v) || !blank(end))
         return CD_ERR;
     *out = v;
     return CD_OK;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cdigits/util.h"
+#include "html.h"
 
 /* ---- responses ----------------------------------------------------------------------- */
 
@@ -214,62 +215,12 @@ int req_wants_json(const req_t *r)
     return http_wants_json(r->path, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT));
 }
 
-/* A page being written: realloc'd, bad once an allocation failed (server code never
- * aborts on memory, so cd_buf's cd_x* allocation is not for here). */
-typedef struct page {
-    char *data;
-    size_t len, cap;
-    int bad;
-} page_t;
-
-static void page_put(page_t *b, const char *text, size_t n)
-{
-    if (b->bad)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t ncap = b->cap ? b->cap : 1024;
-        while (ncap < b->len + n + 1)
-            ncap *= 2;
-        char *nd = realloc(b->data, ncap);
-        if (!nd) {
-            b->bad = 1;
-            return;
-        }
-        b->data = nd;
-        b->cap = ncap;
-    }
-    memcpy(b->data + b->len, text, n);
-    b->len += n;
-    b->data[b->len] = 0;
-}
-
-static void page_puts(page_t *b, const char *text) { page_put(b, text, strlen(text)); }
-
-/* text with & < > " ' escaped. */
-static void page_escape(page_t *b, const char *text)
-{
-    static const struct {
-        char c;
-        const char *entity;
-    } ent[] = {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&#39;"}};
-    for (const char *p = text; *p; p++) {
-        const char *e = NULL;
-        for (size_t i = 0; i < CD_ARRAY_LEN(ent) && !e; i++)
-            if (ent[i].c == *p)
-                e = ent[i].entity;
-        if (e)
-            page_puts(b, e);
-        else
-            page_put(b, p, 1);
-    }
-}
-
 /* A creation form's errors for a browser (a form post that does not want JSON): a page
  * listing each field with its messages, status 400, as DIGITS answers its form. */
 static void reply_form_errors_html(req_t *r, json_t *errors)
 {
-    page_t b = {0};
-    page_puts(&b, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>The form has errors"
+    html_t h = {0};
+    html_raw(&h, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>The form has errors"
                   "</title></head>\n<body><h1>The form has errors</h1>\n<p>Correct these fields and send the form "
                   "again:</p>\n<ul class=\"form-errors\">\n");
     const char *field;
@@ -280,21 +231,21 @@ static void reply_form_errors_html(req_t *r, json_t *errors)
         json_t *m;
         json_array_foreach(msgs, i, m)
         {
-            page_puts(&b, "<li><b>");
-            page_escape(&b, field);
-            page_puts(&b, "</b>: ");
-            page_escape(&b, json_string_value(m) ? json_string_value(m) : "");
-            page_puts(&b, "</li>\n");
+            html_raw(&h, "<li><b>");
+            html_text(&h, field);
+            html_raw(&h, "</b>: ");
+            html_text(&h, json_string_value(m) ? json_string_value(m) : "");
+            html_raw(&h, "</li>\n");
         }
     }
-    page_puts(&b, "</ul>\n</body></html>\n");
+    html_raw(&h, "</ul>\n</body></html>\n");
     json_decref(errors);
-    if (b.bad) {
-        free(b.data);
+    if (h.bad) {
+        free(h.p);
         reply_error(r, 500, "out of memory making the form's error page");
         return;
     }
-    reply_buffer(r, 400, b.data, b.len, "text/html; charset=utf-8", "no-store");
+    html_reply(r, 400, &h);
 }
 
 void reply_form_errors(req_t *r, json_t *errors)

@@ -273,6 +273,12 @@ double view_job_elapsed(server_t *srv, json_t *job);
 
 /* The job named by the route's <id>, or NULL after a 404 reply. Caller decrefs. */
 json_t *api_job_param(req_t *r);
+/* How a handler answers an error: reply_error, or a variant that answers with a page. */
+typedef void (*api_error_fn)(req_t *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The job id names (DIGITS's job_from_request) when it is of type ("dataset" or
+ * "model"), or NULL after fail answered: 400 without an id or for a job of another type,
+ * 404 for an unknown id. Caller decrefs. */
+json_t *api_job_of_type(req_t *r, const char *id, const char *type, api_error_fn fail);
 /* DIGITS's ownership rule: a logged-in user may change a job with no owner or their own. */
 int api_may_edit(const req_t *r, json_t *job);
 /* A new job id (DIGITS's "YYYYMMDD-HHMMSS-xxxx") whose directory was just created. */

@@ -6,6 +6,7 @@
 #include "internal.h"
 
 #include "api_browse.h"
+#include "api_datasets.h"
 #include "api_infer.h"
 #include "api_models.h"
 
@@ -41,6 +42,10 @@ const route_t cd_routes[] = {
      "create an image classification dataset; clone=<id> starts from that dataset's fields"},
     {"POST", "/datasets/images/classification", h_dataset_create_form, R_LOGIN | R_BODY | R_FORM,
      "create an image classification dataset (form post: 302 to its page unless JSON is asked for)"},
+    {"GET", "/datasets/images/classification/explore", h_dataset_explore_page, 0,
+     "DIGITS's explorer page of a Done dataset: ?job_id, ?db (train, val, test), ?page, ?size, ?label"},
+    {"GET", "/datasets/summary", h_dataset_summary, 0,
+     "DIGITS's summary fragment of a dataset: ?job_id (name, status, image size and type, records per split)"},
     {"GET", "/datasets/<id>/json", h_job_json, 0, "a dataset with its ParseFolderTasks and CreateDbTasks"},
     {"GET", "/datasets/<id>/status", h_job_status, 0, "{status, name, type, error}"},
     {"GET", "/datasets/<id>/explore/json", h_dataset_explore, 0,
@@ -62,6 +67,9 @@ const route_t cd_routes[] = {
     {"POST", "/models/visualize-lr", h_visualize_lr, R_BODY, "the learning rate curve of a policy: {data: {columns}}"},
     {"POST", "/models/visualize-network/json", h_visualize_network, R_BODY,
      "the layers and shapes of a network for each stage, from the engine: {stages, errors} (cdigits)"},
+    {"POST", "/models/visualize-network", h_visualize_network, R_BODY,
+     "DIGITS's network view: ?framework=caffe and custom_network (or the fields above), answered as a page of the "
+     "layers and shapes per stage and the engine's errors (JSON when asked for)"},
     {"GET", "/models/standard/<file>", h_model_standard, 0, "a standard network's prototxt: <name>.prototxt (cdigits)"},
     {"GET", "/models/train-keys/json", h_train_keys, 0, "the training settings with their limits and defaults (cdigits)"},
     {"POST", "/models/images/classification/classify_one/json", h_classify_one, R_BODY,
@@ -70,6 +78,12 @@ const route_t cd_routes[] = {
      "the top 5 classes of each image of image_list (with accuracy and confusion matrix for labelled lines)"},
     {"POST", "/models/images/classification/top_n/json", h_classify_top_n, R_BODY,
      "the top_n images of image_list that score highest for each class"},
+    {"POST", "/models/images/classification/classify_one", h_classify_one, R_BODY,
+     "classify_one as DIGITS's page: the predictions as ul.list-group items (JSON when asked for)"},
+    {"POST", "/models/images/classification/classify_many", h_classify_many, R_BODY,
+     "classify_many as DIGITS's page: accuracy, confusion matrix, every classification (JSON when asked for)"},
+    {"POST", "/models/images/classification/top_n", h_classify_top_n, R_BODY,
+     "top_n as DIGITS's page: a row of the top images per class (JSON when asked for)"},
     {"GET", "/models/<id>/download", h_model_download, 0, "the model's files as a .tar.gz: ?epoch=N"},
     {"GET", "/models/<id>/download.<ext>", h_model_download, 0,
      "the model's files as a .tar, .tar.gz (.tgz), .tar.bz2 or .zip; another extension is 400 Invalid extension"},

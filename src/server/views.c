@@ -230,8 +230,11 @@ static json_t *digits_time(json_t *t)
 
 /* The keys of DIGITS's ImageModelJob.json_dict and its train task's stats, for scripts
  * written for DIGITS (and info.json): the image shape and resize mode of the dataset (of
- * info.json for a pretrained model), the names of the files a download holds, and the
- * newest snapshot ("no snapshots" before the first). */
+ * info.json for a pretrained model), the names of the model's files, and the newest
+ * snapshot ("no snapshots" before the first). As in DIGITS, the labels and mean files
+ * are the dataset's, the others the job folder's: "model file" is the network as given
+ * (network.prototxt, DIGITS's original.prototxt) and "solver file" the solver.prototxt
+ * the trainer writes there; the deploy and train_val files are a download's. */
 static void digits_model_keys(server_t *srv, json_t *job, json_t *snaps, json_t *d)
 {
     json_object_set(d, "job id", json_object_get(job, "id"));
@@ -257,7 +260,7 @@ static void digits_model_keys(server_t *srv, json_t *job, json_t *snaps, json_t 
     } files[] = {
         {"labels file", JOBDIR_LABELS},   {"mean file", JOBDIR_MEAN_BIN},   {"network file", JOBDIR_NETWORK},
         {"deploy file", JOBDIR_DEPLOY},   {"solver file", JOBDIR_SOLVER},   {"train_val file", JOBDIR_TRAIN_VAL},
-        {"model file", JOBDIR_ORIGINAL},
+        {"model file", JOBDIR_NETWORK},
     };
     for (size_t i = 0; i < CD_ARRAY_LEN(files); i++)
         json_object_set_new(d, files[i].key, json_string(jobdir_name(files[i].file)));

@@ -10,6 +10,16 @@
 
 loc() { grep -i '^location:' "$T/h" | tr -d '\r' | sed 's/^[Ll]ocation: *//'; }
 ctype() { grep -i '^content-type:' "$T/h" | tr -d '\r' | sed 's/^[Cc]ontent-[Tt]ype: *//'; }
+# post_job_fields PATH 'test' 'what' [curl args]: POSTs to PATH, checks the reply with 'test'
+# as 'what', sets NEW_ID to the job it made and GETs /clone/NEW_ID/json: the job's fields
+post_job_fields() {
+    local path=$1 test=$2 what=$3
+    shift 3
+    http POST "$path" "$@"
+    check "$test" "$what"
+    NEW_ID=$(jv 'd["id"]')
+    http GET "/clone/$NEW_ID/json"
+}
 
 make_pngs "$T/images" --classes 3 --per-class 16 --size 28 --seed 11
 srv_start --data-root "$T/images" --web "$SRC/web"
@@ -42,25 +52,36 @@ check '[ "$CODE" = 302 ] && [ -n "$ML" ]' "a model form post answers 302 to /mod
 wait_status "$ML" Done 120
 check '[ $? = 0 ]' "the model of the form post trains"
 
-# ---- 1. clone=<id>: the saved fields, the posted ones over them
-http POST /datasets/images/classification/json -F clone="$DS" -F dataset_name=copy -F resize_width=24
-check '[ "$CODE" = 200 ]' "a dataset form with clone= needs only what changes"
-DSC=$(jv 'd["id"]')
-http GET "/clone/$DSC/json"
+# ---- 1. clone=<id> on a create form: DIGITS's rule, the saved fields over the posted
+# ones (fields the job was not made with are added); POST /clone/<id> is cdigits's way
+# to copy a job with changes: the posted fields over the saved ones
+post_job_fields /datasets/images/classification/json '[ "$CODE" = 200 ]' "a dataset form with clone= needs no other field" \
+    -F clone="$DS" -F dataset_name=copy -F resize_width=24
+DSC=$NEW_ID
 check '[ "$(jv "d[\"fields\"][\"folder_train\"]")" = "$T/images" ] && [ "$(jv "d[\"fields\"][\"resize_height\"]")" = 28 ]' \
     "the clone has the saved fields"
-check '[ "$(jv "d[\"fields\"][\"resize_width\"]")" = 24 ] && [ "$(jv "d[\"fields\"][\"dataset_name\"]")" = copy ] && [ "$(jv "\"clone\" in d[\"fields\"]")" = false ]' \
-    "posted fields replace the saved ones"
+check '[ "$(jv "d[\"fields\"][\"resize_width\"]")" = 28 ] && [ "$(jv "d[\"fields\"][\"dataset_name\"]")" = shapes ] && [ "$(jv "\"clone\" in d[\"fields\"]")" = false ]' \
+    "the saved fields win over the posted ones, as in DIGITS"
 wait_status "$DSC" Done 120
 check '[ $? = 0 ]' "the cloned dataset is made"
-http GET "/datasets/$DSC/json"
-check '[ "$(jv "d[\"CreateDbTasks\"][0][\"image_width\"]")" = 24 ]' "the clone was made with the posted width"
-http POST /models/images/classification.json -F clone="$ML" -F model_name=lenet1 -F train_epochs=1
-check '[ "$CODE" = 200 ] && [ "$(jv "d[\"name\"]")" = lenet1 ]' "a model form with clone="
-MC=$(jv 'd["id"]')
-http GET "/clone/$MC/json"
-check '[ "$(jv "d[\"fields\"][\"standard_networks\"]")" = lenet ] && [ "$(jv "d[\"fields\"][\"train_epochs\"]")" = 1 ] && [ "$(jv "d[\"fields\"][\"dataset\"]")" = "$DS" ]' \
-    "the cloned model has the saved network and dataset and the posted epochs"
+post_job_fields "/clone/$DS/json" '[ "$CODE" = 200 ]' "POST /clone/<id> with changed fields" \
+    -F dataset_name=copy -F resize_width=24
+DSX=$NEW_ID
+check '[ "$(jv "d[\"fields\"][\"resize_width\"]")" = 24 ] && [ "$(jv "d[\"fields\"][\"dataset_name\"]")" = copy ] && [ "$(jv "d[\"fields\"][\"resize_height\"]")" = 28 ]' \
+    "POST /clone/<id>: the posted fields replace the saved ones, the rest are kept"
+wait_status "$DSX" Done 120
+http GET "/datasets/$DSX/json"
+check '[ "$(jv "d[\"CreateDbTasks\"][0][\"image_width\"]")" = 24 ]' "the copy was made with the posted width"
+post_job_fields /models/images/classification.json '[ "$CODE" = 200 ] && [ "$(jv "d[\"name\"]")" = lenet ]' \
+    "a model form with clone= keeps the saved name" -F clone="$ML" -F model_name=lenet1 -F train_epochs=1
+MC=$NEW_ID
+check '[ "$(jv "d[\"fields\"][\"standard_networks\"]")" = lenet ] && [ "$(jv "d[\"fields\"][\"train_epochs\"]")" = 2 ] && [ "$(jv "d[\"fields\"][\"dataset\"]")" = "$DS" ]' \
+    "the cloned model has the saved network, dataset and epochs"
+post_job_fields "/clone/$ML/json" '[ "$CODE" = 200 ]' "POST /clone/<id> of a model with changed fields" \
+    -F model_name=lenet1 -F train_epochs=1
+MX=$NEW_ID
+check '[ "$(jv "d[\"fields\"][\"train_epochs\"]")" = 1 ] && [ "$(jv "d[\"fields\"][\"model_name\"]")" = lenet1 ] && [ "$(jv "d[\"fields\"][\"standard_networks\"]")" = lenet ]' \
+    "the model copy has the posted epochs and name and the saved network"
 http POST /models/images/classification.json -F clone=20000101-000000-dead -F model_name=x
 check '[ "$CODE" = 404 ] && jv "d[\"error\"][\"description\"]" | grep -q "clone=20000101-000000-dead"' \
     "clone= of an unknown job is 404"
@@ -69,6 +90,8 @@ check '[ "$CODE" = 400 ] && jv "d[\"error\"][\"description\"]" | grep -q "is a d
     "clone= of a dataset on the model form is 400"
 wait_status "$MC" Done 120
 check '[ $? = 0 ]' "the cloned model trains"
+wait_status "$MX" Done 120
+check '[ $? = 0 ]' "the model copy trains"
 
 # ---- 3. DIGITS's form pages
 for p in datasets/images/classification/new:dataset-form models/images/classification/new:model-form \
@@ -114,10 +137,16 @@ http POST /models/images/classification/classify_one/json -F job_id="$PM" -F ima
 check '[ "$CODE" = 200 ] && [ "$(jv "len(d[\"predictions\"])")" = 3 ]' "the uploaded model classifies"
 http POST /pretrained_models/new -H 'Accept: application/json' "${MANUAL[@]}"
 check '[ "$CODE" = 400 ] && [ "$(jv "list(d[\"errors\"])")" = "[\"job_name\"]" ]' "a missing job_name is a form error"
-cp "$U/$W" "$T/w.caffemodel"
+# Caffe's own .caffemodel: a NetParameter (name, then a layer with a blob of random floats)
+python3 -c 'import random, struct, sys
+f = lambda n, p: bytes([n << 3 | 2]) + bytes([len(p)]) + p
+k = random.randint(2, 20)
+blob = f(5, struct.pack("<%df" % k, *[random.uniform(-1, 1) for _ in range(k)]))
+open(sys.argv[1], "wb").write(f(1, b"LeNet") + b"\xa2\x06" + bytes([len(f(1, b"ip") + f(7, blob))]) + f(1, b"ip") + f(7, blob))' \
+    "$T/w.caffemodel"
 http POST /pretrained_models/new -F job_name=caffe -F weights_file=@"$T/w.caffemodel" \
     -F model_def_file=@"$U/original.prototxt" -F labels_file=@"$U/labels.txt" -F width=28 -F height=28
-check '[ "$CODE" = 400 ] && grep -q "weights_file" "$T/body" && grep -q ".cdw" "$T/body"' \
+check '[ "$CODE" = 400 ] && grep -q "weights_file" "$T/body" && grep -q "Caffe weights" "$T/body" && grep -q ".cdw" "$T/body"' \
     "Caffe weights are refused, naming the field and the format"
 
 # ---- 6. --auth none: a username field acts as that user without a cookie

@@ -10,23 +10,7 @@
 need_server
 [ -x "$BUILD/cdigits-worker" ] || skip_test "$BUILD/cdigits-worker is not built yet"
 . "$(dirname "$0")/server_tiny_net.bash"
-make_pngs "$T/images" --classes 3 --per-class 16 --size 28 --seed 5
-EPOCHS=400
-SNAP=50
-srv_start --data-root "$T/images" --abort-grace 3
-
-login_as fred
-http POST /datasets/images/classification/json -F folder_train="$T/images" -F resize_channels=1 \
-    -F resize_width=28 -F resize_height=28 -F folder_pct_val=25 -F dataset_name=shapes
-DS=$(jv 'd["id"]')
-check 'wait_status "$DS" Done 120' "dataset Done"
-wide_net 36 12 >"$T/tiny.prototxt"
-http POST /models/images/classification/json -F method=custom -F custom_network="<$T/tiny.prototxt" \
-    -F train_epochs=$EPOCHS -F snapshot_interval=$SNAP -F val_interval=$SNAP -F model_name=adoptme -F dataset="$DS" \
-    -F random_seed=1 -F lr_policy=fixed
-M=$(jv 'd["id"]')
-check '[ "$CODE" = 200 ]' "model created"
-JOBDIR=$T/data/jobs/$M
+restart_model 5 adoptme 400 50 wide_net 36 12
 check 'training "$M" 120' "the model trains"
 
 http GET "/models/$M/json"

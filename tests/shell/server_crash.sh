@@ -10,27 +10,11 @@
 need_server
 [ -x "$BUILD/cdigits-worker" ] || skip_test "$BUILD/cdigits-worker is not built yet"
 . "$(dirname "$0")/server_tiny_net.bash"
-make_pngs "$T/images" --classes 3 --per-class 16 --size 28 --seed 9
-# long enough in iterations that a kill lands mid-run even on a fast machine, cheap per
-# iteration; a snapshot every SNAP epochs
-EPOCHS=1000
-SNAP=25
-srv_start --data-root "$T/images" --abort-grace 3
-
-login_as fred
-http POST /datasets/images/classification/json -F folder_train="$T/images" -F resize_channels=1 \
-    -F resize_width=28 -F resize_height=28 -F folder_pct_val=25 -F dataset_name=shapes
-DS=$(jv 'd["id"]')
-check 'wait_status "$DS" Done 120' "dataset Done"
-tiny_net > "$T/tiny.prototxt"
-http POST /models/images/classification/json -F method=custom -F custom_network="<$T/tiny.prototxt" \
-    -F train_epochs=$EPOCHS -F snapshot_interval=$SNAP -F val_interval=$SNAP -F model_name=crashme -F dataset="$DS" \
-    -F random_seed=1 -F lr_policy=fixed
-M=$(jv 'd["id"]')
-check '[ "$CODE" = 200 ]' "model created"
+# 1000 epochs: long enough in iterations that a kill lands mid-run even on a fast machine,
+# cheap per iteration; a snapshot every 25 epochs (SNAP)
+restart_model 9 crashme 1000 25 tiny_net
 
 # wait for the first snapshots on disk, then pull the plug on the server
-JOBDIR=$T/data/jobs/$M
 nsnap() { ls "$JOBDIR" 2>/dev/null | grep -c '\.solverstate$'; }
 # the resumes reach the worker as --resume: train.json stays as the server wrote it
 TRAIN_SUM=$(sha256sum "$JOBDIR/train.json" | cut -d' ' -f1)

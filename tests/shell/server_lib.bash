@@ -14,6 +14,7 @@
 #   fake_net MODE          a network text that asks the fake worker for MODE (fake:slow...)
 #   post_model NET NAME EPOCHS [curl args]  a custom-network model of $DS; sets $MODEL
 #   has_snapshot ID        model ID has written a snapshot (for wait_until)
+#   restart_model SEED NAME EPOCHS SNAP NET_COMMAND  fred's dataset and model, restart tests
 #   finish                 prints the summary and exits non-zero on any failure
 
 set -u
@@ -195,6 +196,32 @@ shapes_dataset() {
         echo "FAIL the dataset was not made: $BODY"
         finish
     fi
+}
+
+# restart_model SEED NAME EPOCHS SNAP NET_COMMAND...: the start of the restart tests with the
+# real worker: 3 classes of 16 28x28 gray PNGs (seed SEED) under $T/images, a server with them
+# as its data root and --abort-grace 3, fred's dataset of them (checked Done) and fred's model
+# NAME of the network NET_COMMAND prints, for EPOCHS epochs with a snapshot and a validation
+# every SNAP epochs (checked created). DS and M are their ids, JOBDIR the model's folder;
+# EPOCHS and SNAP stay set for the checks.
+restart_model() {
+    local seed=$1 name=$2 net=$T/restart.prototxt
+    EPOCHS=$3 SNAP=$4
+    shift 4
+    "$@" >"$net"
+    make_pngs "$T/images" --classes 3 --per-class 16 --size 28 --seed "$seed"
+    srv_start --data-root "$T/images" --abort-grace 3
+    login_as fred
+    http POST /datasets/images/classification/json -F folder_train="$T/images" -F resize_channels=1 \
+        -F resize_width=28 -F resize_height=28 -F folder_pct_val=25 -F dataset_name=shapes
+    DS=$(jv 'd["id"]')
+    check 'wait_status "$DS" Done 120' "dataset Done"
+    http POST /models/images/classification/json -F method=custom -F custom_network="<$net" \
+        -F train_epochs="$EPOCHS" -F snapshot_interval="$SNAP" -F val_interval="$SNAP" -F model_name="$name" -F dataset="$DS" \
+        -F random_seed=1 -F lr_policy=fixed
+    M=$(jv 'd["id"]')
+    check '[ "$CODE" = 200 ]' "model created"
+    JOBDIR=$T/data/jobs/$M
 }
 
 finish() {
