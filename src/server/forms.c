@@ -302,6 +302,82 @@ static void validate_one(const server_t *srv, const form_field_t *f, const form_
     free(copy);
 }
 
+/* ---- DIGITS fields cdigits does not implement ----------------------------------------- */
+
+/* How a field's value is compared with its DIGITS default. */
+enum { U_CHOICE, U_NUMBER, U_UNCHECKED, U_EMPTY };
+
+/* A DIGITS 6.1 field that no cdigits form implements. DIGITS's own pages post every
+ * field, most at their defaults, so a field left out or posted at its default is
+ * accepted and means what DIGITS means by it; any other value is refused, naming the
+ * field, instead of being dropped in silence. A row belongs to the form whose table
+ * holds its `form` field (model_name: the model form, dataset_name: the dataset form). */
+typedef struct form_unsupported {
+    const char *form, *name;
+    int kind;
+    const char *accepted; /* U_CHOICE: "a|b"; U_NUMBER: the default */
+    const char *what;     /* what cdigits does not implement */
+} form_unsupported_t;
+
+static const form_unsupported_t g_unsupported[] = {
+    {"model_name", "framework", U_CHOICE, "caffe", "frameworks other than Caffe (Torch, TensorFlow)"},
+    {"model_name", "aug_quad_rot", U_CHOICE, "none", "quadrilateral rotation augmentation"},
+    {"model_name", "aug_rot", U_NUMBER, "0", "rotation augmentation"},
+    {"model_name", "aug_scale", U_NUMBER, "0", "rescale augmentation"},
+    {"model_name", "aug_noise", U_NUMBER, "0", "noise augmentation"},
+    {"model_name", "aug_contrast", U_NUMBER, "0", "contrast augmentation"},
+    {"model_name", "aug_whitening", U_UNCHECKED, NULL, "whitening augmentation"},
+    {"model_name", "aug_hsv_use", U_UNCHECKED, NULL, "HSV shift augmentation"},
+    {"model_name", "aug_hsv_h", U_NUMBER, "0.02", "HSV shift augmentation"},
+    {"model_name", "aug_hsv_s", U_NUMBER, "0.04", "HSV shift augmentation"},
+    {"model_name", "aug_hsv_v", U_NUMBER, "0.06", "HSV shift augmentation"},
+    {"model_name", "python_layer_from_client", U_UNCHECKED, NULL, "Python layers"},
+    {"model_name", "python_layer_client_file", U_EMPTY, NULL, "Python layers"},
+    {"model_name", "python_layer_server_file", U_EMPTY, NULL, "Python layers"},
+    {"dataset_name", "backend", U_CHOICE, "lmdb", "DB backends other than LMDB (HDF5)"},
+};
+
+static int spec_has(const form_field_t *spec, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(spec[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* Whether a posted value is the field's DIGITS default (or empty, which DIGITS's own
+ * pages post for a field they do not show). */
+static int unsupported_at_default(const form_unsupported_t *u, const field_t *x)
+{
+    const char *v = x->value ? x->value : "";
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", v);
+    char *t = trim(buf);
+    double have, want;
+    switch (u->kind) {
+    case U_CHOICE: return t[0] == 0 || choice_ok(u->accepted, t);
+    case U_NUMBER:
+        return t[0] == 0 || (parse_float(t, &have) == CD_OK && parse_float(u->accepted, &want) == CD_OK &&
+                             fabs(have - want) <= 1e-9 * fmax(1, fabs(want)));
+    case U_UNCHECKED: return !field_truthy(t);
+    default: return x->len == 0;
+    }
+}
+
+static void refuse_unsupported(const form_field_t *spec, size_t n, const fields_t *in, json_t *errors)
+{
+    static const char *const hint[] = {[U_CHOICE] = "", [U_NUMBER] = "", [U_UNCHECKED] = "unchecked",
+                                       [U_EMPTY] = "empty"};
+    for (size_t i = 0; i < CD_ARRAY_LEN(g_unsupported); i++) {
+        const form_unsupported_t *u = &g_unsupported[i];
+        const field_t *x = spec_has(spec, n, u->form) ? fields_find(in, u->name) : NULL;
+        if (!x || unsupported_at_default(u, x))
+            continue;
+        form_add_error(errors, u->name, "cdigits does not implement %s yet; leave %s out or at its default (%s)",
+                       u->what, u->name, u->accepted ? u->accepted : hint[u->kind]);
+    }
+}
+
 int form_validate(const server_t *srv, const form_field_t *spec, size_t n, const fields_t *in, json_t **values,
                   json_t **errors)
 {
@@ -313,5 +389,6 @@ int form_validate(const server_t *srv, const form_field_t *spec, size_t n, const
             continue;
         validate_one(srv, f, spec, n, in, *values, *errors);
     }
+    refuse_unsupported(spec, n, in, *errors);
     return json_object_size(*errors) == 0;
 }

@@ -493,6 +493,37 @@ static void test_bracketed_lists(void)
     json_decref(e);
 }
 
+/* DIGITS fields cdigits does not implement: DIGITS's whole form at its defaults (as its
+ * page posts it, numbers written another way, empty file fields) is accepted; each field
+ * set to anything else is refused, naming the field and what to do. */
+static void test_unsupported_fields(void)
+{
+    static const char defaults[] =
+        "framework=caffe&aug_flip=none&aug_quad_rot=none&aug_rot=0&aug_scale=0.0&aug_noise=0&aug_contrast=0"
+        "&aug_hsv_h=0.020&aug_hsv_s=0.04&aug_hsv_v=6e-2&python_layer_server_file=&python_layer_client_file=";
+    static const char *const fields[] = {"framework", "aug_quad_rot", "aug_rot", "aug_scale", "aug_noise",
+                                         "aug_contrast", "aug_whitening", "aug_hsv_use", "aug_hsv_h",
+                                         "aug_hsv_s", "aug_hsv_v", "python_layer_from_client",
+                                         "python_layer_client_file", "python_layer_server_file"};
+    static const char *const bad[] = {"framework=torch", "aug_quad_rot=rot90", "aug_rot=15", "aug_scale=0.1",
+                                      "aug_noise=0.05", "aug_contrast=0.5", "aug_whitening=y", "aug_hsv_use=y",
+                                      "aug_hsv_h=0.1", "aug_hsv_s=0.2", "aug_hsv_v=0.3",
+                                      "python_layer_from_client=y", "python_layer_client_file=layer.py",
+                                      "python_layer_server_file=%2Ftmp%2Flayer.py"};
+    json_t *e = form_errors(defaults);
+    CHECK(json_object_size(e) == 0, "DIGITS's defaults are refused: %s", json_object_iter_key(json_object_iter(e)));
+    json_decref(e);
+    for (size_t i = 0; i < CD_ARRAY_LEN(bad); i++) {
+        e = form_errors(bad[i]);
+        const char *msg = first_error(e, fields[i]);
+        CHECK(strstr(msg, "cdigits does not implement") && strstr(msg, fields[i]) && strstr(msg, "default"),
+              "%s: want a refusal naming %s, got \"%s\"", bad[i], fields[i], msg);
+        CHECK(json_object_size(e) == 1, "%s: only %s is refused (%zu errors)", bad[i], fields[i],
+              json_object_size(e));
+        json_decref(e);
+    }
+}
+
 int main(void)
 {
     cd_test_init("test_server_model_form");
@@ -504,6 +535,7 @@ int main(void)
     test_form_bounds_are_worker_bounds();
     test_step_size_150();
     test_bracketed_lists();
+    test_unsupported_fields();
     char rm[4200];
     snprintf(rm, sizeof rm, "rm -rf '%s'", cd_test_tmpdir());
     if (system(rm) != 0)
