@@ -22,6 +22,19 @@
 #define START_S 120.0                 /* to load a model and print `ready` */
 #define KILL_AFTER_S 5.0              /* from closing stdin to SIGKILL */
 
+/* Waits on c (its clock is CLOCK_MONOTONIC) for a signal or a tenth of a second. */
+static void wait_a_tenth(pthread_cond_t *c, pthread_mutex_t *m)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += 100 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(c, m, &ts);
+}
+
 typedef struct mworker {
     struct mworker *next;
     char job_id[40];
@@ -66,14 +79,7 @@ static int take(sched_t *s, sched_req_t *req, const char *owner, double deadline
             return cd_err_set(err, CD_E_CONFLICT, "%s; try again later or start the server with more "
                                                   "--inference-slots", why);
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 100 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+        wait_a_tenth(&s->cond, &s->lock);
     }
     if (gpu)
         *gpu = n > 0 ? got[0] : -1;
@@ -466,14 +472,7 @@ static mworker *acquire(model_server_t *m, const char *job_id, const char *dir, 
             cd_err_set(err, CD_E_CONFLICT, "the model %s is busy answering other requests; try again later", job_id);
             return NULL;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 100 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&m->cond, &m->lock, &ts);
+        wait_a_tenth(&m->cond, &m->lock);
     }
 }
 

@@ -277,6 +277,20 @@ static void *reader_thread(void *arg)
     return NULL;
 }
 
+/* A task whose worker is (again) being followed: no kill pending, no line seen yet. */
+static void follow_from_now(sched_t *s, stask_t *t)
+{
+    t->kill_at = 0;
+    t->hung = 0;
+    t->oom_kills = worker_oom_kills();
+    note_output(t);
+    t->abort_requested = 0;
+    t->saw_done = 0;
+    t->ntail = 0;
+    t->last_error[0] = 0;
+    t->owner = s;
+}
+
 int worker_adopt(sched_t *s, stask_t *t, cd_err_t *err)
 {
     char path[PATH_MAX];
@@ -288,15 +302,7 @@ int worker_adopt(sched_t *s, stask_t *t, cd_err_t *err)
     jobdir_path(t->dir, JOBDIR_WORKER_ERR, path, sizeof path);
     t->err_offset = file_size(path);
     t->adopted = 1;
-    t->kill_at = 0;
-    t->hung = 0;
-    t->oom_kills = worker_oom_kills();
-    note_output(t);
-    t->abort_requested = 0;
-    t->saw_done = 0;
-    t->ntail = 0;
-    t->last_error[0] = 0;
-    t->owner = s;
+    follow_from_now(s, t);
     int rc = pthread_create(&t->reader, NULL, reader_thread, t);
     if (rc != 0)
         return cd_err_set(err, CD_E_INTERNAL, "cannot start a thread to read the worker: %s", strerror(rc));
@@ -324,15 +330,7 @@ int worker_start(sched_t *s, stask_t *t, cd_err_t *err)
         return CD_ERR;
     t->pid = pid;
     t->pid_start = proc_start_ticks(pid);
-    t->kill_at = 0;
-    t->hung = 0;
-    t->oom_kills = worker_oom_kills();
-    note_output(t);
-    t->abort_requested = 0;
-    t->saw_done = 0;
-    t->ntail = 0;
-    t->last_error[0] = 0;
-    t->owner = s;
+    follow_from_now(s, t);
 
     char gpus[512] = "[";
     for (int i = 0; i < t->ngpus; i++) {
