@@ -10,6 +10,9 @@ const char *cd_layer_type_names(void);
 int cd_fill_params(cd_net *net, char *err, size_t errlen);
 /* Is a FillerParameter (or NULL) one the engine can fill? */
 int cd_filler_check(const cd_pt_node *f, char *err, size_t errlen);
+/* cd_layer_buffer for a layer's init: *out gets n floats. CD_OK, or CD_ERR with an
+ * out-of-memory message naming the layer. */
+int cd_layer_buffer_init(cd_net *net, cd_layer *l, size_t n, float **out, char *err, size_t errlen);
 
 /* Layer tables, one per file of layers; each ends with a {NULL} row. */
 extern const cd_layer_type cd_layers_data[];
@@ -18,6 +21,8 @@ extern const cd_layer_type cd_layers_act[];
 extern const cd_layer_type cd_layers_norm[];
 extern const cd_layer_type cd_layers_shape[];
 extern const cd_layer_type cd_layers_loss[];
+extern const cd_layer_type cd_layers_spatial[];
+extern const cd_layer_type cd_layers_regress[];
 
 /* shorthand for a layer's backend */
 #define BE(net) ((net)->be)

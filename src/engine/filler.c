@@ -1,5 +1,5 @@
 /* Parameter fillers with Caffe's definitions (FillerParameter): constant, uniform,
- * gaussian, xavier and msra, drawn from the counter-based generator so that a seed
+ * gaussian, xavier, msra and bilinear, the random ones drawn from the counter-based generator so that a seed
  * gives the same weights on every backend and machine. */
 #include <math.h>
 #include <stdlib.h>
@@ -72,14 +72,42 @@ static void fill_msra(const filler_ctx *c, float *x)
     fill_gaussian_std(c, x, 0.0, sqrt(2.0 / variance_n(c)));
 }
 
+/* Caffe's BilinearFiller: every (kh, kw) slice of a 4-D blob with a square kernel
+ * holds the interpolation kernel (1 - |x/f - c|) * (1 - |y/f - c|), f = ceil(k/2),
+ * c = (k - 1) / (2f): a Deconvolution with kernel 2s - s%2, stride s and pad
+ * ceil((s-1)/2) then upsamples by s. */
+static void fill_bilinear(const filler_ctx *c, float *x)
+{
+    int k = c->p->dims[3];
+    int f = (k + 1) / 2;
+    double cc = (k - 1) / (2.0 * f);
+    for (size_t i = 0; i < c->p->count; i++) {
+        double u = (double)(i % (size_t)k), v = (double)((i / (size_t)k) % (size_t)k);
+        x[i] = (float)((1 - fabs(u / f - cc)) * (1 - fabs(v / f - cc)));
+    }
+}
+
+static int shape_bilinear(const cd_param *p, char *err, size_t errlen)
+{
+    if (p->ndim != 4 || p->dims[2] != p->dims[3]) {
+        snprintf(err, errlen, "parameter %s: the bilinear filler needs a 4-D blob with a square "
+                 "kernel (a Deconvolution's weights with kernel_size set once)", p->name);
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
 typedef struct filler_type {
     const char *name;
     void (*fill)(const filler_ctx *c, float *x);
+    /* optional: can it fill a blob of p's shape? CD_OK, or CD_ERR with a message */
+    int (*check_shape)(const cd_param *p, char *err, size_t errlen);
 } filler_type;
 
 static const filler_type filler_types[] = {
-    {"constant", fill_constant}, {"uniform", fill_uniform}, {"gaussian", fill_gaussian},
-    {"xavier", fill_xavier},     {"msra", fill_msra},
+    {"constant", fill_constant, NULL}, {"uniform", fill_uniform, NULL},
+    {"gaussian", fill_gaussian, NULL}, {"xavier", fill_xavier, NULL},
+    {"msra", fill_msra, NULL},         {"bilinear", fill_bilinear, shape_bilinear},
 };
 
 static const filler_type *filler_find(const char *name)
@@ -97,7 +125,7 @@ int cd_filler_check(const cd_pt_node *f, char *err, size_t errlen)
     const char *type = cd_pt_str(f, "type", "constant");
     if (!filler_find(type)) {
         snprintf(err, errlen, "%d:%d: unknown filler type \"%s\"; expected constant, uniform, "
-                 "gaussian, xavier or msra", f->line, f->col, type);
+                 "gaussian, xavier, msra or bilinear", f->line, f->col, type);
         return CD_ERR;
     }
     if (cd_pt_int(f, "sparse", -1) > 0) {
@@ -126,6 +154,8 @@ int cd_fill_params(cd_net *net, char *err, size_t errlen)
             snprintf(err, errlen, "parameter %s: unknown filler", p->name);
             return CD_ERR;
         }
+        if (ft->check_shape && ft->check_shape(p, err, errlen) != CD_OK)
+            return CD_ERR;
         float *host = cd_xmalloc(p->count * sizeof(float));
         ft->fill(&c, host);
         net->be->iface->upload(net->be, p->data, host, p->count * sizeof(float));

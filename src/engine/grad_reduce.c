@@ -11,6 +11,9 @@
  * the same net, so the ranks issue the same averages in the same order. A bucket size of
  * 0 asks for one average after the backward pass (no overlap).
  *
+ * A parameter shared by several layers is averaged once, in the bucket of the first
+ * layer using it (its owner), which the backward pass reaches after the others.
+ *
  * Backends without allreduce_start average each bucket in place with allreduce_mean at
  * the same points (the CPU replicas): the same plan, the same result.
  */
@@ -27,21 +30,39 @@
 /* floats a parameter takes in the arena (tensors are padded to 16 floats) */
 static size_t arena_span(const cd_param *p) { return (p->count + 15) & ~(size_t)15; }
 
-/* The arena range [lo, hi) of layer l's parameters; 0 when they are not one range. */
-static int layer_range(const cd_layer *l, size_t *lo, size_t *hi)
+/* Does layer i own p, i.e. is it the first layer using it? A parameter shared by several
+ * layers (param { name }) lies in its owner's range, and the owner comes first in the
+ * net, so its backward is the last to add to the gradient: only then is it final. */
+static int owns(const cd_net *net, int i, const cd_param *p)
 {
+    for (int j = 0; j < i; j++)
+        for (int k = 0; k < net->layers[j]->nparam; k++)
+            if (net->layers[j]->params[k] == p)
+                return 0;
+    return 1;
+}
+
+/* The arena range [lo, hi) of the parameters layer i owns; *any 0 when it owns none;
+ * 0 when they are not one range. */
+static int layer_range(const cd_net *net, int i, size_t *lo, size_t *hi, int *any)
+{
+    const cd_layer *l = net->layers[i];
     *lo = SIZE_MAX;
     *hi = 0;
+    *any = 0;
     size_t floats = 0;
     for (int k = 0; k < l->nparam; k++) {
         const cd_param *p = l->params[k];
+        if (!owns(net, i, p))
+            continue;
+        *any = 1;
         if (p->offset < *lo)
             *lo = p->offset;
         if (p->offset + arena_span(p) > *hi)
             *hi = p->offset + arena_span(p);
         floats += arena_span(p);
     }
-    return l->nparam > 0 && *hi - *lo == floats;
+    return !*any || *hi - *lo == floats;
 }
 
 /* Buckets from the layers' ranges; 0 when the arena is not laid out in layer order. */
@@ -55,9 +76,12 @@ static int plan(cd_grad_reduce *r, const cd_net *net, double bucket_mb)
     size_t done = net->param_count, pending = net->param_count;
     for (int i = net->nlayers - 1; i >= 0 && done > 0; i--) {
         size_t lo, hi;
-        if (net->layers[i]->nparam == 0)
+        int any;
+        if (!layer_range(net, i, &lo, &hi, &any))
+            return 0;
+        if (!any)
             continue;
-        if (!layer_range(net->layers[i], &lo, &hi) || hi != done)
+        if (hi != done)
             return 0;
         done = lo;
         if (pending - done >= limit || done == 0) {

@@ -5,6 +5,7 @@
 
 #include "cdigits/util.h"
 #include "engine_internal.h"
+#include "layer_conv.h"
 
 /* Read a spatial pair from Caffe's repeated field (1 or 2 values) or its _h/_w
  * variants. Returns CD_OK, or CD_ERR with a message. */
@@ -49,31 +50,21 @@ static int need_4d(const cd_layer *l, const cd_blob *b, char *err, size_t errlen
 
 /* ---- Convolution ---------------------------------------------------------------- */
 
-typedef struct conv_priv {
-    cd_conv_desc d;
-    int bias;
-} conv_priv;
-
-static int conv_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
+/* Read convolution_param into d's k (num_output), kh/kw, sh/sw, ph/pw, dh/dw and group,
+ * and *bias: the geometry Convolution and Deconvolution share. Checks what needs no
+ * bottom shape beyond its being 4-D. CD_OK, or CD_ERR with a message. */
+int cd_conv_param_read(const cd_layer *l, cd_conv_desc *d, int *bias, char *err, size_t errlen)
 {
     const cd_pt_node *p = l->param;
-    cd_blob *x = l->bottom[0];
     if (!p || !cd_pt_get(p, "num_output"))
         return cd_layer_error(l, err, errlen, "convolution_param { num_output } is required");
-    if (need_4d(l, x, err, errlen) != CD_OK)
+    if (need_4d(l, l->bottom[0], err, errlen) != CD_OK)
         return CD_ERR;
     if (cd_pt_int(p, "axis", 1) != 1)
         return cd_layer_error(l, err, errlen, "only axis 1 (channels) is supported");
-    conv_priv *c = cd_xcalloc(1, sizeof *c);
-    l->priv = c;
-    cd_conv_desc *d = &c->d;
-    d->n = x->dims[0];
-    d->c = x->dims[1];
-    d->h = x->dims[2];
-    d->w = x->dims[3];
     d->k = (int)cd_pt_int(p, "num_output", 0);
     d->group = (int)cd_pt_int(p, "group", 1);
-    c->bias = cd_pt_bool(p, "bias_term", 1);
+    *bias = cd_pt_bool(p, "bias_term", 1);
     if (read_pair(l, p, "kernel_size", 0, &d->kh, &d->kw, err, errlen) ||
         read_pair(l, p, "stride", 1, &d->sh, &d->sw, err, errlen) ||
         read_pair(l, p, "pad", 0, &d->ph, &d->pw, err, errlen) ||
@@ -85,9 +76,59 @@ static int conv_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
         return cd_layer_error(l, err, errlen, "kernel_size is required and must be positive");
     if (d->sh <= 0 || d->sw <= 0 || d->dh <= 0 || d->dw <= 0 || d->ph < 0 || d->pw < 0)
         return cd_layer_error(l, err, errlen, "stride and dilation must be positive and pad not negative");
-    if (d->group <= 0 || d->c % d->group || d->k % d->group)
-        return cd_layer_error(l, err, errlen, "group %d must divide both the %d input channels and "
-                              "num_output %d", d->group, d->c, d->k);
+    if (d->group <= 0)
+        return cd_layer_error(l, err, errlen, "group is %d; it must be positive", d->group);
+    return CD_OK;
+}
+
+cd_conv_priv *cd_conv_priv_read(cd_layer *l, int transposed, char *err, size_t errlen)
+{
+    const cd_blob *x = l->bottom[0];
+    cd_conv_priv *c = cd_xcalloc(1, sizeof *c);
+    l->priv = c;
+    cd_conv_desc *d = &c->d;
+    if (cd_conv_param_read(l, d, &c->bias, err, errlen) != CD_OK)
+        return NULL;
+    int in = x->dims[1], out = d->k;
+    d->n = x->dims[0];
+    if (transposed) {
+        d->k = in;
+        d->c = out;
+        d->oh = x->dims[2];
+        d->ow = x->dims[3];
+    } else {
+        d->c = in;
+        d->h = x->dims[2];
+        d->w = x->dims[3];
+    }
+    if (in % d->group || out % d->group) {
+        cd_layer_error(l, err, errlen, "group %d must divide both the %d input channels and "
+                       "num_output %d", d->group, in, out);
+        return NULL;
+    }
+    return c;
+}
+
+int cd_conv_top_params(cd_net *net, cd_layer *l, const cd_conv_priv *c, const int ydims[4],
+                       char *err, size_t errlen)
+{
+    const cd_pt_node *p = l->param;
+    const cd_conv_desc *d = &c->d;
+    cd_blob_set_shape(l->top[0], 4, ydims);
+    int wdims[4] = {d->k, d->c / d->group, d->kh, d->kw};
+    if (!cd_layer_add_param(net, l, 4, wdims, cd_pt_get(p, "weight_filler"), 0.0f, 1, err, errlen))
+        return CD_ERR;
+    if (c->bias && !cd_layer_add_param(net, l, 1, &ydims[1], cd_pt_get(p, "bias_filler"), 0.0f, 1, err, errlen))
+        return CD_ERR;
+    return CD_OK;
+}
+
+static int conv_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
+{
+    cd_conv_priv *c = cd_conv_priv_read(l, 0, err, errlen);
+    if (!c)
+        return CD_ERR;
+    cd_conv_desc *d = &c->d;
     int ekh = d->dh * (d->kh - 1) + 1, ekw = d->dw * (d->kw - 1) + 1;
     if (ekh > d->h + 2 * d->ph || ekw > d->w + 2 * d->pw)
         return cd_layer_error(l, err, errlen, "kernel_size %dx%d%s is larger than its %dx%d input "
@@ -97,25 +138,19 @@ static int conv_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
     d->oh = (d->h + 2 * d->ph - ekh) / d->sh + 1;
     d->ow = (d->w + 2 * d->pw - ekw) / d->sw + 1;
     int ydims[4] = {d->n, d->k, d->oh, d->ow};
-    cd_blob_set_shape(l->top[0], 4, ydims);
-    int wdims[4] = {d->k, d->c / d->group, d->kh, d->kw};
-    if (!cd_layer_add_param(net, l, 4, wdims, cd_pt_get(p, "weight_filler"), 0.0f, 1, err, errlen))
-        return CD_ERR;
-    if (c->bias && !cd_layer_add_param(net, l, 1, &d->k, cd_pt_get(p, "bias_filler"), 0.0f, 1, err, errlen))
-        return CD_ERR;
-    return CD_OK;
+    return cd_conv_top_params(net, l, c, ydims, err, errlen);
 }
 
 static void conv_forward(cd_net *net, cd_layer *l)
 {
-    conv_priv *c = l->priv;
+    cd_conv_priv *c = l->priv;
     OPS(net)->conv_forward(BE(net), &c->d, l->bottom[0]->data, l->params[0]->data,
                            c->bias ? l->params[1]->data : NULL, l->top[0]->data);
 }
 
 static void conv_backward(cd_net *net, cd_layer *l)
 {
-    conv_priv *c = l->priv;
+    cd_conv_priv *c = l->priv;
     cd_param *w = l->params[0], *b = c->bias ? l->params[1] : NULL;
     if (w->lr_mult != 0 || (b && b->lr_mult != 0) || net->opts.force_backward)
         OPS(net)->conv_backward_filter(BE(net), &c->d, l->bottom[0]->data, l->top[0]->diff, w->diff,

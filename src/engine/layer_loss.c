@@ -1,4 +1,4 @@
-/* Softmax, SoftmaxWithLoss and Accuracy. The scalar results (loss, accuracy) are
+/* Softmax, SoftmaxWithLoss, Accuracy and ContrastiveLoss. The scalar results (loss, accuracy) are
  * read back to the host once per forward: they are what training reports. */
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +211,116 @@ static void acc_forward(cd_net *net, cd_layer *l)
     o->scale(BE(net), 1, count > 0 ? 1.0f / count : 0.0f, a->scalars, l->top[0]->data);
 }
 
+/* ---- ContrastiveLoss (Caffe's, for Siamese nets) --------------------------------------
+ * Bottoms a and b are (N, C) (any shape with N rows), y holds N labels; a label whose
+ * integer part is not 0 marks a similar pair. With d the Euclidean distance of a row pair:
+ *   loss = 1/(2N) sum( sim d^2 + dis max(margin - d, 0)^2 )   (legacy: max(margin - d^2, 0))
+ * Composed of backend ops: per-row values are (N) vectors, the sums gemm products. */
+
+typedef struct contrastive_priv {
+    int n, c;
+    float margin;
+    int legacy;
+    float *diff;   /* (N, C) a - b */
+    float *sq;     /* (N, C) diff^2 */
+    float *ones;   /* max(N, C) ones */
+    float *dist_sq, *dist, *mdist, *hinge, *hinge_sq, *sim, *dis, *coef; /* (N) each */
+} contrastive_priv;
+
+static int contrastive_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
+{
+    cd_blob *a = l->bottom[0], *b = l->bottom[1], *y = l->bottom[2];
+    char sa[64], sb[64], sy[64];
+    if (a->ndim < 1 || a->count != b->count || a->dims[0] != b->dims[0] || y->count != (size_t)a->dims[0])
+        return cd_layer_error(l, err, errlen, "bottoms %s (%s), %s (%s) and %s (%s) must be two equal "
+                              "(N, C) features and N labels", a->name, cd_blob_shape_str(a, sa, sizeof sa),
+                              b->name, cd_blob_shape_str(b, sb, sizeof sb), y->name,
+                              cd_blob_shape_str(y, sy, sizeof sy));
+    contrastive_priv *c = cd_xcalloc(1, sizeof *c);
+    l->priv = c;
+    c->n = a->dims[0];
+    c->c = (int)(a->count / (size_t)c->n);
+    c->margin = l->param ? (float)cd_pt_float(l->param, "margin", 1.0) : 1.0f;
+    c->legacy = l->param ? cd_pt_bool(l->param, "legacy_version", 0) : 0;
+    cd_blob_set_shape(l->top[0], 0, NULL);
+    return CD_OK;
+}
+
+static int contrastive_init(cd_net *net, cd_layer *l, char *err, size_t errlen)
+{
+    contrastive_priv *c = l->priv;
+    size_t nc = (size_t)c->n * c->c, n = (size_t)c->n, wide = n > (size_t)c->c ? n : (size_t)c->c;
+    float *buf = cd_layer_buffer(net, l, 2 * nc + wide + 8 * n);
+    if (!buf)
+        return cd_layer_error(l, err, errlen, "out of memory");
+    c->diff = buf;
+    c->sq = c->diff + nc;
+    c->ones = c->sq + nc;
+    float **rows[] = {&c->dist_sq, &c->dist, &c->mdist, &c->hinge, &c->hinge_sq, &c->sim, &c->dis,
+                      &c->coef};
+    for (size_t i = 0; i < CD_ARRAY_LEN(rows); i++)
+        *rows[i] = c->ones + wide + i * n;
+    OPS(net)->set(BE(net), wide, 1.0f, c->ones);
+    return CD_OK;
+}
+
+static void contrastive_forward(cd_net *net, cd_layer *l)
+{
+    contrastive_priv *c = l->priv;
+    const cd_backend_iface *o = OPS(net);
+    cd_backend_t *be = BE(net);
+    size_t nc = (size_t)c->n * c->c, n = (size_t)c->n;
+    o->scale(be, nc, 1.0f, l->bottom[0]->data, c->diff);
+    o->axpy(be, nc, -1.0f, l->bottom[1]->data, c->diff);
+    o->mul(be, nc, c->diff, c->diff, c->sq);
+    o->gemm(be, 0, 0, c->n, 1, c->c, 1.0f, c->sq, c->ones, 0.0f, c->dist_sq);
+    /* dis = [1 - y^2 > 0] = [(int)y == 0], sim = 1 - dis */
+    o->power_forward(be, n, 2.0f, 1.0f, 0.0f, l->bottom[2]->data, c->coef);
+    o->power_forward(be, n, 1.0f, -1.0f, 1.0f, c->coef, c->coef);
+    o->act_backward(be, CD_ACT_RELU, 0.0f, n, c->coef, c->coef, c->ones, c->dis);
+    o->power_forward(be, n, 1.0f, -1.0f, 1.0f, c->dis, c->sim);
+    if (c->legacy) {
+        o->power_forward(be, n, 1.0f, -1.0f, c->margin, c->dist_sq, c->mdist);
+        o->act_forward(be, CD_ACT_RELU, 0.0f, n, c->mdist, c->hinge_sq);
+    } else {
+        o->power_forward(be, n, 0.5f, 1.0f, 0.0f, c->dist_sq, c->dist);
+        o->power_forward(be, n, 1.0f, -1.0f, c->margin, c->dist, c->mdist);
+        o->act_forward(be, CD_ACT_RELU, 0.0f, n, c->mdist, c->hinge);
+        o->mul(be, n, c->hinge, c->hinge, c->hinge_sq);
+    }
+    float half_mean = 0.5f / (float)c->n;
+    o->gemm(be, 0, 0, 1, 1, c->n, half_mean, c->sim, c->dist_sq, 0.0f, l->top[0]->data);
+    o->gemm(be, 0, 0, 1, 1, c->n, half_mean, c->dis, c->hinge_sq, 1.0f, l->top[0]->data);
+}
+
+/* da = coef * diff per row, db = -da, with coef = s (similar) or -s g (dissimilar),
+ * s = loss_weight / N and g = max(margin - d, 0) / (d + 1e-4) (legacy: [margin > d^2]),
+ * as Caffe's backward. */
+static void contrastive_backward(cd_net *net, cd_layer *l)
+{
+    contrastive_priv *c = l->priv;
+    const cd_backend_iface *o = OPS(net);
+    cd_backend_t *be = BE(net);
+    size_t nc = (size_t)c->n * c->c, n = (size_t)c->n;
+    float s = l->loss_weight * net->loss_scale / (float)c->n;
+    if (c->legacy) {
+        o->act_backward(be, CD_ACT_RELU, 0.0f, n, c->mdist, c->mdist, c->ones, c->coef);
+    } else {
+        o->power_forward(be, n, -1.0f, 1.0f, 1e-4f, c->dist, c->coef);
+        o->mul(be, n, c->hinge, c->coef, c->coef);
+    }
+    o->mul(be, n, c->dis, c->coef, c->coef);
+    o->axpby(be, n, s, c->sim, -s, c->coef);
+    for (int i = 0; i < 2; i++) {
+        cd_blob *x = l->bottom[i];
+        if (!x->need_backward)
+            continue;
+        o->channel_affine(be, 1, c->n, c->c, c->diff, c->coef, NULL, x->diff);
+        if (i == 1)
+            o->scale(be, nc, -1.0f, x->diff, x->diff);
+    }
+}
+
 const cd_layer_type cd_layers_loss[] = {
     {.name = "Softmax", .param_field = "softmax_param", .min_bottoms = 1, .max_bottoms = 1,
      .min_tops = 1, .max_tops = 1, .setup = softmax_setup, .forward = softmax_forward,
@@ -220,5 +330,9 @@ const cd_layer_type cd_layers_loss[] = {
      .forward = swl_forward, .backward = swl_backward},
     {.name = "Accuracy", .param_field = "accuracy_param", .min_bottoms = 2, .max_bottoms = 2,
      .min_tops = 1, .max_tops = 1, .flags = CD_LAYER_SCALAR, .setup = acc_setup, .init = acc_init, .forward = acc_forward},
+    {.name = "ContrastiveLoss", .param_field = "contrastive_loss_param", .min_bottoms = 3,
+     .max_bottoms = 3, .min_tops = 1, .max_tops = 1, .flags = CD_LAYER_LOSS | CD_LAYER_SCALAR,
+     .setup = contrastive_setup, .init = contrastive_init, .forward = contrastive_forward,
+     .backward = contrastive_backward},
     {.name = NULL},
 };

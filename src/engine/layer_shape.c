@@ -1,5 +1,5 @@
-/* Layers that move or combine blobs: Concat, Flatten, Split (inserted by the engine
- * for blobs read by several layers) and Eltwise. */
+/* Layers that move or combine blobs: Concat, Slice, Flatten, Split (inserted by the
+ * engine for blobs read by several layers) and Eltwise. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,11 +8,31 @@
 
 /* ---- Concat ------------------------------------------------------------------------- */
 
-typedef struct concat_priv {
+/* Concat and Slice: pieces stacked along one axis of a whole blob. */
+typedef struct axis_priv {
     int axis;
     int outer;
     size_t inner; /* elements after the axis */
-} concat_priv;
+} axis_priv;
+
+/* Copy between the whole's windows along c->axis and its npieces pieces, in order: into
+ * the whole (to_whole) or out to the pieces, the values or (diff) the gradients; a
+ * piece's gradient is written only where it needs one. */
+static void axis_move(cd_net *net, const axis_priv *c, cd_blob *whole, cd_blob *const *pieces,
+                      int npieces, int diff, int to_whole)
+{
+    size_t whole_block = (size_t)whole->dims[c->axis] * c->inner, off = 0;
+    float *w = diff ? whole->diff : whole->data;
+    for (int i = 0; i < npieces; i++) {
+        size_t block = (size_t)pieces[i]->dims[c->axis] * c->inner;
+        float *pc = diff ? pieces[i]->diff : pieces[i]->data;
+        if (to_whole)
+            OPS(net)->copy_strided(BE(net), c->outer, block, pc, block, w + off, whole_block, 0);
+        else if (!diff || pieces[i]->need_backward)
+            OPS(net)->copy_strided(BE(net), c->outer, block, w + off, whole_block, pc, block, 0);
+        off += block;
+    }
+}
 
 static int concat_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
 {
@@ -37,7 +57,7 @@ static int concat_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
                                   b0->name, cd_blob_shape_str(b0, s0, sizeof s0), axis);
         dims[axis] += b->dims[axis];
     }
-    concat_priv *c = cd_xcalloc(1, sizeof *c);
+    axis_priv *c = cd_xcalloc(1, sizeof *c);
     l->priv = c;
     c->axis = axis;
     c->outer = (int)cd_dims_count(b0->dims, 0, axis);
@@ -48,27 +68,88 @@ static int concat_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
 
 static void concat_forward(cd_net *net, cd_layer *l)
 {
-    concat_priv *c = l->priv;
-    size_t top_block = (size_t)l->top[0]->dims[c->axis] * c->inner, off = 0;
-    for (int i = 0; i < l->nbottom; i++) {
-        size_t block = (size_t)l->bottom[i]->dims[c->axis] * c->inner;
-        OPS(net)->copy_strided(BE(net), c->outer, block, l->bottom[i]->data, block,
-                               l->top[0]->data + off, top_block, 0);
-        off += block;
-    }
+    axis_move(net, l->priv, l->top[0], l->bottom, l->nbottom, 0, 1);
 }
 
 static void concat_backward(cd_net *net, cd_layer *l)
 {
-    concat_priv *c = l->priv;
-    size_t top_block = (size_t)l->top[0]->dims[c->axis] * c->inner, off = 0;
-    for (int i = 0; i < l->nbottom; i++) {
-        size_t block = (size_t)l->bottom[i]->dims[c->axis] * c->inner;
-        if (l->bottom[i]->need_backward)
-            OPS(net)->copy_strided(BE(net), c->outer, block, l->top[0]->diff + off, top_block,
-                                   l->bottom[i]->diff, block, 0);
-        off += block;
+    axis_move(net, l->priv, l->top[0], l->bottom, l->nbottom, 1, 0);
+}
+
+/* ---- Slice: Concat's inverse ------------------------------------------------------ */
+
+/* Top sizes along the axis: from slice_point (one fewer than the tops, increasing,
+ * inside the axis), or an equal split of the axis into the tops. */
+static int slice_sizes(const cd_layer *l, int dim, int *sizes, char *err, size_t errlen)
+{
+    const cd_pt_node *p = l->param;
+    int npoints = p ? cd_pt_count(p, "slice_point") : 0;
+    if (npoints == 0) {
+        if (dim % l->ntop != 0)
+            return cd_layer_error(l, err, errlen, "axis of size %d does not split evenly into %d "
+                                  "tops; give slice_point values", dim, l->ntop);
+        for (int i = 0; i < l->ntop; i++)
+            sizes[i] = dim / l->ntop;
+        return CD_OK;
     }
+    if (npoints != l->ntop - 1)
+        return cd_layer_error(l, err, errlen, "%d slice_point values for %d tops; give one fewer "
+                              "than the tops", npoints, l->ntop);
+    int prev = 0;
+    for (int i = 0; i < npoints; i++) {
+        int pt = atoi(cd_pt_nth(p, "slice_point", i)->text);
+        if (pt <= prev || pt >= dim)
+            return cd_layer_error(l, err, errlen, "slice_point %d must be larger than %d and smaller "
+                                  "than the axis size %d", pt, prev, dim);
+        sizes[i] = pt - prev;
+        prev = pt;
+    }
+    sizes[npoints] = dim - prev;
+    return CD_OK;
+}
+
+static int slice_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
+{
+    const cd_pt_node *p = l->param;
+    cd_blob *x = l->bottom[0];
+    int axis = 1;
+    if (p)
+        axis = (int)(cd_pt_get(p, "slice_dim") ? cd_pt_int(p, "slice_dim", 1) : cd_pt_int(p, "axis", 1));
+    if (axis < 0)
+        axis += x->ndim;
+    if (axis < 0 || axis >= x->ndim)
+        return cd_layer_error(l, err, errlen, "axis %d is outside the %d-D bottom %s", axis, x->ndim,
+                              x->name);
+    int sizes[CD_LAYER_MAX_BLOBS];
+    if (slice_sizes(l, x->dims[axis], sizes, err, errlen) != CD_OK)
+        return CD_ERR;
+    for (int i = 0; i < l->ntop; i++) {
+        if (l->top[i] == x)
+            return cd_layer_error(l, err, errlen, "Slice cannot work in place; give top %s another "
+                                  "name", x->name);
+        int dims[CD_MAX_DIMS];
+        memcpy(dims, x->dims, sizeof dims);
+        dims[axis] = sizes[i];
+        cd_blob_set_shape(l->top[i], x->ndim, dims);
+    }
+    axis_priv *c = cd_xcalloc(1, sizeof *c);
+    l->priv = c;
+    c->axis = axis;
+    c->outer = (int)cd_dims_count(x->dims, 0, axis);
+    c->inner = cd_dims_count(x->dims, axis + 1, x->ndim);
+    return CD_OK;
+}
+
+/* top i is (outer, size_i, inner) taken from the bottom's (outer, sum of sizes, inner) */
+static void slice_forward(cd_net *net, cd_layer *l)
+{
+    axis_move(net, l->priv, l->bottom[0], l->top, l->ntop, 0, 0);
+}
+
+static void slice_backward(cd_net *net, cd_layer *l)
+{
+    if (l->bottom[0]->need_backward)
+        axis_move(net, l->priv, l->bottom[0], l->top, l->ntop, 1, 1);
 }
 
 /* ---- Flatten: a view of the bottom, sharing its memory ----------------------------------- */
@@ -171,8 +252,7 @@ static int eltwise_init(cd_net *net, cd_layer *l, char *err, size_t errlen)
     eltwise_priv *e = l->priv;
     if (e->op == ELT_SUM)
         return CD_OK;
-    e->buf = cd_layer_buffer(net, l, l->bottom[0]->count);
-    return e->buf ? CD_OK : cd_layer_error(l, err, errlen, "out of memory");
+    return cd_layer_buffer_init(net, l, l->bottom[0]->count, &e->buf, err, errlen);
 }
 
 static void eltwise_forward(cd_net *net, cd_layer *l)
@@ -240,6 +320,9 @@ const cd_layer_type cd_layers_shape[] = {
     {.name = "Concat", .param_field = "concat_param", .min_bottoms = 1,
      .max_bottoms = CD_LAYER_MAX_BLOBS, .min_tops = 1, .max_tops = 1, .setup = concat_setup,
      .forward = concat_forward, .backward = concat_backward},
+    {.name = "Slice", .param_field = "slice_param", .min_bottoms = 1, .max_bottoms = 1,
+     .min_tops = 1, .max_tops = CD_LAYER_MAX_BLOBS, .setup = slice_setup,
+     .forward = slice_forward, .backward = slice_backward},
     {.name = "Flatten", .param_field = "flatten_param", .min_bottoms = 1, .max_bottoms = 1,
      .min_tops = 1, .max_tops = 1, .setup = flatten_setup},
     {.name = "Split", .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1,

@@ -85,6 +85,61 @@ static cd_layer *layer_new(cd_net *net, const char *name, const cd_layer_type *t
     return l;
 }
 
+/*
+ * Caffe's weight sharing: a param { name: "w" } already named by an earlier layer of the
+ * net is that layer's parameter (its owner's). *out is then the owner's cd_param, one
+ * entry of net->params used by both layers: the solver updates it once and the layers'
+ * backward passes add up their gradients in it. The shapes must be equal (Caffe's
+ * STRICT sharing) and the learning rates are the owner's; a sharing layer may repeat
+ * them but not give others. *out stays NULL when nothing is shared.
+ */
+static int shared_param(cd_net *net, cd_layer *l, const cd_pt_node *spec, int ndim,
+                        const int *dims, int learnable, cd_param **out, char *err, size_t errlen)
+{
+    const char *share = spec && cd_pt_get(spec, "name") ? cd_pt_str(spec, "name", NULL) : NULL;
+    if (!share || !*share)
+        return CD_OK;
+    for (int i = 0; i < net->nlayers && !*out; i++) {
+        cd_layer *o = net->layers[i];
+        for (int j = 0; o != l && o->def && j < o->nparam && !*out; j++) {
+            const char *n = cd_pt_str(cd_pt_nth(o->def, "param", j), "name", NULL);
+            if (n && !strcmp(n, share))
+                *out = o->params[j];
+        }
+        if (!*out)
+            continue;
+        cd_param *q = *out;
+        cd_blob want = {0};
+        cd_blob_set_shape(&want, ndim, dims);
+        int same = q->ndim == ndim && q->learnable == learnable;
+        for (int d = 0; same && d < ndim; d++)
+            same = q->dims[d] == dims[d];
+        if (!same) {
+            cd_blob have = {0};
+            cd_blob_set_shape(&have, q->ndim, q->dims);
+            char s0[64], s1[64];
+            return cd_layer_error(l, err, errlen, "shares parameter \"%s\" with layer %s, but it is "
+                                  "%s%s here and %s%s in %s; layers sharing a parameter need the same "
+                                  "shape (num_output, kernel and inputs)", share, o->name,
+                                  cd_blob_shape_str(&want, s0, sizeof s0), learnable ? "" : " (stored)",
+                                  cd_blob_shape_str(&have, s1, sizeof s1), q->learnable ? "" : " (stored)",
+                                  o->name);
+        }
+        static const char *mults[] = {"lr_mult", "decay_mult"};
+        for (size_t m = 0; m < CD_ARRAY_LEN(mults); m++) {
+            float owner = m == 0 ? q->lr_mult : q->decay_mult;
+            if (learnable && cd_pt_get(spec, mults[m]) &&
+                (float)cd_pt_float(spec, mults[m], 1.0) != owner)
+                return cd_layer_error(l, err, errlen, "shares parameter \"%s\" with layer %s but "
+                                      "gives %s %g where %s has %g; a shared parameter has the first "
+                                      "layer's %s: drop it here or make them equal", share, o->name,
+                                      mults[m], cd_pt_float(spec, mults[m], 1.0), o->name,
+                                      (double)owner, mults[m]);
+        }
+    }
+    return CD_OK;
+}
+
 cd_param *cd_layer_add_param(cd_net *net, cd_layer *l, int ndim, const int *dims,
                              const cd_pt_node *filler, float filler_default, int learnable,
                              char *err, size_t errlen)
@@ -105,6 +160,14 @@ cd_param *cd_layer_add_param(cd_net *net, cd_layer *l, int ndim, const int *dims
         cd_layer_error(l, err, errlen, "%s", inner);
         return NULL;
     }
+    const cd_pt_node *spec = l->def ? cd_pt_nth(l->def, "param", l->nparam) : NULL;
+    cd_param *owned = NULL;
+    if (shared_param(net, l, spec, ndim, dims, learnable, &owned, err, errlen) != CD_OK)
+        return NULL;
+    if (owned) {
+        l->params[l->nparam++] = owned;
+        return owned;
+    }
     cd_param *p = cd_xcalloc(1, sizeof *p);
     char name[512];
     snprintf(name, sizeof name, "%s/%d", l->name, l->nparam);
@@ -118,24 +181,6 @@ cd_param *cd_layer_add_param(cd_net *net, cd_layer *l, int ndim, const int *dims
     p->learnable = learnable;
     p->lr_mult = learnable ? 1.0f : 0.0f;
     p->decay_mult = learnable ? 1.0f : 0.0f;
-    const cd_pt_node *spec = l->def ? cd_pt_nth(l->def, "param", l->nparam) : NULL;
-    const char *share = spec ? cd_pt_str(spec, "name", NULL) : NULL;
-    if (share && cd_pt_get(spec, "name")) {
-        for (int i = 0; i < net->nlayers; i++) {
-            cd_layer *o = net->layers[i];
-            for (int j = 0; o != l && o->def && j < cd_pt_count(o->def, "param"); j++) {
-                const char *n = cd_pt_str(cd_pt_nth(o->def, "param", j), "name", NULL);
-                if (n && !strcmp(n, share)) {
-                    cd_layer_error(l, err, errlen, "shares parameter \"%s\" with layer %s; shared "
-                                   "weights are not supported (and can't be split across GPUs); give "
-                                   "each layer its own parameters", share, o->name);
-                    free(p->name);
-                    free(p);
-                    return NULL;
-                }
-            }
-        }
-    }
     if (spec && learnable) {
         p->lr_mult = (float)cd_pt_float(spec, "lr_mult", 1.0);
         p->decay_mult = (float)cd_pt_float(spec, "decay_mult", 1.0);
@@ -161,6 +206,12 @@ float *cd_layer_buffer(cd_net *net, cd_layer *l, size_t n)
     else
         net->out_of_memory = 1;
     return p;
+}
+
+int cd_layer_buffer_init(cd_net *net, cd_layer *l, size_t n, float **out, char *err, size_t errlen)
+{
+    *out = cd_layer_buffer(net, l, n);
+    return *out ? CD_OK : cd_layer_error(l, err, errlen, "out of memory");
 }
 
 /* ---- stage rules (Caffe's NetStateRule) -------------------------------------------- */

@@ -87,6 +87,8 @@ MESSAGE(convolution_msg, "ConvolutionParameter",
         M("weight_filler", filler_msg), M("bias_filler", filler_msg),
         E("engine", engine_enum), F("axis", INT), F("force_nd_im2col", BOOL));
 
+MESSAGE(crop_msg, "CropParameter", F("axis", INT), R("offset", UINT));
+
 MESSAGE(data_msg, "DataParameter",
         F("source", STRING), F("batch_size", UINT), F("rand_skip", UINT),
         E("backend", db_enum), F("scale", FLOAT), F("mean_file", STRING),
@@ -128,6 +130,12 @@ MESSAGE(scale_msg, "ScaleParameter",
 
 MESSAGE(sigmoid_msg, "SigmoidParameter", E("engine", engine_enum));
 
+MESSAGE(slice_msg, "SliceParameter",
+        F("axis", INT), R("slice_point", UINT), F("slice_dim", UINT));
+
+MESSAGE(contrastive_loss_msg, "ContrastiveLossParameter",
+        F("margin", FLOAT), F("legacy_version", BOOL));
+
 MESSAGE(softmax_msg, "SoftmaxParameter", F("axis", INT), E("engine", engine_enum));
 
 MESSAGE(tanh_msg, "TanHParameter", E("engine", engine_enum));
@@ -141,11 +149,12 @@ MESSAGE(layer_msg, "LayerParameter",
         M("transform_param", transform_msg), M("loss_param", loss_msg),
         M("accuracy_param", accuracy_msg), M("batch_norm_param", batch_norm_msg),
         M("bias_param", bias_msg), M("concat_param", concat_msg),
-        M("convolution_param", convolution_msg), M("data_param", data_msg),
+        M("convolution_param", convolution_msg), M("crop_param", crop_msg), M("data_param", data_msg),
         M("dropout_param", dropout_msg), M("eltwise_param", eltwise_msg),
         M("flatten_param", flatten_msg), M("inner_product_param", inner_product_msg),
         M("input_param", input_msg), M("lrn_param", lrn_msg), M("pooling_param", pooling_msg),
         M("power_param", power_msg), M("relu_param", relu_msg), M("scale_param", scale_msg),
+        M("slice_param", slice_msg), M("contrastive_loss_param", contrastive_loss_msg),
         M("sigmoid_param", sigmoid_msg), M("softmax_param", softmax_msg), M("tanh_param", tanh_msg));
 
 static const cd_pt_field net_fields[] = {

@@ -1,17 +1,8 @@
 #!/usr/bin/env bash
 # check-net on every standard network (shapes and parameter counts from the published
 # architectures) and on broken files (non-zero exit, a message with file:line:col).
-set -uo pipefail
-worker="${CDIGITS_BUILD_DIR:?}/cdigits-worker"
+. "$(dirname "$0")/check_lib.bash" || exit 1
 src="${CDIGITS_SOURCE_DIR:?}"
-pass=0 fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-expect() { # NAME FILE PATTERN: the output contains PATTERN
-  if grep -qE -- "$3" "$2"; then ok; else bad "$1: no /$3/ in:"; head -20 "$2"; fi
-}
 
 # LeNet for 28x28 gray, 10 classes: 431,080 parameters (Caffe's LeNet)
 "$worker" check-net "$src/models/lenet.prototxt" --input 1x28x28 --classes 10 >"$tmp/lenet" 2>&1 \
@@ -95,10 +86,9 @@ P
 broken shared_weights 'shared_weights.prototxt: line 3: layer b \(InnerProduct\): shares parameter "w" with layer a' <<'P'
 layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 4 } } }
 layer { name: "a" type: "InnerProduct" bottom: "data" top: "a" param { name: "w" } inner_product_param { num_output: 4 bias_term: false } }
-layer { name: "b" type: "InnerProduct" bottom: "a" top: "b" param { name: "w" } inner_product_param { num_output: 4 bias_term: false } }
+layer { name: "b" type: "InnerProduct" bottom: "a" top: "b" param { name: "w" } inner_product_param { num_output: 3 bias_term: false } }
 P
 "$worker" check-net "$tmp/does-not-exist.prototxt" >"$tmp/missing.out" 2>&1 && bad "missing file: exit 0" || ok
 expect missing_file "$tmp/missing.out" 'does-not-exist.prototxt'
 
-echo "check_net: $pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+check_finish check_net

@@ -126,6 +126,7 @@ static double *to_double(const float *x, size_t n)
 
 static void test_memory(void)
 {
+    cd_backend_free(NULL); /* free accepts NULL */
     const cd_backend_iface *f = be->iface;
     CHECK(strcmp(f->name, "cpu") == 0, "name %s", f->name);
     size_t sizes[] = {0, 1, 3, 64, 1000, 1 << 20};
@@ -1223,30 +1224,11 @@ static void test_prepare_batch(void)
 
 int main(void)
 {
-    cd_test_init("test_cpu_ops");
-    be = cd_backend_cpu_new(2);
-    CHECK(be != NULL, "cd_backend_cpu_new");
-    if (!be)
-        return cd_test_finish();
-    test_memory();
-    test_elementwise();
-    test_max_index();
-    test_power();
-    test_channel_affine();
-    test_activations();
-    test_dropout();
-    test_copy_strided();
-    test_gemm();
-    test_conv();
-    test_pool();
-    test_lrn();
-    test_softmax();
-    test_xent();
-    test_accuracy();
-    test_batchnorm();
-    test_solvers();
-    test_prepare_batch();
-    cd_backend_free(be);
-    cd_backend_free(NULL);
-    return cd_test_finish();
+    static void (*const tests[])(void) = {
+        test_memory, test_elementwise, test_max_index, test_power, test_channel_affine,
+        test_activations, test_dropout, test_copy_strided, test_gemm, test_conv, test_pool,
+        test_lrn, test_softmax, test_xent, test_accuracy, test_batchnorm, test_solvers,
+        test_prepare_batch,
+    };
+    return cd_test_main_cpu("test_cpu_ops", 2, &be, tests, CD_ARRAY_LEN(tests));
 }

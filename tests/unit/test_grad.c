@@ -23,7 +23,7 @@
  * few steps that straddles no kink (see test_lenet).
  *
  * Usage: test_grad [group...] runs only the named groups (conv, pool, ip, act, norm,
- * shape, loss, dropout, graph, lenet); CD_TEST_VERBOSE=1 prints every sample.
+ * shape, loss, dropout, graph, lenet, regress, spatial); CD_TEST_VERBOSE=1 prints every sample.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -610,19 +610,24 @@ typedef struct gc_case {
     double lo, hi;
 } gc_case;
 
+/* Convolution and Deconvolution cases: the fields of convolution_param, x uniform in [-1, 1] */
+#define GC_CONV_TYPE(type, group, name, dims, conv_param) /* dims: (n, c, h, w) */ \
+    {group, name, GC_DIMS dims, type, "convolution_param { " conv_param " }", DRAW_UNIFORM, -1, 1}
+#define GC_DIMS(...) {__VA_ARGS__}
+#define GC_CONV(...) GC_CONV_TYPE("Convolution", __VA_ARGS__)
+#define GC_DECONV(...) GC_CONV_TYPE("Deconvolution", __VA_ARGS__)
+
 static const gc_case gc_cases[] = {
     /* pad, stride, dilation and group together: 7x7 -> (7 + 2 - 5) / 2 + 1 = 3 */
-    {"conv", "conv pad/stride/dil/group", {2, 4, 7, 7}, "Convolution",
-     "convolution_param { num_output: 6 kernel_size: 3 pad: 1 stride: 2 dilation: 2 group: 2 }",
-     DRAW_UNIFORM, -1, 1},
+    GC_CONV("conv", "conv pad/stride/dil/group", (2, 4, 7, 7),
+        "num_output: 6 kernel_size: 3 pad: 1 stride: 2 dilation: 2 group: 2"),
     /* rectangular kernel and unequal strides and pads, no bias */
-    {"conv", "conv rect, no bias", {2, 3, 6, 5}, "Convolution",
-     "convolution_param { num_output: 4 kernel_h: 3 kernel_w: 2 stride_h: 1 stride_w: 2 "
-     "pad_h: 0 pad_w: 1 bias_term: false }",
-     DRAW_UNIFORM, -1, 1},
+    GC_CONV("conv", "conv rect, no bias", (2, 3, 6, 5),
+        "num_output: 4 kernel_h: 3 kernel_w: 2 stride_h: 1 stride_w: 2 "
+        "pad_h: 0 pad_w: 1 bias_term: false"),
     /* one group per input channel (depthwise with a multiplier of 2) */
-    {"conv", "conv depthwise", {2, 3, 5, 5}, "Convolution",
-     "convolution_param { num_output: 6 kernel_size: 2 group: 3 }", DRAW_UNIFORM, -1, 1},
+    GC_CONV("conv", "conv depthwise", (2, 3, 5, 5),
+        "num_output: 6 kernel_size: 2 group: 3"),
 
     /* 7x7, k3 s2 p1: ceil((7 + 2 - 3) / 2) + 1 = 4; windows overlap and reach the pad */
     {"pool", "pool MAX pad/ceil", {2, 3, 7, 7}, "Pooling",
@@ -675,6 +680,18 @@ static const gc_case gc_cases[] = {
     {"norm", "batchnorm on 2-D", {6, 4}, "BatchNorm", "", DRAW_UNIFORM, -2, 2},
 
     {"loss", "softmax", {2, 4, 2, 3}, "Softmax", "", DRAW_UNIFORM, -2, 2},
+
+    /* 3x3, k4 s2 p1: 2*(3-1) + 4 - 2 = 6 (FCN's x2 upsampling), two groups */
+    GC_DECONV("spatial", "deconv stride 2/pad/group 2", (2, 4, 3, 3),
+        "num_output: 6 kernel_size: 4 stride: 2 pad: 1 group: 2"),
+    /* rectangular kernel, unequal strides and pads, no bias: 3x4 -> 2*2+3-2 = 5 by 3+2-0 = 5 */
+    GC_DECONV("spatial", "deconv rect, no bias", (2, 3, 3, 4),
+        "num_output: 2 kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 "
+        "pad_h: 1 pad_w: 0 bias_term: false"),
+    /* dilation 2 with groups: 3x3 -> 2*2 + 2*2 + 1 - 2 = 7 */
+    GC_DECONV("spatial", "deconv dilation/group 2, no bias", (2, 2, 3, 3),
+        "num_output: 4 kernel_size: 3 stride: 2 pad: 1 dilation: 2 group: 2 "
+        "bias_term: false"),
 };
 
 /* Several inputs, every one but labels drawn uniformly in [lo, hi]; checked on y. */
@@ -685,6 +702,18 @@ typedef struct gc_net_case {
 } gc_net_case;
 
 static const gc_net_case gc_net_cases[] = {
+    /* Crop: the reference r gets a zero gradient, which the check compares too */
+    {"spatial", "crop axis 2, offsets per axis", -1, 1,
+     INPUT4("x", 2, 3, 6, 7) INPUT4("r", 2, 3, 4, 4)
+     "layer { name: \"crop\" type: \"Crop\" bottom: \"x\" bottom: \"r\" top: \"y\" "
+     "crop_param { axis: 2 offset: 1 offset: 2 } }\n"},
+    {"spatial", "crop axis 1, one offset", -1, 1,
+     INPUT4("x", 2, 5, 6, 6) INPUT4("r", 2, 3, 4, 3)
+     "layer { name: \"crop\" type: \"Crop\" bottom: \"x\" bottom: \"r\" top: \"y\" "
+     "crop_param { axis: 1 offset: 1 } }\n"},
+    {"spatial", "crop defaults (axis 2, offset 0)", -1, 1,
+     INPUT4("x", 2, 2, 5, 4) INPUT4("r", 2, 2, 3, 3)
+     "layer { name: \"crop\" type: \"Crop\" bottom: \"x\" bottom: \"r\" top: \"y\" }\n"},
     {"shape", "concat axis 1", -1, 1,
      INPUT4("a", 2, 2, 3, 3) INPUT4("b", 2, 3, 3, 3)
      "layer { name: \"cat\" type: \"Concat\" bottom: \"a\" bottom: \"b\" top: \"y\" }\n"},
@@ -703,6 +732,28 @@ static const gc_net_case gc_net_cases[] = {
      LAYER1("conv", "Convolution", "x", "c", "convolution_param { num_output: 2 kernel_size: 3 pad: 1 }")
      LAYER1("t", "TanH", "x", "t", "")
      "layer { name: \"e\" type: \"Eltwise\" bottom: \"c\" bottom: \"t\" top: \"y\" "
+     "eltwise_param { operation: PROD } }\n"},
+
+    {"siamese", "slice points axis 1", -1, 1,
+     INPUT4("x", 2, 6, 2, 2)
+     "layer { name: \"s\" type: \"Slice\" bottom: \"x\" top: \"p\" top: \"q\" top: \"r\" "
+     "slice_param { slice_point: 1 slice_point: 4 } }\n"
+     "layer { name: \"e\" type: \"Concat\" bottom: \"r\" bottom: \"p\" bottom: \"q\" top: \"y\" }\n"},
+    {"siamese", "slice equal axis 2", -1, 1,
+     INPUT4("x", 2, 2, 6, 3)
+     "layer { name: \"s\" type: \"Slice\" bottom: \"x\" top: \"p\" top: \"q\" "
+     "slice_param { axis: 2 } }\n"
+     "layer { name: \"e\" type: \"Eltwise\" bottom: \"p\" bottom: \"q\" top: \"y\" "
+     "eltwise_param { operation: PROD } }\n"},
+    /* two InnerProducts sharing weight and bias: one parameter each, whose gradient is
+     * the sum of both layers' */
+    {"siamese", "shared InnerProduct", -1, 1,
+     INPUT4("a", 2, 3, 2, 2) INPUT4("b", 2, 3, 2, 2)
+     "layer { name: \"ip_a\" type: \"InnerProduct\" bottom: \"a\" top: \"fa\" "
+     "param { name: \"w\" } param { name: \"bias\" } inner_product_param { num_output: 4 } }\n"
+     "layer { name: \"ip_b\" type: \"InnerProduct\" bottom: \"b\" top: \"fb\" "
+     "param { name: \"w\" } param { name: \"bias\" } inner_product_param { num_output: 4 } }\n"
+     "layer { name: \"e\" type: \"Eltwise\" bottom: \"fa\" bottom: \"fb\" top: \"y\" "
      "eltwise_param { operation: PROD } }\n"},
 };
 
@@ -1122,6 +1173,145 @@ static void test_lenet(void)
     gc_close(g);
 }
 
+/* ---- EuclideanLoss ------------------------------------------------------------------ */
+
+/* loss = 1/(2N) sum (a - b)^2 by hand in double; b has another shape with the same
+ * count per item (Caffe checks count(1) only), and both bottoms get gradients */
+static void test_regress(void)
+{
+    static const char text[] = INPUT4("a", 3, 4, 2, 2) INPUT3("b", 3, 8, 2)
+        "layer { name: \"loss\" type: \"EuclideanLoss\" bottom: \"a\" bottom: \"b\" "
+        "top: \"loss\" loss_weight: 3 }\n";
+    gc_net *g = gc_open("euclidean weight 3", text, 0);
+    if (!g)
+        return;
+    gc_fill_uniform(g, "a", -2, 2);
+    gc_fill_uniform(g, "b", -2, 2);
+    const float *a = gc_in(g, "a")->host, *b = gc_in(g, "b")->host;
+    double ref = 0;
+    for (size_t i = 0; i < gc_in(g, "a")->blob->count; i++)
+        ref += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    ref /= 2.0 * 3;
+    double total = gc_objective(g);
+    double value = cd_net_layer(g->net, "loss")->value;
+    CHECK_NEAR(value, ref, 1e-5 * fmax(1, ref), "euclideanloss value");
+    CHECK_NEAR(total, 3 * value, 1e-6 * fabs(total), "net loss = loss_weight * value");
+    gc_check(g, NULL);
+    gc_close(g);
+
+    /* bottoms whose counts per item differ are refused at build */
+    static const char bad[] = INPUT4("a", 3, 4, 2, 2) INPUT3("b", 3, 7, 2)
+        "layer { name: \"loss\" type: \"EuclideanLoss\" bottom: \"a\" bottom: \"b\" "
+        "top: \"loss\" }\n";
+    char err[512] = "";
+    cd_pt_node *tree = cd_pt_parse(bad, strlen(bad), "euclidean mismatch", err, sizeof err);
+    CHECK(tree != NULL, "euclidean mismatch: %s", err);
+    if (!tree)
+        return;
+    cd_net_opts opts = {.stage = "train"};
+    cd_net *net = cd_net_build(tree, "euclidean mismatch", &opts, err, sizeof err);
+    CHECK(net == NULL && strstr(err, "same number of values per item"),
+          "euclidean mismatch: want a refusal naming the counts, got: %s", net ? "a net" : err);
+    if (net)
+        cd_net_free(net);
+    cd_pt_free(tree);
+}
+
+/* ---- Siamese: ContrastiveLoss and shared weights ------------------------------------ */
+
+/* loss by hand in double for pairs b = a + r_i u_i at distances r_i on both sides of the
+ * margin (1), labels alternating similar / dissimilar */
+static void check_contrastive(const char *name, int legacy)
+{
+    enum { N = 6, C = 5 };
+    static const double dist[N] = {0.3, 1.6, 0.5, 0.45, 2.1, 0.7};
+    char text[1024];
+    snprintf(text, sizeof text,
+             INPUT3("a", 6, 5, 1) INPUT3("b", 6, 5, 1)
+             "layer { name: \"in_label\" type: \"Input\" top: \"label\" "
+             "input_param { shape { dim: 6 } } }\n"
+             "layer { name: \"loss\" type: \"ContrastiveLoss\" bottom: \"a\" bottom: \"b\" "
+             "bottom: \"label\" top: \"loss\" loss_weight: 2 "
+             "contrastive_loss_param { margin: 1 legacy_version: %s } }\n",
+             legacy ? "true" : "false");
+    gc_net *g = gc_open(name, text, 0);
+    if (!g)
+        return;
+    gc_fill_uniform(g, "a", -1, 1);
+    gc_fill_uniform(g, "b", -1, 1);
+    float *a = gc_in(g, "a")->host, *b = gc_in(g, "b")->host, *y = gc_in(g, "label")->host;
+    double ref = 0;
+    for (int i = 0; i < N; i++) {
+        double norm = 0;
+        for (int k = 0; k < C; k++)
+            norm += (double)b[i * C + k] * b[i * C + k];
+        for (int k = 0; k < C; k++)
+            b[i * C + k] = (float)(a[i * C + k] + dist[i] * b[i * C + k] / sqrt(norm));
+        double d2 = 0;
+        for (int k = 0; k < C; k++)
+            d2 += ((double)a[i * C + k] - b[i * C + k]) * ((double)a[i * C + k] - b[i * C + k]);
+        y[i] = (float)(i % 2 == 0);
+        double h = legacy ? fmax(1.0 - d2, 0) : fmax(1.0 - sqrt(d2), 0) * fmax(1.0 - sqrt(d2), 0);
+        ref += y[i] ? d2 : h;
+    }
+    ref /= 2.0 * N;
+    double total = gc_objective(g);
+    double value = cd_net_layer(g->net, "loss")->value;
+    CHECK_NEAR(value, ref, 1e-5 * fmax(1, ref), name);
+    CHECK_NEAR(total, 2 * value, 1e-6 * fmax(1, fabs(total)), "contrastive: net loss = loss_weight * value");
+    gc_check(g, NULL);
+    gc_close(g);
+}
+
+static void test_siamese(void)
+{
+    check_contrastive("contrastive", 0);
+    check_contrastive("contrastive legacy", 1);
+
+    /* the sharing layers hold the same two parameters, and only those are in the net */
+    static const char shared[] = INPUT4("a", 2, 3, 2, 2) INPUT4("b", 2, 3, 2, 2)
+        "layer { name: \"ip_a\" type: \"InnerProduct\" bottom: \"a\" top: \"fa\" "
+        "param { name: \"w\" lr_mult: 2 } inner_product_param { num_output: 4 } }\n"
+        "layer { name: \"ip_b\" type: \"InnerProduct\" bottom: \"b\" top: \"fb\" "
+        "param { name: \"w\" } inner_product_param { num_output: 4 } }\n";
+    gc_net *g = gc_open("shared params", shared, 1);
+    if (g) {
+        cd_layer *la = cd_net_layer(g->net, "ip_a"), *lb = cd_net_layer(g->net, "ip_b");
+        CHECK(la->params[0] == lb->params[0] && la->params[1] != lb->params[1],
+              "shared weight is one parameter, the biases are two");
+        CHECK(g->net->nparams == 3, "%d parameters, want 3", g->net->nparams);
+        CHECK(lb->params[0]->lr_mult == 2.0f, "the shared weight has its owner's lr_mult (%g)",
+              (double)lb->params[0]->lr_mult);
+        gc_close(g);
+    }
+    /* other shapes, or another lr_mult, are refused naming both layers */
+    static const char *bad[] = {
+        INPUT4("a", 2, 3, 2, 2)
+        "layer { name: \"ip_a\" type: \"InnerProduct\" bottom: \"a\" top: \"fa\" "
+        "param { name: \"w\" } inner_product_param { num_output: 4 } }\n"
+        "layer { name: \"ip_b\" type: \"InnerProduct\" bottom: \"a\" top: \"fb\" "
+        "param { name: \"w\" } inner_product_param { num_output: 5 } }\n",
+        INPUT4("a", 2, 3, 2, 2)
+        "layer { name: \"ip_a\" type: \"InnerProduct\" bottom: \"a\" top: \"fa\" "
+        "param { name: \"w\" } inner_product_param { num_output: 4 } }\n"
+        "layer { name: \"ip_b\" type: \"InnerProduct\" bottom: \"a\" top: \"fb\" "
+        "param { name: \"w\" lr_mult: 3 } inner_product_param { num_output: 4 } }\n",
+    };
+    for (size_t i = 0; i < CD_ARRAY_LEN(bad); i++) {
+        char err[1024] = "";
+        cd_pt_node *tree = cd_pt_parse(bad[i], strlen(bad[i]), "shared mismatch", err, sizeof err);
+        CHECK(tree != NULL, "shared mismatch: %s", err);
+        if (!tree)
+            continue;
+        cd_net_opts opts = {.stage = "train"};
+        cd_net *net = cd_net_build(tree, "shared.prototxt", &opts, err, sizeof err);
+        CHECK(!net && strstr(err, "ip_a") && strstr(err, "ip_b") && strstr(err, "\"w\""),
+              "mismatched sharing %zu refused naming both layers: %s", i, err);
+        cd_net_free(net);
+        cd_pt_free(tree);
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -1131,6 +1321,9 @@ int main(int argc, char **argv)
         {"conv", NULL}, {"pool", NULL}, {"ip", NULL}, {"act", NULL},
         {"norm", test_norm}, {"shape", test_shape}, {"loss", test_loss}, {"dropout", test_dropout},
         {"graph", test_graph}, {"lenet", test_lenet},
+        {"regress", test_regress},
+        {"siamese", test_siamese},
+        {"spatial", NULL},
     };
     cd_test_init("test_grad");
     g_be = cd_backend_cpu_new(0);

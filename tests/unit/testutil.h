@@ -60,4 +60,11 @@ void cd_test_tmpdir_remove(void);
  * check counted. */
 int cd_test_write(const char *name, const char *text);
 
+/* The main of a test on the CPU backend: cd_test_init(name), a CPU backend with `threads`
+ * threads into *be (none made is a failed check, and nothing runs), each of tests[0..n)
+ * in order, then the backend freed (*be = NULL); returns cd_test_finish(). */
+typedef struct cd_backend cd_backend_t;
+int cd_test_main_cpu(const char *name, int threads, cd_backend_t **be, void (*const tests[])(void),
+                     size_t n);
+
 #endif
