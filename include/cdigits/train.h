@@ -31,7 +31,8 @@ int cd_solver_type_parse(const char *name); /* "SGD", "ADAM", ...; -1 if unknown
 const char *cd_solver_type_name(int type);
 const char *cd_solver_type_list(void);
 /* DIGITS's defaults for a solver type and base rate: momentum 0.9 (none for ADAGRAD
- * and RMSPROP), weight decay base_lr/100, rms_decay 0.99, delta 1e-8, momentum2 0.999. */
+ * and RMSPROP), weight decay base_lr/100, rms_decay 0.99, delta 1e-8, momentum2 0.999,
+ * no loss scale. The learning-rate policy other than base_lr is left as it is. */
 void cd_solver_opts_defaults(cd_solver_opts *o, int type, double base_lr);
 
 /* Apply one update to every learnable parameter of net from the gradients accumulated

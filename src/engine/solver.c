@@ -37,6 +37,7 @@ void cd_solver_opts_defaults(cd_solver_opts *o, int type, double base_lr)
     o->rms_decay = 0.99;
     o->reg = CD_REG_L2;
     o->iter_size = 1;
+    o->loss_scale = 1.0;
     o->lr.base_lr = base_lr;
 }
 

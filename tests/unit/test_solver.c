@@ -139,23 +139,8 @@ static void ref_update(const cd_solver_opts *o, ref_param *r, size_t i, double g
 
 static cd_net *build_net(cd_pt_node **tree)
 {
-    char err[1024] = "";
     cd_net_opts opts = {.stage = "train", .seed = cd_test_rand_u64()};
-    cd_net *net = NULL;
-    *tree = cd_pt_parse(net_text, strlen(net_text), "solver-test", err, sizeof err);
-    int ok = *tree && cd_pt_validate(*tree, &cd_pt_net_parameter, "solver-test", err, sizeof err) == CD_OK;
-    if (ok) {
-        net = cd_net_build(*tree, "solver-test", &opts, err, sizeof err);
-        ok = net && cd_net_alloc(net, g_be, NULL, err, sizeof err) == CD_OK;
-    }
-    CHECK(ok, "the test net does not build: %s", err);
-    if (!ok) {
-        cd_net_free(net);
-        cd_pt_free(*tree);
-        *tree = NULL;
-        return NULL;
-    }
-    return net;
+    return cd_test_build_net(g_be, net_text, "solver-test", &opts, tree);
 }
 
 /* The net's tensors as the test expects them: ip/0, ip/1, frozen/0, frozen/1. */
@@ -311,6 +296,133 @@ static void run_case(int type, int iter_size, int reg)
     cd_pt_free(tree);
 }
 
+/*
+ * Weight sharing: "ip_a" and "ip_b" share their weight (param { name: "w" }), so the
+ * net holds it once and one SGD step moves it once, by the sum of both layers'
+ * gradients:  h = m*h0 + lr*(g_a + g_b + decay*w);  w -= h.  The reference gradients
+ * g_a and g_b come from a twin net without the sharing (two weights given the same
+ * values), so the sum is computed here and not read from the net under test.
+ */
+#define SHARED_NET(share)                                                                    \
+    "name: \"shared-solver\"\n"                                                              \
+    "layer { name: \"in\" type: \"Input\" top: \"a\" top: \"b\" top: \"label\"\n"            \
+    "  input_param { shape { dim: 3 dim: 6 } shape { dim: 3 dim: 6 } shape { dim: 3 } } }\n" \
+    "layer { name: \"ip_a\" type: \"InnerProduct\" bottom: \"a\" top: \"fa\"\n"              \
+    "  param { " share " } inner_product_param { num_output: 5 } }\n"                      \
+    "layer { name: \"ip_b\" type: \"InnerProduct\" bottom: \"b\" top: \"fb\"\n"              \
+    "  param { " share " } inner_product_param { num_output: 5 } }\n"                      \
+    "layer { name: \"s\" type: \"Eltwise\" bottom: \"fa\" bottom: \"fb\" top: \"s\" }\n"    \
+    "layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"s\" bottom: \"label\" top: \"loss\" }\n"
+
+static cd_net *build_text(const char *text, cd_pt_node **tree)
+{
+    cd_net_opts opts = {.stage = "train", .seed = cd_test_rand_u64()};
+    return cd_test_build_net(g_be, text, "shared-solver", &opts, tree);
+}
+
+static void upload_param(cd_param *p, const float *v) { g_be->iface->upload(g_be, p->data, v, p->count * sizeof *v); }
+
+static void upload_blob(cd_net *net, const char *name, const float *v)
+{
+    cd_blob *b = cd_net_blob(net, name);
+    g_be->iface->upload(g_be, b->data, v, b->count * sizeof *v);
+}
+
+static void test_shared_step(void)
+{
+    static const char shared_text[] = SHARED_NET("name: \"w\""), twin_text[] = SHARED_NET("lr_mult: 1");
+    cd_pt_node *ts, *tt;
+    cd_net *net = build_text(shared_text, &ts), *twin = build_text(twin_text, &tt);
+    if (!net || !twin) {
+        cd_net_free(net);
+        cd_net_free(twin);
+        cd_pt_free(ts);
+        cd_pt_free(tt);
+        return;
+    }
+    cd_layer *la = cd_net_layer(net, "ip_a"), *lb = cd_net_layer(net, "ip_b");
+    CHECK(la->params[0] == lb->params[0] && net->nparams == 3 && twin->nparams == 4,
+          "ip_a and ip_b hold one weight (%d tensors in the net, want 3; the twin has %d, want 4)",
+          net->nparams, twin->nparams);
+    cd_param *w = la->params[0];
+    cd_layer *ta = cd_net_layer(twin, "ip_a"), *tb = cd_net_layer(twin, "ip_b");
+    enum { WN = 30, BN = 5, XN = 18 };
+    float w0[WN], h0[WN], ba[BN], bb[BN], xa[XN], xb[XN], label[3];
+    for (int i = 0; i < WN; i++) {
+        w0[i] = (float)cd_test_uniform(-1, 1);
+        h0[i] = (float)cd_test_uniform(-0.1, 0.1);
+    }
+    for (int i = 0; i < BN; i++) {
+        ba[i] = (float)cd_test_uniform(-0.5, 0.5);
+        bb[i] = (float)cd_test_uniform(-0.5, 0.5);
+    }
+    for (int i = 0; i < XN; i++) {
+        xa[i] = (float)cd_test_uniform(-2, 2);
+        xb[i] = (float)cd_test_uniform(-2, 2);
+    }
+    for (int i = 0; i < 3; i++)
+        label[i] = (float)(cd_test_rand_u64() % 5);
+    cd_net *nets[] = {net, twin};
+    for (int k = 0; k < 2; k++) {
+        cd_layer *a = cd_net_layer(nets[k], "ip_a"), *b = cd_net_layer(nets[k], "ip_b");
+        upload_param(a->params[0], w0);
+        upload_param(b->params[0], w0);
+        upload_param(a->params[1], ba);
+        upload_param(b->params[1], bb);
+        upload_blob(nets[k], "a", xa);
+        upload_blob(nets[k], "b", xb);
+        upload_blob(nets[k], "label", label);
+        cd_net_zero_grad(nets[k]);
+        cd_net_forward(nets[k]);
+        cd_net_backward(nets[k]);
+    }
+    float *ga = download(ta->params[0]->diff, WN), *gb = download(tb->params[0]->diff, WN);
+    float *g = download(w->diff, WN);
+    int bad = 0;
+    double gmax = 0;
+    for (int i = 0; i < WN; i++) {
+        double want = (double)ga[i] + gb[i];
+        gmax = fmax(gmax, fmin(fabs(ga[i]), fabs(gb[i])));
+        if (!(fabs(g[i] - want) <= 1e-5 * (1 + fabs(want))) && bad++ < 3)
+            CHECK(0, "shared weight: gradient[%d] = %.9g, want ip_a's %.9g + ip_b's %.9g", i, g[i], ga[i], gb[i]);
+    }
+    CHECK(!bad, "the shared weight's gradient is the sum of both layers'");
+    /* both layers' gradients matter, or the sum proves nothing */
+    CHECK(gmax > 1e-3, "both layers' gradients are near zero (%g)", gmax);
+
+    cd_solver_opts o;
+    memset(&o, 0, sizeof o);
+    cd_solver_opts_defaults(&o, CD_SOLVER_SGD, cd_test_uniform(0.05, 0.2));
+    o.momentum = cd_test_uniform(0.5, 0.95);
+    o.weight_decay = cd_test_uniform(0.01, 0.1);
+    o.lr.type = CD_LR_FIXED;
+    g_be->iface->upload(g_be, w->h1, h0, sizeof h0);
+    double rate = cd_solver_step(net, &o, 0);
+    float *w1 = download(w->data, WN), *h1 = download(w->h1, WN);
+    double lr = (float)rate, m = (float)o.momentum, decay = (float)o.weight_decay, moved = 0;
+    bad = 0;
+    for (int i = 0; i < WN; i++) {
+        double h = m * h0[i] + lr * ((double)ga[i] + gb[i] + decay * w0[i]), want = w0[i] - h;
+        moved = fmax(moved, fabs(want - w0[i]));
+        int ok = fabs(w1[i] - want) <= W_TOL * (1 + fabs(want)) && fabs(h1[i] - h) <= W_TOL * (1 + fabs(h));
+        if (!ok && bad++ < 3)
+            CHECK(0, "shared weight after one SGD step: w[%d] = %.9g (history %.9g), want %.9g (%.9g); "
+                  "started at %.9g", i, w1[i], h1[i], want, h, w0[i]);
+    }
+    CHECK(!bad, "one SGD step moves the shared weight once by the sum of both gradients");
+    CHECK(moved > 100 * W_TOL, "the step moved the shared weight only %g", moved);
+    printf("shared weight: SGD step moved it up to %.3g\n", moved);
+    free(ga);
+    free(gb);
+    free(g);
+    free(w1);
+    free(h1);
+    cd_net_free(net);
+    cd_net_free(twin);
+    cd_pt_free(ts);
+    cd_pt_free(tt);
+}
+
 /* Names and DIGITS's defaults per solver type. */
 static void test_names_defaults(void)
 {
@@ -344,6 +456,7 @@ int main(void)
         return cd_test_finish();
     }
     test_names_defaults();
+    test_shared_step();
     for (int type = 0; type < CD_SOLVER_COUNT; type++) {
         run_case(type, 1, CD_REG_L2);
         run_case(type, 4, CD_REG_L2);

@@ -67,4 +67,14 @@ typedef struct cd_backend cd_backend_t;
 int cd_test_main_cpu(const char *name, int threads, cd_backend_t **be, void (*const tests[])(void),
                      size_t n);
 
+/* A network from prototxt text (named name in messages), validated, built with opts
+ * and allocated on be; *tree gets the parsed text (free both with cd_net_free and
+ * cd_pt_free). A network that does not build is a failed check naming name and the
+ * reason; NULL then, with *tree NULL. */
+typedef struct cd_net cd_net;
+typedef struct cd_net_opts cd_net_opts;
+typedef struct cd_pt_node cd_pt_node;
+cd_net *cd_test_build_net(cd_backend_t *be, const char *text, const char *name, const cd_net_opts *opts,
+                          cd_pt_node **tree);
+
 #endif

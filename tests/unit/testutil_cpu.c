@@ -2,7 +2,12 @@
  * object in cd_testutil, so that only the tests that call it link the engine. */
 #include "testutil.h"
 
+#include <string.h>
+
 #include "cdigits/backend.h"
+#include "cdigits/net.h"
+#include "cdigits/prototxt.h"
+#include "cdigits/util.h"
 
 int cd_test_main_cpu(const char *name, int threads, cd_backend_t **be, void (*const tests[])(void),
                      size_t n)
@@ -17,4 +22,24 @@ int cd_test_main_cpu(const char *name, int threads, cd_backend_t **be, void (*co
     cd_backend_free(*be);
     *be = NULL;
     return cd_test_finish();
+}
+
+cd_net *cd_test_build_net(cd_backend_t *be, const char *text, const char *name, const cd_net_opts *opts,
+                          cd_pt_node **tree)
+{
+    char err[1024] = "";
+    cd_net *net = NULL;
+    *tree = cd_pt_parse(text, strlen(text), name, err, sizeof err);
+    int ok = *tree && cd_pt_validate(*tree, &cd_pt_net_parameter, name, err, sizeof err) == CD_OK;
+    if (ok) {
+        net = cd_net_build(*tree, name, opts, err, sizeof err);
+        ok = net && cd_net_alloc(net, be, NULL, err, sizeof err) == CD_OK;
+    }
+    CHECK(ok, "the test net %s does not build: %s", name, err);
+    if (ok)
+        return net;
+    cd_net_free(net);
+    cd_pt_free(*tree);
+    *tree = NULL;
+    return NULL;
 }
