@@ -85,6 +85,10 @@ int worker_adopt(sched_t *s, stask_t *t, cd_err_t *err);
 void worker_replay(sched_t *s, stask_t *t);
 /* lines.c: one line of a worker's stdout (or stderr when from_stderr). */
 void lines_handle(sched_t *s, stask_t *t, char *line, int from_stderr);
+/* What a line already stored says of the end (done, or an error and its message), into
+ * t without storing it again: a worker followed again after a restart may have printed
+ * its last line before the server died. */
+void lines_recall(stask_t *t, const char *line);
 /* worker.c: the kernel's count of out-of-memory kills so far (-1 when unknown). */
 long long worker_oom_kills(void);
 /* lines.c: the job's message when its worker failed: the error line or the last lines. */

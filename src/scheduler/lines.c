@@ -254,6 +254,17 @@ void lines_handle(sched_t *s, stask_t *t, char *line, int from_stderr)
     json_decref(j);
 }
 
+void lines_recall(stask_t *t, const char *line)
+{
+    json_t *j = json_loads(line, 0, NULL);
+    const char *type = json_is_object(j) ? jstr(j, "type", "") : "";
+    if (!strcmp(type, "done"))
+        t->saw_done = 1;
+    else if (!strcmp(type, "error"))
+        snprintf(t->last_error, sizeof t->last_error, "%s", jstr(j, "message", "unknown error"));
+    json_decref(j);
+}
+
 void lines_failure_message(const stask_t *t, const char *how, char *out, size_t len)
 {
     if (t->last_error[0]) {

@@ -291,6 +291,27 @@ static void follow_from_now(sched_t *s, stask_t *t)
     t->owner = s;
 }
 
+/* The last line before out_offset, the last one the previous server stored: a done or
+ * error line there is how the worker ended, even when it exits before anything new. */
+static void recall_last_line(stask_t *t)
+{
+    char buf[4096];
+    long end = (long)t->out_offset, start = end > (long)sizeof buf - 1 ? end - (long)sizeof buf + 1 : 0;
+    int fd = open_at(t->dir, jobdir_name(JOBDIR_WORKER_OUT), start);
+    if (fd < 0 || end <= 0) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    ssize_t n = read(fd, buf, (size_t)(end - start));
+    close(fd);
+    if (n <= 0 || buf[n - 1] != '\n')
+        return;
+    buf[n - 1] = 0;
+    char *line = strrchr(buf, '\n');
+    lines_recall(t, line ? line + 1 : buf);
+}
+
 int worker_adopt(sched_t *s, stask_t *t, cd_err_t *err)
 {
     char path[PATH_MAX];
@@ -303,6 +324,7 @@ int worker_adopt(sched_t *s, stask_t *t, cd_err_t *err)
     t->err_offset = file_size(path);
     t->adopted = 1;
     follow_from_now(s, t);
+    recall_last_line(t);
     int rc = pthread_create(&t->reader, NULL, reader_thread, t);
     if (rc != 0)
         return cd_err_set(err, CD_E_INTERNAL, "cannot start a thread to read the worker: %s", strerror(rc));
