@@ -558,7 +558,7 @@ static void model_create_method(req_t *r, const fields_t *in)
     json_decref(job);
 }
 
-/* The model form with DIGITS's clone=<id>: the posted fields over that model's. */
+/* The model form, with DIGITS's clone=<id>: that model's fields over the posted ones. */
 void h_model_create_any(req_t *r)
 {
     fields_t *cloned;

@@ -298,9 +298,10 @@ json_t *api_job_announce(server_t *srv, const char *id);
  * home page for a sweep or a pretrained model. */
 void api_reply_created(req_t *r, json_t *body);
 /* DIGITS's clone=<id> of a creation form (want_type: "dataset" or "model"): *out gets
- * the posted fields followed by the saved fields of job <id> that were not posted (so
- * posted fields win), without clone itself; NULL when the request has no clone. CD_ERR
- * after a reply (404 for an unknown job, 400 for one of the other type). */
+ * the saved fields of job <id> followed by the posted fields it was not made with (so
+ * saved fields win, as DIGITS's fill_form_if_cloned has it), without clone itself;
+ * NULL when the request has no clone. CD_ERR after a reply (404 for an unknown job,
+ * 400 for one of the other type). */
 int api_clone_fields(req_t *r, const fields_t *in, const char *want_type, fields_t **out);
 /* Creates a dataset / model job from fields (the handlers and clone share these). */
 void api_dataset_create_fields(req_t *r, const fields_t *f);
