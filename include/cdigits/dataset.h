@@ -26,13 +26,24 @@ enum cd_db_encoding {
     CD_ENC_NONE = 0, /* raw planar uint8 pixels, c*h*w bytes per record */
     CD_ENC_PNG = 1,  /* one PNG file per record */
     CD_ENC_JPG = 2,  /* one JPEG file per record (quality 90) */
+    CD_ENC_IMAGE_COUNT, /* the encodings above hold uint8 images (1 or 3 channels) */
+    CD_ENC_F32 = CD_ENC_IMAGE_COUNT, /* raw float32 values, c*h*w per record: the targets
+                                      * of a label db (regression, pairs) */
     CD_ENC_COUNT
 };
 
-/* Encoding by name ("none", "png", "jpg"); -1 if unknown. */
+/* Image encoding by name ("none", "png", "jpg"); -1 if unknown (f32 is not an image
+ * encoding a dataset can be asked for). */
 int cd_encoding_parse(const char *name);
-const char *cd_encoding_name(int encoding);
+const char *cd_encoding_name(int encoding); /* every encoding, "f32" included */
 const char *cd_encoding_list(void); /* "none, png, jpg" */
+/* Records of the encoding have a fixed size and no index (none, f32). */
+int cd_encoding_fixed(int encoding);
+/* The shape rule of a db of this encoding: images (none, png, jpg) have 1 or 3
+ * channels and sides up to CD_IMAGE_MAX_SIDE; f32 records up to CD_DB_MAX_VALUES
+ * values. */
+#define CD_DB_MAX_VALUES (1 << 24)
+int cd_db_shape_ok(int encoding, int channels, int height, int width);
 
 /* Encode a planar image (img->c, h, w must be the db's shape) as one record of the
  * encoding: *buf is malloc'ed (caller frees), *len its size. */
@@ -66,6 +77,8 @@ int cd_db_label(const cd_db_t *db, size_t i);
  * JPEG records. CD_ERR if i is out of range or the record does not decode to the
  * db's shape. */
 int cd_db_read(const cd_db_t *db, size_t i, uint8_t *chw_out, char *err, size_t errlen);
+/* Record i as c*h*w floats, whatever the encoding (uint8 pixels become 0..255). */
+int cd_db_read_f32(const cd_db_t *db, size_t i, float *out, char *err, size_t errlen);
 /* Pointer to record i inside the mapping for encoding none (c*h*w bytes, valid until
  * cd_db_close); NULL for encoded records or i out of range. */
 const uint8_t *cd_db_raw(const cd_db_t *db, size_t i);
@@ -87,7 +100,7 @@ typedef struct cd_db_writer cd_db_writer_t;
 cd_db_writer_t *cd_db_writer_open(const char *path, int channels, int height, int width,
                                   int encoding, int num_classes, char *err, size_t errlen);
 /* Append one record: `record` holds `size` bytes already in the db's encoding (for
- * encoding none exactly c*h*w planar bytes). */
+ * encoding none exactly c*h*w planar bytes, for f32 c*h*w little-endian floats). */
 int cd_db_writer_add(cd_db_writer_t *w, const void *record, size_t size, int label, char *err,
                      size_t errlen);
 size_t cd_db_writer_count(const cd_db_writer_t *w);
@@ -120,6 +133,15 @@ int cd_mean_save_png(const char *path, int c, int h, int w, const float *data, c
 /* mean.jpg: the same picture as a JPEG (quality 90), DIGITS's name for it. */
 int cd_mean_save_jpg(const char *path, int c, int h, int w, const float *data, char *err,
                      size_t errlen);
+
+/* palette.txt (segmentation): class n's colour on line n as "r g b" (0..255). Reads up
+ * to max colours; CD_ERR (cd_dataset_strerror) names the file and line of a bad one. */
+#define CD_PALETTE_MAX 256
+int cd_palette_load(const char *path, uint8_t (*rgb)[3], int max, int *count);
+int cd_palette_save(const char *path, const uint8_t (*rgb)[3], int count, char *err, size_t errlen);
+/* The colours of classes 0..count-1 when the labels bring none (Pascal VOC's palette:
+ * 0 black, 1 dark red, 2 dark green, ...). */
+void cd_palette_default(uint8_t (*rgb)[3], int count);
 
 /* ---- creating a dataset (the `dataset` task) ---------------------------------- */
 

@@ -37,6 +37,11 @@ typedef enum jobdir_file {
     JOBDIR_ORIGINAL,     /* original.prototxt: its network as trained */
     JOBDIR_TRAIN_VAL,    /* train_val.prototxt: DIGITS's name for the training network */
     JOBDIR_MEAN_JPG,     /* mean.jpg: the mean image as DIGITS names its picture */
+    JOBDIR_TRAIN_LABELS_DB, /* train_labels.db, val_labels.db, test_labels.db: the label */
+    JOBDIR_VAL_LABELS_DB,   /* record of each feature record of a generic dataset (a label */
+    JOBDIR_TEST_LABELS_DB,  /* image, or float targets), split order as JOBDIR_TRAIN_DB */
+    JOBDIR_PALETTE,      /* palette.txt: a segmentation dataset's class colours, "r g b" per
+                          * line, line n is class n (docs/formats.md) */
     JOBDIR_FILE_COUNT
 } jobdir_file;
 

@@ -20,6 +20,8 @@ static const char *const g_names[JOBDIR_FILE_COUNT] = {
     [JOBDIR_TEST_DB] = "test.db",           [JOBDIR_DEPLOY] = "deploy.prototxt",
     [JOBDIR_SOLVER] = "solver.prototxt",    [JOBDIR_ORIGINAL] = "original.prototxt",
     [JOBDIR_TRAIN_VAL] = "train_val.prototxt", [JOBDIR_MEAN_JPG] = "mean.jpg",
+    [JOBDIR_TRAIN_LABELS_DB] = "train_labels.db", [JOBDIR_VAL_LABELS_DB] = "val_labels.db",
+    [JOBDIR_TEST_LABELS_DB] = "test_labels.db", [JOBDIR_PALETTE] = "palette.txt",
 };
 
 /* The two ways a snapshot is named, and the extension of each part. */

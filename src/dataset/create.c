@@ -283,7 +283,7 @@ static int check_cfg(const cd_dataset_config_t *cfg, char *err, size_t errlen)
     if ((cfg->channels != 1 && cfg->channels != 3) || cfg->width < 1 || cfg->height < 1 ||
         cfg->width > CD_IMAGE_MAX_SIDE || cfg->height > CD_IMAGE_MAX_SIDE ||
         cfg->resize_mode < 0 || cfg->resize_mode >= CD_RESIZE_COUNT || cfg->encoding < 0 ||
-        cfg->encoding >= CD_ENC_COUNT)
+        cfg->encoding >= CD_ENC_IMAGE_COUNT)
         return ds_err(err, errlen, "bad dataset settings: channels %d, size %dx%d, resize mode "
                       "%d, encoding %d", cfg->channels, cfg->width, cfg->height,
                       cfg->resize_mode, cfg->encoding);

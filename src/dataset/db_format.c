@@ -84,15 +84,28 @@ typedef struct encoding_def {
     int (*encode)(const cd_image_t *img, uint8_t **buf, size_t *len, char *err, size_t errlen);
 } encoding_def;
 
+/* f32 records are values, not images: they are added as bytes (cd_db_writer_add) */
 static const encoding_def g_encodings[CD_ENC_COUNT] = {
     [CD_ENC_NONE] = {"none", encode_none},
     [CD_ENC_PNG] = {"png", encode_png},
     [CD_ENC_JPG] = {"jpg", encode_jpg},
+    [CD_ENC_F32] = {"f32", NULL},
 };
+
+int cd_encoding_fixed(int encoding) { return encoding == CD_ENC_NONE || encoding == CD_ENC_F32; }
+
+int cd_db_shape_ok(int encoding, int channels, int height, int width)
+{
+    if (encoding < 0 || encoding >= CD_ENC_COUNT || channels < 1 || height < 1 || width < 1)
+        return 0;
+    if (encoding == CD_ENC_F32)
+        return (int64_t)channels * height * width <= CD_DB_MAX_VALUES;
+    return (channels == 1 || channels == 3) && height <= CD_IMAGE_MAX_SIDE && width <= CD_IMAGE_MAX_SIDE;
+}
 
 int cd_encoding_parse(const char *name)
 {
-    for (int i = 0; i < CD_ENC_COUNT; i++)
+    for (int i = 0; i < CD_ENC_IMAGE_COUNT; i++)
         if (name && strcmp(name, g_encodings[i].name) == 0)
             return i;
     return -1;
@@ -110,7 +123,7 @@ int cd_db_encode_record(const cd_image_t *img, int encoding, uint8_t **buf, size
 {
     *buf = NULL;
     *len = 0;
-    if (encoding < 0 || encoding >= CD_ENC_COUNT)
+    if (encoding < 0 || encoding >= CD_ENC_IMAGE_COUNT)
         return ds_err(err, errlen, "encoding %d is not one of %s", encoding, cd_encoding_list());
     return g_encodings[encoding].encode(img, buf, len, err, errlen);
 }

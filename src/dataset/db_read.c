@@ -18,7 +18,8 @@ struct cd_db {
     const uint8_t *map;
     size_t map_len;
     ds_db_header h;
-    size_t rec_size; /* c*h*w */
+    size_t rec_size; /* c*h*w values */
+    size_t rec_bytes; /* the bytes of a fixed-size record (none: rec_size, f32: 4x) */
 };
 
 #define RECREATE "; recreate the dataset"
@@ -35,13 +36,13 @@ static int check_header(const cd_db_t *db, size_t file_len, char *err, size_t er
                       h->version, DS_DB_VERSION);
     if (h->header_size != DS_DB_HEADER_SIZE || h->data_offset != DS_DB_HEADER_SIZE)
         return ds_err(err, errlen, "%s: bad header size%s", p, RECREATE);
-    if ((h->channels != 1 && h->channels != 3) || h->height == 0 || h->width == 0 ||
-        h->height > CD_IMAGE_MAX_SIDE || h->width > CD_IMAGE_MAX_SIDE)
-        return ds_err(err, errlen, "%s: bad image shape %ux%ux%u in the header%s", p,
-                      h->channels, h->height, h->width, RECREATE);
     if (h->encoding >= CD_ENC_COUNT)
-        return ds_err(err, errlen, "%s: unknown record encoding %u (known: %s)%s", p,
+        return ds_err(err, errlen, "%s: unknown record encoding %u (known: %s, f32)%s", p,
                       h->encoding, cd_encoding_list(), RECREATE);
+    if (h->channels > CD_DB_MAX_VALUES || h->height > CD_DB_MAX_VALUES || h->width > CD_DB_MAX_VALUES ||
+        !cd_db_shape_ok((int)h->encoding, (int)h->channels, (int)h->height, (int)h->width))
+        return ds_err(err, errlen, "%s: bad record shape %ux%ux%u for encoding %s in the header%s", p,
+                      h->channels, h->height, h->width, cd_encoding_name((int)h->encoding), RECREATE);
     if (h->file_size != file_len)
         return ds_err(err, errlen, "%s: the header says %llu bytes but the file has %zu (%s)%s",
                       p, (unsigned long long)h->file_size, file_len,
@@ -53,8 +54,8 @@ static int check_header(const cd_db_t *db, size_t file_len, char *err, size_t er
                       (unsigned long long)n, RECREATE);
     uint64_t data_end = h->data_offset + h->data_size;
     uint64_t tables = (data_end + 7) / 8 * 8;
-    int indexed = h->encoding != CD_ENC_NONE;
-    if ((!indexed && h->data_size != n * db->rec_size) ||
+    int indexed = !cd_encoding_fixed((int)h->encoding);
+    if ((!indexed && h->data_size != n * db->rec_bytes) ||
         h->index_offset != (indexed ? tables : 0) ||
         h->labels_offset != tables + (indexed ? n * DS_DB_INDEX_ENTRY : 0) ||
         h->crc_offset != h->labels_offset + n * 4 || h->file_size != h->crc_offset + n * 4)
@@ -113,7 +114,11 @@ cd_db_t *cd_db_open(const char *path, char *err, size_t errlen)
         ds_err(err, errlen, "%s is not a cdigits dataset file (no CDDB magic)", path);
         goto fail;
     }
-    db->rec_size = (size_t)db->h.channels * db->h.height * db->h.width;
+    /* bounded before the product: check_header refuses larger fields */
+    if (db->h.channels <= CD_DB_MAX_VALUES && db->h.height <= CD_DB_MAX_VALUES && db->h.width <= CD_DB_MAX_VALUES) {
+        db->rec_size = (size_t)db->h.channels * db->h.height * db->h.width;
+        db->rec_bytes = db->rec_size * (db->h.encoding == CD_ENC_F32 ? sizeof(float) : 1);
+    }
     if (check_header(db, db->map_len, err, errlen) != CD_OK)
         goto fail;
     return db;
@@ -150,10 +155,10 @@ const uint8_t *cd_db_record(const cd_db_t *db, size_t i, size_t *size)
 {
     if (i >= db->h.count)
         return NULL;
-    if (db->h.encoding == CD_ENC_NONE) {
+    if (cd_encoding_fixed((int)db->h.encoding)) {
         if (size)
-            *size = db->rec_size;
-        return db->map + db->h.data_offset + i * db->rec_size;
+            *size = db->rec_bytes;
+        return db->map + db->h.data_offset + i * db->rec_bytes;
     }
     const uint8_t *e = db->map + db->h.index_offset + i * DS_DB_INDEX_ENTRY;
     if (size)
@@ -177,6 +182,8 @@ int cd_db_read(const cd_db_t *db, size_t i, uint8_t *chw_out, char *err, size_t 
         memcpy(chw_out, rec, size);
         return CD_OK;
     }
+    if (db->h.encoding == CD_ENC_F32)
+        return ds_err(err, errlen, "%s holds float values, not images (cd_db_read_f32 reads them)", db->path);
     cd_image_t img;
     char why[256];
     if (cd_image_decode(rec, size, (int)db->h.channels, &img, why, sizeof why) != CD_OK)
@@ -189,6 +196,34 @@ int cd_db_read(const cd_db_t *db, size_t i, uint8_t *chw_out, char *err, size_t 
     }
     memcpy(chw_out, img.data, db->rec_size);
     cd_image_free(&img);
+    return CD_OK;
+}
+
+int cd_db_read_f32(const cd_db_t *db, size_t i, float *out, char *err, size_t errlen)
+{
+    if (db->h.encoding == CD_ENC_F32) {
+        const uint8_t *rec = cd_db_record(db, i, NULL);
+        if (!rec)
+            return ds_err(err, errlen, "%s: record %zu is out of range (%llu records)", db->path, i,
+                          (unsigned long long)db->h.count);
+        for (size_t k = 0; k < db->rec_size; k++) {
+            uint32_t u = ds_get_u32(rec + 4 * k);
+            memcpy(&out[k], &u, sizeof u);
+        }
+        return CD_OK;
+    }
+    const uint8_t *raw = cd_db_raw(db, i);
+    uint8_t *tmp = raw ? NULL : malloc(db->rec_size);
+    if (!raw && !tmp)
+        return ds_err(err, errlen, "out of memory reading record %zu of %s", i, db->path);
+    if (!raw && cd_db_read(db, i, tmp, err, errlen) != CD_OK) {
+        free(tmp);
+        return CD_ERR;
+    }
+    const uint8_t *px = raw ? raw : tmp;
+    for (size_t k = 0; k < db->rec_size; k++)
+        out[k] = (float)px[k];
+    free(tmp);
     return CD_OK;
 }
 

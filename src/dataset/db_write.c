@@ -17,7 +17,7 @@ struct cd_db_writer {
     char *path, *tmp;
     int fd;
     ds_db_header h;
-    size_t rec_size;   /* c*h*w: the size of every record for encoding none */
+    size_t rec_size;   /* the size of every fixed-size record (none: c*h*w, f32: 4*c*h*w) */
     uint8_t *buf;      /* pending bytes, written when full */
     size_t buf_len;
     uint64_t pos;      /* file offset of the next byte after buf */
@@ -58,9 +58,7 @@ static int put_bytes(cd_db_writer_t *w, const void *p, size_t n, char *err, size
 cd_db_writer_t *cd_db_writer_open(const char *path, int channels, int height, int width,
                                   int encoding, int num_classes, char *err, size_t errlen)
 {
-    if ((channels != 1 && channels != 3) || height <= 0 || width <= 0 ||
-        height > CD_IMAGE_MAX_SIDE || width > CD_IMAGE_MAX_SIDE || encoding < 0 ||
-        encoding >= CD_ENC_COUNT || num_classes < 0) {
+    if (!cd_db_shape_ok(encoding, channels, height, width) || num_classes < 0) {
         ds_err(err, errlen, "%s: bad shape %dx%dx%d or encoding %d", path, channels, height,
                width, encoding);
         return NULL;
@@ -92,7 +90,7 @@ cd_db_writer_t *cd_db_writer_open(const char *path, int channels, int height, in
     w->h.encoding = (uint32_t)encoding;
     w->h.num_classes = (uint32_t)num_classes;
     w->h.data_offset = DS_DB_HEADER_SIZE;
-    w->rec_size = (size_t)channels * height * width;
+    w->rec_size = (size_t)channels * height * width * (encoding == CD_ENC_F32 ? sizeof(float) : 1);
     /* the header is written last; reserve its bytes (zeros: no valid magic yet) */
     uint8_t zero[DS_DB_HEADER_SIZE] = {0};
     if (put_bytes(w, zero, sizeof zero, err, errlen) != CD_OK) {
@@ -133,8 +131,8 @@ static int grow_tables(cd_db_writer_t *w, char *err, size_t errlen)
 int cd_db_writer_add(cd_db_writer_t *w, const void *record, size_t size, int label, char *err,
                      size_t errlen)
 {
-    if (w->h.encoding == CD_ENC_NONE && size != w->rec_size)
-        return ds_err(err, errlen, "%s: a raw record must be %zu bytes (%ux%ux%u), not %zu",
+    if (cd_encoding_fixed((int)w->h.encoding) && size != w->rec_size)
+        return ds_err(err, errlen, "%s: a fixed-size record must be %zu bytes (%ux%ux%u), not %zu",
                       w->path, w->rec_size, w->h.channels, w->h.height, w->h.width, size);
     if (label < 0 || (w->h.num_classes && (uint32_t)label >= w->h.num_classes))
         return ds_err(err, errlen, "%s: label %d is not in 0..%u", w->path, label,
@@ -162,7 +160,7 @@ int cd_db_writer_finish(cd_db_writer_t *w, char *err, size_t errlen)
     size_t padn = (size_t)((8 - w->pos % 8) % 8);
     if (put_bytes(w, pad, padn, err, errlen) != CD_OK)
         goto fail;
-    int indexed = w->h.encoding != CD_ENC_NONE;
+    int indexed = !cd_encoding_fixed((int)w->h.encoding);
     w->h.index_offset = indexed ? w->pos : 0;
     w->h.labels_offset = w->pos + (indexed ? n * DS_DB_INDEX_ENTRY : 0);
     w->h.crc_offset = w->h.labels_offset + n * 4;

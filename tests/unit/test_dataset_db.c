@@ -466,12 +466,69 @@ static void test_labels_mean(void)
     cd_image_free(&img);
 }
 
+/* A label db of float targets (f32): values back exactly, fixed-size records without
+ * an index, uint8 images read as floats, and shapes refused by encoding. */
+static void test_f32(void)
+{
+    char err[512] = "";
+    const char *path = cd_test_tmp_path("targets.db");
+    enum { K = 5, R = 7 };
+    cd_db_writer_t *w = cd_db_writer_open(path, K, 1, 1, CD_ENC_F32, 0, err, sizeof err);
+    CHECK(w != NULL, "open an f32 writer: %s", err);
+    if (!w)
+        return;
+    float v[R][K];
+    for (int i = 0; i < R; i++)
+        for (int k = 0; k < K; k++)
+            v[i][k] = (float)i * 1.5f - (float)k / 3.0f;
+    CHECK(cd_db_writer_add(w, v[0], sizeof v[0] - 4, 0, err, sizeof err) == CD_ERR && strstr(err, "20 bytes"),
+          "a short f32 record is refused: %s", err);
+    for (int i = 0; i < R; i++)
+        CHECK(cd_db_writer_add(w, v[i], sizeof v[i], 0, err, sizeof err) == CD_OK, "add %d: %s", i, err);
+    CHECK(cd_db_writer_finish(w, err, sizeof err) == CD_OK, "finish: %s", err);
+    cd_db_t *db = cd_db_open(path, err, sizeof err);
+    CHECK(db != NULL && cd_db_encoding(db) == CD_ENC_F32 && cd_db_count(db) == R && cd_db_channels(db) == K,
+          "open the f32 db: %s", err);
+    if (!db)
+        return;
+    int same = 1;
+    for (int i = 0; i < R; i++) {
+        float got[K];
+        CHECK(cd_db_read_f32(db, (size_t)i, got, err, sizeof err) == CD_OK, "read %d: %s", i, err);
+        same &= memcmp(got, v[i], sizeof got) == 0;
+    }
+    CHECK(same, "every value comes back bit for bit");
+    uint8_t px[K];
+    CHECK(cd_db_read(db, 0, px, err, sizeof err) == CD_ERR && strstr(err, "float values"),
+          "reading float records as pixels is refused: %s", err);
+    CHECK(cd_db_verify(db, err, sizeof err) == CD_OK, "verify: %s", err);
+    cd_db_close(db);
+    /* pixels read as floats */
+    db = cd_db_open(cd_test_tmp_path("rt_png.db"), err, sizeof err);
+    CHECK(db != NULL, "open rt_png.db: %s", err);
+    if (db) {
+        static float f[PLANE];
+        uint8_t u[PLANE];
+        CHECK(cd_db_read_f32(db, 1, f, err, sizeof err) == CD_OK && cd_db_read(db, 1, u, err, sizeof err) == CD_OK,
+              "read record 1 both ways: %s", err);
+        int eq = 1;
+        for (int k = 0; k < PLANE; k++)
+            eq &= f[k] == (float)u[k];
+        CHECK(eq, "pixels read as floats are the pixels");
+        cd_db_close(db);
+    }
+    CHECK(!cd_db_shape_ok(CD_ENC_PNG, 5, 1, 1) && cd_db_shape_ok(CD_ENC_F32, 5, 1, 1) &&
+              !cd_db_shape_ok(CD_ENC_F32, 1 << 13, 1 << 12, 1) && cd_encoding_parse("f32") == -1,
+          "shape rules by encoding; f32 is no image encoding");
+}
+
 int main(void)
 {
     cd_test_init("test_dataset_db");
     make_images();
-    for (int enc = 0; enc < CD_ENC_COUNT; enc++)
+    for (int enc = 0; enc < CD_ENC_IMAGE_COUNT; enc++)
         test_roundtrip(enc);
+    test_f32();
     test_jpeg_gray();
     CHECK(cd_encoding_parse("jpg") == CD_ENC_JPG && cd_encoding_parse("gif") == -1, "names");
     test_bad_files();
