@@ -148,8 +148,22 @@ void cd_palette_default(uint8_t (*rgb)[3], int count);
 enum cd_split { CD_SPLIT_TRAIN = 0, CD_SPLIT_VAL, CD_SPLIT_TEST, CD_SPLIT_COUNT };
 const char *cd_split_name(int split); /* "train", "val", "test" */
 
+/* What a dataset holds: class folders or lists (classification), or a generic dataset
+ * with a label db per split (docs/formats.md): label images (segmentation), float
+ * targets (regression), or image pairs with a same/different target (pairs). */
+enum cd_dataset_task {
+    CD_TASK_CLASSIFICATION = 0,
+    CD_TASK_SEGMENTATION,
+    CD_TASK_REGRESSION,
+    CD_TASK_PAIRS,
+    CD_TASK_COUNT
+};
+const char *cd_dataset_task_name(int task); /* "classification", "segmentation", ... */
+int cd_dataset_task_parse(const char *name); /* -1 if unknown */
+
 /* JOBDIR/dataset.json (docs/worker-protocol.md). Strings are malloc'ed ("" if unset). */
 typedef struct cd_dataset_config {
+    int task;                 /* enum cd_dataset_task */
     char *folder_train, *folder_val, *folder_test;
     char *textfile_train, *textfile_val, *textfile_test;
     char *textfile_labels, *textfile_root;
@@ -165,7 +179,23 @@ typedef struct cd_dataset_config {
     int encoding;             /* enum cd_db_encoding */
     uint64_t seed;
     int threads;              /* 0: one per CPU */
+    /* segmentation (DIGITS's image-segmentation extension, its field names) */
+    char *feature_folder, *label_folder;                       /* same base names */
+    char *validation_feature_folder, *validation_label_folder; /* "": pct_val of the train */
+    int channel_conversion;   /* 3 RGB, 1 L, 0 none: as the images are */
+    char *class_labels_file;  /* class names, line n is class n ("": class0, class1, ...) */
+    int colormap_method;      /* enum cd_colormap */
+    char *colormap_text_file; /* textfile: "r g b" per line, line n is class n */
+    int force_same_shape;     /* 1: every image one shape (else refused) */
+    /* regression: textfile_* lines are `path v1 ... vK`; or folder_train with */
+    char *targets_csv;        /* a CSV of `file,v1,...,vK` (a header line is allowed) */
+    /* pairs: made from a classification source (folder_train or textfile_train) */
+    int pairs_train, pairs_val; /* pairs to make per split */
 } cd_dataset_config_t;
+
+/* How label images give classes: their palette indices (or gray levels), or RGB
+ * colours looked up in colormap_text_file. */
+enum cd_colormap { CD_COLORMAP_LABEL = 0, CD_COLORMAP_TEXTFILE, CD_COLORMAP_COUNT };
 
 void cd_dataset_config_init(cd_dataset_config_t *cfg); /* the defaults */
 /* Parse JSON text over the defaults; unknown keys are ignored; a bad value is an error

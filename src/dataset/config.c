@@ -14,7 +14,7 @@
 #include "cdigits/dataset.h"
 #include "cdigits/util.h"
 
-enum key_kind { K_STRING, K_INT, K_PCT, K_SEED, K_RESIZE, K_ENCODING };
+enum key_kind { K_STRING, K_INT, K_PCT, K_SEED, K_NAME };
 
 typedef struct key_def {
     const char *name;
@@ -24,35 +24,67 @@ typedef struct key_def {
     int step;          /* K_INT: allowed values are lo, lo + step, ... (0: 1) */
     double def;        /* the value when the key is absent or null (K_STRING: "") */
     const char *allowed; /* what the value may be, for messages */
+    int (*parse)(const char *name); /* K_NAME: the name's number, -1 if unknown */
 } key_def;
+
+static int channel_conversion_parse(const char *name)
+{
+    static const struct { const char *name; int channels; } t[] = {{"RGB", 3}, {"L", 1}, {"none", 0}};
+    for (size_t i = 0; i < CD_ARRAY_LEN(t); i++)
+        if (!strcmp(name, t[i].name))
+            return t[i].channels;
+    return -1;
+}
+
+static int colormap_parse(const char *name)
+{
+    return !strcmp(name, "label") ? CD_COLORMAP_LABEL : !strcmp(name, "textfile") ? CD_COLORMAP_TEXTFILE : -1;
+}
 
 #define F(field) offsetof(cd_dataset_config_t, field)
 static const key_def g_keys[] = {
-    {"folder_train", K_STRING, F(folder_train), 0, 0, 0, 0, "a folder of class folders"},
-    {"folder_val", K_STRING, F(folder_val), 0, 0, 0, 0, "a folder of class folders"},
-    {"folder_test", K_STRING, F(folder_test), 0, 0, 0, 0, "a folder of class folders"},
-    {"textfile_train", K_STRING, F(textfile_train), 0, 0, 0, 0, "a file of `path label` lines"},
-    {"textfile_val", K_STRING, F(textfile_val), 0, 0, 0, 0, "a file of `path label` lines"},
-    {"textfile_test", K_STRING, F(textfile_test), 0, 0, 0, 0, "a file of `path label` lines"},
-    {"textfile_labels", K_STRING, F(textfile_labels), 0, 0, 0, 0, "a file of class names"},
-    {"textfile_root", K_STRING, F(textfile_root), 0, 0, 0, 0, "a folder"},
-    {"textfile_val_root", K_STRING, F(textfile_val_root), 0, 0, 0, 0, "a folder"},
-    {"textfile_test_root", K_STRING, F(textfile_test_root), 0, 0, 0, 0, "a folder"},
-    {"pct_val", K_PCT, F(pct_val), 0, 100, 0, 25, "a percentage from 0 to 100"},
-    {"pct_test", K_PCT, F(pct_test), 0, 100, 0, 0, "a percentage from 0 to 100"},
-    {"min_per_class", K_INT, F(min_per_class), 1, 1e9, 1, 2, "a whole number >= 1"},
-    {"max_per_class", K_INT, F(max_per_class), 0, 1e9, 1, 0, "a whole number >= 0 (0: no limit)"},
-    {"val_min_per_class", K_INT, F(val_min_per_class), 1, 1e9, 1, 2, "a whole number >= 1"},
-    {"val_max_per_class", K_INT, F(val_max_per_class), 0, 1e9, 1, 0, "a whole number >= 0 (0: no limit)"},
-    {"test_min_per_class", K_INT, F(test_min_per_class), 1, 1e9, 1, 2, "a whole number >= 1"},
-    {"test_max_per_class", K_INT, F(test_max_per_class), 0, 1e9, 1, 0, "a whole number >= 0 (0: no limit)"},
-    {"channels", K_INT, F(channels), 1, 3, 2, 3, "1 (grayscale) or 3 (color)"},
-    {"width", K_INT, F(width), 1, 8192, 1, 256, "a whole number from 1 to 8192"},
-    {"height", K_INT, F(height), 1, 8192, 1, 256, "a whole number from 1 to 8192"},
-    {"resize_mode", K_RESIZE, F(resize_mode), 0, 0, 0, CD_RESIZE_SQUASH, "one of squash, crop, fill, half_crop"},
-    {"encoding", K_ENCODING, F(encoding), 0, 0, 0, CD_ENC_NONE, "one of none, png, jpg"},
-    {"seed", K_SEED, F(seed), 0, 0, 0, 0, "a whole number >= 0"},
-    {"threads", K_INT, F(threads), 0, 1024, 1, 0, "a whole number from 0 (one per CPU) to 1024"},
+    {"task", K_NAME, F(task), 0, 0, 0, CD_TASK_CLASSIFICATION,
+     "one of classification, segmentation, regression, pairs", cd_dataset_task_parse},
+    {"folder_train", K_STRING, F(folder_train), 0, 0, 0, 0, "a folder of class folders", NULL},
+    {"folder_val", K_STRING, F(folder_val), 0, 0, 0, 0, "a folder of class folders", NULL},
+    {"folder_test", K_STRING, F(folder_test), 0, 0, 0, 0, "a folder of class folders", NULL},
+    {"textfile_train", K_STRING, F(textfile_train), 0, 0, 0, 0, "a file of `path label` lines", NULL},
+    {"textfile_val", K_STRING, F(textfile_val), 0, 0, 0, 0, "a file of `path label` lines", NULL},
+    {"textfile_test", K_STRING, F(textfile_test), 0, 0, 0, 0, "a file of `path label` lines", NULL},
+    {"textfile_labels", K_STRING, F(textfile_labels), 0, 0, 0, 0, "a file of class names", NULL},
+    {"textfile_root", K_STRING, F(textfile_root), 0, 0, 0, 0, "a folder", NULL},
+    {"textfile_val_root", K_STRING, F(textfile_val_root), 0, 0, 0, 0, "a folder", NULL},
+    {"textfile_test_root", K_STRING, F(textfile_test_root), 0, 0, 0, 0, "a folder", NULL},
+    {"pct_val", K_PCT, F(pct_val), 0, 100, 0, 25, "a percentage from 0 to 100", NULL},
+    {"pct_test", K_PCT, F(pct_test), 0, 100, 0, 0, "a percentage from 0 to 100", NULL},
+    {"min_per_class", K_INT, F(min_per_class), 1, 1e9, 1, 2, "a whole number >= 1", NULL},
+    {"max_per_class", K_INT, F(max_per_class), 0, 1e9, 1, 0, "a whole number >= 0 (0: no limit)", NULL},
+    {"val_min_per_class", K_INT, F(val_min_per_class), 1, 1e9, 1, 2, "a whole number >= 1", NULL},
+    {"val_max_per_class", K_INT, F(val_max_per_class), 0, 1e9, 1, 0, "a whole number >= 0 (0: no limit)", NULL},
+    {"test_min_per_class", K_INT, F(test_min_per_class), 1, 1e9, 1, 2, "a whole number >= 1", NULL},
+    {"test_max_per_class", K_INT, F(test_max_per_class), 0, 1e9, 1, 0, "a whole number >= 0 (0: no limit)", NULL},
+    {"channels", K_INT, F(channels), 1, 3, 2, 3, "1 (grayscale) or 3 (color)", NULL},
+    {"width", K_INT, F(width), 1, 8192, 1, 256, "a whole number from 1 to 8192", NULL},
+    {"height", K_INT, F(height), 1, 8192, 1, 256, "a whole number from 1 to 8192", NULL},
+    {"resize_mode", K_NAME, F(resize_mode), 0, 0, 0, CD_RESIZE_SQUASH, "one of squash, crop, fill, half_crop",
+     cd_resize_mode_parse},
+    {"encoding", K_NAME, F(encoding), 0, 0, 0, CD_ENC_NONE, "one of none, png, jpg", cd_encoding_parse},
+    {"seed", K_SEED, F(seed), 0, 0, 0, 0, "a whole number >= 0", NULL},
+    {"threads", K_INT, F(threads), 0, 1024, 1, 0, "a whole number from 0 (one per CPU) to 1024", NULL},
+    {"feature_folder", K_STRING, F(feature_folder), 0, 0, 0, 0, "a folder of images", NULL},
+    {"label_folder", K_STRING, F(label_folder), 0, 0, 0, 0, "a folder of label images", NULL},
+    {"validation_feature_folder", K_STRING, F(validation_feature_folder), 0, 0, 0, 0, "a folder of images", NULL},
+    {"validation_label_folder", K_STRING, F(validation_label_folder), 0, 0, 0, 0, "a folder of label images", NULL},
+    {"channel_conversion", K_NAME, F(channel_conversion), 0, 0, 0, 3, "one of RGB, L, none",
+     channel_conversion_parse},
+    {"class_labels_file", K_STRING, F(class_labels_file), 0, 0, 0, 0, "a file of class names", NULL},
+    {"colormap_method", K_NAME, F(colormap_method), 0, 0, 0, CD_COLORMAP_LABEL, "one of label, textfile",
+     colormap_parse},
+    {"colormap_text_file", K_STRING, F(colormap_text_file), 0, 0, 0, 0, "a file of `r g b` lines", NULL},
+    {"force_same_shape", K_INT, F(force_same_shape), 0, 1, 1, 1, "0 or 1", NULL},
+    {"targets_csv", K_STRING, F(targets_csv), 0, 0, 0, 0, "a CSV file of `file,v1,...,vK` lines", NULL},
+    {"pairs_train", K_INT, F(pairs_train), 1, 1e8, 1, 1000, "a whole number from 1 to 100000000", NULL},
+    {"pairs_val", K_INT, F(pairs_val), 0, 1e8, 1, 1000, "a whole number from 0 to 100000000", NULL},
 };
 #undef F
 
@@ -66,7 +98,7 @@ void cd_dataset_config_init(cd_dataset_config_t *cfg)
         case K_STRING: *(char **)field = cd_xstrdup(""); break;
         case K_PCT: *(double *)field = k->def; break;
         case K_SEED: *(uint64_t *)field = (uint64_t)k->def; break;
-        default: *(int *)field = (int)k->def; break; /* K_INT, K_RESIZE, K_ENCODING */
+        default: *(int *)field = (int)k->def; break; /* K_INT, K_NAME */
         }
     }
 }
@@ -131,11 +163,9 @@ static int set_key(const key_def *k, json_t *v, cd_dataset_config_t *cfg, char *
         if (ok)
             *(uint64_t *)field = (uint64_t)d;
         break;
-    case K_RESIZE:
-    case K_ENCODING:
+    case K_NAME:
         if (json_is_string(v))
-            e = k->kind == K_RESIZE ? cd_resize_mode_parse(json_string_value(v))
-                                    : cd_encoding_parse(json_string_value(v));
+            e = k->parse(json_string_value(v));
         if ((ok = e >= 0) != 0)
             *(int *)field = e;
         break;
@@ -150,8 +180,8 @@ static int set_key(const key_def *k, json_t *v, cd_dataset_config_t *cfg, char *
     return CD_OK;
 }
 
-/* Rules between keys, checked once every key is read. */
-static int check_config(const cd_dataset_config_t *c, char *err, size_t errlen)
+/* Rules between keys, checked once every key is read: one function per task. */
+static int check_classification(const cd_dataset_config_t *c, char *err, size_t errlen)
 {
     int folders = c->folder_train[0] != 0, texts = c->textfile_train[0] != 0;
     if (folders == texts)
@@ -183,6 +213,51 @@ static int check_config(const cd_dataset_config_t *c, char *err, size_t errlen)
                           limits[i].prefix, hi, limits[i].prefix, lo);
     }
     return CD_OK;
+}
+
+static int check_segmentation(const cd_dataset_config_t *c, char *err, size_t errlen)
+{
+    if (!c->feature_folder[0] || !c->label_folder[0])
+        return ds_err(err, errlen, "dataset.json: a segmentation dataset needs feature_folder (the "
+                      "images) and label_folder (label images with the same base names)");
+    if (!c->validation_feature_folder[0] != !c->validation_label_folder[0])
+        return ds_err(err, errlen, "dataset.json: give both validation_feature_folder and "
+                      "validation_label_folder, or neither (then pct_val of the images validate)");
+    if (c->colormap_method == CD_COLORMAP_TEXTFILE && !c->colormap_text_file[0])
+        return ds_err(err, errlen, "dataset.json: colormap_method textfile needs colormap_text_file "
+                      "(one `r g b` line per class)");
+    if (c->pct_val >= 100)
+        return ds_err(err, errlen, "dataset.json: pct_val is %g; it must be below 100", c->pct_val);
+    return CD_OK;
+}
+
+static int check_regression(const cd_dataset_config_t *c, char *err, size_t errlen)
+{
+    int folders = c->folder_train[0] != 0, texts = c->textfile_train[0] != 0;
+    if (folders == texts)
+        return ds_err(err, errlen, "dataset.json: a regression dataset needs %s textfile_train (lines "
+                      "of `path v1 ... vK`) or folder_train with targets_csv", folders ? "only one of" : "either");
+    if (folders && !c->targets_csv[0])
+        return ds_err(err, errlen, "dataset.json: folder_train needs targets_csv (lines of "
+                      "`file,v1,...,vK`) in a regression dataset");
+    if (c->pct_val + c->pct_test >= 100)
+        return ds_err(err, errlen, "dataset.json: pct_val + pct_test is %g; it must be below "
+                      "100 so that images are left for training", c->pct_val + c->pct_test);
+    return CD_OK;
+}
+
+static int check_pairs(const cd_dataset_config_t *c, char *err, size_t errlen)
+{
+    return check_classification(c, err, errlen);
+}
+
+static int check_config(const cd_dataset_config_t *c, char *err, size_t errlen)
+{
+    static int (*const checks[CD_TASK_COUNT])(const cd_dataset_config_t *, char *, size_t) = {
+        [CD_TASK_CLASSIFICATION] = check_classification, [CD_TASK_SEGMENTATION] = check_segmentation,
+        [CD_TASK_REGRESSION] = check_regression, [CD_TASK_PAIRS] = check_pairs,
+    };
+    return checks[c->task](c, err, errlen);
 }
 
 int cd_dataset_config_parse(const char *text, cd_dataset_config_t *cfg, char *err,

@@ -290,8 +290,8 @@ static int check_cfg(const cd_dataset_config_t *cfg, char *err, size_t errlen)
     return CD_OK;
 }
 
-int cd_dataset_create(const cd_dataset_config_t *cfg, const char *outdir, FILE *progress,
-                      cd_dataset_result_t *result, char *err, size_t errlen)
+static int create_classification(const cd_dataset_config_t *cfg, const char *outdir, FILE *progress,
+                                 cd_dataset_result_t *result, char *err, size_t errlen)
 {
     cd_dataset_result_t res = {0};
     ds_plan plan = {0};
@@ -373,4 +373,38 @@ out:
     free(sum);
     ds_plan_free(&plan);
     return rc;
+}
+
+static const char *const g_task_names[CD_TASK_COUNT] = {
+    [CD_TASK_CLASSIFICATION] = "classification", [CD_TASK_SEGMENTATION] = "segmentation",
+    [CD_TASK_REGRESSION] = "regression", [CD_TASK_PAIRS] = "pairs",
+};
+
+const char *cd_dataset_task_name(int task)
+{
+    return task >= 0 && task < CD_TASK_COUNT ? g_task_names[task] : "?";
+}
+
+int cd_dataset_task_parse(const char *name)
+{
+    for (int i = 0; i < CD_TASK_COUNT; i++)
+        if (name && !strcmp(name, g_task_names[i]))
+            return i;
+    return -1;
+}
+
+/* One way of making a dataset per task. */
+typedef int (*ds_creator)(const cd_dataset_config_t *cfg, const char *outdir, FILE *progress,
+                          cd_dataset_result_t *result, char *err, size_t errlen);
+
+static const ds_creator g_creators[CD_TASK_COUNT] = {
+    [CD_TASK_CLASSIFICATION] = create_classification,
+};
+
+int cd_dataset_create(const cd_dataset_config_t *cfg, const char *outdir, FILE *progress,
+                      cd_dataset_result_t *result, char *err, size_t errlen)
+{
+    if (cfg->task < 0 || cfg->task >= CD_TASK_COUNT || !g_creators[cfg->task])
+        return ds_err(err, errlen, "dataset task %s is not supported by this worker", cd_dataset_task_name(cfg->task));
+    return g_creators[cfg->task](cfg, outdir, progress, result, err, errlen);
 }
