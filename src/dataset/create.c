@@ -32,25 +32,12 @@ static char *out_path(const char *dir, const char *name)
     return p;
 }
 
+/* Every file a dataset job of any task writes: a folder that held another task's
+ * dataset keeps none of it (stats.json goes first, so the folder is "incomplete" before
+ * anything else changes). */
 static int remove_outputs(const char *dir, char *err, size_t errlen)
 {
-    /* stats.json first: removing it first makes the folder "incomplete" before anything
-     * else changes */
-    static const jobdir_file outputs[] = {JOBDIR_STATS_JSON, JOBDIR_TRAIN_DB, JOBDIR_VAL_DB, JOBDIR_TEST_DB,
-                                          JOBDIR_LABELS,     JOBDIR_MEAN_BIN, JOBDIR_MEAN_PNG, JOBDIR_MEAN_JPG};
-    for (size_t i = 0; i < CD_ARRAY_LEN(outputs); i++) {
-        char *p = out_path(dir, jobdir_name(outputs[i]));
-        int rc = unlink(p);
-        int e = errno;
-        if (rc != 0 && e != ENOENT) {
-            ds_err(err, errlen, "cannot remove the old %s: %s; %s", p, strerror(e),
-                   ds_errno_advice(e));
-            free(p);
-            return CD_ERR;
-        }
-        free(p);
-    }
-    return CD_OK;
+    return ds_remove_outputs(dir, ds_generic_outputs, ds_generic_outputs_count, err, errlen);
 }
 
 typedef struct split_ctx {
@@ -88,12 +75,6 @@ static int consume(void *arg, size_t i, ds_record *r, char *err, size_t errlen)
     return CD_OK;
 }
 
-static int online_cpus(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
-}
-
 /* Write one split's .db; *written gets the record count (0: no file was made). */
 static int create_split(const cd_dataset_config_t *cfg, const ds_plan *plan, int split,
                         const char *outdir, ds_skips *skips, FILE *out, size_t *per_class,
@@ -112,8 +93,8 @@ static int create_split(const cd_dataset_config_t *cfg, const ds_plan *plan, int
         return CD_ERR;
     }
     split_ctx ctx = {w, items, g_split_names[split], 0, per_class, skips, out, -1, 0};
-    ds_pipe_job job = {cfg, items->v, items->n, split,
-                       cfg->threads > 0 ? cfg->threads : online_cpus(), sum, 0};
+    ds_pipe_job job = {.cfg = cfg, .items = items->v, .n = items->n, .split = split,
+                       .threads = ds_thread_count(cfg), .sum = sum};
     int rc = ds_pipeline_run(&job, consume, &ctx, err, errlen);
     *sum_count = job.sum_count;
     if (rc == CD_OK && ctx.written == 0) {
@@ -132,27 +113,6 @@ static int create_split(const cd_dataset_config_t *cfg, const ds_plan *plan, int
         cd_db_writer_abort(w);
     }
     free(path);
-    return rc;
-}
-
-static int write_mean(const cd_dataset_config_t *cfg, const char *outdir, const uint64_t *sum,
-                      size_t count, char *err, size_t errlen)
-{
-    size_t n = (size_t)cfg->channels * cfg->height * cfg->width;
-    float *mean = cd_xmalloc(n * sizeof(float));
-    for (size_t k = 0; k < n; k++)
-        mean[k] = (float)((double)sum[k] / (double)(count ? count : 1));
-    char *bin = out_path(outdir, jobdir_name(JOBDIR_MEAN_BIN)), *png = out_path(outdir, jobdir_name(JOBDIR_MEAN_PNG));
-    char *jpg = out_path(outdir, jobdir_name(JOBDIR_MEAN_JPG));
-    int rc = cd_mean_save(bin, cfg->channels, cfg->height, cfg->width, count, mean, err, errlen);
-    if (rc == CD_OK)
-        rc = cd_mean_save_png(png, cfg->channels, cfg->height, cfg->width, mean, err, errlen);
-    if (rc == CD_OK)
-        rc = cd_mean_save_jpg(jpg, cfg->channels, cfg->height, cfg->width, mean, err, errlen);
-    free(bin);
-    free(png);
-    free(jpg);
-    free(mean);
     return rc;
 }
 
@@ -230,40 +190,16 @@ static json_t *summary(const cd_dataset_config_t *cfg, const ds_plan *plan,
 static int write_stats(const cd_dataset_config_t *cfg, const char *outdir, json_t *sum,
                        double seconds, char *err, size_t errlen)
 {
-    json_t *st = json_deep_copy(sum);
-    json_object_del(st, "type");
-    json_t *dbs = json_object();
-    json_t *splits = json_object_get(st, "splits");
-    const char *key;
-    json_t *val;
-    json_object_foreach(splits, key, val)
-    {
-        for (int split = 0; split < CD_SPLIT_COUNT; split++)
-            if (!strcmp(key, g_split_names[split]))
-                json_object_set_new(dbs, key, json_string(jobdir_name(JOBDIR_TRAIN_DB + split)));
-    }
-    json_object_set_new(st, "format_version", json_integer(DS_DB_VERSION));
-    json_object_set_new(st, "db_files", dbs);
-    json_object_set_new(st, "mean_png", json_string(jobdir_name(JOBDIR_MEAN_PNG)));
-    json_object_set_new(st, "mean_jpg", json_string(jobdir_name(JOBDIR_MEAN_JPG)));
-    json_object_set_new(st, "channels", json_integer(cfg->channels));
-    json_object_set_new(st, "width", json_integer(cfg->width));
-    json_object_set_new(st, "height", json_integer(cfg->height));
-    json_object_set_new(st, "resize_mode", json_string(cd_resize_mode_name(cfg->resize_mode)));
-    json_object_set_new(st, "encoding", json_string(cd_encoding_name(cfg->encoding)));
-    json_object_set_new(st, "num_classes",
-                        json_integer((json_int_t)json_array_size(json_object_get(st, "classes"))));
-    json_object_set_new(st, "seed", json_integer((json_int_t)cfg->seed));
-    json_object_set_new(st, "seconds", json_real(seconds));
-    json_object_set_new(st, "created", json_real(cd_wall_time()));
-    char *text = json_dumps(st, JSON_INDENT(2) | JSON_ENSURE_ASCII);
-    json_decref(st);
-    char *path = out_path(outdir, jobdir_name(JOBDIR_STATS_JSON));
-    int rc = text ? ds_write_file(path, text, strlen(text), err, errlen)
-                  : ds_err(err, errlen, "cannot write %s: out of memory encoding it", path);
-    free(text);
-    free(path);
-    return rc;
+    json_t *f = json_object();
+    json_object_set_new(f, "channels", json_integer(cfg->channels));
+    json_object_set_new(f, "width", json_integer(cfg->width));
+    json_object_set_new(f, "height", json_integer(cfg->height));
+    json_object_set_new(f, "resize_mode", json_string(cd_resize_mode_name(cfg->resize_mode)));
+    json_object_set_new(f, "encoding", json_string(cd_encoding_name(cfg->encoding)));
+    json_object_set_new(f, "num_classes",
+                        json_integer((json_int_t)json_array_size(json_object_get(sum, "classes"))));
+    json_object_set_new(f, "seed", json_integer((json_int_t)cfg->seed));
+    return ds_write_stats(outdir, sum, f, seconds, err, errlen);
 }
 
 /* What to check when a list's images are missing: the folder its relative paths start
@@ -278,18 +214,6 @@ static const char *root_advice(const cd_dataset_config_t *cfg, int split)
     return cfg->textfile_train[0] ? advice[split] : "";
 }
 
-static int check_cfg(const cd_dataset_config_t *cfg, char *err, size_t errlen)
-{
-    if ((cfg->channels != 1 && cfg->channels != 3) || cfg->width < 1 || cfg->height < 1 ||
-        cfg->width > CD_IMAGE_MAX_SIDE || cfg->height > CD_IMAGE_MAX_SIDE ||
-        cfg->resize_mode < 0 || cfg->resize_mode >= CD_RESIZE_COUNT || cfg->encoding < 0 ||
-        cfg->encoding >= CD_ENC_IMAGE_COUNT)
-        return ds_err(err, errlen, "bad dataset settings: channels %d, size %dx%d, resize mode "
-                      "%d, encoding %d", cfg->channels, cfg->width, cfg->height,
-                      cfg->resize_mode, cfg->encoding);
-    return CD_OK;
-}
-
 static int create_classification(const cd_dataset_config_t *cfg, const char *outdir, FILE *progress,
                                  cd_dataset_result_t *result, char *err, size_t errlen)
 {
@@ -300,7 +224,7 @@ static int create_classification(const cd_dataset_config_t *cfg, const char *out
     uint64_t *sum = NULL;
     size_t sum_count = 0;
     double t0 = cd_now();
-    int rc = check_cfg(cfg, err, errlen);
+    int rc = ds_check_image_cfg(cfg, err, errlen);
     if (rc == CD_OK && cd_mkdirs(outdir, 0755) != CD_OK)
         rc = ds_err(err, errlen, "cannot create the job folder %s: %s; %s", outdir,
                     strerror(errno), ds_errno_advice(errno));
@@ -354,7 +278,7 @@ static int create_classification(const cd_dataset_config_t *cfg, const char *out
     rc = cd_labels_save(labels, plan.classes, plan.nclasses, err, errlen);
     free(labels);
     if (rc == CD_OK)
-        rc = write_mean(cfg, outdir, sum, sum_count, err, errlen);
+        rc = ds_write_mean(outdir, cfg->channels, cfg->height, cfg->width, sum, sum_count, err, errlen);
     if (rc == CD_OK) {
         json_t *line = summary(cfg, &plan, &res, per_class);
         rc = write_stats(cfg, outdir, line, cd_now() - t0, err, errlen);
@@ -399,6 +323,9 @@ typedef int (*ds_creator)(const cd_dataset_config_t *cfg, const char *outdir, FI
 
 static const ds_creator g_creators[CD_TASK_COUNT] = {
     [CD_TASK_CLASSIFICATION] = create_classification,
+    [CD_TASK_SEGMENTATION] = ds_create_segmentation,
+    [CD_TASK_REGRESSION] = ds_create_regression,
+    [CD_TASK_PAIRS] = ds_create_pairs,
 };
 
 int cd_dataset_create(const cd_dataset_config_t *cfg, const char *outdir, FILE *progress,

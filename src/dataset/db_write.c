@@ -110,6 +110,12 @@ fail:
 
 size_t cd_db_writer_count(const cd_db_writer_t *w) { return w ? (size_t)w->h.count : 0; }
 
+void ds_db_writer_set_classes(cd_db_writer_t *w, int num_classes)
+{
+    if (w && num_classes >= 0)
+        w->h.num_classes = (uint32_t)num_classes;
+}
+
 static int grow_tables(cd_db_writer_t *w, char *err, size_t errlen)
 {
     size_t cap = w->cap ? w->cap * 2 : 1024;

@@ -1,5 +1,5 @@
 /* Small helpers of the dataset module: error text, CRC-32, shuffling, pixel layout,
- * checked writes. */
+ * checked writes, the settings every task checks, list paths. */
 #include "internal.h"
 
 #include <errno.h>
@@ -153,4 +153,33 @@ int ds_fsync_dir(const char *path)
 char *ds_skip_bom(char *text)
 {
     return text && strncmp(text, "\xEF\xBB\xBF", 3) == 0 ? text + 3 : text;
+}
+
+int ds_thread_count(const cd_dataset_config_t *cfg)
+{
+    if (cfg->threads > 0)
+        return cfg->threads;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
+int ds_check_image_cfg(const cd_dataset_config_t *cfg, char *err, size_t errlen)
+{
+    if ((cfg->channels != 1 && cfg->channels != 3) || cfg->width < 1 || cfg->height < 1 ||
+        cfg->width > CD_IMAGE_MAX_SIDE || cfg->height > CD_IMAGE_MAX_SIDE ||
+        cfg->resize_mode < 0 || cfg->resize_mode >= CD_RESIZE_COUNT || cfg->encoding < 0 ||
+        cfg->encoding >= CD_ENC_IMAGE_COUNT)
+        return ds_err(err, errlen, "bad dataset settings: channels %d, size %dx%d, resize mode "
+                      "%d, encoding %d", cfg->channels, cfg->width, cfg->height,
+                      cfg->resize_mode, cfg->encoding);
+    return CD_OK;
+}
+
+char *ds_resolve_path(const char *root, const char *path)
+{
+    if (path[0] == '/' || !root[0])
+        return cd_xstrdup(path);
+    char *p = cd_xmalloc(strlen(root) + strlen(path) + 2);
+    sprintf(p, "%s/%s", root, path);
+    return p;
 }

@@ -58,18 +58,24 @@ static const decode_fn g_decoders[] = {
     [CD_IMAGE_PNM] = ds_pnm_decode,
 };
 
+int ds_image_decode_hwc(const uint8_t *buf, size_t len, int want_c, uint8_t **pixels, int *c,
+                        int *h, int *w, char *err, size_t errlen)
+{
+    int fmt = cd_image_sniff(buf, len);
+    if (fmt == CD_IMAGE_UNKNOWN)
+        return ds_err(err, errlen, "not a %s image", cd_image_kinds());
+    return g_decoders[fmt](buf, len, want_c, pixels, c, h, w, err, errlen);
+}
+
 int cd_image_decode(const void *buf, size_t len, int channels, cd_image_t *out, char *err,
                     size_t errlen)
 {
     memset(out, 0, sizeof *out);
     if (channels != 1 && channels != 3)
         return ds_err(err, errlen, "channels must be 1 or 3, not %d", channels);
-    int fmt = cd_image_sniff(buf, len);
-    if (fmt == CD_IMAGE_UNKNOWN)
-        return ds_err(err, errlen, "not a %s image", cd_image_kinds());
     uint8_t *px = NULL;
     int c = 0, h = 0, w = 0;
-    if (g_decoders[fmt](buf, len, channels, &px, &c, &h, &w, err, errlen) != CD_OK)
+    if (ds_image_decode_hwc(buf, len, channels, &px, &c, &h, &w, err, errlen) != CD_OK)
         return CD_ERR;
     if (cd_image_alloc(out, channels, h, w, err, errlen) != CD_OK) {
         free(px);

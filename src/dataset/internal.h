@@ -9,6 +9,7 @@
 
 #include "cdigits/dataset.h"
 #include "cdigits/image.h"
+#include "cdigits/jobdir.h"
 
 /* snprintf into err when err is not NULL; always returns CD_ERR so callers can
  * `return ds_err(err, errlen, ...)`. */
@@ -63,6 +64,17 @@ int ds_bmp_decode(const uint8_t *buf, size_t len, int want_c, uint8_t **pixels, 
                   int *w, char *err, size_t errlen);
 int ds_pnm_decode(const uint8_t *buf, size_t len, int want_c, uint8_t **pixels, int *c, int *h,
                   int *w, char *err, size_t errlen);
+/* A label PNG's samples as they are stored, one byte per pixel, (h, w): the palette
+ * indices of a paletted PNG (its PLTE colours into palette[0..*npalette)) or the gray
+ * levels of a grayscale one (*npalette 0; 1, 2 and 4-bit levels unscaled, alpha
+ * dropped). Colour and 16-bit PNGs are refused. *index is malloc'ed. */
+int ds_png_decode_indexed(const uint8_t *buf, size_t len, uint8_t **index, int *h, int *w,
+                          uint8_t (*palette)[3], int *npalette, char *err, size_t errlen);
+/* Any image this project reads, through the decoder its first bytes name: interleaved
+ * (h, w, c) as the decoders above return them (want_c 0: the image's own channels,
+ * except JPEG, which gives 3). */
+int ds_image_decode_hwc(const uint8_t *buf, size_t len, int want_c, uint8_t **pixels, int *c,
+                        int *h, int *w, char *err, size_t errlen);
 int ds_png_encode(const uint8_t *hwc, int c, int h, int w, int level, uint8_t **buf, size_t *len,
                   char *err, size_t errlen);
 int ds_jpeg_encode(const uint8_t *hwc, int c, int h, int w, int quality, uint8_t **buf,
@@ -91,6 +103,70 @@ const char *ds_errno_advice(int e);
 char *ds_skip_bom(char *text);
 /* fsync the directory holding path, so a rename in it is durable. */
 int ds_fsync_dir(const char *path);
+struct cd_dataset_config;
+/* The threads of the create stage: cfg->threads, else one per CPU (at most 64). */
+int ds_thread_count(const struct cd_dataset_config *cfg);
+/* The image settings every task needs (channels 1 or 3, sides, resize mode, an image
+ * encoding); CD_ERR names the values. */
+int ds_check_image_cfg(const struct cd_dataset_config *cfg, char *err, size_t errlen);
+/* path when it is absolute or root is "", else root/path; malloc'ed. */
+char *ds_resolve_path(const char *root, const char *path);
+
+/* ---- the files of every dataset job (job_files.c) ------------------------------ */
+
+/* Remove these files of a previous run from dir (a missing one is fine); put
+ * JOBDIR_STATS_JSON first, so the folder turns incomplete before anything else changes. */
+int ds_remove_outputs(const char *dir, const jobdir_file *files, size_t n, char *err, size_t errlen);
+/* mean.bin, mean.png and mean.jpg from per-value sums (c, h, w) of count images. */
+int ds_write_mean(const char *outdir, int c, int h, int w, const uint64_t *sum, size_t count,
+                  char *err, size_t errlen);
+/* stats.json: the `dataset` line (copied, less its type) with format_version, db_files,
+ * mean_png and mean_jpg, then the task's own fields (taken; NULL: none), then seconds and
+ * created. */
+int ds_write_stats(const char *outdir, const struct json_t *line, struct json_t *fields,
+                   double seconds, char *err, size_t errlen);
+
+/* The creators of the generic tasks (create.c's g_creators), one file each. */
+int ds_create_segmentation(const struct cd_dataset_config *cfg, const char *outdir, FILE *progress,
+                           cd_dataset_result_t *result, char *err, size_t errlen);
+int ds_create_regression(const struct cd_dataset_config *cfg, const char *outdir, FILE *progress,
+                         cd_dataset_result_t *result, char *err, size_t errlen);
+int ds_create_pairs(const struct cd_dataset_config *cfg, const char *outdir, FILE *progress,
+                    cd_dataset_result_t *result, char *err, size_t errlen);
+
+/* ---- the two .db files of a split of a generic dataset (split_dbs.c) ------------ */
+
+/* A .db's record shape, encoding and header class count. */
+typedef struct ds_db_shape {
+    int c, h, w, encoding, num_classes;
+} ds_db_shape;
+
+/* train.db + train_labels.db (val, test: JOBDIR_TRAIN_DB + split), record i of one
+ * for record i of the other; int labels are 0. */
+typedef struct ds_split_dbs {
+    cd_db_writer_t *features, *labels;
+    int split;
+    size_t written;
+    FILE *out; /* progress and log lines */
+    int last_pct;
+    double last_emit, t0;
+} ds_split_dbs;
+
+int ds_split_dbs_open(ds_split_dbs *d, const char *outdir, int split, const ds_db_shape *features,
+                      const ds_db_shape *labels, FILE *out, char *err, size_t errlen);
+/* Append one feature record and its label record (each in its db's encoding). */
+int ds_split_dbs_add(ds_split_dbs *d, const void *feature, size_t feature_len, const void *label,
+                     size_t label_len, char *err, size_t errlen);
+/* A `progress` line of the create stage when the percentage moved or 2 s passed. */
+void ds_split_dbs_progress(ds_split_dbs *d, size_t done, size_t total);
+/* Complete both files (freeing the writers whatever the result) / remove both. */
+int ds_split_dbs_finish(ds_split_dbs *d, char *err, size_t errlen);
+void ds_split_dbs_abort(ds_split_dbs *d); /* NULL is fine */
+/* Every file a dataset job of any task writes, for ds_remove_outputs (stats.json first). */
+extern const jobdir_file ds_generic_outputs[];
+extern const size_t ds_generic_outputs_count;
+/* n floats as little-endian f32 (an f32 record). */
+void ds_put_f32(uint8_t *out, const float *v, size_t n);
 
 /* ---- planning a dataset: which file goes to which split with which label ---- */
 
@@ -148,7 +224,9 @@ enum {
     DS_STREAM_VAL_FOLDER, /* dealing a class of folder_val, index = label */
     DS_STREAM_TEST_FOLDER,
     DS_STREAM_ORDER,      /* the order of records in a split, index = split */
-    DS_STREAM_NOISE_TRAIN /* + split: fill noise of record i */
+    DS_STREAM_NOISE_TRAIN, /* + split: fill noise of record i */
+    DS_STREAM_SEG_SPLIT = DS_STREAM_NOISE_TRAIN + CD_SPLIT_COUNT /* segmentation pairs -> val */,
+    DS_STREAM_PAIRS = DS_STREAM_SEG_SPLIT + 1 /* + split: the images of pair i, index = i */
 };
 
 /* Sub-folders (first level, not hidden) of dir, sorted; *names malloc'ed. Files
@@ -181,6 +259,11 @@ typedef struct ds_pipe_job {
     int threads;
     uint64_t *sum;     /* c*h*w per-pixel sums of the images that worked, or NULL */
     size_t sum_count;  /* how many images went into sum */
+    /* Records other than one image of items[i].path (a label image with its feature
+     * image): prepare(prepare_ctx, i, r) fills r on a worker thread. NULL:
+     * ds_prepare_record. */
+    void (*prepare)(void *prepare_ctx, size_t index, ds_record *r);
+    void *prepare_ctx;
 } ds_pipe_job;
 
 /* Prepare job->n records on job->threads threads while the calling thread consumes
@@ -191,6 +274,10 @@ int ds_stop_requested(void);
 /* Read, decode, resize and encode one image (used by the pipeline, and by tests). */
 void ds_prepare_record(const struct cd_dataset_config *cfg, const char *path, int split,
                        size_t index, uint64_t *sum, ds_record *r);
+
+/* Set the class count a writer puts in the header (known only once every split is
+ * read, as for label images); before cd_db_writer_finish. */
+void ds_db_writer_set_classes(cd_db_writer_t *w, int num_classes);
 
 /* ---- the .db layout (docs/formats.md) ------------------------------------- */
 

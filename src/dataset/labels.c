@@ -97,6 +97,8 @@ int cd_palette_load(const char *path, uint8_t (*rgb)[3], int max, int *count)
     char *save = NULL;
     for (char *line = strtok_r(ds_skip_bom(text), "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         lineno++;
+        if (!line[strspn(line, " \t\r")])
+            continue; /* a blank line (CRLF files have "\r" ones) */
         int r, g, b, used = 0;
         if (sscanf(line, " %d %d %d %n", &r, &g, &b, &used) != 3 || line[used] || r < 0 || r > 255 ||
             g < 0 || g > 255 || b < 0 || b > 255 || n >= max) {

@@ -94,7 +94,10 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&ps->mu);
 
         ds_record r;
-        ds_prepare_record(job->cfg, job->items[i].path, job->split, i, sum, &r);
+        if (job->prepare)
+            job->prepare(job->prepare_ctx, i, &r);
+        else
+            ds_prepare_record(job->cfg, job->items[i].path, job->split, i, sum, &r);
         summed += r.ok;
 
         pthread_mutex_lock(&ps->mu);

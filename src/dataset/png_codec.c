@@ -172,3 +172,83 @@ int ds_png_encode(const uint8_t *hwc, int c, int h, int w, int level, uint8_t **
     free(ctx);
     return CD_OK;
 }
+
+int ds_png_decode_indexed(const uint8_t *buf, size_t len, uint8_t **index, int *h, int *w,
+                          uint8_t (*palette)[3], int *npalette, char *err, size_t errlen)
+{
+    png_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return ds_err(err, errlen, "out of memory decoding a PNG");
+    ctx->src = buf;
+    ctx->src_len = len;
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, ctx, on_error, on_warning);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!info) {
+        png_destroy_read_struct(&png, NULL, NULL);
+        free(ctx);
+        return ds_err(err, errlen, "out of memory decoding a PNG");
+    }
+    if (setjmp(png_jmpbuf(png))) {
+        ds_err(err, errlen, "bad label PNG: %s", ctx->msg);
+        png_destroy_read_struct(&png, &info, NULL);
+        free(ctx->pixels);
+        free(ctx->rows);
+        free(ctx);
+        return CD_ERR;
+    }
+    png_set_user_limits(png, CD_IMAGE_MAX_SIDE, CD_IMAGE_MAX_SIDE);
+    png_set_read_fn(png, ctx, mem_read);
+    png_read_info(png, info);
+    if ((uint64_t)png_get_image_width(png, info) * png_get_image_height(png, info) > CD_IMAGE_MAX_PIXELS) {
+        snprintf(ctx->msg, sizeof ctx->msg, "%ux%u is more than %u pixels",
+                 png_get_image_width(png, info), png_get_image_height(png, info), CD_IMAGE_MAX_PIXELS);
+        png_longjmp(png, 1);
+    }
+    int color = png_get_color_type(png, info);
+    int depth = png_get_bit_depth(png, info);
+    if (color != PNG_COLOR_TYPE_PALETTE && (color & PNG_COLOR_MASK_COLOR)) {
+        snprintf(ctx->msg, sizeof ctx->msg, "a colour PNG is not a label image of classes; save it "
+                 "paletted or grayscale, or use colormap_method textfile");
+        png_longjmp(png, 1);
+    }
+    if (depth == 16) {
+        snprintf(ctx->msg, sizeof ctx->msg, "16-bit label PNGs are not supported; save it with 8 bits");
+        png_longjmp(png, 1);
+    }
+    *npalette = 0;
+    if (color == PNG_COLOR_TYPE_PALETTE) {
+        png_colorp plte = NULL;
+        int n = 0;
+        if (!png_get_PLTE(png, info, &plte, &n) || n < 1 || n > 256)
+            png_error(png, "a paletted PNG without a palette");
+        for (int k = 0; k < n; k++)
+            palette[k][0] = plte[k].red, palette[k][1] = plte[k].green, palette[k][2] = plte[k].blue;
+        *npalette = n;
+    }
+    if (depth < 8)
+        png_set_packing(png); /* one byte per sample, values unscaled */
+    if (color & PNG_COLOR_MASK_ALPHA)
+        png_set_strip_alpha(png);
+    png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+
+    int ih = (int)png_get_image_height(png, info), iw = (int)png_get_image_width(png, info);
+    size_t rowbytes = png_get_rowbytes(png, info);
+    if (png_get_channels(png, info) != 1 || rowbytes != (size_t)iw)
+        png_error(png, "unexpected pixel layout after conversion");
+    ctx->pixels = malloc(rowbytes * ih);
+    ctx->rows = malloc(sizeof(png_bytep) * ih);
+    if (!ctx->pixels || !ctx->rows)
+        png_error(png, "out of memory");
+    for (int y = 0; y < ih; y++)
+        ctx->rows[y] = ctx->pixels + rowbytes * y;
+    png_read_image(png, ctx->rows);
+
+    *index = ctx->pixels;
+    *h = ih;
+    *w = iw;
+    png_destroy_read_struct(&png, &info, NULL);
+    free(ctx->rows);
+    free(ctx);
+    return CD_OK;
+}

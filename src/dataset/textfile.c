@@ -14,15 +14,6 @@
 #include "cdigits/list_line.h"
 #include "cdigits/util.h"
 
-static char *resolve(const char *root, const char *path)
-{
-    if (path[0] == '/' || !root[0])
-        return cd_xstrdup(path);
-    char *p = cd_xmalloc(strlen(root) + strlen(path) + 2);
-    sprintf(p, "%s/%s", root, path);
-    return p;
-}
-
 /* Append the images listed in `list` to out; bad lines are skipped and counted. */
 static int parse_list(const char *list, const char *root_cfg, int nlabels, ds_items *out,
                       ds_skips *skips, char *err, size_t errlen)
@@ -58,7 +49,7 @@ static int parse_list(const char *list, const char *root_cfg, int nlabels, ds_it
             ds_skip(skips, where, why);
             continue;
         }
-        ds_items_push(out, resolve(root, path), (int)label);
+        ds_items_push(out, ds_resolve_path(root, path), (int)label);
     }
     free(dir);
     free(text);
