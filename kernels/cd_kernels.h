@@ -106,6 +106,14 @@ cudaError_t cdk_prepare_batch(cudaStream_t s, int n, int c, int sh, int sw, int 
                               const uint8_t *src, const int *oy, const int *ox,
                               const uint8_t *mirror, const float *mean, float scale, float *dst);
 
+/* augment.cu: DIGITS's augmentations of a uint8 batch (backend.h's augment_batch; kind
+ * enum cd_aug_kind). params is n struct cd_aug_params (cdigits/augment.h) on the device;
+ * mean is scratch of n*c floats (the channel means contrast needs). cdk_whiten: n images
+ * of size floats standardized in place (whiten_batch). */
+cudaError_t cdk_augment(cudaStream_t s, int n, int c, int h, int w, const struct cd_aug_params *params, int kind,
+                        uint8_t fill, const uint8_t *src, uint8_t *dst, float *mean);
+cudaError_t cdk_whiten(cudaStream_t s, int n, size_t size, float *x);
+
 /* cast.cu: fp32 <-> 2-byte floats for the mixed-precision convolution and gemm.
  * to_lowp rounds n floats to nearest even (kind CDK_LOWP_HALF: fp16, CDK_LOWP_BF16:
  * bf16) into y (n 2-byte values); from_lowp widens them back, y = x or, with

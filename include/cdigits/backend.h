@@ -22,11 +22,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cdigits/util.h" /* cd_mix64, cd_rand_uniform: the generator every backend shares */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct cd_backend cd_backend_t;
+/* one image's augmentation (cdigits/augment.h); the interface passes arrays of them */
+struct cd_aug_params;
 /* an in-process group of replicas (threads of one worker): group.h */
 typedef struct cd_group cd_group_t;
 
@@ -270,6 +274,24 @@ typedef struct cd_backend_iface {
                           const uint8_t *src, const int *oy, const int *ox,
                           const uint8_t *mirror, const float *mean, float scale, float *dst);
 
+    /*
+     * optional: DIGITS's data augmentations on the device (cdigits/augment.h, whose
+     * cd_aug_apply_u8 and cd_aug_apply_label are the reference). src and dst are n
+     * images (n, c, h, w) uint8 that must not overlap; params is n cd_aug_params in this
+     * backend's memory, one per image. kind CD_AUG_IMAGE: geometry bilinear with the
+     * edges repeated, then contrast, HSV and noise; CD_AUG_LABEL: the same geometry
+     * with nearest sampling and `fill` outside the source, nothing else. The loader
+     * draws params (cd_aug_draw), the caller uploads them with the batch, and
+     * prepare_batch then crops, flips and subtracts the mean from dst as from any batch.
+     * c is at most CD_AUG_MAX_CHANNELS.
+     */
+    void (*augment_batch)(cd_backend_t *be, int n, int c, int h, int w, const struct cd_aug_params *params,
+                          int kind, uint8_t fill, const uint8_t *src, uint8_t *dst);
+    /* optional: whitening (aug_whitening) of n float images of `size` values each, in
+     * place, after prepare_batch: x = (x - mean) / max(stddev, 1/sqrt(size)) per image
+     * (cd_aug_whiten_f32) */
+    void (*whiten_batch)(cd_backend_t *be, int n, size_t size, float *x);
+
     /* optional: average n floats across the ranks of a data-parallel group, in order
      * with the ops queued before (the identity outside a group) */
     int (*allreduce_mean)(cd_backend_t *be, float *x, size_t n);
@@ -364,6 +386,8 @@ typedef struct cd_backend_iface {
 /* Arithmetic of the gemm-shaped ops (conv, gemm) on backends with several: values
  * are stored in fp32 either way; fp16 and bf16 round the inputs of those ops and
  * accumulate in fp32 (master weights stay fp32; the engine scales the loss for fp16). */
+/* what augment_batch samples: an image (bilinear, photometric steps) or labels (nearest) */
+enum cd_aug_kind { CD_AUG_IMAGE = 0, CD_AUG_LABEL = 1 };
 /* how prepare_batch flips an image: left-right (Caffe's mirror), upside down, or both */
 enum cd_flip { CD_FLIP_LR = 1, CD_FLIP_UD = 2 };
 
@@ -410,6 +434,7 @@ enum cd_be_feature {
     CD_BE_GRAPHS,               /* graph_begin, graph_end and graph_replay */
     CD_BE_DEVICE_GROUPS,        /* group_id and group_join */
     CD_BE_LOCAL_GROUPS,         /* join_local_group */
+    CD_BE_AUGMENT,              /* augment_batch and whiten_batch: augmentations on the device */
     CD_BE_FEATURE_COUNT
 };
 /* 1 when be has the feature, 0 when not (or the feature is unknown). */
@@ -421,6 +446,13 @@ const char *cd_be_feature_name(int feature);
 int cd_be_prepare_batch(cd_backend_t *be, int n, int c, int sh, int sw, int oh, int ow,
                         const uint8_t *src, const int *oy, const int *ox,
                         const uint8_t *mirror, const float *mean, float scale, float *dst);
+/* augment_batch; CD_ERR without it (the caller augments each image on the host with
+ * cd_aug_apply_u8 / cd_aug_apply_label before the upload) or with c outside
+ * 1..CD_AUG_MAX_CHANNELS or a kind that is none of enum cd_aug_kind. */
+int cd_be_augment_batch(cd_backend_t *be, int n, int c, int h, int w, const struct cd_aug_params *params,
+                        int kind, uint8_t fill, const uint8_t *src, uint8_t *dst);
+/* whiten_batch; CD_ERR without it (the caller whitens on the host: cd_aug_whiten_f32). */
+int cd_be_whiten_batch(cd_backend_t *be, int n, size_t size, float *x);
 /* allreduce_mean and broadcast; without them the backend is in no group: the
  * identity, CD_OK. */
 int cd_be_allreduce_mean(cd_backend_t *be, float *x, size_t n);
@@ -452,21 +484,6 @@ int cd_be_group_join(cd_backend_t *be, const char *id, int nranks, int rank, cha
 int cd_be_join_local_group(cd_backend_t *be, cd_group_t *g, int rank);
 /* set_fail_hook; nothing to do without it (the backend's failures are not fatal). */
 void cd_be_set_fail_hook(cd_backend_t *be, cd_backend_fail_hook hook);
-
-/* The counter-based uniform generator shared by every backend, in [0,1). Same
- * (seed, counter, index) gives the same number on every backend. */
-static inline uint64_t cd_mix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-static inline float cd_rand_uniform(uint64_t seed, uint64_t counter, uint64_t index)
-{
-    uint64_t z = cd_mix64(seed ^ cd_mix64(counter ^ cd_mix64(index)));
-    return (float)(z >> 40) * (1.0f / 16777216.0f);
-}
 
 #ifdef __cplusplus
 }

@@ -10,12 +10,15 @@
  * (docs/inference.md). Not thread-safe: one classifier per thread.
  *
  * infer.c holds the classifier, infer_list.c the lists (lines, batches, summary, the
- * best images per class) and infer_visualize.c the pictures of each layer.
+ * best images per class), infer_visualize.c the pictures of each layer and
+ * infer_generic.c the generic models' outputs by name (segmentation masks and their
+ * IoU, regression vectors).
  */
 #ifndef CDIGITS_INFER_H
 #define CDIGITS_INFER_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include <jansson.h>
@@ -70,6 +73,19 @@ int cd_classifier_prepare(const cd_classifier_t *c, const cd_image_t *img, cd_im
  * (n, classes). */
 int cd_classifier_run_prepared(cd_classifier_t *c, const cd_image_t *const *prepared, int n,
                                float *probs, char *err, size_t errlen);
+
+/* The dataset's task (enum cd_dataset_task, cdigits/dataset.h): stats.json's "task",
+ * classification when it has none. A model of another task opens without labels.txt
+ * (regression) and whatever its outputs per image; classification's checks stay. */
+int cd_classifier_task(const cd_classifier_t *c);
+const char *cd_classifier_dataset_dir(const cd_classifier_t *c);
+/* The deploy net of one image (its blobs name the outputs; read-only). */
+const cd_net *cd_classifier_net(const cd_classifier_t *c);
+/* Runs n prepared images (1 <= n <= cd_classifier_batch()) forward: the net that ran
+ * (the batch-1 net for one image, else the batch net), whose blobs hold every output
+ * for the first n images; NULL with a message. */
+const cd_net *cd_classifier_forward(cd_classifier_t *c, const cd_image_t *const *prepared, int n, char *err,
+                                    size_t errlen);
 
 /* ---- what each layer computed, for visualizations -------------------------------- */
 
@@ -208,6 +224,114 @@ int cd_snapshot_epochs(const char *job_dir, cd_snapshot_info *out, int max);
  * jobdir_epoch_pick's rule (cdigits/jobdir.h), or -1 with a message naming the epochs
  * that exist (and the iterations of those whose epoch is unknown). */
 long cd_snapshot_for_epoch(const char *job_dir, const char *epoch, char *err, size_t errlen);
+
+/* ---- generic models: outputs by name, segmentation, regression (infer_generic.c) -- */
+
+/*
+ * Every output of the deploy net (a top no later layer takes as a bottom; a top an
+ * in-place layer rewrote counts once) for n prepared images, in network order: *outs
+ * gets nouts host tensors named by blob, dims (n, ...) as the blob has them with the
+ * batch cut to n. Free with cd_infer_tensors_free. CD_ERR with a message (no outputs).
+ */
+int cd_infer_outputs(cd_classifier_t *c, const cd_image_t *const *prepared, int n, cd_infer_tensor **outs,
+                     int *nouts, char *err, size_t errlen);
+/* The same for one decoded image of any size (prepared here as cd_classifier_run does). */
+int cd_infer_image(cd_classifier_t *c, const cd_image_t *img, cd_infer_tensor **outs, int *nouts, char *err,
+                   size_t errlen);
+void cd_infer_tensors_free(cd_infer_tensor *t, int n); /* accepts NULL */
+/* Image i's values of t as nested JSON arrays of the dims after the batch (a (n, 2)
+ * tensor gives [a, b]); i < 0: the whole tensor, batch included (DIGITS's infer_one).
+ * A non-finite value is null. A new reference. */
+json_t *cd_infer_tensor_json(const cd_infer_tensor *t, int i);
+/* The output a segmentation reads: the last 4-D one in network order (n, classes, h,
+ * w), the score map an FCN ends in; -1 if none. */
+int cd_infer_seg_output(const cd_infer_tensor *outs, int n);
+
+/* Largest class count of a segmentation (255 is the label images' "ignore"). */
+#define CD_SEG_MAX_CLASSES 255
+#define CD_SEG_IGNORE 255
+
+/* The class of each pixel of scores (classes, h, w): the channel of the largest value
+ * (ties: the lower class; NaN loses), into mask (h, w). CD_ERR when classes is not 1 to
+ * CD_SEG_MAX_CLASSES. */
+int cd_seg_argmax(const float *scores, int classes, int h, int w, uint8_t *mask, char *err, size_t errlen);
+/* counts[k] (classes entries, zeroed here) = pixels of class k in mask (n pixels). */
+void cd_seg_count(const uint8_t *mask, size_t n, int classes, long *counts);
+/* The colours of classes 0..classes-1 into rgb: the dataset's palette.txt, and for the
+ * classes it lacks (or no palette.txt) cd_palette_default's. CD_ERR for a bad file. */
+int cd_seg_palette(const cd_classifier_t *c, int classes, uint8_t (*rgb)[3], char *err, size_t errlen);
+/* mask (h, w) coloured with rgb (ncolors) as an RGB PNG in memory (*png malloc'd); a
+ * class past the colours (ignore) is black. */
+int cd_seg_mask_png(const uint8_t *mask, int h, int w, const uint8_t (*rgb)[3], int ncolors, uint8_t **png,
+                    size_t *len, char *err, size_t errlen);
+/*
+ * A label image as classes (h, w) into out: each pixel's colour is looked up in rgb
+ * (classes colours: a palette PNG or RGB label in the dataset's colours), else a gray
+ * pixel below classes is that class (a gray-level label), else CD_SEG_IGNORE. A label
+ * of another size is scaled to h x w by the nearest pixel. CD_ERR naming the file.
+ */
+int cd_seg_label_load(const char *path, int h, int w, const uint8_t (*rgb)[3], int classes, uint8_t *out,
+                      char *err, size_t errlen);
+/* The same from a label record (1, lh, lw) of class indices (a dataset's label db). */
+void cd_seg_label_scale(const uint8_t *label, int lh, int lw, int h, int w, uint8_t *out);
+
+/* Pixel counts of (label, prediction) pairs over any number of images. */
+typedef struct cd_seg_confusion {
+    int k;              /* classes */
+    uint64_t *m;        /* (k, k): rows the label, columns the prediction */
+    uint64_t ignored;   /* pixels whose label is CD_SEG_IGNORE or not a class */
+} cd_seg_confusion;
+
+void cd_seg_confusion_init(cd_seg_confusion *s, int k);
+void cd_seg_confusion_free(cd_seg_confusion *s); /* accepts a zeroed one */
+/* Adds n pixels: label[i] against pred[i] (pred < k). */
+void cd_seg_confusion_add(cd_seg_confusion *s, const uint8_t *label, const uint8_t *pred, size_t n);
+/* Correct pixels / counted pixels (0 when none). */
+double cd_seg_pixel_accuracy(const cd_seg_confusion *s);
+/* Class k's intersection over union: tp / (tp + fp + fn), or -1 when the class is in
+ * neither the labels nor the predictions. */
+double cd_seg_iou(const cd_seg_confusion *s, int k);
+/* The mean of cd_seg_iou over the classes present (-1 when none is). */
+double cd_seg_mean_iou(const cd_seg_confusion *s);
+/* {"pixels", "ignored_pixels", "pixel_accuracy", "mean_iou", "per_class": [{"class",
+ * "label", "iou" (or null), "label_pixels", "predicted_pixels", "correct_pixels"}]}
+ * (accuracy and IoU in percent, 2 decimals). A new reference. */
+json_t *cd_seg_confusion_json(const cd_seg_confusion *s, const cd_classifier_t *c);
+
+/*
+ * The JSON of image i of outs for its task: {"outputs": {name: values}} (the values of
+ * cd_infer_tensor_json(t, whole ? -1 : i)), and for a segmentation model also "mask"
+ * (a data:image/png;base64 URL of the class mask coloured with the palette, rgb of
+ * classes colours), "mask_size" [h, w] and "class_counts" [{"class", "label", "color"
+ * "#rrggbb", "pixels"}]; with label (h, w classes, or NULL) its pixels go into conf
+ * and the image's own "iou" summary is added. A new reference, or NULL with a message.
+ */
+json_t *cd_infer_result_json(const cd_classifier_t *c, const cd_infer_tensor *outs, int nouts, int i, int whole,
+                             const uint8_t (*rgb)[3], const uint8_t *label, cd_seg_confusion *conf, char *err,
+                             size_t errlen);
+
+typedef struct cd_infer_list_opts {
+    int batch;         /* images per forward pass (64) */
+    long limit;        /* at most this many images (0: all) */
+} cd_infer_list_opts;
+
+/*
+ * A list through a generic model, batch images at a time: lines `path[<TAB>label
+ * image[<TAB>key]]` (or just a path; blank and # lines skipped). One JSON line per image
+ * goes to out, in list order: {"line": N, "path": key, ...cd_infer_result_json} or
+ * {"line", "path", "error"}. Returns the summary {"images", "inferred", "failed",
+ * "labelled"[, "iou": cd_seg_confusion_json over the labelled images]} (caller
+ * decrefs), or NULL with a message. c is left with a batch net of `batch`.
+ */
+json_t *cd_infer_list(cd_classifier_t *c, FILE *in, FILE *out, const cd_infer_list_opts *o, char *err,
+                      size_t errlen);
+/*
+ * The records of a feature db (a dataset's train.db, val.db, test.db: the dataset's
+ * image shape) through the model, the same lines with "path" the record's index; with
+ * labels_db (its label db, or NULL) a segmentation's records are scored as above.
+ */
+json_t *cd_infer_db(cd_classifier_t *c, const char *db_path, const char *labels_db, FILE *out,
+                    const cd_infer_list_opts *o, char *err, size_t errlen);
 
 /* ---- export (the model download) --------------------------------------------------- */
 

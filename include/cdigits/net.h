@@ -106,6 +106,8 @@ typedef struct cd_net_opts {
     int batch;               /* > 0 overrides every Data layer's batch_size */
     int input_c, input_h, input_w; /* image shape delivered by the data pipeline */
     int crop;                /* > 0: Data tops are crop x crop (else transform_param's) */
+    int label_c, label_h, label_w; /* > 0: the Data label top is (N, c, h, w), a generic
+                              * dataset's label (cd_label_shape); 0: (N) class numbers */
     int num_classes;         /* for an InnerProduct without num_output (0: unknown) */
     int force_backward;      /* compute every bottom gradient (gradient checks) */
     uint64_t seed;           /* fillers and dropout */

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cdigits/augment.h"
 #include "cdigits/lr_policy.h"
 #include "cdigits/net.h"
 
@@ -76,6 +77,9 @@ typedef struct cd_train_config {
     int mirror;              /* -1: the network's transform_param */
     int flip;                /* random flips drawn per image: CD_FLIP_LR and/or CD_FLIP_UD,
                               * on top of mirror (which is CD_FLIP_LR) */
+    cd_aug_config aug;       /* DIGITS's augmentations of the training images (augment.h):
+                              * quad_rotation, rotation, rescale, noise, contrast,
+                              * whitening, hsv_shift and hsv_h/_s/_v */
     int shuffle;             /* 1 (the default): a new order of the training images every
                               * epoch; 0: the dataset's stored order */
     int backend;             /* enum cd_backend_kind (backend_select.h): auto, cpu, cuda */

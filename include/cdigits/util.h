@@ -16,6 +16,31 @@ extern "C" {
 
 #define CD_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Marks a small inline function that the CUDA kernels call too (the .cu files of
+ * kernels/), so the host and the device compute it from one text. */
+#ifdef __CUDACC__
+#define CD_HD __host__ __device__
+#else
+#define CD_HD
+#endif
+
+/* The counter-based uniform generator shared by every backend and by the data
+ * augmentations (augment.h), in [0,1). Same (seed, counter, index) gives the same number
+ * on every backend. */
+static inline CD_HD uint64_t cd_mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+static inline CD_HD float cd_rand_uniform(uint64_t seed, uint64_t counter, uint64_t index)
+{
+    uint64_t z = cd_mix64(seed ^ cd_mix64(counter ^ cd_mix64(index)));
+    return (float)(z >> 40) * (1.0f / 16777216.0f);
+}
+
+
 /* Allocation that reports and aborts on failure: for worker code paths only, where a
  * failed small allocation leaves nothing sensible to do. Server code uses malloc and
  * returns errors. */

@@ -17,6 +17,7 @@
 
 #include <jansson.h>
 
+#include "cdigits/loader.h"
 #include "cdigits/net.h"
 #include "cdigits/prototxt.h"
 #include "cdigits/util.h"
@@ -95,7 +96,7 @@ static void add_error(json_t *errors, const char *msg)
 }
 
 #define USAGE                                                                                                     \
-    "usage: cdigits-worker check-net FILE [--input CxHxW] [--classes N] [--batch N] [--crop N] [--json] "            \
+    "usage: cdigits-worker check-net FILE [--input CxHxW] [--classes N] [--batch N] [--crop N] [--label CxHxW] [--json] "            \
     "[--parse-only]\n"
 
 /* Parses and validates file against NetParameter without building: NULL when it is
@@ -114,7 +115,7 @@ int cd_cmd_check_net(int argc, char **argv)
     const char *file = NULL;
     cd_net_opts opts = {0};
     opts.num_classes = 10;
-    int have_input = 0, as_json = 0, parse_only = 0;
+    int have_input = 0, as_json = 0, parse_only = 0, label_c = 0, label_h = 0, label_w = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--input") && i + 1 < argc) {
             if (!parse_shape(argv[++i], &opts.input_c, &opts.input_h, &opts.input_w)) {
@@ -122,6 +123,11 @@ int cd_cmd_check_net(int argc, char **argv)
                 return 2;
             }
             have_input = 1;
+        } else if (!strcmp(argv[i], "--label") && i + 1 < argc) {
+            if (!parse_shape(argv[++i], &label_c, &label_h, &label_w)) {
+                fprintf(stderr, "check-net: --label %s: expected CxHxW, e.g. 1x32x32\n", argv[i]);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--classes") && i + 1 < argc) {
             opts.num_classes = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
@@ -146,6 +152,11 @@ int cd_cmd_check_net(int argc, char **argv)
     if (!have_input && !intended_input(file, &opts.input_c, &opts.input_h, &opts.input_w)) {
         opts.input_c = 3;
         opts.input_h = opts.input_w = 256;
+    }
+    if (label_c > 0) { /* a generic dataset's labels, cropped with the images when spatial */
+        cd_label_shape ls;
+        cd_label_shape_for(opts.input_h, opts.input_w, label_c, label_h, label_w, opts.crop, &ls);
+        opts.label_c = ls.c, opts.label_h = ls.h, opts.label_w = ls.w;
     }
     static const char *stages[] = {"train", "val", "deploy"};
     if (as_json) {

@@ -14,6 +14,14 @@
  * "outputs" is the network's values per image and "classes" the dataset's labels: more
  * outputs than classes means the ones past the labels were left out (the server says
  * so with the answer).
+ *   {"id": 5, "op": "infer", "image": PATH | "image_b64": BASE64}
+ *                                  -> {"id": 5, "ok": true, "outputs": {blob: values},
+ *                                      "task", and for segmentation "mask", "class_counts"}
+ *   {"id": 6, "op": "infer_list", "list": PATH, "out": PATH, "batch": 64, "limit": 0}
+ *   {"id": 7, "op": "infer_db", "db": PATH, "labels_db": PATH, "out": PATH, "batch": 64,
+ *    "limit": 0}                   -> {"id", "ok": true, "summary": {...}} (infer.h)
+ * infer, infer_list and infer_db answer any model by its outputs' names (generic
+ * models: segmentation, regression).
  *   {"id": 3, "op": "export", "dir": DIR, "name": NAME} -> {"id": 3, "ok": true, "files": [...]}
  *   {"id": 4, "op": "info"}        -> {"id": 4, "ok": true, ...the ready line's fields}
  *   {"op": "quit"}
@@ -33,6 +41,7 @@
 
 #include "cdigits/backend_select.h"
 #include "cdigits/base64.h"
+#include "cdigits/dataset.h"
 #include "cdigits/infer.h"
 #include "cdigits/jobdir.h"
 #include "cdigits/util.h"
@@ -189,6 +198,102 @@ static json_t *op_list(server *s, json_t *req, json_t *id)
                                     (json_int_t)cd_classifier_iteration(s->c), "ms", ms_since(t0)));
 }
 
+/* Loads the request's "image" (a path) or "image_b64" into img; NULL, or the failure. */
+static json_t *request_image(server *s, json_t *req, json_t *id, cd_image_t *img)
+{
+    const char *path = json_string_value(json_object_get(req, "image"));
+    const char *b64 = json_string_value(json_object_get(req, "image_b64"));
+    int ch, h, w;
+    char err[1024];
+    cd_classifier_image_shape(s->c, &ch, &h, &w);
+    if (path)
+        return cd_image_load(path, ch, img, err, sizeof err) == CD_OK ? NULL : fail(id, "input", "%s", err);
+    if (!b64)
+        return fail(id, "input", "the request needs image or image_b64");
+    size_t len = 0;
+    unsigned char *bytes = cd_base64_decode(b64, strlen(b64), &len);
+    if (!bytes)
+        return fail(id, "input", "image_b64 is not base64");
+    int rc = cd_image_decode(bytes, len, ch, img, err, sizeof err);
+    free(bytes);
+    return rc == CD_OK ? NULL : fail(id, "input", "cannot read the uploaded image: %s", err);
+}
+
+static json_t *op_infer(server *s, json_t *req, json_t *id)
+{
+    double t0 = cd_now();
+    cd_image_t img = {0};
+    json_t *bad = request_image(s, req, id, &img);
+    if (bad)
+        return bad;
+    char err[1024];
+    cd_infer_tensor *outs = NULL;
+    int n = 0;
+    uint8_t rgb[CD_PALETTE_MAX][3];
+    int rc = cd_infer_image(s->c, &img, &outs, &n, err, sizeof err);
+    int seg = rc == CD_OK ? cd_infer_seg_output(outs, n) : -1;
+    if (seg >= 0 && cd_classifier_task(s->c) == CD_TASK_SEGMENTATION && outs[seg].dims[1] <= CD_SEG_MAX_CLASSES)
+        rc = cd_seg_palette(s->c, outs[seg].dims[1], rgb, err, sizeof err);
+    json_t *out = rc == CD_OK ? cd_infer_result_json(s->c, outs, n, 0, 1, (const uint8_t(*)[3])rgb, NULL, NULL, err,
+                                                     sizeof err)
+                              : NULL;
+    cd_infer_tensors_free(outs, n);
+    json_t *size = json_pack("[i, i, i]", img.h, img.w, img.c);
+    cd_image_free(&img);
+    if (!out) {
+        json_decref(size);
+        return fail(id, "internal", "%s", err);
+    }
+    json_object_set(out, "id", id);
+    json_object_set_new(out, "ok", json_true());
+    json_object_set_new(out, "task", json_string(cd_dataset_task_name(cd_classifier_task(s->c))));
+    json_object_set_new(out, "iteration", json_integer(cd_classifier_iteration(s->c)));
+    json_object_set_new(out, "image_size", size);
+    json_object_set_new(out, "ms", json_real(ms_since(t0)));
+    return out;
+}
+
+/* infer_list and infer_db: the lines into "out", the summary in the answer. */
+static json_t *op_infer_many(server *s, json_t *req, json_t *id, int from_db)
+{
+    double t0 = cd_now();
+    const char *src = json_string_value(json_object_get(req, from_db ? "db" : "list"));
+    const char *outp = json_string_value(json_object_get(req, "out"));
+    const char *labels = json_string_value(json_object_get(req, "labels_db"));
+    if (!src || !outp)
+        return fail(id, "input", "%s needs %s and out", from_db ? "infer_db" : "infer_list", from_db ? "db" : "list");
+    cd_infer_list_opts o = {.batch = 64};
+    json_t *v;
+    if (json_is_integer(v = json_object_get(req, "batch")))
+        o.batch = (int)json_integer_value(v);
+    if (json_is_integer(v = json_object_get(req, "limit")))
+        o.limit = (long)json_integer_value(v);
+    if (o.batch < 1 || o.batch > 4096)
+        return fail(id, "input", "batch %d is out of range: use 1 to 4096", o.batch);
+    FILE *in = from_db ? NULL : fopen(src, "r");
+    if (!from_db && !in)
+        return fail(id, "internal", "cannot read %s: %s", src, strerror(errno));
+    FILE *out = fopen(outp, "w");
+    if (!out) {
+        if (in)
+            fclose(in);
+        return fail(id, "internal", "cannot write %s: %s", outp, strerror(errno));
+    }
+    char err[1024];
+    json_t *sum = from_db ? cd_infer_db(s->c, src, labels, out, &o, err, sizeof err)
+                          : cd_infer_list(s->c, in, out, &o, err, sizeof err);
+    if (in)
+        fclose(in);
+    if (fclose(out) != 0 && sum) {
+        json_decref(sum);
+        return fail(id, "internal", "cannot write %s: %s", outp, strerror(errno));
+    }
+    if (!sum)
+        return fail(id, from_db ? "input" : "internal", "%s", err);
+    return json_pack("{s:O, s:b, s:o, s:I, s:f}", "id", id, "ok", 1, "summary", sum, "iteration",
+                     (json_int_t)cd_classifier_iteration(s->c), "ms", ms_since(t0));
+}
+
 static json_t *op_export(server *s, json_t *req, json_t *id)
 {
     const char *dir = json_string_value(json_object_get(req, "dir"));
@@ -224,6 +329,10 @@ static json_t *handle(server *s, const char *line, int *quit)
         out = op_classify(s, req, id);
     else if (!strcmp(op, "classify_list"))
         out = op_list(s, req, id);
+    else if (!strcmp(op, "infer"))
+        out = op_infer(s, req, id);
+    else if (!strcmp(op, "infer_list") || !strcmp(op, "infer_db"))
+        out = op_infer_many(s, req, id, !strcmp(op, "infer_db"));
     else if (!strcmp(op, "export"))
         out = op_export(s, req, id);
     else if (!strcmp(op, "info")) {
@@ -235,7 +344,7 @@ static json_t *handle(server *s, const char *line, int *quit)
         *quit = 1;
         out = json_pack("{s:O, s:b}", "id", id ? id : json_null(), "ok", 1);
     } else
-        out = fail(id, "input", "unknown op \"%s\": use classify, classify_list, export, info or quit", op);
+        out = fail(id, "input", "unknown op \"%s\": use classify, classify_list, infer, infer_list, infer_db, export, info or quit", op);
     json_decref(req);
     return out;
 }
@@ -255,10 +364,11 @@ static json_t *ready_line(const server *s, const char *device)
         if (snaps[i].iteration == cd_classifier_iteration(s->c))
             epoch = snaps[i].epoch;
     const cd_backend_t *be = cd_classifier_backend(s->c);
-    return json_pack("{s:s, s:I, s:o, s:o, s:i, s:s, s:s, s:[i, i, i], s:i}", "type", "ready", "iteration",
+    return json_pack("{s:s, s:I, s:o, s:o, s:i, s:s, s:s, s:[i, i, i], s:i, s:s}", "type", "ready", "iteration",
                      (json_int_t)cd_classifier_iteration(s->c), "epoch", epoch >= 0 ? json_real(epoch) : json_null(),
                      "labels", labels, "outputs", cd_classifier_outputs(s->c), "backend", be->iface->name, "device",
-                     device, "image", h, w, ch, "pid", (int)getpid());
+                     device, "image", h, w, ch, "pid", (int)getpid(), "task",
+                     cd_dataset_task_name(cd_classifier_task(s->c)));
 }
 
 /* The log line of cd_backend_select, in serve-model.log (stdout is for answers). */

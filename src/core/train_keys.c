@@ -30,8 +30,8 @@
 
 /* DIGITS's names and defaults (digits/model/forms.py) where the form has the setting;
  * the worker's bounds, which the form now shares. Enum choices are in the order of the
- * worker's values (enum cd_solver_type, cd_lr_type, cd_precision, cd_backend_kind; a
- * flip choice is its CD_FLIP_* bits). */
+ * worker's values (enum cd_solver_type, cd_lr_type, cd_precision, cd_backend_kind,
+ * cd_aug_quad; a flip choice is its CD_FLIP_* bits). */
 static const cd_train_key g_keys[] = {
     /* what to train */
     STR("dataset_dir", "dataset", "Dataset", "the dataset job's folder (the form names the job by its id); required"),
@@ -101,6 +101,24 @@ static const cd_train_key g_keys[] = {
          "random left-right flips of half the images; without it, the network's transform_param"),
     ENUM("flip", "aug_flip", "none|fliplr|flipud|fliplrud", NULL, "none", "Flipping",
          "random flips on top of use_mirror, each drawn for half the training images"),
+    /* DIGITS's data augmentations (cdigits/augment.h), drawn per training image */
+    ENUM("quad_rotation", "aug_quad_rot", "none|rot90|rot180|rotall", NULL, "none", "Quadrilateral rotation",
+         "random quarter turns of each training image: rot90 0, 90 or 270 degrees, rot180 0 or 180, rotall any"),
+    INT("rotation", "aug_rot", 0, 180, "0", "Rotation (+- deg)",
+        "a uniform random rotation of each training image within +- this many degrees, edges repeated"),
+    NUM("rescale", "aug_scale", 0, 1, "0", "Rescale (stddev)",
+        "keeping the image size, each training image is zoomed by 1 + N(0, this) and moved as far; try 0.07"),
+    NUM("noise", "aug_noise", 0, 1, "0", "Noise (stddev)",
+        "added white Gaussian noise of this stddev on the [0 1] pixel range; try 0.03"),
+    NUM("contrast", "aug_contrast", 0, 5, "0", "Contrast (factor)",
+        "per channel (x - mean) * f + mean with f uniform in [1 - this, 1 + this]; try 0.8"),
+    BOOL("whitening", "aug_whitening", "false", "Whitening",
+         "per-image whitening of the training images: minus their own mean, divided by their own stddev"),
+    BOOL("hsv_shift", "aug_hsv_use", "false", "HSV shifting",
+         "normal random shifts of hue, saturation and value by the stddevs below ([0 1] range)"),
+    NUM("hsv_h", "aug_hsv_h", 0, 0.5, "0.02", "Hue", "with hsv_shift, the stddev of the hue shift"),
+    NUM("hsv_s", "aug_hsv_s", 0, 0.5, "0.04", "Saturation", "with hsv_shift, the stddev of the saturation shift"),
+    NUM("hsv_v", "aug_hsv_v", 0, 0.5, "0.06", "Value", "with hsv_shift, the stddev of the value shift"),
     /* where it runs */
     ENUM("backend", NULL, "auto|cpu|cuda", "gpu=cuda", "auto", "Backend",
          "where to train; auto: a usable GPU, else the CPU (the train command's --backend)"),

@@ -6,6 +6,7 @@
  */
 #include <stdio.h>
 
+#include "cdigits/augment.h"
 #include "cdigits/backend.h"
 #include "cdigits/util.h"
 
@@ -23,6 +24,7 @@ static int has_graphs(const cd_backend_iface *o)
 }
 static int has_device_groups(const cd_backend_iface *o) { return o->group_id && o->group_join; }
 static int has_local_groups(const cd_backend_iface *o) { return o->join_local_group != NULL; }
+static int has_augment(const cd_backend_iface *o) { return o->augment_batch && o->whiten_batch; }
 
 static const struct {
     const char *name;
@@ -34,6 +36,7 @@ static const struct {
     [CD_BE_GRAPHS] = {"device graphs", has_graphs},
     [CD_BE_DEVICE_GROUPS] = {"data-parallel groups across devices", has_device_groups},
     [CD_BE_LOCAL_GROUPS] = {"replicas in one process", has_local_groups},
+    [CD_BE_AUGMENT] = {"data augmentation on the device", has_augment},
 };
 
 int cd_be_supports(const cd_backend_t *be, int feature)
@@ -63,6 +66,30 @@ int cd_be_prepare_batch(cd_backend_t *be, int n, int c, int sh, int sw, int oh, 
     if (!cd_be_supports(be, CD_BE_PREPARE_BATCH))
         return unsupported(be, CD_BE_PREPARE_BATCH);
     be->iface->prepare_batch(be, n, c, sh, sw, oh, ow, src, oy, ox, mirror, mean, scale, dst);
+    return CD_OK;
+}
+
+int cd_be_augment_batch(cd_backend_t *be, int n, int c, int h, int w, const struct cd_aug_params *params,
+                        int kind, uint8_t fill, const uint8_t *src, uint8_t *dst)
+{
+    if (!cd_be_supports(be, CD_BE_AUGMENT))
+        return unsupported(be, CD_BE_AUGMENT);
+    if (c < 1 || c > CD_AUG_MAX_CHANNELS || (kind != CD_AUG_IMAGE && kind != CD_AUG_LABEL)) {
+        snprintf(be->err, sizeof be->err, "augment_batch: %d channels of kind %d; augmentations take 1 to %d "
+                 "channels of images (%d) or labels (%d)", c, kind, CD_AUG_MAX_CHANNELS, CD_AUG_IMAGE, CD_AUG_LABEL);
+        return CD_ERR;
+    }
+    if (n > 0 && h > 0 && w > 0)
+        be->iface->augment_batch(be, n, c, h, w, params, kind, fill, src, dst);
+    return CD_OK;
+}
+
+int cd_be_whiten_batch(cd_backend_t *be, int n, size_t size, float *x)
+{
+    if (!cd_be_supports(be, CD_BE_AUGMENT))
+        return unsupported(be, CD_BE_AUGMENT);
+    if (n > 0 && size > 0)
+        be->iface->whiten_batch(be, n, size, x);
     return CD_OK;
 }
 

@@ -16,6 +16,11 @@ int cd_layer_buffer_init(cd_net *net, cd_layer *l, size_t n, float **out, char *
 
 /* Layer tables, one per file of layers; each ends with a {NULL} row. */
 extern const cd_layer_type cd_layers_data[];
+
+/* Does top t of a Data layer carry the labels? The second top of a two-top Data layer
+ * (Caffe's classification form), or the one top of a Data layer whose top is named
+ * "label" (DIGITS's generic form: one Data layer for the images, one for the labels). */
+int cd_data_top_is_label(const cd_layer *l, int t);
 extern const cd_layer_type cd_layers_conv[];
 extern const cd_layer_type cd_layers_act[];
 extern const cd_layer_type cd_layers_norm[];

@@ -32,6 +32,7 @@ struct cd_classifier {
     float *scores;        /* room for `batch` rows of nout values when nout > nlabels */
     int c, h, w;          /* stored image size of the dataset */
     int resize_mode;
+    int task;             /* enum cd_dataset_task of the dataset (stats.json) */
     cd_input_prep prep;   /* the mean, and the images into the input */
     cd_input_stage stage; /* room for `batch` images */
     int *oy, *ox;         /* `batch` centre crops, on the host */
@@ -151,9 +152,11 @@ static cd_net *deploy_net(cd_classifier_t *c, int batch, const cd_net *from, cd_
         return NULL;
     }
     /* DIGITS classifies with the first nlabels outputs and drops the rest (a network
-     * with a fixed num_output larger than the dataset's classes); fewer cannot be read */
+     * with a fixed num_output larger than the dataset's classes); fewer cannot be read.
+     * A generic model's outputs are read by name (infer_generic.c), whatever their size. */
     size_t per = (*out)->count / (size_t)batch;
-    if ((*out)->count % (size_t)batch != 0 || per < (size_t)c->nlabels) {
+    int classify = c->task == CD_TASK_CLASSIFICATION;
+    if ((*out)->count % (size_t)batch != 0 || (classify && per < (size_t)c->nlabels)) {
         snprintf(err, errlen, "%s: the deploy stage ends in %s with %zu values per image but the dataset has "
                  "%d classes; its last InnerProduct needs num_output %d or more (leave num_output out to get %d)",
                  c->tc.network, (*out)->name, per, c->nlabels, c->nlabels, c->nlabels);
@@ -173,10 +176,14 @@ static void download_scores(cd_classifier_t *c, const cd_blob *output, int n, fl
         c->be->iface->download(c->be, probs, output->data, (size_t)n * nl * sizeof(float));
         return;
     }
+    /* a generic model may have fewer outputs than labels (pairs): the rest read 0 */
+    size_t take = no < nl ? no : nl;
     c->scores = cd_xrealloc(c->scores, (size_t)n * no * sizeof(float));
     c->be->iface->download(c->be, c->scores, output->data, (size_t)n * no * sizeof(float));
-    for (int i = 0; i < n; i++)
-        memcpy(probs + (size_t)i * nl, c->scores + (size_t)i * no, nl * sizeof(float));
+    for (int i = 0; i < n; i++) {
+        memcpy(probs + (size_t)i * nl, c->scores + (size_t)i * no, take * sizeof(float));
+        memset(probs + (size_t)i * nl + take, 0, (nl - take) * sizeof(float));
+    }
 }
 
 static void free_staging(cd_classifier_t *c)
@@ -202,8 +209,24 @@ static int alloc_staging(cd_classifier_t *c, int n, const cd_blob *input, char *
     return CD_OK;
 }
 
+/* The dataset's task: stats.json's "task" (written when the dataset is done), else
+ * dataset.json's (o), else classification (a dataset from before tasks, an imported
+ * model). An unknown name is classification too: its checks are the strictest. */
+static int read_task(const char *dataset_dir, json_t *o)
+{
+    char path[4200];
+    jobdir_path(dataset_dir, JOBDIR_STATS_JSON, path, sizeof path);
+    json_t *stats = access(path, R_OK) == 0 ? json_load_file(path, 0, NULL) : NULL;
+    const char *name = json_string_value(json_object_get(stats, "task"));
+    if (!name)
+        name = json_string_value(json_object_get(o, "task"));
+    int task = name ? cd_dataset_task_parse(name) : CD_TASK_CLASSIFICATION;
+    json_decref(stats);
+    return task < 0 ? CD_TASK_CLASSIFICATION : task;
+}
+
 /* The stored image shape and resize mode from the dataset's dataset.json (an imported
- * model has one with just these keys). */
+ * model has one with just these keys), and its task. */
 static int read_image_shape(cd_classifier_t *c, char *err, size_t errlen)
 {
     char path[4200];
@@ -221,6 +244,7 @@ static int read_image_shape(cd_classifier_t *c, char *err, size_t errlen)
     c->w = json_is_integer(w) ? (int)json_integer_value(w) : 256;
     c->h = json_is_integer(h) ? (int)json_integer_value(h) : 256;
     c->resize_mode = mode ? cd_resize_mode_parse(mode) : CD_RESIZE_SQUASH;
+    c->task = read_task(c->tc.dataset_dir, o);
     json_decref(o);
     if ((c->c != 1 && c->c != 3) || c->w < 1 || c->h < 1 || c->w > 32768 || c->h > 32768 || c->resize_mode < 0) {
         snprintf(err, errlen, "%s: channels must be 1 or 3, width and height 1 to 32768, resize_mode one of %s", path,
@@ -244,14 +268,18 @@ cd_classifier_t *cd_classifier_open(const char *job_dir, long iteration, cd_back
         goto err;
     if (cd_train_config_load(&c->tc, job_dir, err, errlen) != CD_OK)
         goto err;
+    if (read_image_shape(c, err, errlen) != CD_OK)
+        goto err;
+    /* a regression dataset has no labels.txt; a classification one needs it */
     jobdir_path(c->tc.dataset_dir, JOBDIR_LABELS, path, sizeof path);
-    if (cd_labels_load(path, &c->labels, &c->nlabels) != CD_OK) {
+    if ((c->task == CD_TASK_CLASSIFICATION || access(path, F_OK) == 0) &&
+        cd_labels_load(path, &c->labels, &c->nlabels) != CD_OK) {
         snprintf(err, errlen, "%s", cd_dataset_strerror());
         goto err;
     }
-    if (read_image_shape(c, err, errlen) != CD_OK)
-        goto err;
     cd_input_prep_init(&c->prep, c->be, c->c, c->h, c->w, 1.0f);
+    /* whitened as training whitened: every image the model saw was (input_prep.h) */
+    c->prep.whiten = c->tc.aug.whitening;
     if (!(c->net = deploy_net(c, 1, NULL, &c->input, &c->output, err, errlen)))
         goto err;
     c->prep.scale = c->net->input_scale; /* as training scaled (train.c) */
@@ -305,6 +333,9 @@ void cd_classifier_close(cd_classifier_t *c)
 }
 
 int cd_classifier_classes(const cd_classifier_t *c) { return c->nlabels; }
+int cd_classifier_task(const cd_classifier_t *c) { return c->task; }
+const char *cd_classifier_dataset_dir(const cd_classifier_t *c) { return c->tc.dataset_dir; }
+const cd_net *cd_classifier_net(const cd_classifier_t *c) { return c->net; }
 int cd_classifier_outputs(const cd_classifier_t *c) { return c->nout; }
 const char *cd_classifier_label(const cd_classifier_t *c, int i)
 {
@@ -380,27 +411,37 @@ static int fill_input(cd_classifier_t *c, cd_blob *input, const cd_image_t *cons
     return rc;
 }
 
-int cd_classifier_run_prepared(cd_classifier_t *c, const cd_image_t *const *prepared, int n, float *probs,
-                               char *err, size_t errlen)
+const cd_net *cd_classifier_forward(cd_classifier_t *c, const cd_image_t *const *prepared, int n, char *err,
+                                    size_t errlen)
 {
     int batch = cd_classifier_batch(c);
     if (n < 1 || n > batch) {
         snprintf(err, errlen, "%d images given to a classifier of batch %d", n, batch);
-        return CD_ERR;
+        return NULL;
     }
     for (int i = 0; i < n; i++)
         if (prepared[i]->c != c->c || prepared[i]->h != c->h || prepared[i]->w != c->w) {
             snprintf(err, errlen, "image %d is %dx%dx%d, not the dataset's %dx%dx%d; prepare it first", i,
                      prepared[i]->c, prepared[i]->h, prepared[i]->w, c->c, c->h, c->w);
-            return CD_ERR;
+            return NULL;
         }
-    cd_net *net = batch > 1 ? c->bnet : c->net;
-    cd_blob *input = batch > 1 ? c->binput : c->input, *output = batch > 1 ? c->boutput : c->output;
-    /* a short last batch runs whole; the rows past n are ignored */
-    if (fill_input(c, input, prepared, n, err, errlen) != CD_OK)
-        return CD_ERR;
+    /* one image takes the batch-1 net (the staging has room for a batch, the crop is
+     * the same); a short last batch runs whole, the rows past n are ignored */
+    int whole = n > 1;
+    cd_net *net = whole ? c->bnet : c->net;
+    if (fill_input(c, whole ? c->binput : c->input, prepared, n, err, errlen) != CD_OK)
+        return NULL;
     cd_net_forward(net);
-    download_scores(c, output, n, probs);
+    return net;
+}
+
+int cd_classifier_run_prepared(cd_classifier_t *c, const cd_image_t *const *prepared, int n, float *probs,
+                               char *err, size_t errlen)
+{
+    const cd_net *net = cd_classifier_forward(c, prepared, n, err, errlen);
+    if (!net)
+        return CD_ERR;
+    download_scores(c, net == c->net ? c->output : c->boutput, n, probs);
     return CD_OK;
 }
 

@@ -16,6 +16,12 @@ void cd_input_prep_init(cd_input_prep *p, cd_backend_t *be, int c, int h, int w,
                          .on_device = cd_be_supports(be, CD_BE_PREPARE_BATCH)};
 }
 
+void cd_input_prep_augment(cd_input_prep *p, const cd_aug_config *cfg)
+{
+    p->augment = cfg && cd_aug_changes_pixels(cfg);
+    p->whiten = cfg && cfg->whitening;
+}
+
 void cd_input_prep_free(cd_input_prep *p)
 {
     if (p->be && p->mean)
@@ -79,7 +85,7 @@ static void stage_release(cd_input_prep *p, void *ptr)
 
 void cd_input_stage_free(cd_input_prep *p, cd_input_stage *s)
 {
-    void *bufs[] = {s->pixels, s->oy, s->ox, s->mirror};
+    void *bufs[] = {s->pixels, s->oy, s->ox, s->mirror, s->aug, s->augmented};
     for (size_t i = 0; i < CD_ARRAY_LEN(bufs); i++)
         if (bufs[i])
             stage_release(p, bufs[i]);
@@ -94,7 +100,11 @@ int cd_input_stage_alloc(cd_input_prep *p, cd_input_stage *s, int cap, char *err
     s->oy = stage_alloc(p, n * sizeof(int));
     s->ox = stage_alloc(p, n * sizeof(int));
     s->mirror = stage_alloc(p, n);
-    if (!s->pixels || !s->oy || !s->ox || !s->mirror) {
+    if (p->augment) {
+        s->aug = stage_alloc(p, n * sizeof(cd_aug_params));
+        s->augmented = stage_alloc(p, n * image_bytes(p));
+    }
+    if (!s->pixels || !s->oy || !s->ox || !s->mirror || (p->augment && (!s->aug || !s->augmented))) {
         cd_input_stage_free(p, s);
         snprintf(err, errlen, "out of %s memory for a batch of %d input images; lower the batch size",
                  p->on_device ? p->be->iface->name : "host", cap);
@@ -127,8 +137,13 @@ void cd_input_stage_upload(cd_input_prep *p, cd_input_stage *s, const cd_input_b
     stage_copy(p, s->ox, b->ox, n * sizeof(int));
     if (b->mirror)
         stage_copy(p, s->mirror, b->mirror, n);
+    if (b->aug && !p->augment)
+        cd_die("internal error: an augmented batch staged without room for augmentations");
+    if (b->aug)
+        stage_copy(p, s->aug, b->aug, n * sizeof(cd_aug_params));
     s->n = b->n;
     s->flips = b->mirror != NULL;
+    s->has_aug = b->aug != NULL;
 }
 
 void cd_input_stage_wait(cd_input_prep *p) { cd_be_upload_wait(p->be); }
@@ -139,7 +154,8 @@ void cd_input_stage_wait(cd_input_prep *p) { cd_be_upload_wait(p->be); }
  * sx = ox[i] + (flip & CD_FLIP_LR ? ow-1-x : x), sy = oy[i] + (flip & CD_FLIP_UD ? oh-1-y : y).
  */
 // src is (n, c, h, w) uint8; oy, ox, mirror are (n); mean is (c, h, w) or NULL; dst is (n, c, oh, ow)
-static void prepare_host(const cd_input_prep *p, const cd_input_stage *s, int oh, int ow, float *dst)
+static void prepare_host(const cd_input_prep *p, const cd_input_stage *s, const uint8_t *pixels, int oh, int ow,
+                         float *dst)
 {
     int c = p->c, h = p->h, w = p->w;
     for (int i = 0; i < s->n; i++)
@@ -147,7 +163,7 @@ static void prepare_host(const cd_input_prep *p, const cd_input_stage *s, int oh
             for (int y = 0; y < oh; y++) {
                 int flip = s->flips ? s->mirror[i] : 0;
                 int sy = s->oy[i] + (flip & CD_FLIP_UD ? oh - 1 - y : y);
-                const uint8_t *src = s->pixels + (((size_t)i * c + ch) * h + sy) * w + s->ox[i];
+                const uint8_t *src = pixels + (((size_t)i * c + ch) * h + sy) * w + s->ox[i];
                 const float *m = p->mean_host ? p->mean_host + ((size_t)ch * h + sy) * w + s->ox[i] : NULL;
                 float *d = dst + (((size_t)i * c + ch) * oh + y) * ow;
                 for (int x = 0; x < ow; x++) {
@@ -166,21 +182,47 @@ int cd_input_prepare(cd_input_prep *p, const cd_input_stage *s, int oh, int ow, 
         return CD_ERR;
     }
     cd_be_upload_wait(p->be);
+    size_t image = (size_t)p->c * oh * ow;
     if (p->on_device) {
-        if (cd_be_prepare_batch(p->be, s->n, p->c, p->h, p->w, oh, ow, s->pixels, s->oy, s->ox,
+        const uint8_t *pixels = s->pixels;
+        if (s->has_aug) {
+            if (cd_be_augment_batch(p->be, s->n, p->c, p->h, p->w, s->aug, CD_AUG_IMAGE, 0, s->pixels,
+                                    s->augmented) != CD_OK) {
+                snprintf(err, errlen, "augmenting a batch: %s", p->be->err);
+                return CD_ERR;
+            }
+            pixels = s->augmented;
+        }
+        if (cd_be_prepare_batch(p->be, s->n, p->c, p->h, p->w, oh, ow, pixels, s->oy, s->ox,
                                 s->flips ? s->mirror : NULL, p->mean, p->scale, dst) != CD_OK) {
             snprintf(err, errlen, "%s", p->be->err);
             return CD_ERR;
         }
+        if (p->whiten && cd_be_whiten_batch(p->be, s->n, image, dst) != CD_OK) {
+            snprintf(err, errlen, "whitening a batch: %s", p->be->err);
+            return CD_ERR;
+        }
         return CD_OK;
     }
-    size_t floats = (size_t)s->n * p->c * oh * ow;
+    size_t floats = (size_t)s->n * image;
     if (floats > p->host_out_floats) {
         free(p->host_out);
         p->host_out = cd_xmalloc(floats * sizeof(float));
         p->host_out_floats = floats;
     }
-    prepare_host(p, s, oh, ow, p->host_out);
+    const uint8_t *pixels = s->pixels;
+    if (s->has_aug) {
+        for (int i = 0; i < s->n; i++)
+            if (cd_aug_apply_u8(&s->aug[i], p->c, p->h, p->w, s->pixels + (size_t)i * image_bytes(p),
+                                s->augmented + (size_t)i * image_bytes(p)) != CD_OK) {
+                snprintf(err, errlen, "cannot augment images of %d channels (at most %d)", p->c, CD_AUG_MAX_CHANNELS);
+                return CD_ERR;
+            }
+        pixels = s->augmented;
+    }
+    prepare_host(p, s, pixels, oh, ow, p->host_out);
+    for (int i = 0; p->whiten && i < s->n; i++)
+        cd_aug_whiten_f32(image, p->host_out + (size_t)i * image);
     p->be->iface->upload(p->be, dst, p->host_out, floats * sizeof(float));
     return CD_OK;
 }

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cdigits/augment.h"
 #include "cdigits/backend.h"
 
 typedef struct cd_input_prep {
@@ -26,6 +27,9 @@ typedef struct cd_input_prep {
     float *mean;       /* device (c, h, w), or NULL: no mean */
     float *mean_host;  /* the same on the host, or NULL */
     int on_device;     /* the backend prepares batches (prepare_batch) */
+    int augment;       /* stages hold augmented copies: batches may carry cd_aug_params */
+    int whiten;        /* every prepared image is standardized (aug_whitening): training,
+                        * validation and inference alike */
     float *host_out;   /* the host path's output, grown to the largest batch */
     size_t host_out_floats;
 } cd_input_prep;
@@ -40,6 +44,7 @@ typedef struct cd_input_batch {
     const uint8_t *const *images;
     const int *oy, *ox;
     const uint8_t *mirror;
+    const cd_aug_params *aug; /* (n) the augmentation of each image, or NULL: none */
 } cd_input_batch;
 
 /* A batch staged for preparation: copies of its pixels (n, c, h, w), crops and flips,
@@ -49,13 +54,20 @@ typedef struct cd_input_stage {
     uint8_t *pixels;
     int *oy, *ox;
     uint8_t *mirror;
+    cd_aug_params *aug;  /* (cap) with prep->augment: the images' augmentations */
+    uint8_t *augmented;  /* (cap, c, h, w) with prep->augment: the augmented images */
     int cap;
     int n;
     int flips; /* the batch had flips (else prepare reads none) */
+    int has_aug; /* the batch carries augmentations (else prepare reads pixels as they are) */
 } cd_input_stage;
 
 /* Preparation of (c, h, w) images for be, multiplied by scale after the mean. */
 void cd_input_prep_init(cd_input_prep *p, cd_backend_t *be, int c, int h, int w, float scale);
+/* Augmentations on top (before cd_input_stage_alloc): stages get room for augmented
+ * copies when cfg changes pixels (cd_aug_changes_pixels), and every image is whitened
+ * after the mean and scale when cfg->whitening. cfg NULL: neither. */
+void cd_input_prep_augment(cd_input_prep *p, const cd_aug_config *cfg);
 /* Frees the mean and the host buffer (p may be zeroed, never initialized). */
 void cd_input_prep_free(cd_input_prep *p);
 
@@ -81,7 +93,10 @@ void cd_input_stage_upload(cd_input_prep *p, cd_input_stage *s, const cd_input_b
 void cd_input_stage_wait(cd_input_prep *p);
 
 /* The staged batch into dst (n, c, oh, ow), a buffer of the backend: waits first as
- * cd_input_stage_wait does. CD_ERR when oh x ow is larger than the images. */
+ * cd_input_stage_wait does. Each image is augmented first when the batch carries
+ * augmentations (augment_batch on the device, cd_aug_apply_u8 on the host), then
+ * cropped, flipped, mean-subtracted and scaled, then whitened when p->whiten. CD_ERR
+ * when oh x ow is larger than the images. */
 int cd_input_prepare(cd_input_prep *p, const cd_input_stage *s, int oh, int ow, float *dst,
                      char *err, size_t errlen);
 

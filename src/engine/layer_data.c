@@ -6,7 +6,13 @@
 #include "cdigits/util.h"
 #include "engine_internal.h"
 
-/* Data: tops data (N,C,H,W) with H = W = crop when cropping, and label (N). */
+int cd_data_top_is_label(const cd_layer *l, int t)
+{
+    return t == 1 || (t == 0 && l->ntop == 1 && !strcmp(l->top[0]->name, "label"));
+}
+
+/* Data: tops data (N,C,H,W) with H = W = crop when cropping, and label (N), or
+ * (N, c, h, w) for a generic dataset's labels. */
 static int data_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
 {
     const cd_pt_node *dp = cd_pt_get(l->def, "data_param");
@@ -27,9 +33,15 @@ static int data_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
         h = w = crop;
     }
     int dims[4] = {batch, net->opts.input_c, h, w};
-    cd_blob_set_shape(l->top[0], 4, dims);
-    if (l->ntop > 1)
-        cd_blob_set_shape(l->top[1], 1, dims);
+    int ldims[4] = {batch, net->opts.label_c, net->opts.label_h, net->opts.label_w};
+    for (int t = 0; t < l->ntop; t++) {
+        if (!cd_data_top_is_label(l, t))
+            cd_blob_set_shape(l->top[t], 4, dims);
+        else if (net->opts.label_c > 0)
+            cd_blob_set_shape(l->top[t], 4, ldims);
+        else
+            cd_blob_set_shape(l->top[t], 1, dims);
+    }
     return CD_OK;
 }
 

@@ -316,6 +316,20 @@ static void eltwise_backward(cd_net *net, cd_layer *l)
     }
 }
 
+/* Silence: takes its bottoms and gives nothing (Caffe's, for a Slice's unused part). */
+static int silence_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
+{
+    (void)net, (void)l, (void)err, (void)errlen;
+    return CD_OK;
+}
+
+static void silence_backward(cd_net *net, cd_layer *l)
+{
+    for (int i = 0; i < l->nbottom; i++)
+        if (l->bottom[i]->need_backward)
+            OPS(net)->set(BE(net), l->bottom[i]->count, 0.0f, l->bottom[i]->diff);
+}
+
 const cd_layer_type cd_layers_shape[] = {
     {.name = "Concat", .param_field = "concat_param", .min_bottoms = 1,
      .max_bottoms = CD_LAYER_MAX_BLOBS, .min_tops = 1, .max_tops = 1, .setup = concat_setup,
@@ -331,5 +345,7 @@ const cd_layer_type cd_layers_shape[] = {
     {.name = "Eltwise", .param_field = "eltwise_param", .min_bottoms = 2,
      .max_bottoms = CD_LAYER_MAX_BLOBS, .min_tops = 1, .max_tops = 1, .setup = eltwise_setup,
      .init = eltwise_init, .forward = eltwise_forward, .backward = eltwise_backward},
+    {.name = "Silence", .min_bottoms = 1, .max_bottoms = CD_LAYER_MAX_BLOBS, .min_tops = 0,
+     .max_tops = 0, .setup = silence_setup, .backward = silence_backward},
     {.name = NULL},
 };

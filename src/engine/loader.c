@@ -49,6 +49,11 @@ struct cd_loader {
     cd_loader_opts o;
     size_t n, image_bytes;
     int c, h, w;
+    cd_label_shape label;   /* one image's label in a batch */
+    size_t label_size;      /* floats of it */
+    size_t label_record;    /* floats of a stored label record */
+    int aug_pixels;         /* opts.aug changes pixels (labels get its geometry) */
+    int label_u8;           /* the label db holds images (read as uint8, augmentable) */
     long total_batches; /* wrap 0: batches in one pass; else -1 */
     slot *ring;
     pthread_t *threads;
@@ -62,6 +67,80 @@ struct cd_loader {
     char err[512];
 };
 
+int cd_label_shape_of(const cd_db_t *db, const cd_db_t *label_db, int crop, cd_label_shape *out,
+                      char *err, size_t errlen)
+{
+    *out = (cd_label_shape){1, 1, 1, 0};
+    if (!label_db)
+        return CD_OK;
+    if (cd_db_count(label_db) != cd_db_count(db)) {
+        snprintf(err, errlen, "the label db has %zu records but the images %zu; recreate the dataset",
+                 cd_db_count(label_db), cd_db_count(db));
+        return CD_ERR;
+    }
+    cd_label_shape_for(cd_db_height(db), cd_db_width(db), cd_db_channels(label_db), cd_db_height(label_db),
+                       cd_db_width(label_db), crop, out);
+    return CD_OK;
+}
+
+void cd_label_shape_for(int ih, int iw, int c, int h, int w, int crop, cd_label_shape *out)
+{
+    *out = (cd_label_shape){c, h, w, h == ih && w == iw};
+    if (out->spatial && crop > 0)
+        out->h = out->w = crop;
+}
+
+static void fail(cd_loader_t *l, const char *what, size_t rec, const char *e)
+{
+    pthread_mutex_lock(&l->lock);
+    if (!l->failed)
+        snprintf(l->err, sizeof l->err, "reading %s %zu: %s", what, rec, e);
+    l->failed = 1;
+    pthread_mutex_unlock(&l->lock);
+}
+
+/* A spatial label image with its image's augmentation: read as uint8, moved with the
+ * image's geometry (nearest, 255 outside: the ignore label), as floats into scratch. */
+static int read_label_augmented(cd_loader_t *l, size_t rec, const cd_aug_params *aug, uint8_t *u8, float *scratch,
+                                char *e, size_t elen)
+{
+    size_t n = l->label_record;
+    if (cd_db_read(l->o.label_db, rec, u8, e, elen) != CD_OK)
+        return CD_ERR;
+    cd_aug_apply_label(aug, cd_db_channels(l->o.label_db), l->h, l->w, u8, u8 + n, 255);
+    for (size_t i = 0; i < n; i++)
+        scratch[i] = (float)u8[n + i];
+    return CD_OK;
+}
+
+/* Record rec's label into dst (label_size floats): a spatial label augmented, cropped
+ * at (oy, ox) and flipped as its image is. u8 has room for two label records. */
+static void fill_label(cd_loader_t *l, size_t rec, int oy, int ox, int flip, const cd_aug_params *aug, uint8_t *u8,
+                       float *scratch, float *dst)
+{
+    char e[256];
+    int rc = aug && l->label.spatial && l->label_u8 ? read_label_augmented(l, rec, aug, u8, scratch, e, sizeof e)
+                                                   : cd_db_read_f32(l->o.label_db, rec, scratch, e, sizeof e);
+    if (rc != CD_OK) {
+        fail(l, "label record", rec, e);
+        memset(dst, 0, l->label_size * sizeof(float));
+        return;
+    }
+    if (!l->label.spatial) {
+        memcpy(dst, scratch, l->label_size * sizeof(float));
+        return;
+    }
+    int oh = l->label.h, ow = l->label.w;
+    for (int ch = 0; ch < l->label.c; ch++)
+        for (int y = 0; y < oh; y++) {
+            int sy = oy + (flip & CD_FLIP_UD ? oh - 1 - y : y);
+            const float *src = scratch + ((size_t)ch * l->h + sy) * l->w + ox;
+            float *d = dst + ((size_t)ch * oh + y) * ow;
+            for (int x = 0; x < ow; x++)
+                d[x] = src[flip & CD_FLIP_LR ? ow - 1 - x : x];
+        }
+}
+
 static void fill(cd_loader_t *l, cd_batch *b, long index)
 {
     const cd_loader_opts *o = &l->o;
@@ -72,6 +151,8 @@ static void fill(cd_loader_t *l, cd_batch *b, long index)
         n = (int)(l->n - first);
     b->index = index;
     b->n = n;
+    float *scratch = o->label_db ? cd_xmalloc(l->label_record * sizeof(float)) : NULL;
+    uint8_t *u8 = o->label_db && l->aug_pixels && l->label_u8 ? cd_xmalloc(2 * l->label_record) : NULL;
     for (int j = 0; j < n; j++) {
         uint64_t k = first + (uint64_t)j;
         size_t rec = cd_loader_record(o->seed, o->shuffle, l->n, k);
@@ -82,15 +163,10 @@ static void fill(cd_loader_t *l, cd_batch *b, long index)
         } else {
             char e[256];
             if (cd_db_read(o->db, rec, dst, e, sizeof e) != CD_OK) {
-                pthread_mutex_lock(&l->lock);
-                if (!l->failed)
-                    snprintf(l->err, sizeof l->err, "reading record %zu: %s", rec, e);
-                l->failed = 1;
-                pthread_mutex_unlock(&l->lock);
+                fail(l, "record", rec, e);
                 memset(dst, 0, l->image_bytes);
             }
         }
-        b->labels[j] = (float)cd_db_label(o->db, rec);
         int range_y = o->crop > 0 ? l->h - o->crop : 0, range_x = o->crop > 0 ? l->w - o->crop : 0;
         if (o->random_crop) {
             b->oy[j] = (int)(cd_rand_uniform(o->seed ^ 0x0c0ffee1ULL, k, 0) * (float)(range_y + 1));
@@ -106,7 +182,16 @@ static void fill(cd_loader_t *l, cd_batch *b, long index)
         int lr = (o->flip & CD_FLIP_LR) && cd_rand_uniform(o->seed ^ 0x31415926ULL, k, 2) < 0.5f;
         int ud = (o->flip & CD_FLIP_UD) && cd_rand_uniform(o->seed ^ 0x31415926ULL, k, 3) < 0.5f;
         b->mirror[j] = (uint8_t)((lr ? CD_FLIP_LR : 0) | (ud ? CD_FLIP_UD : 0));
+        if (b->aug)
+            cd_aug_draw(o->aug, o->seed, k, &b->aug[j]);
+        if (o->label_db)
+            fill_label(l, rec, b->oy[j], b->ox[j], b->mirror[j], l->aug_pixels ? &b->aug[j] : NULL, u8, scratch,
+                       b->labels + (size_t)j * l->label_size);
+        else
+            b->labels[j] = (float)cd_db_label(o->db, rec);
     }
+    free(scratch);
+    free(u8);
 }
 
 static void *worker(void *arg)
@@ -163,6 +248,15 @@ cd_loader_t *cd_loader_start(const cd_loader_opts *o, char *err, size_t errlen)
         free(l);
         return NULL;
     }
+    if (cd_label_shape_of(o->db, o->label_db, o->crop, &l->label, err, errlen) != CD_OK) {
+        free(l);
+        return NULL;
+    }
+    l->label_size = cd_label_size(&l->label);
+    l->label_record = o->label_db ? (size_t)cd_db_channels(o->label_db) * cd_db_height(o->label_db) *
+                                        cd_db_width(o->label_db) : 1;
+    l->aug_pixels = o->aug && cd_aug_changes_pixels(o->aug);
+    l->label_u8 = o->label_db && cd_db_encoding(o->label_db) != CD_ENC_F32;
     l->total_batches = o->wrap ? -1 : (long)((l->n + (size_t)o->batch - 1) / (size_t)o->batch);
     l->next_fill = l->next_out = o->start_batch;
     l->ring = cd_xcalloc((size_t)l->o.ring, sizeof *l->ring);
@@ -174,7 +268,7 @@ cd_loader_t *cd_loader_start(const cd_loader_opts *o, char *err, size_t errlen)
         if (!b->pixels)
             b->pixels = cd_xmalloc(bytes);
         /* the small per-batch arrays share one block after the pixels' */
-        size_t n = (size_t)o->batch, side = n * (sizeof(float) + 2 * sizeof(int) + 1);
+        size_t n = (size_t)o->batch, side = n * (l->label_size * sizeof(float) + 2 * sizeof(int) + 1);
         uint8_t *block = NULL;
         if (l->ring[i].pinned)
             block = o->host_alloc(o->host_ctx, side);
@@ -182,9 +276,10 @@ cd_loader_t *cd_loader_start(const cd_loader_opts *o, char *err, size_t errlen)
         if (!block)
             block = cd_xcalloc(1, side);
         b->labels = (float *)block;
-        b->oy = (int *)(block + n * sizeof(float));
+        b->oy = (int *)(block + n * l->label_size * sizeof(float));
         b->ox = b->oy + n;
         b->mirror = (uint8_t *)(b->ox + n);
+        b->aug = l->aug_pixels ? cd_xcalloc(n, sizeof(cd_aug_params)) : NULL;
     }
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->changed, NULL);
@@ -250,6 +345,7 @@ void cd_loader_stop(cd_loader_t *l)
             l->o.host_free(l->o.host_ctx, b->labels);
         else
             free(b->labels);
+        free(b->aug);
     }
     free(l->ring);
     free(l->threads);

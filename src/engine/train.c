@@ -26,6 +26,7 @@
 #include "cdigits/loader.h"
 #include "cdigits/train.h"
 #include "cdigits/util.h"
+#include "engine_internal.h"
 #include "grad_reduce.h"
 #include "input_prep.h"
 
@@ -55,6 +56,9 @@ typedef struct trainer {
     const cd_train_config *c;
     cd_backend_t *be;
     cd_db_t *train_db, *val_db, *test_db;
+    cd_db_t *train_labels, *val_labels, *test_labels; /* a generic dataset's label dbs */
+    int task;              /* enum cd_dataset_task, from the dataset's stats.json */
+    cd_label_shape label;  /* one image's label in a batch */
     int classes;
     int c_in, h_in, w_in;
     cd_net *train, *val, *val_tail, *test_tail; /* tails: the last, partial val and test batches */
@@ -106,12 +110,16 @@ static const cd_pt_node *data_layer_def(const cd_net *net)
     return NULL;
 }
 
+/* The stage's images (which 0) or labels (which 1): a top of its Data layer(s). */
 static cd_blob *data_top(const cd_net *net, int which)
 {
     for (int i = 0; i < net->nlayers; i++) {
         cd_layer *l = net->layers[i];
-        if (l->def && !strcmp(l->type->name, "Data"))
-            return which < l->ntop ? l->top[which] : NULL;
+        if (!l->def || strcmp(l->type->name, "Data") != 0)
+            continue;
+        for (int t = 0; t < l->ntop; t++)
+            if (cd_data_top_is_label(l, t) == (which == 1))
+                return l->top[t];
     }
     return NULL;
 }
@@ -130,9 +138,10 @@ static cd_layer *loss_layer(const cd_net *net)
  * the upload is waited for (prepare, cd_input_stage_wait). */
 static void stage(trainer *t, staging *st, const cd_batch *b)
 {
-    cd_input_batch in = {.n = b->n, .pixels = b->pixels, .oy = b->oy, .ox = b->ox, .mirror = b->mirror};
+    cd_input_batch in = {.n = b->n, .pixels = b->pixels, .oy = b->oy, .ox = b->ox, .mirror = b->mirror,
+                         .aug = b->aug};
     cd_input_stage_upload(&t->prep, &st->in, &in);
-    cd_be_upload_async(t->be, st->labels, b->labels, (size_t)b->n * sizeof(float));
+    cd_be_upload_async(t->be, st->labels, b->labels, (size_t)b->n * cd_label_size(&t->label) * sizeof(float));
 }
 
 /* Crop, flip, subtract the mean and scale into the net's data; the labels into its
@@ -143,7 +152,8 @@ static int prepare(trainer *t, cd_net *net, const staging *st, char *err, size_t
     if (cd_input_prepare(&t->prep, &st->in, data->dims[2], data->dims[3], data->data, err, errlen) != CD_OK)
         return CD_ERR;
     if (label)
-        t->be->iface->copy(t->be, label->data, st->labels, (size_t)st->in.n * sizeof(float));
+        t->be->iface->copy(t->be, label->data, st->labels,
+                           (size_t)st->in.n * cd_label_size(&t->label) * sizeof(float));
     return CD_OK;
 }
 
@@ -160,6 +170,8 @@ static cd_net *build_stage(trainer *t, const char *stage, int batch, char *err, 
         .stage = stage, .batch = batch, .input_c = t->c_in, .input_h = t->h_in, .input_w = t->w_in,
         .crop = t->c->crop_size, .num_classes = t->classes, .seed = t->seed,
     };
+    if (t->train_labels)
+        opts.label_c = t->label.c, opts.label_h = t->label.h, opts.label_w = t->label.w;
     return cd_net_load(t->c->network, &opts, err, errlen);
 }
 
@@ -225,18 +237,130 @@ static cd_net *tail_net(trainer *t, int n)
     return NULL;
 }
 
-/* One pass over a split with the val stage (the val split, or the test split after
- * training); reports loss and accuracy under `phase`. CD_ERR on a read error. */
-static int evaluate(trainer *t, cd_db_t *db, const char *phase, long iter, double *loss_out,
-                    char *err, size_t errlen)
+/* What a validation pass adds up beyond the loss, by task: correct top-1/top-5 counts
+ * (classification), a confusion matrix of pixels (segmentation), absolute errors of
+ * the targets (regression). */
+typedef struct val_sums {
+    double top1, top5;
+    double *confusion;   /* classes x classes: [true * classes + predicted] */
+    double abs_err, values;
+    float *host;         /* scores and labels copied down */
+    size_t host_floats;
+} val_sums;
+
+/* The two bottoms of the loss layer on the host: a at v->host, b right after it. */
+static void host_copy(trainer *t, val_sums *v, const cd_blob *a, const cd_blob *b)
 {
-    cd_loader_opts lo = {.db = db, .batch = t->val_batch, .crop = t->crop, .wrap = 0,
-                         .seed = t->seed, .threads = 1, .ring = 3};
+    if (a->count + b->count > v->host_floats) {
+        v->host_floats = a->count + b->count;
+        v->host = cd_xrealloc(v->host, v->host_floats * sizeof(float));
+    }
+    t->be->iface->download(t->be, v->host, a->data, a->count * sizeof(float));
+    t->be->iface->download(t->be, v->host + a->count, b->data, b->count * sizeof(float));
+}
+
+/* Pixels of the loss layer's scores (n, classes, h, w) against its labels (n, 1, h, w):
+ * the argmax of each pixel counted against its label; labels outside the classes (255,
+ * the ignore label) are not counted. */
+static void count_pixels(trainer *t, cd_net *net, val_sums *v)
+{
+    cd_layer *l = loss_layer(net);
+    if (!l || l->nbottom < 2 || l->bottom[0]->ndim < 2)
+        return;
+    const cd_blob *sb = l->bottom[0], *lb = l->bottom[1];
+    int n = sb->dims[0], k = sb->dims[1];
+    size_t inner = sb->count / ((size_t)n * k);
+    if (lb->count != (size_t)n * inner || k != t->classes)
+        return;
+    host_copy(t, v, sb, lb);
+    const float *scores = v->host, *labels = v->host + sb->count;
+    for (int i = 0; i < n; i++)
+        for (size_t p = 0; p < inner; p++) {
+            float want = labels[(size_t)i * inner + p];
+            if (!(want >= 0 && want < (float)k))
+                continue;
+            const float *s = scores + (size_t)i * k * inner + p;
+            int best = 0;
+            for (int c = 1; c < k; c++)
+                if (s[(size_t)c * inner] > s[(size_t)best * inner])
+                    best = c;
+            v->confusion[(size_t)want * k + best] += 1;
+        }
+}
+
+/* |prediction - target| of the loss layer's two bottoms, summed. */
+static void count_errors(trainer *t, cd_net *net, val_sums *v)
+{
+    cd_layer *l = loss_layer(net);
+    if (!l || l->nbottom < 2 || l->bottom[0]->count != l->bottom[1]->count)
+        return;
+    host_copy(t, v, l->bottom[0], l->bottom[1]);
+    const float *pred = v->host, *want = v->host + l->bottom[0]->count;
+    for (size_t i = 0; i < l->bottom[0]->count; i++)
+        v->abs_err += fabs((double)pred[i] - want[i]);
+    v->values += (double)l->bottom[0]->count;
+}
+
+static void add_batch(trainer *t, cd_net *net, val_sums *v)
+{
+    switch (t->task) {
+    case CD_TASK_CLASSIFICATION:
+        count_correct(t, net, 1, &v->top1);
+        if (t->classes > 5)
+            count_correct(t, net, 5, &v->top5);
+        break;
+    case CD_TASK_SEGMENTATION: count_pixels(t, net, v); break;
+    case CD_TASK_REGRESSION: count_errors(t, net, v); break;
+    default: break; /* pairs: the contrastive loss says it */
+    }
+}
+
+/* Pixel accuracy, mean IoU over the classes that occur (in the labels or the
+ * predictions) and each class's IoU (null when it never occurs). */
+static void report_pixels(const trainer *t, const val_sums *v, const char *phase, double e, long iter)
+{
+    int k = t->classes;
+    double right = 0, all = 0, iou_sum = 0;
+    int present = 0;
+    json_t *per_class = json_array();
+    for (int c = 0; c < k; c++) {
+        double tp = v->confusion[(size_t)c * k + c], row = 0, col = 0;
+        for (int j = 0; j < k; j++) {
+            row += v->confusion[(size_t)c * k + j];
+            col += v->confusion[(size_t)j * k + c];
+        }
+        right += tp;
+        all += row;
+        double uni = row + col - tp;
+        if (uni > 0) {
+            iou_sum += tp / uni;
+            present++;
+        }
+        json_array_append_new(per_class, uni > 0 ? json_real(tp / uni) : json_null());
+    }
+    metric(phase, "accuracy", all > 0 ? right / all : 0, e, iter);
+    metric(phase, "mean_iou", present ? iou_sum / present : 0, e, iter);
+    cd_jsonl(json_pack("{s:s, s:s, s:s, s:o, s:f, s:I}", "type", "metric", "phase", phase, "name",
+                       "iou_per_class", "value", per_class, "epoch", e, "iteration", (json_int_t)iter));
+}
+
+/* One pass over a split with the val stage (the val split, or the test split after
+ * training); reports loss and the task's measures under `phase`. CD_ERR on a read
+ * error. */
+static int evaluate(trainer *t, cd_db_t *db, cd_db_t *labels, const char *phase, long iter,
+                    double *loss_out, char *err, size_t errlen)
+{
+    cd_loader_opts lo = {.db = db, .label_db = labels, .batch = t->val_batch, .crop = t->crop,
+                         .wrap = 0, .seed = t->seed, .threads = 1, .ring = 3};
     cd_loader_t *ld = cd_loader_start(&lo, err, errlen);
     if (!ld)
         return CD_ERR;
-    double loss = 0, top1 = 0, top5 = 0;
+    double loss = 0;
+    val_sums v = {0};
+    if (t->task == CD_TASK_SEGMENTATION)
+        v.confusion = cd_xcalloc((size_t)t->classes * t->classes, sizeof(double));
     size_t seen = 0;
+    int rc = CD_ERR;
     const cd_batch *b;
     while ((b = cd_loader_next(ld, NULL))) {
         /* the last, partial batch runs through a net of its own size (make_nets built it),
@@ -245,36 +369,71 @@ static int evaluate(trainer *t, cd_db_t *db, const char *phase, long iter, doubl
         if (!net) {
             snprintf(err, errlen, "%s data: a batch of %d images has no net (internal error)", phase, b->n);
             cd_loader_release(ld, b);
-            cd_loader_stop(ld);
-            return CD_ERR;
+            goto out;
         }
         if (feed(t, net, b, err, errlen) != CD_OK) {
             cd_loader_release(ld, b);
-            cd_loader_stop(ld);
-            return CD_ERR;
+            goto out;
         }
         float l = cd_net_forward(net);
         loss += (double)l * b->n;
-        count_correct(t, net, 1, &top1);
-        if (t->classes > 5)
-            count_correct(t, net, 5, &top5);
+        add_batch(t, net, &v);
         seen += (size_t)b->n;
         cd_loader_release(ld, b);
     }
     const char *lerr = cd_loader_error(ld);
     if (lerr) {
         snprintf(err, errlen, "%s data: %s", phase, lerr);
-        cd_loader_stop(ld);
-        return CD_ERR;
+        goto out;
     }
-    cd_loader_stop(ld);
     double e = epoch_of(t, iter);
     metric(phase, "loss", loss / (double)seen, e, iter);
     if (loss_out)
         *loss_out = loss / (double)seen;
-    metric(phase, "accuracy", top1 / (double)seen, e, iter);
-    if (t->classes > 5)
-        metric(phase, "accuracy_top5", top5 / (double)seen, e, iter);
+    if (t->task == CD_TASK_CLASSIFICATION) {
+        metric(phase, "accuracy", v.top1 / (double)seen, e, iter);
+        if (t->classes > 5)
+            metric(phase, "accuracy_top5", v.top5 / (double)seen, e, iter);
+    } else if (t->task == CD_TASK_SEGMENTATION) {
+        report_pixels(t, &v, phase, e, iter);
+    } else if (t->task == CD_TASK_REGRESSION && v.values > 0) {
+        metric(phase, "mae", v.abs_err / v.values, e, iter);
+    }
+    rc = CD_OK;
+out:
+    cd_loader_stop(ld);
+    free(v.confusion);
+    free(v.host);
+    return rc;
+}
+
+/* The split's db (labels: its label db) when the file exists; rank 0 alone opens the
+ * val and test splits (validation is rank 0's). */
+static int open_split(trainer *t, int split, int labels, cd_db_t **db, char *err, size_t errlen)
+{
+    char path[4200];
+    jobdir_path(t->c->dataset_dir, (labels ? JOBDIR_TRAIN_LABELS_DB : JOBDIR_TRAIN_DB) + split, path, sizeof path);
+    if ((split != CD_SPLIT_TRAIN && t->rank != 0) || access(path, R_OK) != 0)
+        return CD_OK;
+    return (*db = cd_db_open(path, err, errlen)) ? CD_OK : CD_ERR;
+}
+
+/* The dataset's task from its stats.json (classification when it names none). */
+static int read_task(trainer *t, const char *path, char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *stats = json_load_file(path, 0, &je);
+    if (!stats) {
+        snprintf(err, errlen, "%s: %s; create the dataset again", path, je.text);
+        return CD_ERR;
+    }
+    const char *name = json_string_value(json_object_get(stats, "task"));
+    t->task = name ? cd_dataset_task_parse(name) : CD_TASK_CLASSIFICATION;
+    json_decref(stats);
+    if (t->task < 0) {
+        snprintf(err, errlen, "%s: task \"%s\" is not one this worker trains; update cdigits", path, name);
+        return CD_ERR;
+    }
     return CD_OK;
 }
 
@@ -282,22 +441,42 @@ static int open_dataset(trainer *t, char *err, size_t errlen)
 {
     const cd_train_config *c = t->c;
     char path[4200];
-    snprintf(path, sizeof path, "%s/stats.json", c->dataset_dir);
+    jobdir_path(c->dataset_dir, JOBDIR_STATS_JSON, path, sizeof path);
     if (access(path, R_OK) != 0) {
         snprintf(err, errlen, "the dataset in %s is not complete (no stats.json); wait for the "
                  "dataset job to finish or create it again", c->dataset_dir);
         return CD_ERR;
     }
+    t->label = (cd_label_shape){1, 1, 1, 0};
+    if (read_task(t, path, err, errlen) != CD_OK)
+        return CD_ERR;
     jobdir_path(c->dataset_dir, JOBDIR_TRAIN_DB, path, sizeof path);
     if (!(t->train_db = cd_db_open(path, err, errlen)))
         return CD_ERR;
-    /* validation and the test split are rank 0's */
-    jobdir_path(c->dataset_dir, JOBDIR_VAL_DB, path, sizeof path);
-    if (t->rank == 0 && access(path, R_OK) == 0 && !(t->val_db = cd_db_open(path, err, errlen)))
+    if (open_split(t, CD_SPLIT_VAL, 0, &t->val_db, err, errlen) != CD_OK ||
+        open_split(t, CD_SPLIT_TEST, 0, &t->test_db, err, errlen) != CD_OK)
         return CD_ERR;
-    jobdir_path(c->dataset_dir, JOBDIR_TEST_DB, path, sizeof path);
-    if (t->rank == 0 && access(path, R_OK) == 0 && !(t->test_db = cd_db_open(path, err, errlen)))
-        return CD_ERR;
+    if (t->task != CD_TASK_CLASSIFICATION) {
+        cd_db_t **labels[] = {&t->train_labels, &t->val_labels, &t->test_labels};
+        cd_db_t *images[] = {t->train_db, t->val_db, t->test_db};
+        for (int s = 0; s < CD_SPLIT_COUNT; s++) {
+            if (!images[s])
+                continue;
+            if (open_split(t, s, 1, labels[s], err, errlen) != CD_OK)
+                return CD_ERR;
+            cd_label_shape shape;
+            if (!*labels[s]) {
+                snprintf(err, errlen, "the %s dataset in %s has no %s; create the dataset again",
+                         cd_dataset_task_name(t->task), c->dataset_dir,
+                         jobdir_name(JOBDIR_TRAIN_LABELS_DB + s));
+                return CD_ERR;
+            }
+            if (cd_label_shape_of(images[s], *labels[s], c->crop_size, &shape, err, errlen) != CD_OK)
+                return CD_ERR;
+            if (s == CD_SPLIT_TRAIN)
+                t->label = shape;
+        }
+    }
     t->c_in = cd_db_channels(t->train_db);
     t->h_in = cd_db_height(t->train_db);
     t->w_in = cd_db_width(t->train_db);
@@ -310,7 +489,11 @@ static int open_dataset(trainer *t, char *err, size_t errlen)
             t->classes = n;
         cd_labels_free(names, n);
     }
-    if (t->classes < 2) {
+    if (t->task == CD_TASK_REGRESSION) /* an InnerProduct without num_output gives the targets */
+        t->classes = (int)cd_label_size(&t->label);
+    else if (t->task == CD_TASK_SEGMENTATION && t->train_labels && cd_db_num_classes(t->train_labels) > t->classes)
+        t->classes = cd_db_num_classes(t->train_labels);
+    if (t->task != CD_TASK_REGRESSION && t->classes < 2) {
         snprintf(err, errlen, "the dataset has %d class; training needs at least 2", t->classes);
         return CD_ERR;
     }
@@ -437,7 +620,7 @@ static int alloc_staging(trainer *t, int *oom, char *err, size_t errlen)
             *oom = 1;
             return CD_ERR;
         }
-        if (!(st->labels = o->alloc(t->be, (size_t)batch * sizeof(float)))) {
+        if (!(st->labels = o->alloc(t->be, (size_t)batch * cd_label_size(&t->label) * sizeof(float)))) {
             *oom = 1;
             snprintf(err, errlen, "out of %s memory for the labels of a batch of %d; lower the batch size",
                      o->name, batch);
@@ -702,6 +885,7 @@ static int setup(trainer *t, char *err, size_t errlen)
         cd_jsonl_log("info", "precision %s applies on GPUs; the %s backend computes in fp32",
                      (const char *[]){"fp32", "tf32", "fp16", "bf16"}[c->precision], t->be->iface->name);
     cd_input_prep_init(&t->prep, t->be, t->c_in, t->h_in, t->w_in, 1.0f);
+    cd_input_prep_augment(&t->prep, &c->aug);
     /* what does not depend on the batch first, so the batch search sees what is left */
     t->acc_scalars = t->be->iface->alloc(t->be, 2 * sizeof(float));
     if (!t->acc_scalars) {
@@ -767,6 +951,9 @@ static void teardown(trainer *t)
     cd_db_close(t->train_db);
     cd_db_close(t->val_db);
     cd_db_close(t->test_db);
+    cd_db_close(t->train_labels);
+    cd_db_close(t->val_labels);
+    cd_db_close(t->test_labels);
     cd_backend_free(t->be);
 }
 
@@ -1043,7 +1230,7 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     t.cores = cores;
     t.loader_auto = c->loader_threads <= 0;
     t.loader_threads = t.loader_auto ? (cores > 4 ? 4 : 1) : c->loader_threads;
-    cd_loader_opts lo = {.db = t.train_db, .batch = t.train_batch, .crop = t.crop, .random_crop = 1,
+    cd_loader_opts lo = {.db = t.train_db, .label_db = t.train_labels, .aug = &c->aug, .batch = t.train_batch, .crop = t.crop, .random_crop = 1,
                          .stride = (long)t.train_batch * t.nranks, .offset = (long)t.train_batch * t.rank,
                          .flip = t.flip, .shuffle = c->shuffle, .wrap = 1, .seed = t.seed,
                          .start_batch = start * t.iter_size, .threads = t.loader_threads, .ring = 4,
@@ -1189,7 +1376,7 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
         if (t.val && ((t.val_every && done % t.val_every == 0) || last)) {
             double vloss = 0;
             t.free_slot = ready ? slot ^ 1 : slot;
-            if (evaluate(&t, t.val_db, "val", done, &vloss, err, sizeof err) != CD_OK)
+            if (evaluate(&t, t.val_db, t.val_labels, "val", done, &vloss, err, sizeof err) != CD_OK)
                 goto fail;
             if (vloss < best_val - c->early_stop_min_delta) {
                 best_val = vloss;
@@ -1225,7 +1412,7 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     if (t.test_db && t.val) {
         /* the held-out test split, once, with the final weights */
         t.free_slot = ready ? slot ^ 1 : slot;
-        if (evaluate(&t, t.test_db, "test", finished, NULL, err, sizeof err) != CD_OK)
+        if (evaluate(&t, t.test_db, t.test_labels, "test", finished, NULL, err, sizeof err) != CD_OK)
             goto fail;
     }
     cd_jsonl(json_pack("{s:s}", "type", "done"));

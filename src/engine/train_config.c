@@ -70,6 +70,16 @@ static const key_dest g_direct[] = {
     {"backend", AT(backend), D_INT},
     {"flip", AT(flip), D_INT},
     {"precision", AT(precision), D_INT},
+    {"quad_rotation", AT(aug.quad_rot), D_INT},
+    {"rotation", AT(aug.rot), D_DOUBLE},
+    {"rescale", AT(aug.scale), D_DOUBLE},
+    {"noise", AT(aug.noise), D_DOUBLE},
+    {"contrast", AT(aug.contrast), D_DOUBLE},
+    {"whitening", AT(aug.whitening), D_INT},
+    {"hsv_shift", AT(aug.hsv_use), D_INT},
+    {"hsv_h", AT(aug.hsv_h), D_DOUBLE},
+    {"hsv_s", AT(aug.hsv_s), D_DOUBLE},
+    {"hsv_v", AT(aug.hsv_v), D_DOUBLE},
 };
 
 static void dest_set(cd_train_config *c, const key_dest *d, double v)

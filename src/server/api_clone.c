@@ -5,6 +5,8 @@
  * script that posts its usual fields with clone= gets a copy of the job). */
 #include "internal.h"
 
+#include "api_generic.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -14,10 +16,16 @@ static const char *jstr(json_t *o, const char *key)
     return v ? v : "";
 }
 
-static const char *create_url(json_t *job)
+/* The route that makes a job like job (its kind: classification or generic). */
+static const char *create_url(json_t *job, char *buf, size_t len)
 {
-    return strcmp(jstr(job, "type"), "model") == 0 ? "/models/images/classification/json"
-                                                    : "/datasets/images/classification/json";
+    const char *ext = generic_job_extension(job);
+    if (strcmp(jstr(job, "type"), "model") == 0)
+        return ext ? "/models/images/generic/json" : "/models/images/classification/json";
+    if (!ext)
+        return "/datasets/images/classification/json";
+    snprintf(buf, len, "/datasets/generic/create/%s/json", ext);
+    return buf;
 }
 
 void h_clone_get(req_t *r)
@@ -25,8 +33,9 @@ void h_clone_get(req_t *r)
     json_t *job = api_job_param(r);
     if (!job)
         return;
+    char url[256];
     reply_json(r, 200, json_pack("{s:O, s:s, s:s, s:O}", "id", json_object_get(job, "id"), "type", jstr(job, "type"),
-                                 "url", create_url(job), "fields", json_object_get(job, "form")));
+                                 "url", create_url(job, url, sizeof url), "fields", json_object_get(job, "form")));
     json_decref(job);
 }
 
@@ -109,6 +118,8 @@ void h_clone(req_t *r)
     if (f) {
         if (strcmp(jstr(job, "type"), "model") == 0)
             api_model_create_fields(r, f);
+        else if (generic_job_extension(job))
+            generic_dataset_create_fields(r, generic_job_extension(job), f);
         else
             api_dataset_create_fields(r, f);
     }

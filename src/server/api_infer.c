@@ -528,7 +528,7 @@ static json_t *run_list(req_t *r, json_t *job, long iteration, list_job *lj, int
 
 /* Writes `"key":value` pairs of the result lines that have `field` (as "line N: why"
  * when as_message), a comma before each unless *count is 0; counts them in *count. */
-static void copy_pairs(FILE *res, FILE *out, const char *field, long *count, int as_message)
+void infer_copy_pairs(FILE *res, FILE *out, const char *field, long *count, int as_message)
 {
     char *line = NULL;
     size_t cap = 0;
@@ -585,7 +585,7 @@ static void reply_classifications(req_t *r, json_t *job, list_job *lj, json_t *a
     }
     long n = 0;
     fputs("{\"classifications\":{", out);
-    copy_pairs(res, out, "predictions", &n, 0);
+    infer_copy_pairs(res, out, "predictions", &n, 0);
     fputs("},\"skipped\":{", out);
     char *mine = json_dumps(lj->skipped, JSON_COMPACT);
     size_t ml = mine ? strlen(mine) : 0;
@@ -593,8 +593,8 @@ static void reply_classifications(req_t *r, json_t *job, list_job *lj, json_t *a
     if (n)
         fprintf(out, "%.*s", (int)(ml - 2), mine + 1);
     free(mine);
-    copy_pairs(res, out, "error", &n, 1);
-    copy_pairs(res, out, "label_error", &n, 1);
+    infer_copy_pairs(res, out, "error", &n, 1);
+    infer_copy_pairs(res, out, "label_error", &n, 1);
     fclose(res);
     char *t = json_dumps(tail, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     json_decref(tail);

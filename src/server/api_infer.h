@@ -13,6 +13,9 @@
 void h_classify_one(req_t *r);
 void h_classify_many(req_t *r);
 void h_classify_top_n(req_t *r);
+void h_infer_one(req_t *r);  /* generic models (api_infer_generic.c) */
+void h_infer_many(req_t *r);
+void h_infer_db(req_t *r);
 void h_model_download(req_t *r);
 void h_pretrained_upload(req_t *r);
 void h_pretrained_list(req_t *r);
@@ -44,6 +47,11 @@ void infer_reply_fd(req_t *r, int fd, const char *ctype, const char *filename);
  * names path when the writes failed, or names what ("the page") when it cannot be sent. */
 void infer_reply_file(req_t *r, FILE *f, const char *path, const char *ctype, const char *what);
 
+/* Writes `"key":value` pairs of a worker's result lines (JSON lines with "path" and
+ * "line") that have `field` (as "line N: why" when as_message), a comma before each
+ * unless *count is 0; counts them in *count. Reads res from its start. */
+void infer_copy_pairs(FILE *res, FILE *out, const char *field, long *count, int as_message);
+
 /* ---- pages (api_infer_html.c) ------------------------------------------------------ */
 
 /* Whether the request is one of classify_one, classify_many and top_n that does not
@@ -69,5 +77,11 @@ typedef struct infer_image {
 void infer_page_one(req_t *r, json_t *job, json_t *body, const infer_image *img);
 void infer_page_many(req_t *r, json_t *job, const char *dir, FILE *res, json_t *skipped, json_t *tail);
 void infer_page_top_n(req_t *r, json_t *job, json_t *body);
+/* Pieces of those pages for the generic models' (api_infer_generic.c): the head and
+ * breadcrumbs, the tail, the snapshot line of a body, an image of the data roots. */
+void infer_page_start(FILE *f, const req_t *r, json_t *job, const char *what);
+void infer_page_end(FILE *f);
+void infer_page_snapshot(FILE *f, json_t *body);
+void infer_page_image_url(FILE *f, const req_t *r, const char *path);
 
 #endif

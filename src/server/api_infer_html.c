@@ -29,7 +29,8 @@ static const char *sval(json_t *o, const char *k)
 
 /* ---- which requests get a page ------------------------------------------------------ */
 
-static const handler_fn g_page_handlers[] = {h_classify_one, h_classify_many, h_classify_top_n};
+static const handler_fn g_page_handlers[] = {h_classify_one, h_classify_many, h_classify_top_n,
+                                             h_infer_one, h_infer_many, h_infer_db};
 
 int infer_wants_html(const req_t *r)
 {
@@ -539,3 +540,10 @@ void infer_page_top_n(req_t *r, json_t *job, json_t *body)
     page_tail(f);
     mpage_send(r, &m, 200);
 }
+
+/* ---- for the generic models' pages (api_infer_generic.c) ------------------------------- */
+
+void infer_page_start(FILE *f, const req_t *r, json_t *job, const char *what) { page_head(f, r, job, what); }
+void infer_page_end(FILE *f) { page_tail(f); }
+void infer_page_snapshot(FILE *f, json_t *body) { page_about(f, body); }
+void infer_page_image_url(FILE *f, const req_t *r, const char *path) { image_url(f, r, path); }

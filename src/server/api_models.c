@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 #include "api_models.h"
+#include "api_generic.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -66,6 +67,16 @@ static form_field_t g_model_form[] = {
     TRAIN("use_mirror", F_STRING, ALWAYS, 0),
     TRAIN("data_parallel", F_BOOL, ALWAYS, 0),
     TRAIN("aug_flip", F_CHOICE, ALWAYS, 0),
+    TRAIN("aug_quad_rot", F_CHOICE, ALWAYS, 0),
+    TRAIN("aug_rot", F_INT, ALWAYS, 0),
+    TRAIN("aug_scale", F_FLOAT, ALWAYS, 0),
+    TRAIN("aug_noise", F_FLOAT, ALWAYS, 0),
+    TRAIN("aug_contrast", F_FLOAT, ALWAYS, 0),
+    TRAIN("aug_whitening", F_BOOL, ALWAYS, 0),
+    TRAIN("aug_hsv_use", F_BOOL, ALWAYS, 0),
+    TRAIN("aug_hsv_h", F_FLOAT, ALWAYS, 0),
+    TRAIN("aug_hsv_s", F_FLOAT, ALWAYS, 0),
+    TRAIN("aug_hsv_v", F_FLOAT, ALWAYS, 0),
     TRAIN("shuffle", F_BOOL, ALWAYS, 0),
     TRAIN("precision", F_CHOICE, ALWAYS, 0),
     TRAIN("early_stopping_patience", F_INT, ALWAYS, 0),
@@ -435,6 +446,8 @@ static json_t *make_job(req_t *r, json_t *v, json_t *form, json_t *dataset, cons
         goto fail;
     }
     conf = json_pack("{s:O, s:O, s:O}", "network", ns->desc, "train", train, "resources", resources);
+    if (conf && generic_job_extension(dataset)) /* a generic model: its dataset's extension */
+        json_object_set_new(conf, "extension_id", json_string(generic_job_extension(dataset)));
     store_job_new_t job = {
         .id = id,
         .type = "model",
@@ -514,6 +527,8 @@ void api_model_create_fields(req_t *r, const fields_t *in)
         } else if (st == CD_ST_ERROR || st == CD_ST_ABORT) {
             form_add_error(errors, "dataset", "Dataset \"%s\" is %s; choose a dataset that is Done or still running",
                            ds, cd_state_name(st));
+        } else {
+            generic_model_dataset_fits(r, dataset, errors);
         }
     }
     if (json_object_size(errors) == 0 && load_network(r, in, v, &ns, errors) == CD_OK &&
@@ -918,8 +933,13 @@ __attribute__((constructor)) static void forms_from_keys(void)
         }
 }
 
-/* The worker's options for the dataset's images: --input CxHxW and --classes N. */
-static int dataset_args(req_t *r, const char *id, char *input, size_t ilen, char *classes, size_t clen, json_t *errors)
+/* The worker's options for the dataset: --input CxHxW, --classes N and, for a generic
+ * dataset, --label CxHxW (the labels' shape). Each is empty when unknown. */
+typedef struct dataset_opts {
+    char input[64], classes[32], label[64];
+} dataset_opts;
+
+static int dataset_args(req_t *r, const char *id, dataset_opts *o, json_t *errors)
 {
     json_t *job = store_job_get(r->srv->store, id);
     if (!job || strcmp(sval(job, "type"), "dataset") != 0) {
@@ -929,11 +949,17 @@ static int dataset_args(req_t *r, const char *id, char *input, size_t ilen, char
     }
     json_t *d = view_job_detail(r->srv, job);
     json_t *dims = json_object_get(d, "image_dims"), *labels = json_object_get(d, "labels");
+    if (json_array_size(dims) != 3) /* a generic dataset's */
+        dims = json_object_get(d, "feature_dims");
+    json_t *ls = json_object_get(d, "label_shape"); /* [c, h, w] */
     if (json_array_size(dims) == 3)
-        snprintf(input, ilen, "%dx%dx%d", (int)json_integer_value(json_array_get(dims, 2)),
+        snprintf(o->input, sizeof o->input, "%dx%dx%d", (int)json_integer_value(json_array_get(dims, 2)),
                  (int)json_integer_value(json_array_get(dims, 0)), (int)json_integer_value(json_array_get(dims, 1)));
     if (json_array_size(labels) > 0)
-        snprintf(classes, clen, "%zu", json_array_size(labels));
+        snprintf(o->classes, sizeof o->classes, "%zu", json_array_size(labels));
+    if (json_array_size(ls) == 3)
+        snprintf(o->label, sizeof o->label, "%dx%dx%d", (int)json_integer_value(json_array_get(ls, 0)),
+                 (int)json_integer_value(json_array_get(ls, 1)), (int)json_integer_value(json_array_get(ls, 2)));
     json_decref(d);
     json_decref(job);
     return CD_OK;
@@ -953,8 +979,8 @@ typedef struct netcheck {
  * in messages is replaced by what the form calls the network (custom_network,
  * lenet.prototxt, JOB/network.prototxt). CD_OK with c->result, or CD_ERR with
  * c->status and c->why. */
-static int check_network(server_t *srv, json_t *v, const netsrc_t *ns, const char *input, const char *classes,
-                         int parse_only, netcheck_t *c)
+static int check_network(server_t *srv, json_t *v, const netsrc_t *ns, const dataset_opts *d, int parse_only,
+                         netcheck_t *c)
 {
     char tmp[PATH_MAX], crop[32] = "", batch[32] = "";
     char *out = NULL, *errout = NULL;
@@ -979,7 +1005,8 @@ static int check_network(server_t *srv, json_t *v, const netsrc_t *ns, const cha
     close(fd);
     struct {
         const char *flag, *value;
-    } opts[] = {{"--input", input}, {"--classes", classes}, {"--crop", crop}, {"--batch", batch}};
+    } opts[] = {{"--input", d->input}, {"--classes", d->classes}, {"--label", d->label}, {"--crop", crop},
+                {"--batch", batch}};
     char *argv[16];
     int n = 0;
     argv[n++] = srv->cfg.worker;
@@ -1045,7 +1072,7 @@ void h_visualize_network(req_t *r)
     server_t *srv = r->srv;
     json_t *v = NULL, *errors = NULL;
     netsrc_t ns = {0};
-    char input[64] = "", classes[32] = "";
+    dataset_opts d = {0};
     const char *fw = fields_get(r->fields, "framework");
     if (fw && *fw && strcmp(fw, "caffe") != 0 && strcmp(fw, "cdigits") != 0) {
         reply_field_error(r, "framework", "framework must be caffe: cdigits runs Caffe networks (Torch and "
@@ -1061,7 +1088,7 @@ void h_visualize_network(req_t *r)
     form_validate(srv, g_visualize_form, CD_ARRAY_LEN(g_visualize_form), r->fields, &v, &errors);
     const char *ds = sval(v, "dataset");
     if (json_object_size(errors) == 0 && ds[0])
-        dataset_args(r, ds, input, sizeof input, classes, sizeof classes, errors);
+        dataset_args(r, ds, &d, errors);
     if (json_object_size(errors) == 0)
         load_network(r, r->fields, v, &ns, errors);
     if (json_object_size(errors) > 0) {
@@ -1070,7 +1097,7 @@ void h_visualize_network(req_t *r)
         goto out;
     }
     netcheck_t c;
-    if (check_network(srv, v, &ns, input, classes, 0, &c) != CD_OK) {
+    if (check_network(srv, v, &ns, &d, 0, &c) != CD_OK) {
         reply_error(r, c.status, "%s", c.why);
         if (c.status == 503)
             reply_add_header(r, "Retry-After", "1");
@@ -1098,11 +1125,11 @@ out:
  * and its worker checks the network. */
 static void check_custom_network(req_t *r, json_t *v, const netsrc_t *ns, json_t *dataset, json_t *errors)
 {
-    char input[64] = "", classes[32] = "";
-    if (dataset_args(r, sval(dataset, "id"), input, sizeof input, classes, sizeof classes, errors) != CD_OK)
+    dataset_opts d = {0};
+    if (dataset_args(r, sval(dataset, "id"), &d, errors) != CD_OK)
         return;
     netcheck_t c;
-    if (check_network(r->srv, v, ns, input, classes, 1, &c) != CD_OK) {
+    if (check_network(r->srv, v, ns, &d, 1, &c) != CD_OK) {
         cd_warn("the custom network of model \"%s\" was not checked at creation (%s); its worker checks it",
                 sval(v, "model_name"), c.why);
         return;

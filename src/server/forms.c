@@ -321,20 +321,14 @@ typedef struct form_unsupported {
 
 static const form_unsupported_t g_unsupported[] = {
     {"model_name", "framework", U_CHOICE, "caffe", "frameworks other than Caffe (Torch, TensorFlow)"},
-    {"model_name", "aug_quad_rot", U_CHOICE, "none", "quadrilateral rotation augmentation"},
-    {"model_name", "aug_rot", U_NUMBER, "0", "rotation augmentation"},
-    {"model_name", "aug_scale", U_NUMBER, "0", "rescale augmentation"},
-    {"model_name", "aug_noise", U_NUMBER, "0", "noise augmentation"},
-    {"model_name", "aug_contrast", U_NUMBER, "0", "contrast augmentation"},
-    {"model_name", "aug_whitening", U_UNCHECKED, NULL, "whitening augmentation"},
-    {"model_name", "aug_hsv_use", U_UNCHECKED, NULL, "HSV shift augmentation"},
-    {"model_name", "aug_hsv_h", U_NUMBER, "0.02", "HSV shift augmentation"},
-    {"model_name", "aug_hsv_s", U_NUMBER, "0.04", "HSV shift augmentation"},
-    {"model_name", "aug_hsv_v", U_NUMBER, "0.06", "HSV shift augmentation"},
     {"model_name", "python_layer_from_client", U_UNCHECKED, NULL, "Python layers"},
     {"model_name", "python_layer_client_file", U_EMPTY, NULL, "Python layers"},
     {"model_name", "python_layer_server_file", U_EMPTY, NULL, "Python layers"},
     {"dataset_name", "backend", U_CHOICE, "lmdb", "DB backends other than LMDB (HDF5)"},
+    /* DIGITS's generic dataset form (dsopts_batch_size is its field alone) */
+    {"dsopts_batch_size", "dsopts_backend", U_CHOICE, "lmdb", "DB backends other than LMDB"},
+    {"dsopts_batch_size", "dsopts_label_encoding", U_CHOICE, "none|png",
+     "JPEG label encoding (lossy labels change classes; the label db is PNG)"},
 };
 
 static int spec_has(const form_field_t *spec, size_t n, const char *name)

@@ -5,8 +5,10 @@
  * dispatcher checks what is common (method, login, body decoding) once. */
 #include "internal.h"
 
+#include "api_augment.h"
 #include "api_browse.h"
 #include "api_datasets.h"
+#include "api_generic.h"
 #include "api_infer.h"
 #include "api_models.h"
 
@@ -44,6 +46,12 @@ const route_t cd_routes[] = {
      "create an image classification dataset (form post: 302 to its page unless JSON is asked for)"},
     {"GET", "/datasets/images/classification/explore", h_dataset_explore_page, 0,
      "DIGITS's explorer page of a Done dataset: ?job_id, ?db (train, val, test), ?page, ?size, ?label"},
+    {"GET", "/datasets/generic/new/<extension_id>", h_page_generic_dataset_new, 0,
+     "the new generic dataset form of a data extension (the UI's dataset-generic-new.html; ?clone=<id> fills it)"},
+    {"POST", "/datasets/generic/create/<extension_id>/json", h_generic_dataset_create, R_LOGIN | R_BODY | R_FORM,
+     "create a generic dataset with a data extension (image-segmentation, image-regression, image-siamese)"},
+    {"POST", "/datasets/generic/create/<extension_id>", h_generic_dataset_create, R_LOGIN | R_BODY | R_FORM,
+     "create a generic dataset (form post: 302 to its page unless JSON is asked for)"},
     {"GET", "/datasets/summary", h_dataset_summary, 0,
      "DIGITS's summary fragment of a dataset: ?job_id (name, status, image size and type, records per split)"},
     {"GET", "/datasets/<id>/json", h_job_json, 0, "a dataset with its ParseFolderTasks and CreateDbTasks"},
@@ -52,6 +60,9 @@ const route_t cd_routes[] = {
      "one page of a split's records: ?split, ?label, ?page, ?size: {total, items: [{index, label, url}]} (cdigits)"},
     {"GET", "/datasets/<id>/images/<split>/<index>", h_dataset_image, 0,
      "record <index> of a split as an image (PNG; JPEG for jpg datasets) (cdigits)"},
+    {"GET", "/datasets/<id>/labels/<split>/<index>", h_generic_label, 0,
+     "the label of record <index> of a generic dataset's split: a PNG coloured by palette.txt (?raw=1: class "
+     "indices), or {shape, values} for float targets (cdigits)"},
     {"POST", "/datasets/<id>/abort", h_job_abort, R_LOGIN | R_BODY, "abort a dataset job"},
     {"DELETE", "/datasets/<id>", h_job_delete, R_LOGIN | R_BODY, "delete a dataset job"},
     {"GET", "/datasets/<id>", h_job_show, 0, "a dataset's page (its JSON without a UI)"},
@@ -62,6 +73,12 @@ const route_t cd_routes[] = {
      "create image classification model(s); {\"jobs\": [...]} for a sweep; clone=<id> starts from that model's fields"},
     {"POST", "/models/images/classification", h_model_create_any, R_LOGIN | R_BODY | R_FORM,
      "create image classification model(s) (form post: 302 to its page, or home for a sweep, unless JSON is asked for)"},
+    {"GET", "/models/images/generic/new", h_page_generic_model_new, 0,
+     "the new generic model form (the UI's model-new.html for a generic dataset; ?clone=<id> fills it)"},
+    {"POST", "/models/images/generic/json", h_model_create_any, R_LOGIN | R_BODY | R_FORM,
+     "create generic image model(s) on a generic dataset: the classification model form's fields"},
+    {"POST", "/models/images/generic", h_model_create_any, R_LOGIN | R_BODY | R_FORM,
+     "create generic image model(s) (form post: 302 to its page, or home for a sweep, unless JSON is asked for)"},
     {"POST", "/models/customize", h_model_customize, R_BODY,
      "a network to edit: ?network=NAME (a standard network) or a model job id, snapshot_epoch: {network[, snapshot]}"},
     {"POST", "/models/visualize-lr", h_visualize_lr, R_BODY, "the learning rate curve of a policy: {data: {columns}}"},
@@ -72,6 +89,8 @@ const route_t cd_routes[] = {
      "layers and shapes per stage and the engine's errors (JSON when asked for)"},
     {"GET", "/models/standard/<file>", h_model_standard, 0, "a standard network's prototxt: <name>.prototxt (cdigits)"},
     {"GET", "/models/train-keys/json", h_train_keys, 0, "the training settings with their limits and defaults (cdigits)"},
+    {"POST", "/models/augment-preview/json", h_augment_preview, R_BODY,
+     "a few training images of a dataset before and after the form's augmentations (cdigits)"},
     {"POST", "/models/images/classification/classify_one/json", h_classify_one, R_BODY,
      "the top 5 classes of one image: job_id, image_path or image_file, snapshot_epoch, show_visualizations"},
     {"POST", "/models/images/classification/classify_many/json", h_classify_many, R_BODY,
@@ -84,6 +103,19 @@ const route_t cd_routes[] = {
      "classify_many as DIGITS's page: accuracy, confusion matrix, every classification (JSON when asked for)"},
     {"POST", "/models/images/classification/top_n", h_classify_top_n, R_BODY,
      "top_n as DIGITS's page: a row of the top images per class (JSON when asked for)"},
+    {"POST", "/models/images/generic/infer_one/json", h_infer_one, R_BODY,
+     "every output blob of one image by name: job_id, image_path or image_file, snapshot_epoch; a segmentation "
+     "model adds mask and class_counts"},
+    {"POST", "/models/images/generic/infer_many/json", h_infer_many, R_BODY,
+     "the outputs of each image of image_list (lines: image [label image]), image_folder, num_test_images; "
+     "the mean IoU of labelled segmentation lines"},
+    {"POST", "/models/images/generic/infer_db/json", h_infer_db, R_BODY,
+     "the outputs of each record of a db: db_path (train, val, test of the model's dataset, or a .db file)"},
+    {"POST", "/models/images/generic/infer_one", h_infer_one, R_BODY,
+     "infer_one as a page: the image with its mask, the legend, the outputs (JSON when asked for)"},
+    {"POST", "/models/images/generic/infer_many", h_infer_many, R_BODY,
+     "infer_many as a page: a row per image (JSON when asked for)"},
+    {"POST", "/models/images/generic/infer_db", h_infer_db, R_BODY, "infer_db as a page (JSON when asked for)"},
     {"GET", "/models/<id>/download", h_model_download, 0, "the model's files as a .tar.gz: ?epoch=N"},
     {"GET", "/models/<id>/download.<ext>", h_model_download, 0,
      "the model's files as a .tar, .tar.gz (.tgz), .tar.bz2 or .zip; another extension is 400 Invalid extension"},

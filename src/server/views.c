@@ -5,6 +5,8 @@
  * Fields DIGITS does not have are added, never renamed. */
 #include "internal.h"
 
+#include "api_generic.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -26,6 +28,9 @@ static int is_model(json_t *job) { return strcmp(jstr(job, "type"), "model") == 
 
 const char *view_job_type(json_t *job)
 {
+    /* DIGITS's GenericImageModelJob and GenericDatasetJob */
+    if (generic_job_extension(job))
+        return is_model(job) ? "Generic Image Model" : "Generic Dataset";
     return is_model(job) ? "Image Classification Model" : "Image Classification Dataset";
 }
 
@@ -101,6 +106,8 @@ json_t *view_job_table(server_t *srv, json_t *job, json_t *fields)
     } else {
         json_object_set_new(d, "backend", json_string("cddb"));
     }
+    if (generic_job_extension(job)) /* the model form lists the datasets of its kind */
+        json_object_set_new(d, "extension_id", json_string(generic_job_extension(job)));
     const char *why = jstr(job, "wait_reason");
     if (st == CD_ST_WAIT && why[0])
         json_object_set_new(d, "wait_reason", json_string(why));
@@ -344,5 +351,7 @@ json_t *view_job_detail(server_t *srv, json_t *job)
         model_details(srv, job, d);
     else
         dataset_tasks(job, d);
+    if (!is_model(job) && generic_job_extension(job))
+        generic_dataset_detail(srv, job, d);
     return d;
 }

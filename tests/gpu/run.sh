@@ -296,7 +296,8 @@ build_ops_test() {
     # the C sources the op test needs: src/common without the files that use jansson
     # (the JSON lines and the event hub: they include <jansson.h> or a header of ours
     # that does), which the GPU machine lacks and the op test does not need
-    local csrc=("$root"/src/backend/cuda/*.c "$root"/src/backend/cpu/*.c
+    # (and src/core/augment.c: the augmentations' reference, which the CPU backend runs)
+    local csrc=("$root"/src/backend/cuda/*.c "$root"/src/backend/cpu/*.c "$root/src/core/augment.c"
         "$root/tests/gpu/cblas_fallback.c" "$root/tests/gpu/test_gpu_ops.c")
     local json_headers
     json_headers=$(grep -l '#include <jansson.h>' "$root"/include/cdigits/*.h | xargs -n1 basename | tr '\n' '|')

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cdigits/augment.h"
 #include "cdigits/backend.h"
 #include "cdigits/cuda_check.h"
 
@@ -551,6 +552,70 @@ static void go_test_prepare(int n, int c, int sh_, int sw, int oh, int ow, int w
     free(mir);
     free(oy);
     free(ox);
+    go_free_all();
+}
+
+/*
+ * augment_batch against the reference (the CPU backend runs cd_aug_apply_u8 and
+ * cd_aug_apply_label) on random images with parameters drawn from a config that turns
+ * everything on. The device rounds cosf, sinf and logf and contracts FMAs where the
+ * host does not, so a sample can land on the other side of a rounding: images may
+ * differ by 1 in at most 1% of their values (docs/cuda.md) and never by more; labels
+ * (nearest sampling, a tie can go either way) in at most 0.5% of their values.
+ */
+static void go_test_augment(int n, int c, int h, int w, int kind, int all)
+{
+    const char *sh = go_fmt("%dx%dx%dx%d %s%s", n, c, h, w, kind == CD_AUG_LABEL ? "labels" : "image",
+                            all ? " all" : " geometry");
+    size_t len = (size_t)n * c * h * w;
+    uint8_t *img = malloc(len), *out[2] = {malloc(len), malloc(len)};
+    for (size_t i = 0; i < len; i++)
+        img[i] = (uint8_t)(kind == CD_AUG_LABEL ? go_int(0, 20) : go_int(0, 255));
+    cd_aug_config cfg = {.quad_rot = CD_AUG_QUAD_ROTALL, .rot = 30, .scale = 0.2};
+    if (all) {
+        cfg.noise = 0.03;
+        cfg.contrast = 0.8;
+        cfg.hsv_use = 1;
+        cfg.hsv_h = 0.05;
+        cfg.hsv_s = 0.1;
+        cfg.hsv_v = 0.1;
+    }
+    cd_aug_params *p = malloc((size_t)n * sizeof *p);
+    uint64_t seed = go_u64();
+    for (int i = 0; i < n; i++)
+        cd_aug_draw(&cfg, seed, (uint64_t)i, &p[i]);
+    for (int b = 0; b < 2; b++) {
+        void *d_img = go_bytes(b, img, len), *d_out = go_alloc(b, len), *d_p = go_bytes(b, p, (size_t)n * sizeof *p);
+        go_be[b]->iface->augment_batch(go_be[b], n, c, h, w, d_p, kind, 255, d_img, d_out);
+        go_be[b]->iface->download(go_be[b], out[b], d_out, len);
+        go_be[b]->iface->free(go_be[b], d_img);
+        go_be[b]->iface->free(go_be[b], d_out);
+        go_be[b]->iface->free(go_be[b], d_p);
+    }
+    size_t off = 0, far = 0;
+    for (size_t i = 0; i < len; i++) {
+        int d = abs((int)out[REF][i] - (int)out[DEV][i]);
+        off += d != 0;
+        far += d > 1;
+    }
+    if (kind == CD_AUG_LABEL) {
+        go_record("augment_batch labels", sh, (double)off / (double)len, 5e-3);
+    } else {
+        go_record("augment_batch off by 1", sh, (double)off / (double)len, 1e-2);
+        go_record("augment_batch off by >1", sh, (double)far, TOL_COUNT);
+    }
+    free(img);
+    free(out[0]);
+    free(out[1]);
+    free(p);
+}
+
+/* whiten_batch: per-image statistics in double on both, summed in another order */
+static void go_test_whiten(int n, size_t size)
+{
+    go_t x = go_rand((size_t)n * size, -50, 200);
+    BOTH(whiten_batch, n, size, D(x));
+    go_check("whiten_batch", go_fmt("%dx%zu", n, size), &x, TOL_SUM);
     go_free_all();
 }
 
@@ -1108,6 +1173,16 @@ static int go_run_all(void)
         go_test_prepare(3, 3, 32, 30, 28, 24, 1, 1);
         go_test_prepare(4, 1, 28, 28, 28, 28, 0, 0);
         go_test_prepare(5, 3, 40, 40, 32, 32, 1, 0);
+    }
+    if (go_be[REF]->iface->augment_batch && go_be[DEV]->iface->augment_batch) {
+        go_test_augment(8, 3, 32, 32, CD_AUG_IMAGE, 1);
+        go_test_augment(6, 1, 28, 36, CD_AUG_IMAGE, 1);
+        go_test_augment(4, 3, 65, 47, CD_AUG_IMAGE, 0);
+        go_test_augment(5, 1, 40, 40, CD_AUG_LABEL, 0);
+    }
+    if (go_be[REF]->iface->whiten_batch && go_be[DEV]->iface->whiten_batch) {
+        go_test_whiten(8, 3 * 28 * 28);
+        go_test_whiten(3, 100003);
     }
 
     for (int ta = 0; ta < 2; ta++)

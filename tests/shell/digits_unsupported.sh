@@ -23,9 +23,9 @@ DS=$(jv 'd["id"]')
 wait_status "$DS" Done 120
 check '[ $? = 0 ]' "the dataset posted with backend=lmdb is made"
 
-# ---- models: augmentations, Python layers, other frameworks
+# ---- models: Python layers, other frameworks (the augmentations are implemented)
 NET=(-F model_name=m -F dataset="$DS" -F method=custom -F 'custom_network=layer { name: "x" type: "Input" }')
-for kv in aug_rot=15 aug_quad_rot=rot90 aug_hsv_use=y aug_noise=0.1 python_layer_server_file=/tmp/l.py framework=torch; do
+for kv in python_layer_server_file=/tmp/l.py framework=torch; do
     f=${kv%%=*}
     http POST /models/images/classification.json "${JSON[@]}" "${NET[@]}" -F "$kv"
     check '[ "$CODE" = 400 ] && refusal "$f" | grep -q "cdigits does not implement .*leave $f out or at its default"' \

@@ -13,7 +13,7 @@ declare -A owner=(
   [util.h]=common [log.h]=common [jsonl.h]=common [events.h]=common [err.h]=common
   [jobdir.h]=common [base64.h]=common [list_line.h]=common [group.h]=common
   [image_kind.h]=common [spawn.h]=common
-  [lr_policy.h]=core [train_keys.h]=core
+  [lr_policy.h]=core [train_keys.h]=core [augment.h]=core
   [dataset.h]=dataset [image.h]=dataset
   [backend.h]=backend_iface [cuda_check.h]=backend
   [net.h]=engine [prototxt.h]=engine [train.h]=engine [infer.h]=engine [loader.h]=engine
@@ -28,7 +28,7 @@ declare -A allowed=(
   [common]=""
   [core]="common"
   [dataset]="common"
-  [backend]="backend_iface common"
+  [backend]="backend_iface core common"
   [engine]="backend_iface dataset core common"
   [cli]="engine backend_iface dataset core common"
   [store]="common"

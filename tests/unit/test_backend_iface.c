@@ -32,7 +32,8 @@
 enum {
     CALL_UPLOAD, CALL_PREPARE, CALL_ALLREDUCE, CALL_START, CALL_WAIT, CALL_BROADCAST, CALL_MEM,
     CALL_HOST_ALLOC, CALL_HOST_FREE, CALL_UPLOAD_ASYNC, CALL_UPLOAD_WAIT, CALL_GRAPH_BEGIN,
-    CALL_GRAPH_END, CALL_GRAPH_REPLAY, CALL_GROUP_ID, CALL_GROUP_JOIN, CALL_LOCAL_JOIN, CALL_HOOK, CALL_COUNT
+    CALL_GRAPH_END, CALL_GRAPH_REPLAY, CALL_GROUP_ID, CALL_GROUP_JOIN, CALL_LOCAL_JOIN, CALL_HOOK, CALL_AUGMENT,
+    CALL_WHITEN, CALL_COUNT
 };
 static int g_calls[CALL_COUNT];
 
@@ -60,6 +61,12 @@ static void fake_prepare(cd_backend_t *be, int n, int c, int sh, int sw, int oh,
 {
     g_calls[CALL_PREPARE]++;
 }
+static void fake_augment(cd_backend_t *be, int n, int c, int h, int w, const struct cd_aug_params *params, int kind,
+                         uint8_t fill, const uint8_t *src, uint8_t *dst)
+{
+    g_calls[CALL_AUGMENT]++;
+}
+static void fake_whiten(cd_backend_t *be, int n, size_t size, float *x) { g_calls[CALL_WHITEN]++; }
 static int fake_allreduce(cd_backend_t *be, float *x, size_t n) { return counted(CALL_ALLREDUCE); }
 static int fake_start(cd_backend_t *be, float *x, size_t n) { return counted(CALL_START); }
 static int fake_wait(cd_backend_t *be) { return counted(CALL_WAIT); }
@@ -139,6 +146,8 @@ static cd_backend_iface full_iface(void)
     o.group_join = fake_group_join;
     o.set_fail_hook = fake_set_fail_hook;
     o.join_local_group = fake_join_local;
+    o.augment_batch = fake_augment;
+    o.whiten_batch = fake_whiten;
     return o;
 }
 
@@ -201,6 +210,11 @@ static void test_bare(void)
     why[0] = 0;
     CHECK(cd_be_group_join(&be, "00", 2, 0, why, sizeof why) == CD_ERR && strstr(why, "fake backend"),
           "group_join: %s", why);
+    be.err[0] = 0;
+    CHECK(cd_be_augment_batch(&be, 1, 1, 2, 2, NULL, CD_AUG_IMAGE, 255, src, src) == CD_ERR &&
+              strstr(be.err, "fake backend does not support data augmentation") &&
+              cd_be_whiten_batch(&be, 1, 4, dst) == CD_ERR,
+          "augment_batch: %s", be.err);
     cd_group_t *g = cd_group_new(2);
     be.err[0] = 0;
     CHECK(cd_be_join_local_group(&be, g, 0) == CD_ERR &&
@@ -224,6 +238,12 @@ static void test_full(void)
     char id[CD_BE_GROUP_ID_LEN] = "", why[64] = "";
     CHECK(cd_be_prepare_batch(&be, 1, 1, 2, 2, 2, 2, src, &zero, &zero, NULL, NULL, 1.0f, dst) == CD_OK,
           "prepare_batch");
+    uint8_t out[4];
+    CHECK(cd_be_augment_batch(&be, 1, 1, 2, 2, NULL, CD_AUG_IMAGE, 255, src, out) == CD_OK &&
+              cd_be_whiten_batch(&be, 1, 4, dst) == CD_OK, "augment_batch and whiten_batch");
+    CHECK(cd_be_augment_batch(&be, 1, 0, 2, 2, NULL, CD_AUG_IMAGE, 255, src, out) == CD_ERR &&
+              strstr(be.err, "0 channels") && cd_be_augment_batch(&be, 1, 1, 2, 2, NULL, 7, 255, src, out) == CD_ERR,
+          "augment_batch refuses 0 channels and an unknown kind: %s", be.err);
     CHECK(cd_be_allreduce_mean(&be, x, 4) == CD_OK && cd_be_allreduce_start(&be, x, 4) == CD_OK &&
           cd_be_allreduce_wait(&be) == CD_OK && cd_be_broadcast(&be, x, 4) == CD_OK, "group calls");
     CHECK(cd_be_mem_info(&be, &fb, &tb) == CD_OK && fb == 3 && tb == 7, "mem_info answers the slot's figures");

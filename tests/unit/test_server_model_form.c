@@ -495,21 +495,17 @@ static void test_bracketed_lists(void)
 
 /* DIGITS fields cdigits does not implement: DIGITS's whole form at its defaults (as its
  * page posts it, numbers written another way, empty file fields) is accepted; each field
- * set to anything else is refused, naming the field and what to do. */
+ * set to anything else is refused, naming the field and what to do. The augmentations,
+ * now implemented, are accepted within their bounds. */
 static void test_unsupported_fields(void)
 {
     static const char defaults[] =
         "framework=caffe&aug_flip=none&aug_quad_rot=none&aug_rot=0&aug_scale=0.0&aug_noise=0&aug_contrast=0"
         "&aug_hsv_h=0.020&aug_hsv_s=0.04&aug_hsv_v=6e-2&python_layer_server_file=&python_layer_client_file=";
-    static const char *const fields[] = {"framework", "aug_quad_rot", "aug_rot", "aug_scale", "aug_noise",
-                                         "aug_contrast", "aug_whitening", "aug_hsv_use", "aug_hsv_h",
-                                         "aug_hsv_s", "aug_hsv_v", "python_layer_from_client",
-                                         "python_layer_client_file", "python_layer_server_file"};
-    static const char *const bad[] = {"framework=torch", "aug_quad_rot=rot90", "aug_rot=15", "aug_scale=0.1",
-                                      "aug_noise=0.05", "aug_contrast=0.5", "aug_whitening=y", "aug_hsv_use=y",
-                                      "aug_hsv_h=0.1", "aug_hsv_s=0.2", "aug_hsv_v=0.3",
-                                      "python_layer_from_client=y", "python_layer_client_file=layer.py",
-                                      "python_layer_server_file=%2Ftmp%2Flayer.py"};
+    static const char *const fields[] = {"framework", "python_layer_from_client", "python_layer_client_file",
+                                         "python_layer_server_file"};
+    static const char *const bad[] = {"framework=torch", "python_layer_from_client=y",
+                                      "python_layer_client_file=layer.py", "python_layer_server_file=%2Ftmp%2Flayer.py"};
     json_t *e = form_errors(defaults);
     CHECK(json_object_size(e) == 0, "DIGITS's defaults are refused: %s", json_object_iter_key(json_object_iter(e)));
     json_decref(e);
@@ -522,6 +518,16 @@ static void test_unsupported_fields(void)
               json_object_size(e));
         json_decref(e);
     }
+    /* the augmentations are implemented (augment.h): their values within DIGITS's
+     * bounds are accepted, one past a bound is the field's own range error */
+    e = form_errors("aug_quad_rot=rot90&aug_rot=15&aug_scale=0.1&aug_noise=0.05&aug_contrast=0.5&aug_whitening=y"
+                    "&aug_hsv_use=y&aug_hsv_h=0.1&aug_hsv_s=0.2&aug_hsv_v=0.3");
+    CHECK(json_object_size(e) == 0, "augmentations are refused: %s", json_object_iter_key(json_object_iter(e)));
+    json_decref(e);
+    e = form_errors("aug_rot=181");
+    CHECK(!strstr(first_error(e, "aug_rot"), "does not implement") && first_error(e, "aug_rot")[0],
+          "aug_rot=181: want a range error, got \"%s\"", first_error(e, "aug_rot"));
+    json_decref(e);
 }
 
 int main(void)

@@ -215,6 +215,8 @@ static const struct {
     {"backend", "cpu", CD_BACKEND_CPU},     {"backend", "cuda", CD_BACKEND_CUDA},
     {"backend", "GPU", CD_BACKEND_CUDA},    {"solver_type", "adam", CD_SOLVER_ADAM},
     {"lr_policy.policy", "Sigmoid", CD_LR_SIGMOID},
+    {"quad_rotation", "none", CD_AUG_QUAD_NONE}, {"quad_rotation", "rot90", CD_AUG_QUAD_ROT90},
+    {"quad_rotation", "rot180", CD_AUG_QUAD_ROT180}, {"quad_rotation", "rotall", CD_AUG_QUAD_ROTALL},
 };
 
 static int value_of(const cd_train_config *c, const char *key)
@@ -225,7 +227,8 @@ static int value_of(const cd_train_config *c, const char *key)
     } where[] = {{"use_mean", offsetof(cd_train_config, use_mean)}, {"flip", offsetof(cd_train_config, flip)},
                  {"precision", offsetof(cd_train_config, precision)}, {"backend", offsetof(cd_train_config, backend)},
                  {"solver_type", offsetof(cd_train_config, solver.type)},
-                 {"lr_policy.policy", offsetof(cd_train_config, solver.lr.type)}};
+                 {"lr_policy.policy", offsetof(cd_train_config, solver.lr.type)},
+                 {"quad_rotation", offsetof(cd_train_config, aug.quad_rot)}};
     for (size_t i = 0; i < CD_ARRAY_LEN(where); i++)
         if (!strcmp(where[i].key, key))
             return *(const int *)((const char *)c + where[i].off);
@@ -297,6 +300,58 @@ static void test_messages(void)
           "what a key takes: %s", want);
 }
 
+/* DIGITS's augmentation fields (digits/model/images/forms.py), written out: the form
+ * field, the bounds and the default of each, and where its value lands in the config. */
+static void test_augment_keys(void)
+{
+    static const struct {
+        const char *field;
+        double lo, hi;
+        const char *def;
+        size_t off; /* a double in cd_train_config; 0 for the booleans and the choice */
+    } digits[] = {
+        {"aug_rot", 0, 180, "0", offsetof(cd_train_config, aug.rot)},
+        {"aug_scale", 0, 1, "0", offsetof(cd_train_config, aug.scale)},
+        {"aug_noise", 0, 1, "0", offsetof(cd_train_config, aug.noise)},
+        {"aug_contrast", 0, 5, "0", offsetof(cd_train_config, aug.contrast)},
+        {"aug_hsv_h", 0, 0.5, "0.02", offsetof(cd_train_config, aug.hsv_h)},
+        {"aug_hsv_s", 0, 0.5, "0.04", offsetof(cd_train_config, aug.hsv_s)},
+        {"aug_hsv_v", 0, 0.5, "0.06", offsetof(cd_train_config, aug.hsv_v)},
+        {"aug_quad_rot", NAN, NAN, "none", 0},
+        {"aug_whitening", NAN, NAN, "false", 0},
+        {"aug_hsv_use", NAN, NAN, "false", 0},
+    };
+    for (size_t i = 0; i < CD_ARRAY_LEN(digits); i++) {
+        const cd_train_key *k = cd_train_key_by_field(digits[i].field);
+        CHECK(k != NULL, "no row for DIGITS's %s", digits[i].field);
+        if (!k)
+            continue;
+        CHECK(same_bound(k->lo, digits[i].lo) && same_bound(k->hi, digits[i].hi) && !strcmp(k->def, digits[i].def),
+              "%s: %g..%g default %s, DIGITS has %g..%g default %s", digits[i].field, k->lo, k->hi, k->def,
+              digits[i].lo, digits[i].hi, digits[i].def);
+        if (!digits[i].off)
+            continue;
+        double v = digits[i].lo + (digits[i].hi - digits[i].lo) * (k->type == CD_TK_INT ? 0.5 : 0.37);
+        json_t *root = base_json();
+        set_key(root, k, value_json(k, v));
+        cd_train_config c;
+        char err[512] = "";
+        CHECK(load(root, &c, err, sizeof err) == CD_OK, "%s = %g: %s", k->key, v, err);
+        double got = *(const double *)((const char *)&c + digits[i].off);
+        CHECK(got == v, "%s = %g read as %g", k->key, v, got);
+    }
+    CHECK(cd_train_key_by_field("aug_rot")->type == CD_TK_INT, "aug_rot is a whole number of degrees, as in DIGITS");
+    json_t *root = base_json();
+    set_key(root, cd_train_key_by_field("aug_whitening"), json_true());
+    set_key(root, cd_train_key_by_field("aug_hsv_use"), json_true());
+    cd_train_config c;
+    char err[512] = "";
+    CHECK(load(root, &c, err, sizeof err) == CD_OK && c.aug.whitening == 1 && c.aug.hsv_use == 1,
+          "whitening and hsv_shift read: %s", err);
+    cd_train_config_init(&c);
+    CHECK(!cd_aug_active(&c.aug), "the defaults augment nothing");
+}
+
 int main(void)
 {
     cd_test_init("test_train_keys");
@@ -306,5 +361,6 @@ int main(void)
     test_defaults();
     test_choices();
     test_messages();
+    test_augment_keys();
     return cd_test_finish();
 }

@@ -9,6 +9,7 @@
   const id = CD.param('job') || CD.param('id') || '';
   const enc = encodeURIComponent(id);
   let labels = [];
+  let task = 'classification'; /* the dataset's: a segmentation or regression model is asked by its outputs */
 
   function pct(v) { return (Math.round(v * 100) / 100).toFixed(2); }
   function epoch() { return $('#snapshot_epoch').value; }
@@ -54,6 +55,14 @@
     if (want) sel.value = want;
     if (!snaps.length) fail('This model has no snapshot yet; classify once its first epoch is done.');
     setDownloads();
+    task = job.task || job.dataset_task || 'classification';
+    if (job.dataset_id && !job.task && !job.dataset_task) {
+      try {
+        const ds = await api('GET', '/datasets/' + encodeURIComponent(job.dataset_id) + '/json');
+        task = ds.task || task;
+      } catch (e) { /* the dataset is gone: classification it is */ }
+    }
+    if (task !== 'classification') $('#show_visualizations').closest('label').hidden = true;
   }
 
   /* ---- one image ------------------------------------------------------------------------- */
@@ -119,6 +128,55 @@
     $('#visualizations').hidden = list.length === 0;
   }
 
+  /* ---- one image of a generic model: its outputs by name, a segmentation's mask -------- */
+
+  function shapeOf(v) { const s = []; for (; Array.isArray(v); v = v[0]) s.push(v.length); return s; }
+  function flat(v, out, max) {
+    if (!Array.isArray(v)) out.push(v);
+    else for (const e of v) { if (out.length > max) break; flat(e, out, max); }
+    return out;
+  }
+
+  function outputsTable(outputs) {
+    const tbody = clear($('#out-table tbody'));
+    for (const [name, v] of Object.entries(outputs || {})) {
+      const vals = flat(v, [], 24);
+      const text = vals.slice(0, 24).map((x) => (x === null ? 'NaN' : CD.num(x, 4))).join(', ') + (vals.length > 24 ? ', …' : '');
+      tbody.append(el('tr', {}, el('td', {class: 'mono', text: name}), el('td', {text: shapeOf(v).join('×')}),
+        el('td', {class: 'mono small', text: text})));
+    }
+  }
+
+  async function showMask(r, file, path) {
+    $('#seg-view').hidden = !r.mask;
+    if (!r.mask) return;
+    const stack = $('#seg-stack'), image = $('#seg-image'), mask = $('#seg-mask');
+    stack.style.position = 'relative';
+    stack.style.display = 'inline-block';
+    image.style.maxWidth = '512px';
+    image.style.display = 'block';
+    Object.assign(mask.style, {position: 'absolute', left: '0', top: '0', width: '100%', height: '100%', imageRendering: 'pixelated'});
+    mask.style.opacity = $('#seg-opacity').value / 100;
+    image.src = file ? URL.createObjectURL(file) : imageUrl(path);
+    mask.src = r.mask;
+    const tbody = clear($('#seg-legend tbody'));
+    for (const c of r.class_counts || []) {
+      const sw = el('span', {class: 'swatch', 'aria-hidden': 'true'});
+      Object.assign(sw.style, {display: 'inline-block', width: '1.2em', height: '1.2em', background: c.color, border: '1px solid #888'});
+      tbody.append(el('tr', {}, el('td', {}, sw, ' ' + c.color), el('td', {text: c.label}), el('td', {class: 'num', text: CD.count(c.pixels)})));
+    }
+  }
+
+  async function inferOne(fd, file, path) {
+    const t0 = performance.now();
+    const r = await api('POST', '/models/images/generic/infer_one/json', fd);
+    CD.setText('#one-state', 'Answered in ' + Math.round(performance.now() - t0) + ' ms by iteration ' + CD.count(r.snapshot_iteration) + '.');
+    $('#one-result').hidden = true;
+    $('#generic-result').hidden = false;
+    outputsTable(r.outputs);
+    await showMask(r, file, path);
+  }
+
   async function classifyOne(ev) {
     ev.preventDefault();
     const form = ev.target;
@@ -129,6 +187,17 @@
     fd.append('snapshot_epoch', epoch());
     if (file) fd.append('image_file', file);
     else if (path) fd.append('image_path', path);
+    if (task !== 'classification') {
+      CD.setText('#one-state', 'Running…');
+      try {
+        await inferOne(fd, file, path);
+      } catch (e) {
+        CD.setText('#one-state', '');
+        CD.showErrors(form, e);
+      }
+      return;
+    }
+    $('#generic-result').hidden = true;
     if ($('#show_visualizations').checked) fd.append('show_visualizations', '1');
     CD.setText('#one-state', 'Classifying…');
     const t0 = performance.now();
@@ -293,5 +362,6 @@
   $('#many-form').addEventListener('submit', classifyMany);
   $('#top-form').addEventListener('submit', topImages);
   $('#many-more').addEventListener('click', moreRows);
+  $('#seg-opacity').addEventListener('input', (ev) => { $('#seg-mask').style.opacity = ev.target.value / 100; });
   loadModel();
 })();

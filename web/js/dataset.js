@@ -1,5 +1,7 @@
 /* A dataset's page: counts per split, the class distribution, the mean image, the
- * creation log, and an explorer that pages through the records of a split. */
+ * creation log, and an explorer that pages through the records of a split (a generic
+ * dataset's with their label records: label images beside or over the images, targets
+ * under them). */
 'use strict';
 
 (function () {
@@ -30,14 +32,19 @@
     tiles.append(tile('Classes', job.labels ? CD.count(job.labels.length) : '–'));
     if (job.skipped) tiles.append(tile('Files skipped', CD.count(job.skipped)));
 
-    const dims = job.image_dims || [];
+    const dims = job.image_dims || job.feature_dims || [];
     const kv = clear($('#summary'));
     const row = (k, v) => { if (v !== null && v !== undefined && v !== '') kv.append(el('dt', {text: k}), el('dd', {}, v)); };
+    if (job.extension_id) row('Extension', job.extension_id + ' (' + job.task + ')');
     row('Image size', dims.length ? dims[1] + '×' + dims[0] + ' pixels' : null);
     row('Image type', dims.length ? (dims[2] === 1 ? 'Grayscale (1 channel)' : 'Color (3 channels)') : null);
     row('Resize transformation', {squash: 'Squash', crop: 'Crop', fill: 'Fill', half_crop: 'Half crop, half fill'}[job.resize_mode] || job.resize_mode);
     row('Encoding', {png: 'PNG (lossless)', jpg: 'JPEG (lossy)', none: 'None (raw pixels)'}[job.encoding] || job.encoding);
-    if (sourceFields) {
+    if (sourceFields && job.task === 'segmentation') {
+      const f = sourceFields;
+      row('Feature images', el('span', {class: 'mono', text: f.feature_folder || '–'}));
+      row('Label images', el('span', {class: 'mono', text: f.label_folder || '–'}));
+    } else if (sourceFields) {
       const f = sourceFields;
       if (f.method === 'textfile') {
         row('Images', 'from text lists');
@@ -50,7 +57,7 @@
       }
     }
     row('Job folder', el('span', {class: 'mono small', text: job.directory}));
-    $('#new-model').href = CD.url('model-new.html?dataset=' + encodeURIComponent(id));
+    $('#new-model').href = CD.url('model-new.html?' + (job.extension_id ? 'generic=1&' : '') + 'dataset=' + encodeURIComponent(id));
     $('#new-model').hidden = job.status !== 'Done';
   }
 
@@ -67,6 +74,10 @@
     for (const s of SPLITS) {
       if ((job.splits || {})[s]) files.append(' · ', el('a', {href: fileUrl(s + '.db'), download: '', text: s + '.db'}));
     }
+    for (const t of job.create_db_tasks || []) {
+      if (t.entry_count) files.append(' · ', el('a', {href: fileUrl(t.label_db_path), download: '', text: t.label_db_path}));
+    }
+    if (job.palette_file) files.append(' · ', el('a', {href: fileUrl(job.palette_file), text: job.palette_file}));
   }
 
   /* ---- class distribution ---------------------------------------------------------------- */
@@ -104,6 +115,31 @@
    * shown travels, so a split of any size can be explored. */
 
   const ex = {split: null, label: -1, page: 0, size: 48, seq: 0};
+
+  /* Record INDEX of a generic dataset's split with its label record
+   * (GET /datasets/ID/labels/SPLIT/INDEX): a segmentation label image (coloured by the
+   * dataset's palette) as the view select says (image, label, side by side, overlay), or
+   * the targets of a regression or pairs record in the caption. */
+  function labelFigure(it, img, caption) {
+    const labelUrl = CD.url('datasets/' + encodeURIComponent(id) + '/labels/' + encodeURIComponent(ex.split) + '/' + it.index);
+    if (job.task !== 'segmentation') {
+      api('GET', '/datasets/' + encodeURIComponent(id) + '/labels/' + encodeURIComponent(ex.split) + '/' + it.index).then((d) => {
+        const v = d.values || [];
+        const names = job.task === 'pairs' && job.labels ? v.map((x) => job.labels[Math.round(x)]) : null;
+        caption.textContent = '#' + it.index + ' ' + (names && names.every(Boolean) ? names.join(' ') : v.map((x) => +x.toPrecision(4)).join(', '));
+        caption.title = caption.textContent;
+      }).catch(() => {});
+      return el('figure', {}, img, caption);
+    }
+    const view = $('#ex-view').value;
+    if (view === 'image') return el('figure', {}, img, caption);
+    const label = el('img', {src: labelUrl, alt: 'label image of ' + ex.split + ' record ' + it.index, loading: 'lazy', decoding: 'async'});
+    if (view === 'label') return el('figure', {}, label, caption);
+    if (view === 'side') return el('figure', {class: 'with-label'}, el('div', {class: 'label-pair'}, img, label), caption);
+    label.classList.add('label-over');
+    label.style.opacity = String($('#ex-opacity').value / 100);
+    return el('figure', {}, el('div', {class: 'label-overlay'}, img, label), caption);
+  }
 
   function showNote(text) {
     const n = $('#ex-note');
@@ -149,6 +185,10 @@
       const img = el('img', {src: it.url, alt: ex.split + ' image ' + it.index + ', class ' + name, loading: 'lazy',
         width: w || null, height: h || null, decoding: 'async'});
       img.addEventListener('error', () => img.replaceWith(el('span', {class: 'small muted', text: 'cannot load record ' + it.index})), {once: true});
+      if (job.extension_id) {
+        gallery.append(labelFigure(it, img, el('figcaption', {text: '#' + it.index})));
+        continue;
+      }
       gallery.append(el('figure', {}, img, el('figcaption', {title: name, text: '#' + it.index + ' ' + name})));
     }
     if (!d.items.length) showNote('No image of this class in the ' + ex.split + ' split.');
@@ -168,6 +208,11 @@
     clear(classSel).append(el('option', {value: -1, text: 'All classes'}));
     (job.labels || []).forEach((l, i) => classSel.append(el('option', {value: i, text: i + ' ' + l})));
     classSel.value = keepC || '-1';
+    /* a generic dataset's records are not of a class; a segmentation one's have label images */
+    classSel.closest('.field').hidden = !!job.extension_id;
+    $('#ex-view').closest('.field').hidden = job.task !== 'segmentation';
+    $('#ex-opacity').closest('.field').hidden = job.task !== 'segmentation' || $('#ex-view').value !== 'overlay';
+    $('#ex-gallery').classList.toggle('wide', job.task === 'segmentation' && $('#ex-view').value === 'side');
     const ready = job.status === 'Done' && splitSel.options.length > 0;
     $('#ex-show').disabled = !ready;
     if (!ready) showNote(job.running ? 'The images can be explored once the dataset is done.' : 'This dataset has no records to show.');
@@ -216,6 +261,10 @@
   $('#ex-split').addEventListener('change', () => { ex.page = 0; if (ex.split) showPage(); });
   $('#ex-class').addEventListener('change', () => { ex.page = 0; if (ex.split) showPage(); });
   $('#ex-size').addEventListener('change', () => { ex.page = 0; if (ex.split) showPage(); });
+  $('#ex-view').addEventListener('change', () => { renderExplorerControls(); if (ex.split) showPage(); });
+  $('#ex-opacity').addEventListener('input', () => {
+    for (const i of document.querySelectorAll('#ex-gallery img.label-over')) i.style.opacity = String($('#ex-opacity').value / 100);
+  });
   $('#ex-prev').addEventListener('click', () => { ex.page = Math.max(0, ex.page - 1); showPage(); });
   $('#ex-next').addEventListener('click', () => { ex.page++; showPage(); });
 

@@ -5,7 +5,7 @@
  *
  *   CD.jobform.init({form, kind, path, collect, created, onErrors})
  *     kind      'dataset' or 'model': the name field is KIND_name
- *     path      where the form is posted
+ *     path      where the form is posted (or a function that says it)
  *     collect() the body to post
  *     created(answer)  -> {text, href}: what the page says, and where it goes
  *     onErrors(error)  before the errors show (opens the tab of a field in error)
@@ -64,7 +64,7 @@
       button.disabled = true;
       CD.setText('#create-state', 'Creating…');
       try {
-        const done = o.created(await api('POST', o.path, o.collect()));
+        const done = o.created(await api('POST', typeof o.path === 'function' ? o.path() : o.path, o.collect()));
         CD.setText('#create-state', done.text);
         location.href = done.href;
         return;

@@ -6,7 +6,8 @@
  * why the server sees no GPU, from /hardware/json's nvml), group and name. The server
  * checks every field against its one table of the form's fields; its errors show next
  * to the fields. Clone (?clone=ID) fills every field from another model; ?dataset=ID
- * picks a dataset; ?previous=ID&epoch=E a snapshot. */
+ * picks a dataset; ?previous=ID&epoch=E a snapshot. DIGITS's data augmentations with a
+ * preview of a few training images (POST /models/augment-preview/json). */
 'use strict';
 
 (function () {
@@ -52,9 +53,20 @@
 
   /* ---- datasets -------------------------------------------------------------------------- */
 
+  /* Served from /models/images/generic/new (or ?generic=1, or cloning a generic model)
+   * the form makes DIGITS's generic image models, on the generic datasets only. */
+  let generic = /\/models\/images\/generic\//.test(location.pathname) || CD.param('generic') === '1';
+
+  function setGeneric(on) {
+    generic = on;
+    const title = on ? 'New Image Model' : 'New Image Classification Model';
+    $('h1').textContent = title;
+    document.title = title + ' · cdigits';
+  }
+
   function datasetsForPicker() {
     return jobs.datasets.concat(jobs.running.filter((j) => j.type === 'dataset'))
-      .filter((d) => d.status !== 'Error' && d.status !== 'Aborted')
+      .filter((d) => d.status !== 'Error' && d.status !== 'Aborted' && !d.extension_id === !generic)
       .sort((a, b) => (b.submitted || 0) - (a.submitted || 0));
   }
 
@@ -83,7 +95,7 @@
       return;
     }
     if ($('#dataset').value !== id) return;
-    const dims = dataset.image_dims || [];
+    const dims = dataset.image_dims || dataset.feature_dims || [];
     const row = (k, v) => kv.append(el('dt', {text: k}), el('dd', {}, v));
     row('Images', dims.length ? dims[1] + '×' + dims[0] + ' ' + (dims[2] === 1 ? 'grayscale' : 'color') : '–');
     row('Classes', dataset.labels ? String(dataset.labels.length) : '–');
@@ -95,7 +107,7 @@
   }
 
   function datasetInput() {
-    const dims = dataset && dataset.image_dims;
+    const dims = dataset && (dataset.image_dims || dataset.feature_dims);
     return dims ? [dims[2], dims[0], dims[1]] : null;
   }
 
@@ -346,6 +358,83 @@
     for (const c of $$('input[name="select_gpus"]')) c.addEventListener('change', () => { $('#gpu-mode-list').checked = true; });
   }
 
+  /* ---- data augmentations ------------------------------------------------------------------------ */
+
+  const AUG_FIELDS = ['aug_quad_rot', 'aug_rot', 'aug_scale', 'aug_noise', 'aug_contrast', 'aug_whitening',
+    'aug_hsv_use', 'aug_hsv_h', 'aug_hsv_s', 'aug_hsv_v'];
+  let augSeed = 1;
+  let augRequest = 0;
+
+  function syncHsv() {
+    for (const i of $$('#aug-hsv-fields input')) i.disabled = !$('#aug_hsv_use').checked;
+  }
+
+  /* A few training images of the chosen dataset before and after the form's
+   * augmentations (POST /models/augment-preview/json, the worker's own code). */
+  async function previewAugmentations(redraw) {
+    const box = $('#aug-preview-images'), error = $('#aug-preview-error');
+    error.textContent = '';
+    if (!dataset) {
+      error.textContent = 'Choose a dataset first: the preview shows its training images.';
+      return;
+    }
+    if (redraw) augSeed += 1;
+    const body = {dataset: dataset.id, random_seed: String(augSeed), count: '6'};
+    for (const name of AUG_FIELDS) {
+      const input = $('#' + name);
+      if (input.type === 'checkbox') body[name] = input.checked ? 'true' : 'false';
+      else if (input.value.trim() !== '') body[name] = input.value.trim();
+    }
+    const mine = ++augRequest;
+    $('#aug-preview').disabled = true;
+    try {
+      const r = await api('POST', '/models/augment-preview/json', body);
+      if (mine !== augRequest) return; /* a newer preview is on its way */
+      clear(box);
+      for (const img of r.images || []) {
+        const name = img.label || 'class ' + img.class;
+        const [before, after] = await Promise.all([
+          thumb(img.original, name + ' (record ' + img.index + ')'), thumb(img.augmented, name + ' augmented')]);
+        if (mine !== augRequest) return;
+        box.append(el('figure', {}, [before, ' ', after, el('figcaption', {text: name + ': ' + augSummary(img.params)})]));
+      }
+      $('#aug-redraw').hidden = false;
+    } catch (e) {
+      if (mine !== augRequest) return;
+      const fields = e.fields || {};
+      const msgs = Object.keys(fields).map((k) => [].concat(fields[k]).join(' '));
+      error.textContent = msgs.length ? msgs.join(' ') : e.message;
+    } finally {
+      if (mine === augRequest) $('#aug-preview').disabled = false;
+    }
+  }
+
+  /* A base64 PNG drawn into a canvas 96 pixels wide, nearest-neighbour (the page's
+   * Content-Security-Policy loads images from the server only, so no data: URL). */
+  async function thumb(b64, label) {
+    const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+    const bitmap = await createImageBitmap(new Blob([bytes], {type: 'image/png'}));
+    const w = 96, h = Math.max(1, Math.round(96 * bitmap.height / bitmap.width));
+    const canvas = el('canvas', {width: w, height: h, role: 'img', 'aria-label': label});
+    const ctx = canvas.getContext('2d');
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(bitmap, 0, 0, w, h);
+    return canvas;
+  }
+
+  function augSummary(p) {
+    if (!p) return '';
+    const parts = [];
+    if (p.quarter_turns) parts.push(p.quarter_turns * 90 + '° turn');
+    if (p.angle) parts.push(p.angle.toFixed(1) + '°');
+    if (p.scale !== 1) parts.push('zoom ' + p.scale.toFixed(2));
+    if (p.contrast !== 1) parts.push('contrast ' + p.contrast.toFixed(2));
+    if (p.hue || p.saturation || p.value) parts.push('HSV ' + [p.hue, p.saturation, p.value].map((x) => x.toFixed(3)).join('/'));
+    if (p.noise) parts.push('noise ' + p.noise.toFixed(1));
+    if (p.whiten) parts.push('whitened');
+    return parts.length ? parts.join(', ') : 'unchanged';
+  }
+
   /* ---- submit -------------------------------------------------------------------------------------- */
 
   function collect() {
@@ -445,6 +534,7 @@
       $('#batch_auto').checked = true;
     }
     syncBatchAuto();
+    syncHsv();
     selectPrecision(fields.precision || 'fp32');
     if (fields.method) selectMethod(fields.method);
     syncPolicy();
@@ -455,7 +545,9 @@
 
   async function start() {
     CD.initTopbar();
-    CD.jobform.init({form, kind: 'model', path: '/models/images/classification/json', collect, created, onErrors: showErrorFields});
+    setGeneric(generic);
+    CD.jobform.init({form, kind: 'model', path: () => (generic ? '/models/images/generic/json' : '/models/images/classification/json'),
+      collect, created, onErrors: showErrorFields});
     renderLrPolicies();
     CD.net.view($('#net-view'), el('button', {type: 'button', id: 'net-hide', text: 'Hide graph'}));
     $('#dataset').addEventListener('change', () => loadDataset($('#dataset').value));
@@ -467,6 +559,10 @@
     $('#net-hide').addEventListener('click', () => { $('#net-view').hidden = true; $('#visualize').focus(); });
     $('#select_gpu_count').addEventListener('input', () => { $('#gpu-mode-count').checked = true; });
     $('#batch_auto').addEventListener('change', syncBatchAuto);
+    $('#aug_hsv_use').addEventListener('change', syncHsv);
+    $('#aug-preview').addEventListener('click', () => previewAugmentations(false));
+    $('#aug-redraw').addEventListener('click', () => previewAugmentations(true));
+    syncHsv();
     for (const r of $$('input[name="precision"]')) r.addEventListener('change', () => selectPrecision(r.value));
     renderStandard();
     syncPolicy();
@@ -483,6 +579,7 @@
     renderGpus();
     CD.jobform.groups(jobs);
 
+    if (cloned && /\/generic\//.test(cloned.url || '')) setGeneric(true);
     const fields = cloned ? cloned.fields || {} : {};
     const previous = fields.previous_networks || CD.param('previous');
     renderDatasetPicker(fields.dataset || CD.param('dataset'));

@@ -231,6 +231,8 @@ static const cd_backend_iface cpu_iface = {
     .copy_strided = cpu_copy_strided,
     .update = cpu_update,
     .prepare_batch = cpu_prepare_batch,
+    .augment_batch = cpu_augment_batch,
+    .whiten_batch = cpu_whiten_batch,
 
     .allreduce_mean = cpu_allreduce_mean, /* the identity until the backend joins a group */
     .broadcast = cpu_broadcast,

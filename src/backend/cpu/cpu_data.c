@@ -2,7 +2,10 @@
  * Batch preparation: crop, flips, mean subtraction and scale, as Caffe's data
  * transformer does it. The mean is read at the source pixel (the same crop and
  * flips as the image), so a mean image of the stored size works with any crop.
+ * And DIGITS's augmentations before it, and whitening after it, with the reference of
+ * cdigits/augment.h (src/core/augment.c).
  */
+#include "cdigits/augment.h"
 #include "cpu_internal.h"
 
 /*
@@ -44,4 +47,28 @@ void cpu_prepare_batch(cd_backend_t *be, int n, int c, int sh, int sw, int oh, i
             }
         }
     }
+}
+
+// src, dst are (n, c, h, w) uint8; params (n)
+void cpu_augment_batch(cd_backend_t *be, int n, int c, int h, int w, const cd_aug_params *params, int kind,
+                       uint8_t fill, const uint8_t *src, uint8_t *dst)
+{
+    int nt = cpu_threads(be);
+    size_t img = (size_t)c * h * w;
+#pragma omp parallel for num_threads(nt) if (n > 1) schedule(static)
+    for (int i = 0; i < n; i++) {
+        if (kind == CD_AUG_LABEL)
+            cd_aug_apply_label(&params[i], c, h, w, src + i * img, dst + i * img, fill);
+        else
+            cd_aug_apply_u8(&params[i], c, h, w, src + i * img, dst + i * img); /* c checked by the wrapper */
+    }
+}
+
+// x is (n, size) floats, whitened per image in place
+void cpu_whiten_batch(cd_backend_t *be, int n, size_t size, float *x)
+{
+    int nt = cpu_threads(be);
+#pragma omp parallel for num_threads(nt) if (n > 1) schedule(static)
+    for (int i = 0; i < n; i++)
+        cd_aug_whiten_f32(size, x + (size_t)i * size);
 }

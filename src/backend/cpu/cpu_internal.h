@@ -139,5 +139,9 @@ void cpu_update(cd_backend_t *be, const cd_update_desc *d, size_t n, float *w, f
 void cpu_prepare_batch(cd_backend_t *be, int n, int c, int sh, int sw, int oh, int ow,
                        const uint8_t *src, const int *oy, const int *ox, const uint8_t *mirror,
                        const float *mean, float scale, float *dst);
+/* data augmentation with the reference of cdigits/augment.h, one image per thread */
+void cpu_augment_batch(cd_backend_t *be, int n, int c, int h, int w, const struct cd_aug_params *params,
+                       int kind, uint8_t fill, const uint8_t *src, uint8_t *dst);
+void cpu_whiten_batch(cd_backend_t *be, int n, size_t size, float *x);
 
 #endif

@@ -250,6 +250,10 @@ void cuda_update(cd_backend_t *be, const cd_update_desc *d, size_t n, float *w, 
 void cuda_prepare_batch(cd_backend_t *be, int n, int c, int sh, int sw, int oh, int ow,
                         const uint8_t *src, const int *oy, const int *ox, const uint8_t *mirror,
                         const float *mean, float scale, float *dst);
+/* kernels/augment.cu; augment_batch uses the scratch (one caller at a time) */
+void cuda_augment_batch(cd_backend_t *be, int n, int c, int h, int w, const struct cd_aug_params *params,
+                        int kind, uint8_t fill, const uint8_t *src, uint8_t *dst);
+void cuda_whiten_batch(cd_backend_t *be, int n, size_t size, float *x);
 
 /* nccl.c; the group slots are cd_cuda_group_id and cd_cuda_group_join (cuda_check.h)
  * behind the interface's signatures */

@@ -1,0 +1,586 @@
+/* DIGITS's generic model inference: infer_one, infer_many and infer_db answer every
+ * output blob of the deploy net by name ({"outputs": {blob: values}}), and for a
+ * segmentation model each image's class mask (a PNG data URL in the dataset's palette)
+ * with its pixel counts per class, and the mean IoU of lists with label images and of
+ * a dataset's db with its label db (docs/inference.md). The work runs in the model's
+ * warm serve-model worker (ops infer, infer_list, infer_db) through the plumbing of
+ * api_infer.c; lists stream through a result file as classify_many's do. */
+#define _GNU_SOURCE
+#include "api_infer.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cdigits/base64.h"
+#include "cdigits/dataset.h"
+#include "cdigits/image.h"
+#include "cdigits/jobdir.h"
+#include "cdigits/list_line.h"
+#include "cdigits/util.h"
+#include "html.h"
+
+#define RUN_ONE 120.0    /* seconds one image may take */
+#define RUN_LIST 7200.0  /* seconds a list or a db may take */
+#define MAX_SKIPPED 1000 /* refused lines listed by name; the rest are counted */
+#define PAGE_VALUES 12   /* values of an output a page row shows */
+#define HTML_TYPE "text/html; charset=utf-8"
+
+static const char *sval(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+static void snapshot_fields(json_t *body, long iteration, double epoch)
+{
+    json_object_set_new(body, "snapshot_iteration", json_integer(iteration));
+    json_object_set_new(body, "snapshot_epoch", epoch >= 0 ? json_real(epoch) : json_null());
+}
+
+/* The worker's answer fields a reply carries as they are. */
+static const char *const g_one_fields[] = {"outputs", "task", "mask", "mask_size", "class_counts"};
+
+/* ---- pages ------------------------------------------------------------------------------- */
+
+/* The first values of a JSON array tree, flattened, as text; "..." past PAGE_VALUES. */
+static void values_text(FILE *f, json_t *v, int *shown)
+{
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(v, i, e)
+        {
+            if (*shown > PAGE_VALUES)
+                return;
+            values_text(f, e, shown);
+        }
+        return;
+    }
+    if ((*shown)++ == PAGE_VALUES) {
+        fputs(" ...", f);
+        return;
+    }
+    fprintf(f, "%s%.6g", *shown > 1 ? ", " : "", json_number_value(v));
+}
+
+/* The shape of a nested array ("1x3x6x7"). */
+static void shape_text(FILE *f, json_t *v)
+{
+    int first = 1;
+    while (json_is_array(v)) {
+        fprintf(f, "%s%zu", first ? "" : "x", json_array_size(v));
+        first = 0;
+        v = json_array_get(v, 0);
+    }
+    if (first)
+        fputs("1", f);
+}
+
+/* One image's outputs as table rows: name, shape, first values. */
+static void output_rows(FILE *f, json_t *outputs)
+{
+    const char *name;
+    json_t *v;
+    json_object_foreach(outputs, name, v)
+    {
+        int shown = 0;
+        fputs("<tr><td class=\"mono\">", f);
+        html_file_text(f, name);
+        fputs("</td><td>", f);
+        shape_text(f, v);
+        fputs("</td><td class=\"mono\">", f);
+        values_text(f, v, &shown);
+        fputs("</td></tr>\n", f);
+    }
+}
+
+/* The legend of a mask: colour, class, pixels. */
+static void legend(FILE *f, json_t *counts)
+{
+    size_t i;
+    json_t *c;
+    fputs("<table class=\"table legend\"><tr><th>Colour</th><th>Class</th><th>Pixels</th></tr>\n", f);
+    json_array_foreach(counts, i, c)
+    {
+        fputs("<tr><td><span class=\"swatch\" style=\"background:", f);
+        html_file_text(f, sval(c, "color"));
+        fputs("\">&nbsp;&nbsp;&nbsp;</span></td><td>", f);
+        html_file_text(f, sval(c, "label"));
+        fprintf(f, "</td><td>%lld</td></tr>\n", (long long)json_integer_value(json_object_get(c, "pixels")));
+    }
+    fputs("</table>\n", f);
+}
+
+/* The IoU summary of a list or db. */
+static void iou_block(FILE *f, json_t *iou)
+{
+    if (!iou)
+        return;
+    fprintf(f, "<p class=\"iou\">Mean IoU %.2f%%, pixel accuracy %.2f%% over %lld pixels (%lld ignored)</p>\n",
+            json_number_value(json_object_get(iou, "mean_iou")), json_number_value(json_object_get(iou, "pixel_accuracy")),
+            (long long)json_integer_value(json_object_get(iou, "pixels")),
+            (long long)json_integer_value(json_object_get(iou, "ignored_pixels")));
+    fputs("<table class=\"table\"><tr><th>Class</th><th>IoU %</th><th>Label pixels</th><th>Predicted pixels</th></tr>\n",
+          f);
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(iou, "per_class"), i, c)
+    {
+        fputs("<tr><td>", f);
+        html_file_text(f, sval(c, "label"));
+        json_t *v = json_object_get(c, "iou");
+        if (json_is_number(v))
+            fprintf(f, "</td><td>%.2f", json_number_value(v));
+        else
+            fputs("</td><td>-", f);
+        fprintf(f, "</td><td>%lld</td><td>%lld</td></tr>\n",
+                (long long)json_integer_value(json_object_get(c, "label_pixels")),
+                (long long)json_integer_value(json_object_get(c, "predicted_pixels")));
+    }
+    fputs("</table>\n", f);
+}
+
+static void model_header(FILE *f, json_t *job, const char *task)
+{
+    fputs("<div class=\"page-header\"><h1>", f);
+    html_file_text(f, sval(job, "name"));
+    fputs(" <small>Image Model (", f);
+    html_file_text(f, task);
+    fputs(")</small></h1></div>\n", f);
+}
+
+/* Writes a page into dir/reply.html (or a memory file without dir) and sends it. */
+static FILE *page_open(req_t *r, const char *dir, char *path, size_t len)
+{
+    snprintf(path, len, "%s/reply.html", dir);
+    FILE *f = fopen(path, "w+");
+    if (!f)
+        infer_error(r, 500, "cannot write %s: %s", path, strerror(errno));
+    return f;
+}
+
+/* infer_one's page: the image with the mask over it, the legend, the outputs. */
+static void page_one(req_t *r, json_t *job, json_t *body, const char *dir, const char *image_path, const char *b64,
+                     int format)
+{
+    char path[PATH_MAX + 32];
+    FILE *f = page_open(r, dir, path, sizeof path);
+    if (!f)
+        return;
+    infer_page_start(f, r, job, "Infer One");
+    model_header(f, job, sval(body, "task"));
+    infer_page_snapshot(f, body);
+    fputs("<div class=\"infer-one\"><div class=\"overlay\" style=\"position:relative;display:inline-block\"><img "
+          "class=\"input\" alt=\"the image\" src=\"",
+          f);
+    if (image_path)
+        infer_page_image_url(f, r, image_path);
+    else
+        fprintf(f, "data:%s;base64,%s", format == CD_IMAGE_JPEG ? "image/jpeg" : "image/png", b64 ? b64 : "");
+    fputs("\" style=\"max-width:512px\">", f);
+    const char *mask = sval(body, "mask");
+    if (*mask) {
+        fputs("<img class=\"mask\" alt=\"the class of each pixel\" style=\"position:absolute;left:0;top:0;"
+              "width:100%;height:100%;opacity:0.5;image-rendering:pixelated\" src=\"",
+              f);
+        html_file_text(f, mask);
+        fputs("\">", f);
+    }
+    fputs("</div>\n", f);
+    if (*mask)
+        legend(f, json_object_get(body, "class_counts"));
+    fputs("<h3>Outputs</h3><table class=\"table outputs\"><tr><th>Blob</th><th>Shape</th><th>Values</th></tr>\n", f);
+    output_rows(f, json_object_get(body, "outputs"));
+    fputs("</table></div>\n", f);
+    infer_page_end(f);
+    infer_reply_file(r, f, path, HTML_TYPE, "the page");
+}
+
+/* infer_many's and infer_db's page: the counts, the IoU, a row per image. */
+static void page_many(req_t *r, json_t *job, json_t *tail, const char *dir, FILE *res, const char *what)
+{
+    char path[PATH_MAX + 32];
+    FILE *f = page_open(r, dir, path, sizeof path);
+    if (!f)
+        return;
+    infer_page_start(f, r, job, what);
+    model_header(f, job, sval(tail, "task"));
+    infer_page_snapshot(f, tail);
+    fprintf(f, "<p class=\"counts\">%lld images, %lld inferred, %lld failed, %lld lines skipped</p>\n",
+            (long long)json_integer_value(json_object_get(tail, "images")),
+            (long long)json_integer_value(json_object_get(tail, "inferred")),
+            (long long)json_integer_value(json_object_get(tail, "failed")),
+            (long long)json_integer_value(json_object_get(tail, "skipped_lines")));
+    iou_block(f, json_object_get(tail, "iou"));
+    fputs("<table class=\"table results\"><tr><th>Image</th><th>Mask</th><th>Outputs</th></tr>\n", f);
+    char *line = NULL;
+    size_t cap = 0;
+    rewind(res);
+    while (getline(&line, &cap, res) > 0) {
+        json_t *o = json_loads(line, 0, NULL);
+        fputs("<tr><td class=\"mono\">", f);
+        html_file_text(f, sval(o, "path"));
+        fputs("</td><td>", f);
+        if (*sval(o, "mask")) {
+            fputs("<img class=\"mask\" alt=\"mask\" style=\"max-width:128px;image-rendering:pixelated\" src=\"", f);
+            html_file_text(f, sval(o, "mask"));
+            fputs("\">", f);
+        }
+        fputs("</td><td>", f);
+        if (json_object_get(o, "error")) {
+            fputs("<span class=\"error\">", f);
+            html_file_text(f, sval(o, "error"));
+            fputs("</span>", f);
+        } else {
+            fputs("<table class=\"table outputs\">", f);
+            output_rows(f, json_object_get(o, "outputs"));
+            fputs("</table>", f);
+        }
+        fputs("</td></tr>\n", f);
+        json_decref(o);
+    }
+    free(line);
+    fputs("</table>\n", f);
+    infer_page_end(f);
+    infer_reply_file(r, f, path, HTML_TYPE, "the page");
+}
+
+/* ---- infer_one -------------------------------------------------------------------------- */
+
+void h_infer_one(req_t *r)
+{
+    json_t *job = infer_model_from_request(r), *req = NULL, *ans = NULL;
+    if (!job)
+        return;
+    long iteration;
+    double epoch;
+    char path[PATH_MAX], msg[1024], dir[PATH_MAX] = "";
+    const char *image_path = fields_get(r->fields, "image_path");
+    const field_t *file = fields_find(r->fields, "image_file");
+    int format = 0;
+    if (infer_snapshot(r, job, &iteration, &epoch) != CD_OK)
+        goto out;
+    if (image_path && *image_path) {
+        if (paths_check_field(r->srv, image_path, 0, 0, path, sizeof path, msg, sizeof msg) != CD_OK) {
+            infer_field_error(r, "image_path", msg);
+            goto out;
+        }
+        req = json_pack("{s:s, s:s}", "op", "infer", "image", path);
+    } else if (file && file->len) {
+        format = cd_image_sniff(file->value, file->len);
+        if (format == CD_IMAGE_UNKNOWN) {
+            infer_error(r, 400, "image_file is not a %s image; upload one of those", cd_image_kinds());
+            goto out;
+        }
+        char *b64 = cd_base64_encode(file->value, file->len);
+        if (!b64) {
+            infer_error(r, 500, "out of memory");
+            goto out;
+        }
+        req = json_pack("{s:s, s:s}", "op", "infer", "image_b64", b64);
+        free(b64);
+        image_path = NULL;
+    } else {
+        infer_error(r, 400, "must provide image_path or image_file");
+        goto out;
+    }
+    if (infer_call(r, job, iteration, req, RUN_ONE, &ans) != CD_OK)
+        goto out;
+    json_t *body = json_object();
+    for (size_t i = 0; i < CD_ARRAY_LEN(g_one_fields); i++)
+        if (json_object_get(ans, g_one_fields[i]))
+            json_object_set(body, g_one_fields[i], json_object_get(ans, g_one_fields[i]));
+    snapshot_fields(body, iteration, epoch);
+    if (!infer_wants_html(r)) {
+        infer_reply_json(r, 200, body);
+    } else if (infer_request_dir(r, job, "one", 4, dir, sizeof dir) == CD_OK) {
+        page_one(r, job, body, dir, image_path && *image_path ? path : NULL,
+                 json_string_value(json_object_get(req, "image_b64")), format);
+        infer_remove_dir(dir);
+        json_decref(body);
+    } else {
+        json_decref(body);
+    }
+out:
+    json_decref(ans);
+    json_decref(req);
+    json_decref(job);
+}
+
+/* ---- infer_many and infer_db ------------------------------------------------------------- */
+
+typedef struct glist {
+    char dir[PATH_MAX];
+    char src[PATH_MAX + 32], results[PATH_MAX + 32];
+    json_t *skipped; /* {key: why}, at most MAX_SKIPPED */
+    long nskipped, written;
+} glist;
+
+static void skip(glist *g, const char *key, long line, const char *why)
+{
+    g->nskipped++;
+    if (json_object_size(g->skipped) < MAX_SKIPPED) {
+        char *m = NULL;
+        if (asprintf(&m, "line %ld: %s", line, why) >= 0) {
+            json_object_set_new(g->skipped, key, json_string(m));
+            free(m);
+        }
+    }
+}
+
+/* folder/rel (rel when absolute or no folder) into out. */
+static void under(const char *folder, const char *rel, char *out, size_t len)
+{
+    if (rel[0] != '/' && folder[0])
+        snprintf(out, len, "%s/%s", folder, rel);
+    else
+        snprintf(out, len, "%s", rel);
+}
+
+/*
+ * One line of the upload into the worker's list: `image [label image]` (the label image
+ * the last word when it is an image name and something comes before it, or after a
+ * tab), or DIGITS's `image [number]` (the number dropped). Both paths must lie in the
+ * data roots.
+ */
+static void list_line(req_t *r, glist *g, FILE *out, char *text, long lineno, const char *folder)
+{
+    char *tab = strchr(text, '\t'), *label = NULL, *image, *word;
+    if (tab) {
+        *tab = 0;
+        label = tab + 1;
+        label[strcspn(label, "\t\r\n")] = 0;
+        while (*label == ' ')
+            label++;
+    } else {
+        text[strcspn(text, "\r\n")] = 0;
+        char *sp = strrchr(text, ' ');
+        if (sp && sp[1] && cd_image_name_ok(sp + 1)) {
+            label = sp + 1;
+            while (sp > text && sp[-1] == ' ')
+                sp--;
+            *sp = 0;
+        }
+    }
+    if (!cd_list_line_split(text, 1, &image, &word))
+        return;
+    char key[PATH_MAX * 2], real[PATH_MAX], lreal[PATH_MAX] = "", lpath[PATH_MAX * 2], msg[1024];
+    under(folder, image, key, sizeof key);
+    if (key[0] != '/') {
+        skip(g, key, lineno, "a relative path needs image_folder");
+        return;
+    }
+    if (paths_check_field(r->srv, key, 0, 0, real, sizeof real, msg, sizeof msg) != CD_OK) {
+        skip(g, key, lineno, msg);
+        return;
+    }
+    if (label && *label) {
+        under(folder, label, lpath, sizeof lpath);
+        if (lpath[0] != '/' || paths_check_field(r->srv, lpath, 0, 0, lreal, sizeof lreal, msg, sizeof msg) != CD_OK) {
+            skip(g, key, lineno, lpath[0] != '/' ? "a relative label path needs image_folder" : msg);
+            return;
+        }
+    }
+    fprintf(out, "%s\t%s\t%s\n", real, lreal, key);
+    g->written++;
+}
+
+/* The uploaded image_list, checked line by line into g->src; CD_ERR after a reply. */
+static int prepare_list(req_t *r, json_t *job, glist *g)
+{
+    const field_t *list = fields_find(r->fields, "image_list");
+    if (!list || !list->len) {
+        infer_error(r, 400, "image_list is a required field: upload a file of \"image [label image]\" lines");
+        return CD_ERR;
+    }
+    char folder[PATH_MAX] = "", msg[1024];
+    const char *fo = fields_get(r->fields, "image_folder");
+    if (fo && *fo && paths_check_field(r->srv, fo, 1, 0, folder, sizeof folder, msg, sizeof msg) != CD_OK) {
+        infer_field_error(r, "image_folder", msg);
+        return CD_ERR;
+    }
+    if (fo && *fo)
+        snprintf(folder, sizeof folder, "%s", fo);
+    const char *nt = fields_get(r->fields, "num_test_images");
+    long limit = nt && *nt ? atol(nt) : 0;
+    if (infer_request_dir(r, job, "gmany", 0, g->dir, sizeof g->dir) != CD_OK)
+        return CD_ERR;
+    snprintf(g->src, sizeof g->src, "%s/list.tsv", g->dir);
+    FILE *out = fopen(g->src, "w");
+    if (!out) {
+        infer_error(r, 500, "cannot write %s: %s", g->src, strerror(errno));
+        return CD_ERR;
+    }
+    const char *p = list->value, *end = list->value + list->len;
+    long lineno = 0;
+    while (p < end && (limit <= 0 || g->written < limit)) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        char *line = strndup(p, n);
+        lineno++;
+        if (line && strlen(line) == n)
+            list_line(r, g, out, line, lineno, folder);
+        free(line);
+        p += n + 1;
+    }
+    if (fclose(out) != 0) {
+        infer_error(r, 500, "cannot write %s: %s", g->src, strerror(errno));
+        return CD_ERR;
+    }
+    if (g->written == 0) {
+        infer_error(r, 400, "Unable to infer any image from the file: no line names a readable image inside %s",
+                    r->srv->roots_text);
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
+/* The db infer_db reads: db_path as a split of the model's dataset ("train", "val",
+ * "test"; "" is val) or a .db file in the data roots or the jobs folder; its label db
+ * beside it (<split>_labels.db) when there is one. CD_ERR after a reply. */
+static int pick_db(req_t *r, json_t *job, char *db, size_t len, char *labels, size_t llen)
+{
+    const char *want = fields_get(r->fields, "db_path");
+    char path[PATH_MAX + 32], msg[1024];
+    labels[0] = 0;
+    if (!want || !*want)
+        want = "val";
+    int split = -1;
+    for (int s = 0; s < CD_SPLIT_COUNT; s++)
+        if (!strcmp(want, cd_split_name(s)))
+            split = s;
+    if (split >= 0) {
+        jobdir_path(sval(job, "dir"), JOBDIR_TRAIN_JSON, path, sizeof path);
+        json_t *tj = json_load_file(path, 0, NULL);
+        const char *ds = sval(tj, "dataset_dir");
+        jobdir_path(ds, (jobdir_file)(JOBDIR_TRAIN_DB + split), db, len);
+        jobdir_path(ds, (jobdir_file)(JOBDIR_TRAIN_LABELS_DB + split), labels, llen);
+        json_decref(tj);
+        if (access(db, R_OK) != 0) {
+            infer_field_error(r, "db_path", "the model's dataset has no such split; use train, val or test");
+            return CD_ERR;
+        }
+    } else {
+        if (paths_check_field(r->srv, want, 0, 1, db, len, msg, sizeof msg) != CD_OK) {
+            infer_field_error(r, "db_path", msg);
+            return CD_ERR;
+        }
+        size_t n = strlen(db);
+        if (n > 3 && !strcmp(db + n - 3, ".db"))
+            snprintf(labels, llen, "%.*s_labels.db", (int)(n - 3), db);
+    }
+    if (labels[0] && access(labels, R_OK) != 0)
+        labels[0] = 0;
+    return CD_OK;
+}
+
+/* {"outputs": {key: {...}}, "masks"/"class_counts"/"ious" per key for segmentation,
+ * "skipped", and the summary with the snapshot} assembled from the result lines into
+ * dir/reply.json and sent from the file. */
+static void reply_many(req_t *r, glist *g, json_t *tail)
+{
+    static const char *const per_image[][2] = {
+        {"outputs", "outputs"}, {"masks", "mask"}, {"class_counts", "class_counts"}, {"ious", "iou"}};
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/reply.json", g->dir);
+    FILE *res = fopen(g->results, "r"), *out = res ? fopen(path, "w+") : NULL;
+    if (!res || !out) {
+        infer_error(r, 500, "cannot assemble the reply in %s: %s", g->dir, strerror(errno));
+        if (res)
+            fclose(res);
+        return;
+    }
+    fputc('{', out);
+    for (size_t i = 0; i < CD_ARRAY_LEN(per_image); i++) {
+        long n = 0;
+        long at = ftell(out);
+        fprintf(out, "%s\"%s\":{", i ? "," : "", per_image[i][0]);
+        infer_copy_pairs(res, out, per_image[i][1], &n, 0);
+        if (n == 0 && i > 0) /* a segmentation's keys only where it has them */
+            fseek(out, at, SEEK_SET);
+        else
+            fputc('}', out);
+    }
+    long n = 0;
+    fputs(",\"skipped\":{", out);
+    char *mine = json_dumps(g->skipped, JSON_COMPACT);
+    size_t ml = mine ? strlen(mine) : 0;
+    if (ml > 2) {
+        fprintf(out, "%.*s", (int)(ml - 2), mine + 1);
+        n = 1;
+    }
+    free(mine);
+    infer_copy_pairs(res, out, "error", &n, 1);
+    fclose(res);
+    char *t = json_dumps(tail, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    fprintf(out, "},%s\n", t ? t + 1 : "}");
+    free(t);
+    /* a seek back leaves the file longer than what was written last */
+    fflush(out);
+    if (ftruncate(fileno(out), ftell(out)) != 0) {
+        fclose(out);
+        infer_error(r, 500, "cannot write %s: %s", path, strerror(errno));
+        return;
+    }
+    infer_reply_file(r, out, path, "application/json", "the reply");
+}
+
+/* The two list routes: the model, its snapshot, the list or db, one worker run, the reply. */
+static void infer_many(req_t *r, int from_db)
+{
+    json_t *job = infer_model_from_request(r), *req = NULL, *ans = NULL;
+    if (!job)
+        return;
+    glist g = {.skipped = json_object()};
+    long iteration;
+    double epoch;
+    char labels[PATH_MAX + 32] = "";
+    if (infer_snapshot(r, job, &iteration, &epoch) != CD_OK)
+        goto out;
+    if (from_db) {
+        if (pick_db(r, job, g.src, sizeof g.src, labels, sizeof labels) != CD_OK ||
+            infer_request_dir(r, job, "gdb", 0, g.dir, sizeof g.dir) != CD_OK)
+            goto out;
+    } else if (prepare_list(r, job, &g) != CD_OK) {
+        goto out;
+    }
+    snprintf(g.results, sizeof g.results, "%s/results.jsonl", g.dir);
+    const char *nt = fields_get(r->fields, "num_test_images");
+    req = json_pack("{s:s, s:s, s:s, s:i, s:I}", "op", from_db ? "infer_db" : "infer_list", from_db ? "db" : "list",
+                    g.src, "out", g.results, "batch", 16, "limit", (json_int_t)(from_db && nt && *nt ? atol(nt) : 0));
+    if (labels[0])
+        json_object_set_new(req, "labels_db", json_string(labels));
+    if (infer_call(r, job, iteration, req, RUN_LIST, &ans) != CD_OK)
+        goto out;
+    json_t *tail = json_deep_copy(json_object_get(ans, "summary"));
+    snapshot_fields(tail, iteration, epoch);
+    json_object_set_new(tail, "skipped_lines", json_integer(g.nskipped));
+    if (from_db)
+        json_object_set_new(tail, "db_path", json_string(g.src));
+    if (infer_wants_html(r)) {
+        FILE *res = fopen(g.results, "r");
+        if (!res)
+            infer_error(r, 500, "cannot read %s: %s", g.results, strerror(errno));
+        else {
+            page_many(r, job, tail, g.dir, res, from_db ? "Infer DB" : "Infer Many");
+            fclose(res);
+        }
+    } else {
+        reply_many(r, &g, tail);
+    }
+    json_decref(tail);
+out:
+    if (g.dir[0])
+        infer_remove_dir(g.dir);
+    json_decref(ans);
+    json_decref(req);
+    json_decref(g.skipped);
+    json_decref(job);
+}
+
+void h_infer_many(req_t *r) { infer_many(r, 0); }
+
+void h_infer_db(req_t *r) { infer_many(r, 1); }

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Writes the small generic datasets the tests train on, with the standard library only.
+
+    make_generic.py shapes OUTDIR [--count 48] [--size 32] [--seed 1]
+        OUTDIR/images/NNN.png  RGB: a textured background with rectangles and discs
+        OUTDIR/labels/NNN.png  8-bit paletted: 0 background, 1 rectangle, 2 disc, 255 the
+                               one-pixel ignore border around every shape
+        OUTDIR/classes.txt     background, rectangle, disc
+    make_generic.py dots OUTDIR [--count 200] [--size 32] [--seed 1]
+        OUTDIR/images/NNN.png  gray noise with one bright 3x3 dot
+        OUTDIR/train.txt       `images/NNN.png x y` (the dot's centre, in pixels)
+    make_generic.py digits OUTDIR [--count 40] [--size 16] [--seed 1]
+        OUTDIR/<d>/NNN.png     gray digits 0..4 drawn from a 3x5 font, shifted and noisy
+"""
+import argparse
+import os
+import random
+import struct
+import zlib
+
+PALETTE = [(0, 0, 0), (128, 0, 0), (0, 128, 0)]
+
+
+def png(path, w, h, rows, color_type, palette=None):
+    """rows: a list of h byte strings (w * channels bytes each)."""
+    def chunk(kind, data):
+        c = struct.pack(">I", len(data)) + kind + data
+        return c + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    raw = b"".join(b"\0" + bytes(r) for r in rows)
+    data = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, color_type, 0, 0, 0))
+    if palette is not None:
+        data += chunk(b"PLTE", b"".join(bytes(c) for c in palette))
+    data += chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def shapes(out, count, size, seed):
+    rnd = random.Random(seed)
+    os.makedirs(os.path.join(out, "images"), exist_ok=True)
+    os.makedirs(os.path.join(out, "labels"), exist_ok=True)
+    palette = PALETTE + [(0, 0, 0)] * (255 - len(PALETTE)) + [(224, 224, 192)]
+    for n in range(count):
+        label = [[0] * size for _ in range(size)]
+        img = [[(rnd.randint(20, 90), rnd.randint(20, 90), rnd.randint(20, 90)) for _ in range(size)]
+               for _ in range(size)]
+        for _ in range(rnd.randint(1, 3)):
+            kind = rnd.choice((1, 2))
+            r = rnd.randint(4, size // 4)
+            cy, cx = rnd.randint(r, size - 1 - r), rnd.randint(r, size - 1 - r)
+            base = (rnd.randint(170, 255), rnd.randint(0, 80), rnd.randint(0, 80)) if kind == 1 else \
+                   (rnd.randint(0, 80), rnd.randint(170, 255), rnd.randint(0, 80))
+            inside = []
+            for y in range(size):
+                for x in range(size):
+                    d2 = (y - cy) ** 2 + (x - cx) ** 2
+                    if (kind == 1 and abs(y - cy) <= r and abs(x - cx) <= r) or (kind == 2 and d2 <= r * r):
+                        inside.append((y, x))
+            for y, x in inside:
+                img[y][x] = tuple(min(255, max(0, v + rnd.randint(-20, 20))) for v in base)
+                label[y][x] = kind
+        # the ignore border: pixels of a shape that touch another label
+        border = [[False] * size for _ in range(size)]
+        for y in range(size):
+            for x in range(size):
+                for dy, dx in ((0, 1), (1, 0), (0, -1), (-1, 0)):
+                    yy, xx = y + dy, x + dx
+                    if 0 <= yy < size and 0 <= xx < size and label[yy][xx] != label[y][x] and label[y][x]:
+                        border[y][x] = True
+        for y in range(size):
+            for x in range(size):
+                if border[y][x]:
+                    label[y][x] = 255
+        name = "%03d.png" % n
+        png(os.path.join(out, "images", name), size, size,
+            [bytes(v for p in row for v in p) for row in img], 2)
+        png(os.path.join(out, "labels", name), size, size, [bytes(row) for row in label], 3, palette)
+    with open(os.path.join(out, "classes.txt"), "w") as f:
+        f.write("background\nrectangle\ndisc\n")
+
+
+def dots(out, count, size, seed):
+    rnd = random.Random(seed)
+    os.makedirs(os.path.join(out, "images"), exist_ok=True)
+    lines = []
+    for n in range(count):
+        px = [[rnd.randint(0, 70) for _ in range(size)] for _ in range(size)]
+        cy, cx = rnd.randint(2, size - 3), rnd.randint(2, size - 3)
+        for dy in (-1, 0, 1):
+            for dx in (-1, 0, 1):
+                px[cy + dy][cx + dx] = 255 if dy == 0 and dx == 0 else 200
+        name = "images/%03d.png" % n
+        png(os.path.join(out, name), size, size, [bytes(r) for r in px], 0)
+        lines.append("%s %d %d\n" % (name, cx, cy))
+    with open(os.path.join(out, "train.txt"), "w") as f:
+        f.writelines(lines)
+
+
+FONT = {  # 3x5 digits
+    0: ["###", "#.#", "#.#", "#.#", "###"], 1: [".#.", "##.", ".#.", ".#.", "###"],
+    2: ["###", "..#", "###", "#..", "###"], 3: ["###", "..#", ".##", "..#", "###"],
+    4: ["#.#", "#.#", "###", "..#", "..#"],
+}
+
+
+def digits(out, count, size, seed):
+    rnd = random.Random(seed)
+    scale = max(1, size // 7)
+    for d, rows in FONT.items():
+        os.makedirs(os.path.join(out, str(d)), exist_ok=True)
+        for n in range(count):
+            px = [[rnd.randint(0, 40) for _ in range(size)] for _ in range(size)]
+            # a little jitter around the centre, so that a small net generalizes
+            cy, cx = (size - 5 * scale) // 2, (size - 3 * scale) // 2
+            oy = min(size - 5 * scale, max(0, cy + rnd.randint(-2, 1)))
+            ox = min(size - 3 * scale, max(0, cx + rnd.randint(-2, 1)))
+            for y, row in enumerate(rows):
+                for x, c in enumerate(row):
+                    if c == "#":
+                        for sy in range(scale):
+                            for sx in range(scale):
+                                px[oy + y * scale + sy][ox + x * scale + sx] = rnd.randint(200, 255)
+            png(os.path.join(out, str(d), "%03d.png" % n), size, size, [bytes(r) for r in px], 0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kind", choices=("shapes", "dots", "digits"))
+    ap.add_argument("out")
+    ap.add_argument("--count", type=int)
+    ap.add_argument("--size", type=int)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    defaults = {"shapes": (48, 32), "dots": (200, 32), "digits": (40, 16)}[a.kind]
+    make = {"shapes": shapes, "dots": dots, "digits": digits}[a.kind]
+    make(a.out, a.count or defaults[0], a.size or defaults[1], a.seed)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# Black-box tests of the generic tasks with the real worker: each dataset is made by the
+# worker's dataset task from images generated here (tests/shell/make_generic.py), then
+# trained, and the measure the task reports must reach what the task asks:
+#  (a) segmentation: rectangles and discs on a textured background, paletted label PNGs
+#      with an ignore border (255); models/fcn_small.prototxt (DIGITS's two Data layers,
+#      Deconvolution, Crop, SoftmaxWithLoss with ignore_label) reaches a val mean IoU of at
+#      least 0.8, and pixel accuracy is reported beside it;
+#  (b) regression: the x, y of a bright dot on noise, from a list of `path x y` lines; a
+#      small convolutional net with EuclideanLoss reaches a val mean absolute error under
+#      1.5 pixels;
+#  (c) pairs: digit pairs made by the dataset task (DIGITS's Siamese example: channel 0 and
+#      1 the two images), two LeNet-like branches sharing their weights by param names,
+#      Slice and Silence, ContrastiveLoss; the val loss ends at most half the first;
+#  (d) resume: each task stopped by SIGTERM at its first snapshot and resumed reports
+#      exactly what the run never stopped did, with byte-identical snapshots; the
+#      segmentation run does so with DIGITS's augmentations on (rotation, scale,
+#      contrast, HSV, noise, flips), whose labels move with the pixels.
+# Needs CDIGITS_BUILD_DIR (ctest sets it) and python3.
+set -u
+
+. "$(dirname "$0")/train_lib.bash"
+train_setup train_generic
+gen="$here/make_generic.py"
+models="$here/../../models"
+
+# dataset NAME JSON: runs the worker's dataset task on dataset.json JSON in $tmp/NAME
+dataset() {
+    mkdir -p "$tmp/$1"
+    printf '%s\n' "$2" >"$tmp/$1/dataset.json"
+    if ! "$worker" dataset "$tmp/$1" >"$tmp/$1.log" 2>&1 || [ ! -f "$tmp/$1/stats.json" ]; then
+        cat "$tmp/$1.log"
+        echo "FAIL: the $1 dataset job"
+        echo "train_generic: $passed passed, $((failed + 1)) failed"
+        exit 1
+    fi
+    echo "$1: $(grep -o '"splits":{[^}]*}' "$tmp/$1.log")"
+}
+
+# job DIR NETFILE DATASET JSON-FIELDS: a fresh job folder
+job() {
+    rm -rf "$1" "$1.log"*
+    mkdir -p "$1"
+    cp "$2" "$1/network.prototxt"
+    printf '{"dataset_dir": "%s", %s}\n' "$tmp/$3" "$4" >"$1/train.json"
+}
+
+# reaches LOG NAME OP VALUE: the last val metric NAME compares with OP (ge, le) to VALUE
+reaches() {
+    python3 - "$@" <<'EOF'
+import json, sys
+log, name, op, want = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+vals = []
+for line in open(log):
+    try:
+        l = json.loads(line)
+    except ValueError:
+        continue
+    if l.get("type") == "metric" and l.get("phase") == "val" and l.get("name") == name:
+        vals.append(l["value"])
+if not vals:
+    print("no val %s in %s" % (name, log))
+    sys.exit(1)
+print("val %s: first %.4f, last %.4f (want %s %g)" % (name, vals[0], vals[-1], op, want))
+sys.exit(0 if (vals[-1] >= want if op == "ge" else vals[-1] <= want) else 1)
+EOF
+}
+
+# resume_case NAME NETFILE DATASET FIELDS: B stopped at its first snapshot and resumed
+# against A never stopped (longer runs when B ended before the signal landed)
+resume_case() {
+    local name=$1 net=$2 ds=$3 fields=$4 epochs=4
+    local a=$tmp/$name-a b=$tmp/$name-b
+    while :; do
+        job "$b" "$net" "$ds" "\"epochs\": $epochs, \"snapshot_interval\": 1, \"validation_interval\": 1, $fields"
+        run "$b" snapshot
+        if [ "$(python3 "$lib" rc "$b.log")" = 0 ] && [ "$epochs" -lt 64 ]; then
+            echo "$name: the run finished before SIGTERM landed; trying a longer run"
+            epochs=$((epochs * 2))
+            continue
+        fi
+        break
+    done
+    check "$name: SIGTERM" python3 "$lib" stopped "$b.log"
+    job "$a" "$net" "$ds" "\"epochs\": $epochs, \"snapshot_interval\": 1, \"validation_interval\": 1, $fields"
+    run "$a"
+    for f in log log.status log.err; do mv "$b.$f" "$b.stop.$f"; done
+    python3 - "$b/train.json" <<'EOF'
+import json, sys
+p = sys.argv[1]
+c = json.load(open(p))
+c["resume"] = True
+json.dump(c, open(p, "w"))
+EOF
+    run "$b"
+    check "$name: resume equality" python3 "$lib" resume "$a.log" "$b.stop.log" "$b.log" "$a" "$b"
+}
+
+# ---- (a) segmentation ----------------------------------------------------------------
+
+python3 "$gen" shapes "$tmp/shapes" --count 64 --size 32 --seed 3
+dataset seg "{\"task\": \"segmentation\", \"feature_folder\": \"$tmp/shapes/images\",
+ \"label_folder\": \"$tmp/shapes/labels\", \"pct_val\": 25, \"class_labels_file\": \"$tmp/shapes/classes.txt\",
+ \"colormap_method\": \"label\", \"channel_conversion\": \"RGB\", \"encoding\": \"png\", \"seed\": 1}"
+check "segmentation: a palette of the label PNGs" test -s "$tmp/seg/palette.txt"
+job "$tmp/seg-plain" "$models/fcn_small.prototxt" seg \
+    '"epochs": 40, "learning_rate": 0.01, "validation_interval": 10, "random_seed": 1'
+run "$tmp/seg-plain"
+check "segmentation: trained" grep -q '"type":"done"' "$tmp/seg-plain.log"
+check "segmentation: mean IoU >= 0.8" reaches "$tmp/seg-plain.log" mean_iou ge 0.8
+check "segmentation: pixel accuracy >= 0.9" reaches "$tmp/seg-plain.log" accuracy ge 0.9
+check "segmentation: IoU per class" grep -q '"name":"iou_per_class","value":\[' "$tmp/seg-plain.log"
+
+# ---- (b) regression ------------------------------------------------------------------
+
+python3 "$gen" dots "$tmp/dots" --count 400 --size 32 --seed 4
+dataset reg "{\"task\": \"regression\", \"textfile_train\": \"$tmp/dots/train.txt\", \"textfile_root\": \"$tmp/dots\",
+ \"pct_val\": 20, \"channels\": 1, \"width\": 32, \"height\": 32, \"encoding\": \"none\", \"seed\": 1}"
+cat >"$tmp/dot.prototxt" <<'EOF'
+layer { name: "data" type: "Data" top: "data" include { phase: TRAIN } data_param { batch_size: 16 } }
+layer { name: "label" type: "Data" top: "label" include { phase: TRAIN } data_param { batch_size: 16 } }
+layer { name: "data" type: "Data" top: "data" include { phase: TEST } data_param { batch_size: 16 } }
+layer { name: "label" type: "Data" top: "label" include { phase: TEST } data_param { batch_size: 16 } }
+layer { name: "scale" type: "Power" bottom: "data" top: "scaled" power_param { scale: 0.0039 } }
+layer { name: "conv1" type: "Convolution" bottom: "scaled" top: "conv1"
+  convolution_param { num_output: 16 kernel_size: 5 pad: 2 weight_filler { type: "xavier" } } }
+layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
+layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "conv2" type: "Convolution" bottom: "pool1" top: "conv2"
+  convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } } }
+layer { name: "relu2" type: "ReLU" bottom: "conv2" top: "conv2" }
+layer { name: "pool2" type: "Pooling" bottom: "conv2" top: "pool2" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "ip1" type: "InnerProduct" bottom: "pool2" top: "ip1"
+  inner_product_param { num_output: 64 weight_filler { type: "xavier" } } }
+layer { name: "relu3" type: "ReLU" bottom: "ip1" top: "ip1" }
+# no num_output: a regression dataset's targets (2 here)
+layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2" inner_product_param { weight_filler { type: "xavier" } } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "ip2" bottom: "label" top: "loss" exclude { stage: "deploy" } }
+EOF
+job "$tmp/reg-plain" "$tmp/dot.prototxt" reg \
+    '"epochs": 30, "solver_type": "ADAM", "learning_rate": 0.001, "use_mean": "none", "validation_interval": 10, "random_seed": 1'
+run "$tmp/reg-plain"
+check "regression: trained" grep -q '"type":"done"' "$tmp/reg-plain.log"
+check "regression: mean absolute error < 1.5 pixels" reaches "$tmp/reg-plain.log" mae le 1.5
+
+# ---- (c) pairs -----------------------------------------------------------------------
+
+python3 "$gen" digits "$tmp/digits" --count 60 --size 16 --seed 5
+dataset pairs "{\"task\": \"pairs\", \"folder_train\": \"$tmp/digits\", \"pct_val\": 25, \"pairs_train\": 600,
+ \"pairs_val\": 200, \"width\": 16, \"height\": 16, \"encoding\": \"none\", \"seed\": 1}"
+python3 - "$tmp/siamese.prototxt" <<'EOF'
+import sys
+def branch(side):
+    return f'''
+layer {{ name: "conv1_{side}" type: "Convolution" bottom: "data_{side}" top: "conv1_{side}"
+  param {{ name: "conv1_w" }} param {{ name: "conv1_b" lr_mult: 2 }}
+  convolution_param {{ num_output: 8 kernel_size: 5 weight_filler {{ type: "xavier" }} bias_filler {{ type: "constant" }} }} }}
+layer {{ name: "pool1_{side}" type: "Pooling" bottom: "conv1_{side}" top: "pool1_{side}"
+  pooling_param {{ pool: MAX kernel_size: 2 stride: 2 }} }}
+layer {{ name: "ip1_{side}" type: "InnerProduct" bottom: "pool1_{side}" top: "ip1_{side}"
+  param {{ name: "ip1_w" }} param {{ name: "ip1_b" lr_mult: 2 }}
+  inner_product_param {{ num_output: 32 weight_filler {{ type: "xavier" }} bias_filler {{ type: "constant" }} }} }}
+layer {{ name: "relu1_{side}" type: "ReLU" bottom: "ip1_{side}" top: "ip1_{side}" }}
+layer {{ name: "feat_{side}" type: "InnerProduct" bottom: "ip1_{side}" top: "feat_{side}"
+  param {{ name: "feat_w" }} param {{ name: "feat_b" lr_mult: 2 }}
+  inner_product_param {{ num_output: 2 weight_filler {{ type: "xavier" }} bias_filler {{ type: "constant" }} }} }}
+'''
+# DIGITS's Siamese example without data layers: DIGITS's are added
+net = '''layer { name: "scale" type: "Power" bottom: "data" top: "scale" power_param { scale: 0.0125 } }
+layer { name: "slice_triplet" type: "Slice" bottom: "scale" top: "data_left" top: "data_right" top: "data_discard"
+  slice_param { slice_dim: 1 } }
+''' + branch("left") + branch("right") + '''
+layer { name: "discard" type: "Silence" bottom: "data_discard" }
+layer { name: "loss" type: "ContrastiveLoss" bottom: "feat_left" bottom: "feat_right" bottom: "label" top: "loss"
+  contrastive_loss_param { margin: 1.0 } exclude { stage: "deploy" } }
+'''
+open(sys.argv[1], "w").write(net)
+EOF
+job "$tmp/pairs-plain" "$tmp/siamese.prototxt" pairs \
+    '"epochs": 10, "learning_rate": 0.01, "validation_interval": 1, "random_seed": 1'
+run "$tmp/pairs-plain"
+check "pairs: trained" grep -q '"type":"done"' "$tmp/pairs-plain.log"
+check "pairs: the contrastive loss at most half the first" python3 - "$tmp/pairs-plain.log" <<'EOF'
+import json, sys
+v = [json.loads(l)["value"] for l in open(sys.argv[1])
+     if '"phase":"val"' in l and '"name":"loss"' in l]
+print("val contrastive loss: first %.4f, last %.4f" % (v[0], v[-1]))
+sys.exit(0 if v and v[-1] <= 0.5 * v[0] else 1)
+EOF
+
+# ---- (d) resume ----------------------------------------------------------------------
+
+resume_case seg "$models/fcn_small.prototxt" seg '"learning_rate": 0.01, "random_seed": 2,
+    "flip": "fliplr", "rotation": 20, "rescale": 0.1, "contrast": 0.3, "hsv_shift": true, "noise": 0.02'
+resume_case reg "$tmp/dot.prototxt" reg '"solver_type": "ADAM", "learning_rate": 0.001, "use_mean": "none", "random_seed": 3'
+resume_case pairs "$tmp/siamese.prototxt" pairs '"learning_rate": 0.01, "random_seed": 4'
+
+train_finish
