@@ -316,13 +316,12 @@ static void add_batch(trainer *t, cd_net *net, val_sums *v)
 }
 
 /* Pixel accuracy, mean IoU over the classes that occur (in the labels or the
- * predictions) and each class's IoU (null when it never occurs). */
+ * predictions) and each such class's IoU as iou_class_K (K its line in labels.txt). */
 static void report_pixels(const trainer *t, const val_sums *v, const char *phase, double e, long iter)
 {
     int k = t->classes;
     double right = 0, all = 0, iou_sum = 0;
     int present = 0;
-    json_t *per_class = json_array();
     for (int c = 0; c < k; c++) {
         double tp = v->confusion[(size_t)c * k + c], row = 0, col = 0;
         for (int j = 0; j < k; j++) {
@@ -333,15 +332,15 @@ static void report_pixels(const trainer *t, const val_sums *v, const char *phase
         all += row;
         double uni = row + col - tp;
         if (uni > 0) {
+            char name[32];
+            snprintf(name, sizeof name, "iou_class_%d", c);
+            metric(phase, name, tp / uni, e, iter);
             iou_sum += tp / uni;
             present++;
         }
-        json_array_append_new(per_class, uni > 0 ? json_real(tp / uni) : json_null());
     }
     metric(phase, "accuracy", all > 0 ? right / all : 0, e, iter);
     metric(phase, "mean_iou", present ? iou_sum / present : 0, e, iter);
-    cd_jsonl(json_pack("{s:s, s:s, s:s, s:o, s:f, s:I}", "type", "metric", "phase", phase, "name",
-                       "iou_per_class", "value", per_class, "epoch", e, "iteration", (json_int_t)iter));
 }
 
 /* One pass over a split with the val stage (the val split, or the test split after

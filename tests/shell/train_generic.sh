@@ -109,7 +109,7 @@ run "$tmp/seg-plain"
 check "segmentation: trained" grep -q '"type":"done"' "$tmp/seg-plain.log"
 check "segmentation: mean IoU >= 0.8" reaches "$tmp/seg-plain.log" mean_iou ge 0.8
 check "segmentation: pixel accuracy >= 0.9" reaches "$tmp/seg-plain.log" accuracy ge 0.9
-check "segmentation: IoU per class" grep -q '"name":"iou_per_class","value":\[' "$tmp/seg-plain.log"
+check "segmentation: IoU per class" grep -q '"name":"iou_class_2","value":' "$tmp/seg-plain.log"
 
 # ---- (b) regression ------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 /*
  * Forward values of Deconvolution and Crop on the CPU backend against independent
  * references (a hand-computed case and a direct scatter loop), the bilinear filler's
- * weights against Caffe's formula written out by hand, and the errors for shapes these
- * layers refuse. The gradients are checked by finite differences in test_grad.
+ * weights against Caffe's formula written out by hand, spatial SoftmaxWithLoss (every
+ * normalization mode) and Accuracy with an ignore label against a count done by hand,
+ * and the errors for shapes these layers refuse. The gradients are checked by finite differences in test_grad.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -212,6 +213,69 @@ static void test_crop_hand(void)
     unbuild(&b);
 }
 
+/* ---- spatial SoftmaxWithLoss and Accuracy ------------------------------------------------ */
+
+/* Scores (2, 3, 2, 3) against labels (2, 1, 2, 3) with ignored pixels (255): the loss of
+ * every normalization mode and the accuracy against a count done here in double. */
+static void test_spatial_loss(void)
+{
+    enum { N = 2, C = 3, H = 2, W = 3, P = H * W };
+    static const float labels[N * P] = {0, 2, 255, 1, 1, 0, 255, 255, 2, 0, 1, 2};
+    float scores[N * C * P];
+    for (int i = 0; i < N * C * P; i++)
+        scores[i] = (float)(cd_test_rand_u64() % 2001) / 500.0f - 2.0f;
+    double nll = 0, correct = 0;
+    int valid = 0;
+    for (int n = 0; n < N; n++)
+        for (int p = 0; p < P; p++) {
+            float lab = labels[n * P + p];
+            if (lab == 255)
+                continue;
+            double mx = -1e30, sum = 0;
+            int best = 0;
+            for (int c = 0; c < C; c++) {
+                double v = scores[(n * C + c) * P + p];
+                if (v > mx)
+                    mx = v, best = c;
+            }
+            for (int c = 0; c < C; c++)
+                sum += exp(scores[(n * C + c) * P + p] - mx);
+            nll += -(scores[(n * C + (int)lab) * P + p] - mx - log(sum));
+            correct += best == (int)lab;
+            valid++;
+        }
+    static const struct {
+        const char *mode;
+        double normalizer;
+    } modes[] = {{"VALID", 0}, {"FULL", N * P}, {"BATCH_SIZE", N}, {"NONE", 1}};
+    for (size_t m = 0; m < CD_ARRAY_LEN(modes); m++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 "layer { name: \"in\" type: \"Input\" top: \"x\" top: \"label\" input_param { "
+                 "shape { dim: %d dim: %d dim: %d dim: %d } shape { dim: %d dim: 1 dim: %d dim: %d } } }\n"
+                 "layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"x\" bottom: \"label\" top: \"loss\" "
+                 "loss_param { ignore_label: 255 normalization: %s } }\n"
+                 "layer { name: \"acc\" type: \"Accuracy\" bottom: \"x\" bottom: \"label\" top: \"acc\" "
+                 "accuracy_param { ignore_label: 255 } }\n",
+                 N, C, H, W, N, H, W, modes[m].mode);
+        built b;
+        if (!build_checked(&b, modes[m].mode, text)) {
+            unbuild(&b);
+            continue;
+        }
+        memcpy(cd_net_blob(b.net, "x")->data, scores, sizeof scores);
+        memcpy(cd_net_blob(b.net, "label")->data, labels, sizeof labels);
+        cd_net_forward(b.net);
+        double want = nll / (modes[m].normalizer > 0 ? modes[m].normalizer : valid);
+        float got = cd_net_blob(b.net, "loss")->data[0], acc = cd_net_blob(b.net, "acc")->data[0];
+        CHECK(fabs(got - want) <= 1e-5 * (1 + fabs(want)), "spatial loss, %s: %.7f, by hand %.7f", modes[m].mode,
+              got, want);
+        CHECK(fabs(acc - correct / valid) <= 1e-6, "spatial accuracy with ignore_label: %.6f, by hand %.6f", acc,
+              correct / valid);
+        unbuild(&b);
+    }
+}
+
 /* shapes Crop and Deconvolution refuse, each with a message saying what is wrong */
 static void test_refused(void)
 {
@@ -247,7 +311,7 @@ static void test_refused(void)
 int main(void)
 {
     static void (*const tests[])(void) = {
-        test_deconv_hand, test_deconv_reference, test_bilinear, test_crop_hand, test_refused,
+        test_deconv_hand, test_deconv_reference, test_bilinear, test_crop_hand, test_spatial_loss, test_refused,
     };
     return cd_test_main_cpu("test_spatial", 0, &g_be, tests, CD_ARRAY_LEN(tests));
 }
