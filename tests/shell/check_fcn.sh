@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # check-net on a small FCN-like network (conv, pool, x2 upsampling by a Deconvolution
 # with the bilinear filler, Crop back to the input): shapes and parameter count; and
-# an unknown crop_param field, which must fail with file:line:col.
+# an unknown crop_param field, which must fail with file:line:col; and the FCNs of
+# models/ with a segmentation dataset's labels.
 . "$(dirname "$0")/check_lib.bash" || exit 1
 
 head='name: "fcn_small"
@@ -38,5 +39,20 @@ else
   ok
 fi
 expect typo "$tmp/typo" 'typo.prototxt:13:[0-9]+: unknown field "ofset"'
+
+# the networks in models/: DIGITS's FCN-AlexNet on a 500x500 image (as its example
+# trains PASCAL VOC) and the small FCN the training tests use, with generic labels
+models="$(dirname "$0")/../../models"
+"$worker" check-net "$models/fcn_alexnet.prototxt" --input 3x500x500 --classes 21 --label 1x500x500 \
+    >"$tmp/alexnet" 2>&1 && ok || bad "fcn_alexnet exit status"
+# 500 + 2*100 padding: score_fr 16x16, up 32 times (16-1)*32 + 63 = 543, cropped at 18
+expect fcn_alexnet "$tmp/alexnet" 'score_fr +Convolution +score_fr 1x21x16x16'
+expect fcn_alexnet "$tmp/alexnet" 'upscore +Deconvolution +upscore 1x21x543x543'
+expect fcn_alexnet "$tmp/alexnet" 'score +Crop +score 1x21x500x500'
+# conv1..5 2334080, fc6 37752832, fc7 16781312, score_fr 86037, upscore 21*63*63 = 83349
+expect fcn_alexnet "$tmp/alexnet" '^parameters: 57037610$'
+"$worker" check-net "$models/fcn_small.prototxt" --input 3x32x32 --classes 3 --label 1x32x32 \
+    >"$tmp/small" 2>&1 && ok || bad "fcn_small exit status"
+expect fcn_small "$tmp/small" 'crop +Crop +crop 8x3x32x32'
 
 check_finish check_fcn
