@@ -6,10 +6,8 @@
  */
 #include "internal.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
@@ -24,54 +22,19 @@ const char *cd_split_name(int split)
     return split >= 0 && split < CD_SPLIT_COUNT ? g_split_names[split] : "?";
 }
 
-
-static char *out_path(const char *dir, const char *name)
-{
-    char *p = cd_xmalloc(strlen(dir) + strlen(name) + 2);
-    sprintf(p, "%s/%s", dir, name);
-    return p;
-}
-
-/* Every file a dataset job of any task writes: a folder that held another task's
- * dataset keeps none of it (stats.json goes first, so the folder is "incomplete" before
- * anything else changes). */
-static int remove_outputs(const char *dir, char *err, size_t errlen)
-{
-    return ds_remove_outputs(dir, ds_generic_outputs, ds_generic_outputs_count, err, errlen);
-}
-
 typedef struct split_ctx {
     cd_db_writer_t *w;
-    const ds_items *items;
-    const char *name;
     size_t written;
     size_t *per_class; /* records written per label */
-    ds_skips *skips;
-    FILE *out;
-    int last_pct;
-    double last_emit;
 } split_ctx;
 
-static int consume(void *arg, size_t i, ds_record *r, char *err, size_t errlen)
+static int write_record(void *arg, const ds_item *it, ds_record *r, char *err, size_t errlen)
 {
     split_ctx *c = arg;
-    const ds_item *it = &c->items->v[i];
-    if (!r->ok) {
-        ds_skip(c->skips, it->path, r->msg);
-    } else {
-        if (cd_db_writer_add(c->w, r->rec, r->len, it->label, err, errlen) != CD_OK)
-            return CD_ERR;
-        c->written++;
-        c->per_class[it->label]++;
-    }
-    size_t done = i + 1, total = c->items->n;
-    int pct = (int)(done * 100 / total);
-    double now = cd_now();
-    if (done == total || pct != c->last_pct || now - c->last_emit > 2.0) {
-        ds_emit_progress(c->out, "create", c->name, done, total);
-        c->last_pct = pct;
-        c->last_emit = now;
-    }
+    if (cd_db_writer_add(c->w, r->rec, r->len, it->label, err, errlen) != CD_OK)
+        return CD_ERR;
+    c->written++;
+    c->per_class[it->label]++;
     return CD_OK;
 }
 
@@ -84,19 +47,19 @@ static int create_split(const cd_dataset_config_t *cfg, const ds_plan *plan, int
     const ds_items *items = &plan->split[split];
     *written = 0;
     const char *name = jobdir_name(JOBDIR_TRAIN_DB + split);
-    char *path = out_path(outdir, name);
+    char path[4096];
+    if (ds_job_file_path(outdir, JOBDIR_TRAIN_DB + split, path, sizeof path, err, errlen) != CD_OK)
+        return CD_ERR;
     double t0 = cd_now();
     cd_db_writer_t *w = cd_db_writer_open(path, cfg->channels, cfg->height, cfg->width,
                                           cfg->encoding, plan->nclasses, err, errlen);
-    if (!w) {
-        free(path);
+    if (!w)
         return CD_ERR;
-    }
-    split_ctx ctx = {w, items, g_split_names[split], 0, per_class, skips, out, -1, 0};
-    ds_pipe_job job = {.cfg = cfg, .items = items->v, .n = items->n, .split = split,
-                       .threads = ds_thread_count(cfg), .sum = sum};
-    int rc = ds_pipeline_run(&job, consume, &ctx, err, errlen);
-    *sum_count = job.sum_count;
+    split_ctx ctx = {.w = w, .per_class = per_class};
+    ds_progress progress;
+    ds_progress_init(&progress, out, split);
+    int rc = ds_pipeline_items(cfg, items, split, sum, sum_count, skips, &progress, write_record, &ctx, err,
+                               errlen);
     if (rc == CD_OK && ctx.written == 0) {
         cd_db_writer_abort(w);
         ds_emit_log(out, "warning", "none of the %zu %s images could be read; %s is not made",
@@ -112,7 +75,6 @@ static int create_split(const cd_dataset_config_t *cfg, const ds_plan *plan, int
     } else {
         cd_db_writer_abort(w);
     }
-    free(path);
     return rc;
 }
 
@@ -164,11 +126,7 @@ static json_t *parse_tasks(const cd_dataset_config_t *cfg, const cd_dataset_resu
 static json_t *summary(const cd_dataset_config_t *cfg, const ds_plan *plan,
                        const cd_dataset_result_t *res, size_t *const per_class[CD_SPLIT_COUNT])
 {
-    json_t *splits = json_object(), *classes = json_array();
-    for (int s = 0; s < CD_SPLIT_COUNT; s++)
-        if (res->count[s])
-            json_object_set_new(splits, g_split_names[s],
-                                json_integer((json_int_t)res->count[s]));
+    json_t *classes = json_array();
     for (int c = 0; c < plan->nclasses; c++) {
         char *name = cd_xstrdup(plan->classes[c]);
         ds_utf8_sanitize(name);
@@ -179,27 +137,17 @@ static json_t *summary(const cd_dataset_config_t *cfg, const ds_plan *plan,
                                         (json_int_t)per_class[2][c]));
         free(name);
     }
-    json_t *line = json_pack("{s:s, s:o, s:o, s:I, s:s, s:s}", "type", "dataset", "splits", splits,
-                             "classes", classes, "skipped", (json_int_t)res->skipped, "mean_file",
-                             jobdir_name(JOBDIR_MEAN_BIN), "labels_file", jobdir_name(JOBDIR_LABELS));
+    json_t *line = ds_dataset_line(res, classes, 1);
     if (line && res->nparsed)
         json_object_set_new(line, "parse_tasks", parse_tasks(cfg, res));
     return line;
 }
 
-static int write_stats(const cd_dataset_config_t *cfg, const char *outdir, json_t *sum,
-                       double seconds, char *err, size_t errlen)
+/* stats.json's classification fields: the images' shape, resize mode and encoding. */
+static json_t *stats_fields(const cd_dataset_config_t *cfg, const ds_plan *plan, const cd_dataset_result_t *res)
 {
-    json_t *f = json_object();
-    json_object_set_new(f, "channels", json_integer(cfg->channels));
-    json_object_set_new(f, "width", json_integer(cfg->width));
-    json_object_set_new(f, "height", json_integer(cfg->height));
-    json_object_set_new(f, "resize_mode", json_string(cd_resize_mode_name(cfg->resize_mode)));
-    json_object_set_new(f, "encoding", json_string(cd_encoding_name(cfg->encoding)));
-    json_object_set_new(f, "num_classes",
-                        json_integer((json_int_t)json_array_size(json_object_get(sum, "classes"))));
-    json_object_set_new(f, "seed", json_integer((json_int_t)cfg->seed));
-    return ds_write_stats(outdir, sum, f, seconds, err, errlen);
+    ds_db_shape images = {cfg->channels, cfg->height, cfg->width, cfg->encoding, plan->nclasses};
+    return ds_stats_fields(&images, cfg->resize_mode, cfg->seed, CD_TASK_CLASSIFICATION, NULL, res);
 }
 
 /* What to check when a list's images are missing: the folder its relative paths start
@@ -225,11 +173,8 @@ static int create_classification(const cd_dataset_config_t *cfg, const char *out
     size_t sum_count = 0;
     double t0 = cd_now();
     int rc = ds_check_image_cfg(cfg, err, errlen);
-    if (rc == CD_OK && cd_mkdirs(outdir, 0755) != CD_OK)
-        rc = ds_err(err, errlen, "cannot create the job folder %s: %s; %s", outdir,
-                    strerror(errno), ds_errno_advice(errno));
     if (rc == CD_OK)
-        rc = remove_outputs(outdir, err, errlen);
+        rc = ds_prepare_outdir(outdir, err, errlen);
     if (rc == CD_OK)
         rc = cfg->folder_train && cfg->folder_train[0]
                  ? ds_plan_folders(cfg, &plan, &skips, progress, err, errlen)
@@ -238,8 +183,7 @@ static int create_classification(const cd_dataset_config_t *cfg, const char *out
         goto out;
 
     for (int s = 0; s < CD_SPLIT_COUNT; s++) {
-        uint64_t rng = ds_seed_mix(cfg->seed, DS_STREAM_ORDER, (uint64_t)s);
-        ds_shuffle(plan.split[s].v, plan.split[s].n, sizeof(ds_item), &rng);
+        ds_shuffle_split(cfg->seed, s, plan.split[s].v, plan.split[s].n, sizeof(ds_item));
         per_class[s] = cd_xcalloc((size_t)plan.nclasses, sizeof(size_t));
     }
     ds_emit_log(progress, "info", "%d classes; images found: train %zu, val %zu, test %zu; "
@@ -274,21 +218,12 @@ static int create_classification(const cd_dataset_config_t *cfg, const char *out
     memcpy(res.parsed, plan.parsed, sizeof res.parsed);
     if (skips.count)
         ds_emit_log(progress, "warning", "%zu files were skipped in all", skips.count);
-    char *labels = out_path(outdir, jobdir_name(JOBDIR_LABELS));
-    rc = cd_labels_save(labels, plan.classes, plan.nclasses, err, errlen);
-    free(labels);
+    rc = ds_write_labels(outdir, plan.classes, plan.nclasses, err, errlen);
     if (rc == CD_OK)
         rc = ds_write_mean(outdir, cfg->channels, cfg->height, cfg->width, sum, sum_count, err, errlen);
-    if (rc == CD_OK) {
-        json_t *line = summary(cfg, &plan, &res, per_class);
-        rc = write_stats(cfg, outdir, line, cd_now() - t0, err, errlen);
-        if (rc == CD_OK) {
-            ds_emit_json(progress, line);
-            ds_emit_json(progress, json_pack("{s:s}", "type", "done"));
-        } else {
-            json_decref(line);
-        }
-    }
+    if (rc == CD_OK)
+        rc = ds_finish_job(outdir, progress, summary(cfg, &plan, &res, per_class), stats_fields(cfg, &plan, &res),
+                           cd_now() - t0, err, errlen);
 out:
     if (result)
         *result = res;

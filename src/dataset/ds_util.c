@@ -75,6 +75,12 @@ void ds_shuffle(void *base, size_t n, size_t size, uint64_t *state)
     }
 }
 
+void ds_shuffle_split(uint64_t seed, int split, void *base, size_t n, size_t size)
+{
+    uint64_t rng = ds_seed_mix(seed, DS_STREAM_ORDER, (uint64_t)split);
+    ds_shuffle(base, n, size, &rng);
+}
+
 void ds_hwc_to_chw(const uint8_t *hwc, uint8_t *chw, int c, int h, int w)
 {
     size_t plane = (size_t)h * w;

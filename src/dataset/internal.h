@@ -120,11 +120,29 @@ int ds_remove_outputs(const char *dir, const jobdir_file *files, size_t n, char 
 /* mean.bin, mean.png and mean.jpg from per-value sums (c, h, w) of count images. */
 int ds_write_mean(const char *outdir, int c, int h, int w, const uint64_t *sum, size_t count,
                   char *err, size_t errlen);
-/* stats.json: the `dataset` line (copied, less its type) with format_version, db_files,
- * mean_png and mean_jpg, then the task's own fields (taken; NULL: none), then seconds and
- * created. */
-int ds_write_stats(const char *outdir, const struct json_t *line, struct json_t *fields,
-                   double seconds, char *err, size_t errlen);
+/* Make the job folder and remove every output a dataset job of any task leaves there
+ * (ds_generic_outputs), so a folder that held another task's dataset keeps none of it. */
+int ds_prepare_outdir(const char *outdir, char *err, size_t errlen);
+/* outdir/NAME of f into path[size]; CD_ERR says the job folder's path is too long. */
+int ds_job_file_path(const char *outdir, jobdir_file f, char *path, size_t size, char *err, size_t errlen);
+/* labels.txt: names[0..n), one a line. */
+int ds_write_labels(const char *outdir, char *const *names, int n, char *err, size_t errlen);
+/* The `dataset` line (docs/worker-protocol.md): splits (the records of every split res
+ * counts), classes (taken), skipped, mean_file and, when labels_file, labels_file. */
+struct json_t *ds_dataset_line(const cd_dataset_result_t *res, struct json_t *classes, int labels_file);
+struct ds_db_shape;
+/* stats.json's fields of a task: with labels (a generic task) task, label_shape [c, h, w],
+ * label_encoding and label_db_files (the label db of every split res counts); then the
+ * images' channels, width, height, resize_mode (resize_mode < 0: none, they are kept as
+ * they are), encoding, num_classes (images->num_classes) and seed. New reference. */
+struct json_t *ds_stats_fields(const struct ds_db_shape *images, int resize_mode, uint64_t seed, int task,
+                               const struct ds_db_shape *labels, const cd_dataset_result_t *res);
+/* The run's end: stats.json, the `dataset` line (copied, less its type) with
+ * format_version, db_files, mean_png and mean_jpg, then the task's fields, then seconds
+ * and created; once it is written, line and a `done` line on progress. Takes line and
+ * fields (NULL: none). */
+int ds_finish_job(const char *outdir, FILE *progress, struct json_t *line, struct json_t *fields, double seconds,
+                  char *err, size_t errlen);
 
 /* The creators of the generic tasks (create.c's g_creators), one file each. */
 int ds_create_segmentation(const struct cd_dataset_config *cfg, const char *outdir, FILE *progress,
@@ -141,15 +159,27 @@ typedef struct ds_db_shape {
     int c, h, w, encoding, num_classes;
 } ds_db_shape;
 
+/* The `progress` lines of a split's create stage: one when the percentage moved or 2 s
+ * passed, and always the last. */
+typedef struct ds_progress {
+    FILE *out;
+    int split;
+    int last_pct;
+    double last_emit;
+} ds_progress;
+
+void ds_progress_init(ds_progress *p, FILE *out, int split);
+void ds_progress_step(ds_progress *p, size_t done, size_t total);
+
 /* train.db + train_labels.db (val, test: JOBDIR_TRAIN_DB + split), record i of one
  * for record i of the other; int labels are 0. */
 typedef struct ds_split_dbs {
     cd_db_writer_t *features, *labels;
     int split;
     size_t written;
-    FILE *out; /* progress and log lines */
-    int last_pct;
-    double last_emit, t0;
+    FILE *out; /* log lines */
+    ds_progress progress;
+    double t0;
 } ds_split_dbs;
 
 int ds_split_dbs_open(ds_split_dbs *d, const char *outdir, int split, const ds_db_shape *features,
@@ -162,6 +192,10 @@ void ds_split_dbs_progress(ds_split_dbs *d, size_t done, size_t total);
 /* Complete both files (freeing the writers whatever the result) / remove both. */
 int ds_split_dbs_finish(ds_split_dbs *d, char *err, size_t errlen);
 void ds_split_dbs_abort(ds_split_dbs *d); /* NULL is fine */
+/* The end of a split's pipeline run that returned rc: both files completed when rc is
+ * CD_OK and a record was written, else both removed (d->written 0 tells the caller that
+ * nothing was made). Returns rc, or the failure of completing them. */
+int ds_split_dbs_end(ds_split_dbs *d, int rc, char *err, size_t errlen);
 /* Every file a dataset job of any task writes, for ds_remove_outputs (stats.json first). */
 extern const jobdir_file ds_generic_outputs[];
 extern const size_t ds_generic_outputs_count;
@@ -229,6 +263,10 @@ enum {
     DS_STREAM_PAIRS = DS_STREAM_SEG_SPLIT + 1 /* + split: the images of pair i, index = i */
 };
 
+/* Put a split's n records (each size bytes) in their order in its db: shuffled with the
+ * generator of (seed, DS_STREAM_ORDER, split), as every task does. */
+void ds_shuffle_split(uint64_t seed, int split, void *base, size_t n, size_t size);
+
 /* Sub-folders (first level, not hidden) of dir, sorted; *names malloc'ed. Files
  * directly in dir are counted as skipped. */
 int ds_scan_classes(const char *dir, char ***names, int *count, ds_skips *skips, char *err,
@@ -271,6 +309,15 @@ typedef struct ds_pipe_job {
 int ds_pipeline_run(ds_pipe_job *job, ds_consume_fn consume, void *ctx, char *err,
                     size_t errlen);
 int ds_stop_requested(void);
+/* Called in item order for each record of items that was made (r->rec may be taken). */
+typedef int (*ds_item_write_fn)(void *ctx, const ds_item *it, ds_record *r, char *err, size_t errlen);
+/* One split's planned images through the pipeline (ds_prepare_record, sums of the images
+ * that worked into sum unless NULL, their count in *sum_count): write(ctx, ...) takes each
+ * record made, each image that failed is a skip named by its path, and progress reports
+ * the create stage. CD_ERR when write fails or a stop is requested. */
+int ds_pipeline_items(const struct cd_dataset_config *cfg, const ds_items *items, int split, uint64_t *sum,
+                      size_t *sum_count, ds_skips *skips, ds_progress *progress, ds_item_write_fn write,
+                      void *ctx, char *err, size_t errlen);
 /* Read, decode, resize and encode one image (used by the pipeline, and by tests). */
 void ds_prepare_record(const struct cd_dataset_config *cfg, const char *path, int split,
                        size_t index, uint64_t *sum, ds_record *r);

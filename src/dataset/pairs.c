@@ -11,7 +11,6 @@
  */
 #include "internal.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +18,6 @@
 #include <jansson.h>
 
 #include "cdigits/dataset.h"
-#include "cdigits/jobdir.h"
 #include "cdigits/util.h"
 
 static const char *const g_pair_labels[2] = {"different", "same"};
@@ -129,17 +127,13 @@ static int create_split(const cd_dataset_config_t *cfg, pair_src *src, size_t np
         return CD_ERR;
     ds_pipe_job job = {.cfg = cfg, .n = npairs, .split = src->split, .threads = ds_thread_count(cfg),
                        .prepare = prepare_pair, .prepare_ctx = src};
-    int rc = ds_pipeline_run(&job, consume_pair, &c, err, errlen);
-    if (rc == CD_OK && c.dbs.written == 0) {
-        ds_split_dbs_abort(&c.dbs);
-        rc = ds_err(err, errlen, "none of the %zu %s pairs could be made (%zu skipped; the log names the "
-                    "first); check the image files", npairs, cd_split_name(src->split), skips->count);
-    } else if (rc == CD_OK) {
-        rc = ds_split_dbs_finish(&c.dbs, err, errlen);
+    int rc = ds_split_dbs_end(&c.dbs, ds_pipeline_run(&job, consume_pair, &c, err, errlen), err, errlen);
+    if (rc == CD_OK && c.dbs.written == 0)
+        return ds_err(err, errlen, "none of the %zu %s pairs could be made (%zu skipped; the log names the "
+                      "first); check the image files", npairs, cd_split_name(src->split), skips->count);
+    if (rc == CD_OK) {
         *written = c.dbs.written;
         *same = c.same;
-    } else {
-        ds_split_dbs_abort(&c.dbs);
     }
     return rc;
 }
@@ -147,10 +141,7 @@ static int create_split(const cd_dataset_config_t *cfg, pair_src *src, size_t np
 /* The `dataset` line: pairs per split, and per target ("different", "same") per split. */
 static json_t *summary(const cd_dataset_result_t *res, const size_t same[CD_SPLIT_COUNT])
 {
-    json_t *splits = json_object(), *classes = json_array();
-    for (int s = 0; s < CD_SPLIT_COUNT; s++)
-        if (res->count[s])
-            json_object_set_new(splits, cd_split_name(s), json_integer((json_int_t)res->count[s]));
+    json_t *classes = json_array();
     for (int t = 0; t < 2; t++) {
         json_int_t n[CD_SPLIT_COUNT];
         for (int s = 0; s < CD_SPLIT_COUNT; s++)
@@ -158,9 +149,7 @@ static json_t *summary(const cd_dataset_result_t *res, const size_t same[CD_SPLI
         json_array_append_new(classes, json_pack("{s:s, s:I, s:I, s:I}", "label", g_pair_labels[t], "train",
                                                  n[0], "val", n[1], "test", n[2]));
     }
-    return json_pack("{s:s, s:o, s:o, s:I, s:s, s:s}", "type", "dataset", "splits", splits, "classes", classes,
-                     "skipped", (json_int_t)res->skipped, "mean_file", jobdir_name(JOBDIR_MEAN_BIN),
-                     "labels_file", jobdir_name(JOBDIR_LABELS));
+    return ds_dataset_line(res, classes, 1);
 }
 
 /* stats.json's pairs fields: the label shape, and per split the pairs, how many are
@@ -169,22 +158,17 @@ static json_t *stats_fields(const cd_dataset_config_t *cfg, const cd_dataset_res
                             const size_t same[CD_SPLIT_COUNT], const int from[CD_SPLIT_COUNT],
                             const ds_plan *plan)
 {
-    json_t *f = json_pack("{s:s, s:[i,i,i], s:s, s:i, s:i, s:i, s:s, s:s, s:i, s:I}", "task",
-                          cd_dataset_task_name(CD_TASK_PAIRS), "label_shape", 1, 1, 1, "label_encoding",
-                          cd_encoding_name(CD_ENC_F32), "channels", 3, "width", cfg->width, "height", cfg->height,
-                          "resize_mode", cd_resize_mode_name(cfg->resize_mode), "encoding",
-                          cd_encoding_name(cfg->encoding), "num_classes", 2, "seed", (json_int_t)cfg->seed);
-    json_t *dbs = json_object(), *pairs = json_object();
+    ds_db_shape images = {3, cfg->height, cfg->width, cfg->encoding, 2}, labels = {1, 1, 1, CD_ENC_F32, 0};
+    json_t *f = ds_stats_fields(&images, cfg->resize_mode, cfg->seed, CD_TASK_PAIRS, &labels, res);
+    json_t *pairs = json_object();
     for (int s = 0; s < CD_SPLIT_COUNT; s++) {
         if (!res->count[s])
             continue;
-        json_object_set_new(dbs, cd_split_name(s), json_string(jobdir_name(JOBDIR_TRAIN_LABELS_DB + s)));
         json_object_set_new(pairs, cd_split_name(s),
                             json_pack("{s:I, s:I, s:s, s:I}", "pairs", (json_int_t)res->count[s], "same",
                                       (json_int_t)same[s], "images_from", cd_split_name(from[s]), "images",
                                       (json_int_t)plan->split[from[s]].n));
     }
-    json_object_set_new(f, "label_db_files", dbs);
     json_object_set_new(f, "pairs", pairs);
     return f;
 }
@@ -204,11 +188,8 @@ int ds_create_pairs(const cd_dataset_config_t *cfg, const char *outdir, FILE *pr
     gray.channels = 1;
     gray.encoding = CD_ENC_NONE;
     int rc = ds_check_image_cfg(cfg, err, errlen);
-    if (rc == CD_OK && cd_mkdirs(outdir, 0755) != CD_OK)
-        rc = ds_err(err, errlen, "cannot create the job folder %s: %s; %s", outdir, strerror(errno),
-                    ds_errno_advice(errno));
     if (rc == CD_OK)
-        rc = ds_remove_outputs(outdir, ds_generic_outputs, ds_generic_outputs_count, err, errlen);
+        rc = ds_prepare_outdir(outdir, err, errlen);
     if (rc == CD_OK)
         rc = cfg->folder_train[0] ? ds_plan_folders(cfg, &plan, &skips, progress, err, errlen)
                                   : ds_plan_textfiles(cfg, &plan, &skips, progress, err, errlen);
@@ -245,23 +226,12 @@ int ds_create_pairs(const cd_dataset_config_t *cfg, const char *outdir, FILE *pr
     res.num_classes = 2;
     if (skips.count)
         ds_emit_log(progress, "warning", "%zu files or pairs were skipped in all", skips.count);
-    char labels[4096];
-    if (jobdir_path(outdir, JOBDIR_LABELS, labels, sizeof labels) != CD_OK)
-        rc = ds_err(err, errlen, "the job folder path %.200s... is too long; choose a shorter one", outdir);
-    if (rc == CD_OK)
-        rc = cd_labels_save(labels, (char *const *)g_pair_labels, 2, err, errlen);
+    rc = ds_write_labels(outdir, (char *const *)g_pair_labels, 2, err, errlen);
     if (rc == CD_OK)
         rc = ds_write_mean(outdir, 3, cfg->height, cfg->width, sum, sum_count, err, errlen);
-    if (rc == CD_OK) {
-        json_t *line = summary(&res, same);
-        rc = ds_write_stats(outdir, line, stats_fields(cfg, &res, same, from, &plan), cd_now() - t0, err, errlen);
-        if (rc == CD_OK) {
-            ds_emit_json(progress, line);
-            ds_emit_json(progress, json_pack("{s:s}", "type", "done"));
-        } else {
-            json_decref(line);
-        }
-    }
+    if (rc == CD_OK)
+        rc = ds_finish_job(outdir, progress, summary(&res, same), stats_fields(cfg, &res, same, from, &plan),
+                           cd_now() - t0, err, errlen);
 out:
     if (result)
         *result = res;

@@ -173,3 +173,36 @@ int ds_pipeline_run(ds_pipe_job *job, ds_consume_fn consume, void *ctx, char *er
     pthread_cond_destroy(&ps.space);
     return rc;
 }
+
+/* What ds_pipeline_items hands the pipeline as consume's ctx. */
+typedef struct items_run {
+    const ds_items *items;
+    ds_skips *skips;
+    ds_progress *progress;
+    ds_item_write_fn write;
+    void *ctx;
+} items_run;
+
+static int consume_item(void *arg, size_t i, ds_record *r, char *err, size_t errlen)
+{
+    items_run *run = arg;
+    const ds_item *it = &run->items->v[i];
+    if (!r->ok)
+        ds_skip(run->skips, it->path, r->msg);
+    else if (run->write(run->ctx, it, r, err, errlen) != CD_OK)
+        return CD_ERR;
+    ds_progress_step(run->progress, i + 1, run->items->n);
+    return CD_OK;
+}
+
+int ds_pipeline_items(const cd_dataset_config_t *cfg, const ds_items *items, int split, uint64_t *sum,
+                      size_t *sum_count, ds_skips *skips, ds_progress *progress, ds_item_write_fn write,
+                      void *ctx, char *err, size_t errlen)
+{
+    items_run run = {items, skips, progress, write, ctx};
+    ds_pipe_job job = {.cfg = cfg, .items = items->v, .n = items->n, .split = split,
+                       .threads = ds_thread_count(cfg), .sum = sum};
+    int rc = ds_pipeline_run(&job, consume_item, &run, err, errlen);
+    *sum_count = job.sum_count;
+    return rc;
+}

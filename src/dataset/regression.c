@@ -21,7 +21,6 @@
 #include <jansson.h>
 
 #include "cdigits/dataset.h"
-#include "cdigits/jobdir.h"
 #include "cdigits/util.h"
 
 /* The most targets an image may have (values per line). */
@@ -287,35 +286,28 @@ typedef struct target_stats {
 
 typedef struct reg_split {
     ds_split_dbs dbs;
-    const ds_items *items;
     const targets *t;
     target_stats *stats; /* NULL but for train */
     uint8_t *label_rec;  /* k floats, little-endian */
-    ds_skips *skips;
 } reg_split;
 
-static int consume(void *arg, size_t i, ds_record *r, char *err, size_t errlen)
+/* An image's record and its targets (its row of the table) as the label record. */
+static int write_record(void *arg, const ds_item *it, ds_record *r, char *err, size_t errlen)
 {
     reg_split *c = arg;
-    const ds_item *it = &c->items->v[i];
-    if (!r->ok) {
-        ds_skip(c->skips, it->path, r->msg);
-    } else {
-        int k = c->t->k;
-        const float *row = c->t->v + (size_t)it->label * k;
-        ds_put_f32(c->label_rec, row, (size_t)k);
-        if (ds_split_dbs_add(&c->dbs, r->rec, r->len, c->label_rec, (size_t)k * 4, err, errlen) != CD_OK)
-            return CD_ERR;
-        target_stats *st = c->stats;
-        for (int j = 0; st && j < k; j++) {
-            st->min[j] = st->n ? fmin(st->min[j], row[j]) : row[j];
-            st->max[j] = st->n ? fmax(st->max[j], row[j]) : row[j];
-            st->sum[j] += row[j];
-        }
-        if (st)
-            st->n++;
+    int k = c->t->k;
+    const float *row = c->t->v + (size_t)it->label * k;
+    ds_put_f32(c->label_rec, row, (size_t)k);
+    if (ds_split_dbs_add(&c->dbs, r->rec, r->len, c->label_rec, (size_t)k * 4, err, errlen) != CD_OK)
+        return CD_ERR;
+    target_stats *st = c->stats;
+    for (int j = 0; st && j < k; j++) {
+        st->min[j] = st->n ? fmin(st->min[j], row[j]) : row[j];
+        st->max[j] = st->n ? fmax(st->max[j], row[j]) : row[j];
+        st->sum[j] += row[j];
     }
-    ds_split_dbs_progress(&c->dbs, i + 1, c->items->n);
+    if (st)
+        st->n++;
     return CD_OK;
 }
 
@@ -327,26 +319,20 @@ static int create_split(const cd_dataset_config_t *cfg, const ds_items *items, c
     *written = 0;
     ds_db_shape fs = {cfg->channels, cfg->height, cfg->width, cfg->encoding, 0};
     ds_db_shape ls = {t->k, 1, 1, CD_ENC_F32, 0};
-    reg_split c = {.items = items, .t = t, .stats = stats, .skips = skips};
+    reg_split c = {.t = t, .stats = stats};
     if (ds_split_dbs_open(&c.dbs, outdir, split, &fs, &ls, out, err, errlen) != CD_OK)
         return CD_ERR;
     c.label_rec = cd_xmalloc((size_t)t->k * 4);
-    ds_pipe_job job = {.cfg = cfg, .items = items->v, .n = items->n, .split = split,
-                       .threads = ds_thread_count(cfg), .sum = sum};
-    int rc = ds_pipeline_run(&job, consume, &c, err, errlen);
-    *sum_count = job.sum_count;
-    if (rc == CD_OK && c.dbs.written == 0) {
-        ds_split_dbs_abort(&c.dbs);
-        rc = ds_err(err, errlen, "none of the %zu %s images could be read (%zu files skipped; the log "
-                    "names the first); check the image files and the paths of the list", items->n,
-                    cd_split_name(split), skips->count);
-    } else if (rc == CD_OK) {
-        rc = ds_split_dbs_finish(&c.dbs, err, errlen);
-        *written = c.dbs.written;
-    } else {
-        ds_split_dbs_abort(&c.dbs);
-    }
+    int rc = ds_pipeline_items(cfg, items, split, sum, sum_count, skips, &c.dbs.progress, write_record, &c, err,
+                               errlen);
+    rc = ds_split_dbs_end(&c.dbs, rc, err, errlen);
     free(c.label_rec);
+    if (rc == CD_OK && c.dbs.written == 0)
+        return ds_err(err, errlen, "none of the %zu %s images could be read (%zu files skipped; the log "
+                      "names the first); check the image files and the paths of the list", items->n,
+                      cd_split_name(split), skips->count);
+    if (rc == CD_OK)
+        *written = c.dbs.written;
     return rc;
 }
 
@@ -354,19 +340,13 @@ static int create_split(const cd_dataset_config_t *cfg, const ds_items *items, c
 static json_t *stats_fields(const cd_dataset_config_t *cfg, const cd_dataset_result_t *res, int k,
                             const target_stats *st)
 {
-    json_t *f = json_pack("{s:s, s:[i,i,i], s:s, s:i, s:i, s:i, s:s, s:s, s:i, s:I}", "task",
-                          cd_dataset_task_name(CD_TASK_REGRESSION), "label_shape", k, 1, 1, "label_encoding",
-                          cd_encoding_name(CD_ENC_F32), "channels", cfg->channels, "width", cfg->width, "height",
-                          cfg->height, "resize_mode", cd_resize_mode_name(cfg->resize_mode), "encoding",
-                          cd_encoding_name(cfg->encoding), "num_classes", 0, "seed", (json_int_t)cfg->seed);
-    json_t *dbs = json_object(), *targets = json_array();
-    for (int s = 0; s < CD_SPLIT_COUNT; s++)
-        if (res->count[s])
-            json_object_set_new(dbs, cd_split_name(s), json_string(jobdir_name(JOBDIR_TRAIN_LABELS_DB + s)));
+    ds_db_shape images = {cfg->channels, cfg->height, cfg->width, cfg->encoding, 0};
+    ds_db_shape labels = {k, 1, 1, CD_ENC_F32, 0};
+    json_t *f = ds_stats_fields(&images, cfg->resize_mode, cfg->seed, CD_TASK_REGRESSION, &labels, res);
+    json_t *targets = json_array();
     for (int j = 0; j < k; j++)
         json_array_append_new(targets, json_pack("{s:f, s:f, s:f}", "min", st->min[j], "mean",
                                                  st->sum[j] / (double)(st->n ? st->n : 1), "max", st->max[j]));
-    json_object_set_new(f, "label_db_files", dbs);
     json_object_set_new(f, "targets", targets);
     return f;
 }
@@ -383,19 +363,14 @@ int ds_create_regression(const cd_dataset_config_t *cfg, const char *outdir, FIL
     size_t sum_count = 0;
     double t0 = cd_now();
     int rc = ds_check_image_cfg(cfg, err, errlen);
-    if (rc == CD_OK && cd_mkdirs(outdir, 0755) != CD_OK)
-        rc = ds_err(err, errlen, "cannot create the job folder %s: %s; %s", outdir, strerror(errno),
-                    ds_errno_advice(errno));
     if (rc == CD_OK)
-        rc = ds_remove_outputs(outdir, ds_generic_outputs, ds_generic_outputs_count, err, errlen);
+        rc = ds_prepare_outdir(outdir, err, errlen);
     if (rc == CD_OK)
         rc = plan_regression(cfg, &t, &plan, &skips, progress, err, errlen);
     if (rc != CD_OK)
         goto out;
-    for (int s = 0; s < CD_SPLIT_COUNT; s++) {
-        uint64_t rng = ds_seed_mix(cfg->seed, DS_STREAM_ORDER, (uint64_t)s);
-        ds_shuffle(plan.split[s].v, plan.split[s].n, sizeof(ds_item), &rng);
-    }
+    for (int s = 0; s < CD_SPLIT_COUNT; s++)
+        ds_shuffle_split(cfg->seed, s, plan.split[s].v, plan.split[s].n, sizeof(ds_item));
     ds_emit_log(progress, "info", "%d targets per image; images found: train %zu, val %zu, test %zu; "
                 "skipped so far: %zu lines or files", t.k, plan.split[0].n, plan.split[1].n, plan.split[2].n,
                 skips.count);
@@ -422,21 +397,9 @@ int ds_create_regression(const cd_dataset_config_t *cfg, const char *outdir, FIL
     if (skips.count)
         ds_emit_log(progress, "warning", "skipped in all: %zu lines or files", skips.count);
     rc = ds_write_mean(outdir, cfg->channels, cfg->height, cfg->width, sum, sum_count, err, errlen);
-    if (rc == CD_OK) {
-        json_t *splits = json_object();
-        for (int s = 0; s < CD_SPLIT_COUNT; s++)
-            if (res.count[s])
-                json_object_set_new(splits, cd_split_name(s), json_integer((json_int_t)res.count[s]));
-        json_t *line = json_pack("{s:s, s:o, s:[], s:I, s:s}", "type", "dataset", "splits", splits, "classes",
-                                 "skipped", (json_int_t)res.skipped, "mean_file", jobdir_name(JOBDIR_MEAN_BIN));
-        rc = ds_write_stats(outdir, line, stats_fields(cfg, &res, t.k, &st), cd_now() - t0, err, errlen);
-        if (rc == CD_OK) {
-            ds_emit_json(progress, line);
-            ds_emit_json(progress, json_pack("{s:s}", "type", "done"));
-        } else {
-            json_decref(line);
-        }
-    }
+    if (rc == CD_OK) /* no classes and no labels.txt: the targets are in the label dbs */
+        rc = ds_finish_job(outdir, progress, ds_dataset_line(&res, json_array(), 0),
+                           stats_fields(cfg, &res, t.k, &st), cd_now() - t0, err, errlen);
 out:
     if (result)
         *result = res;

@@ -612,49 +612,36 @@ static json_t *per_split(const seg_run *run, const char *label, int k, int pixel
 /* The `dataset` line: classes count the records whose label has the class. */
 static json_t *summary(const seg_run *run, char *const *names, int nclasses, const cd_dataset_result_t *res)
 {
-    json_t *splits = json_object(), *classes = json_array();
-    for (int s = 0; s < CD_SPLIT_COUNT; s++)
-        if (res->count[s])
-            json_object_set_new(splits, cd_split_name(s), json_integer((json_int_t)res->count[s]));
+    json_t *classes = json_array();
     for (int k = 0; k < nclasses; k++)
         json_array_append_new(classes, per_split(run, names[k], k, 0));
-    return json_pack("{s:s, s:s, s:o, s:o, s:I, s:s, s:s}", "type", "dataset", "task",
-                     cd_dataset_task_name(CD_TASK_SEGMENTATION), "splits", splits, "classes", classes, "skipped",
-                     (json_int_t)res->skipped, "mean_file", jobdir_name(JOBDIR_MEAN_BIN), "labels_file",
-                     jobdir_name(JOBDIR_LABELS));
+    json_t *line = ds_dataset_line(res, classes, 1);
+    json_object_set_new(line, "task", json_string(cd_dataset_task_name(CD_TASK_SEGMENTATION)));
+    return line;
 }
 
 /* stats.json's own fields of a segmentation dataset. */
 static json_t *stats_fields(const seg_run *run, char *const *names, int nclasses, const cd_dataset_result_t *res)
 {
     const cd_dataset_config_t *cfg = run->cfg;
-    json_t *f = json_object(), *dbs = json_object(), *pixels = json_array(), *ignored = json_object(),
-           *unmapped = json_object();
+    /* the images are stored as they are: no resize_mode */
+    ds_db_shape images = {run->c, run->h, run->w, cfg->encoding, nclasses}, labels = {1, run->h, run->w, CD_ENC_PNG, 0};
+    json_t *f = ds_stats_fields(&images, -1, cfg->seed, CD_TASK_SEGMENTATION, &labels, res);
+    json_t *pixels = json_array(), *ignored = json_object(), *unmapped = json_object();
     for (int s = 0; s < CD_SPLIT_COUNT; s++)
         if (res->count[s]) {
-            json_object_set_new(dbs, cd_split_name(s), json_string(jobdir_name(JOBDIR_TRAIN_LABELS_DB + s)));
             json_object_set_new(ignored, cd_split_name(s),
                                 json_integer((json_int_t)run->split[s].pixels[SEG_IGNORE]));
             json_object_set_new(unmapped, cd_split_name(s), json_integer((json_int_t)run->split[s].unmapped));
         }
     for (int k = 0; k < nclasses; k++)
         json_array_append_new(pixels, per_split(run, names[k], k, 1));
-    json_object_set_new(f, "task", json_string(cd_dataset_task_name(CD_TASK_SEGMENTATION)));
-    json_object_set_new(f, "label_shape", json_pack("[i, i, i]", 1, run->h, run->w));
-    json_object_set_new(f, "label_encoding", json_string(cd_encoding_name(CD_ENC_PNG)));
-    json_object_set_new(f, "label_db_files", dbs);
     json_object_set_new(f, "palette_file", json_string(jobdir_name(JOBDIR_PALETTE)));
     json_object_set_new(f, "colormap_method", json_string(cfg->colormap_method == CD_COLORMAP_TEXTFILE
                                                               ? "textfile" : "label"));
     json_object_set_new(f, "class_pixels", pixels);
     json_object_set_new(f, "ignored_pixels", ignored);
     json_object_set_new(f, "unmapped_pixels", unmapped);
-    json_object_set_new(f, "channels", json_integer(run->c));
-    json_object_set_new(f, "width", json_integer(run->w));
-    json_object_set_new(f, "height", json_integer(run->h));
-    json_object_set_new(f, "encoding", json_string(cd_encoding_name(cfg->encoding)));
-    json_object_set_new(f, "num_classes", json_integer(nclasses));
-    json_object_set_new(f, "seed", json_integer((json_int_t)cfg->seed));
     return f;
 }
 
@@ -663,13 +650,9 @@ static int write_files(const seg_run *run, char *const *names, int nclasses, con
                        char *err, size_t errlen)
 {
     char path[4096];
-    if (jobdir_path(run->outdir, JOBDIR_LABELS, path, sizeof path) != CD_OK)
-        return ds_err(err, errlen, "the job folder path %.200s... is too long; choose a shorter one", run->outdir);
-    if (cd_labels_save(path, names, nclasses, err, errlen) != CD_OK)
-        return CD_ERR;
-    if (jobdir_path(run->outdir, JOBDIR_PALETTE, path, sizeof path) != CD_OK)
-        return ds_err(err, errlen, "the job folder path %.200s... is too long; choose a shorter one", run->outdir);
-    if (cd_palette_save(path, rgb, nclasses, err, errlen) != CD_OK)
+    if (ds_write_labels(run->outdir, names, nclasses, err, errlen) != CD_OK ||
+        ds_job_file_path(run->outdir, JOBDIR_PALETTE, path, sizeof path, err, errlen) != CD_OK ||
+        cd_palette_save(path, rgb, nclasses, err, errlen) != CD_OK)
         return CD_ERR;
     return ds_write_mean(run->outdir, run->c, run->h, run->w, run->sum, run->sum_count, err, errlen);
 }
@@ -713,11 +696,8 @@ int ds_create_segmentation(const cd_dataset_config_t *cfg, const char *outdir, F
     else if (cfg->encoding < 0 || cfg->encoding >= CD_ENC_IMAGE_COUNT)
         rc = ds_err(err, errlen, "encoding %d is not an image encoding; use one of %s", cfg->encoding,
                     cd_encoding_list());
-    if (rc == CD_OK && cd_mkdirs(outdir, 0755) != CD_OK)
-        rc = ds_err(err, errlen, "cannot create the job folder %s: %s; %s", outdir, strerror(errno),
-                    ds_errno_advice(errno));
     if (rc == CD_OK)
-        rc = ds_remove_outputs(outdir, ds_generic_outputs, ds_generic_outputs_count, err, errlen);
+        rc = ds_prepare_outdir(outdir, err, errlen);
     cm->method = cfg->colormap_method;
     if (rc == CD_OK && cm->method == CD_COLORMAP_TEXTFILE)
         rc = load_colormap(cfg->colormap_text_file, cm, cmap_rgb, err, errlen);
@@ -752,8 +732,7 @@ int ds_create_segmentation(const cd_dataset_config_t *cfg, const char *outdir, F
 
     seg_prep prep = {cfg, cm, NULL};
     for (int s = 0; s < CD_SPLIT_COUNT && rc == CD_OK; s++) {
-        uint64_t rng = ds_seed_mix(cfg->seed, DS_STREAM_ORDER, (uint64_t)s);
-        ds_shuffle(pairs[s].v, pairs[s].n, sizeof *pairs[s].v, &rng);
+        ds_shuffle_split(cfg->seed, s, pairs[s].v, pairs[s].n, sizeof *pairs[s].v);
         run.split[s].pairs = &pairs[s];
         if (pairs[s].n)
             rc = write_split(&run, s, &prep, err, errlen);
@@ -786,16 +765,9 @@ int ds_create_segmentation(const cd_dataset_config_t *cfg, const char *outdir, F
     if (skips.count)
         ds_emit_log(progress, "warning", "%zu files were skipped in all", skips.count);
     rc = write_files(&run, names, nclasses, (const uint8_t(*)[3])rgb, err, errlen);
-    if (rc == CD_OK) {
-        json_t *line = summary(&run, names, nclasses, &res);
-        rc = ds_write_stats(outdir, line, stats_fields(&run, names, nclasses, &res), cd_now() - t0, err, errlen);
-        if (rc == CD_OK) {
-            ds_emit_json(progress, line);
-            ds_emit_json(progress, json_pack("{s:s}", "type", "done"));
-        } else {
-            json_decref(line);
-        }
-    }
+    if (rc == CD_OK)
+        rc = ds_finish_job(outdir, progress, summary(&run, names, nclasses, &res),
+                           stats_fields(&run, names, nclasses, &res), cd_now() - t0, err, errlen);
 out:
     for (int s = 0; s < CD_SPLIT_COUNT; s++)
         if (run.split[s].open)

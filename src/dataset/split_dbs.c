@@ -13,8 +13,8 @@ static int open_one(cd_db_writer_t **w, const char *outdir, jobdir_file f, const
                     char *err, size_t errlen)
 {
     char path[4096];
-    if (jobdir_path(outdir, f, path, sizeof path) != CD_OK)
-        return ds_err(err, errlen, "the job folder path %.200s... is too long; choose a shorter one", outdir);
+    if (ds_job_file_path(outdir, f, path, sizeof path, err, errlen) != CD_OK)
+        return CD_ERR;
     *w = cd_db_writer_open(path, s->c, s->h, s->w, s->encoding, s->num_classes, err, errlen);
     return *w ? CD_OK : CD_ERR;
 }
@@ -25,7 +25,7 @@ int ds_split_dbs_open(ds_split_dbs *d, const char *outdir, int split, const ds_d
     memset(d, 0, sizeof *d);
     d->split = split;
     d->out = out;
-    d->last_pct = -1;
+    ds_progress_init(&d->progress, out, split);
     if (open_one(&d->features, outdir, JOBDIR_TRAIN_DB + split, features, err, errlen) != CD_OK)
         return CD_ERR;
     if (open_one(&d->labels, outdir, JOBDIR_TRAIN_LABELS_DB + split, labels, err, errlen) != CD_OK) {
@@ -46,15 +46,25 @@ int ds_split_dbs_add(ds_split_dbs *d, const void *feature, size_t feature_len, c
     return CD_OK;
 }
 
-void ds_split_dbs_progress(ds_split_dbs *d, size_t done, size_t total)
+void ds_progress_init(ds_progress *p, FILE *out, int split)
+{
+    *p = (ds_progress){.out = out, .split = split, .last_pct = -1};
+}
+
+void ds_progress_step(ds_progress *p, size_t done, size_t total)
 {
     int pct = (int)(done * 100 / (total ? total : 1));
     double now = cd_now();
-    if (done == total || pct != d->last_pct || now - d->last_emit > 2.0) {
-        ds_emit_progress(d->out, "create", cd_split_name(d->split), done, total);
-        d->last_pct = pct;
-        d->last_emit = now;
+    if (done == total || pct != p->last_pct || now - p->last_emit > 2.0) {
+        ds_emit_progress(p->out, "create", cd_split_name(p->split), done, total);
+        p->last_pct = pct;
+        p->last_emit = now;
     }
+}
+
+void ds_split_dbs_progress(ds_split_dbs *d, size_t done, size_t total)
+{
+    ds_progress_step(&d->progress, done, total);
 }
 
 int ds_split_dbs_finish(ds_split_dbs *d, char *err, size_t errlen)
@@ -82,6 +92,14 @@ void ds_split_dbs_abort(ds_split_dbs *d)
     cd_db_writer_abort(d->features);
     cd_db_writer_abort(d->labels);
     d->features = d->labels = NULL;
+}
+
+int ds_split_dbs_end(ds_split_dbs *d, int rc, char *err, size_t errlen)
+{
+    if (rc == CD_OK && d->written)
+        return ds_split_dbs_finish(d, err, errlen);
+    ds_split_dbs_abort(d);
+    return rc;
 }
 
 void ds_put_f32(uint8_t *out, const float *v, size_t n)

@@ -12,42 +12,14 @@
 #include "cdigits/dataset.h"
 #include "cdigits/util.h"
 #include "testutil.h"
+#include "testutil_dataset.h"
 
-static char g_root[4096];
-
-static const char *tmp_path(const char *rel)
-{
-    static char buf[8][4300];
-    static int k;
-    char *b = buf[k++ & 7];
-    snprintf(b, 4300, "%s/%s", g_root, rel);
-    return b;
-}
-
-static void write_text(const char *rel, const char *text)
-{
-    CHECK(cd_write_file_atomic(tmp_path(rel), text, strlen(text)) == CD_OK, "write %s", rel);
-}
-
-/* A random image of w x h, written as PNG or JPEG at root/rel. */
+/* A random image of w x h, written as PNG or JPEG at rel. */
 static void write_image(const char *rel, int w, int h, int jpeg)
 {
     cd_image_t img;
-    cd_image_alloc(&img, 3, h, w, NULL, 0);
-    for (size_t i = 0; i < (size_t)3 * h * w; i++)
-        img.data[i] = (uint8_t)(cd_test_rand_u64() >> 56);
-    uint8_t *buf;
-    size_t len;
-    int rc = jpeg ? cd_image_encode_jpeg(&img, 90, &buf, &len, NULL, 0)
-                  : cd_image_encode_png(&img, 6, &buf, &len, NULL, 0);
-    CHECK(rc == CD_OK, "encode");
-    const char *p = tmp_path(rel);
-    char dir[4300];
-    snprintf(dir, sizeof dir, "%s", p);
-    *strrchr(dir, '/') = 0;
-    cd_mkdirs(dir, 0755);
-    CHECK(cd_write_file_atomic(p, buf, len) == CD_OK, "write %s", rel);
-    free(buf);
+    cd_test_random_image(&img, 3, h, w);
+    cd_test_write_image(rel, &img, jpeg);
     cd_image_free(&img);
 }
 
@@ -59,12 +31,12 @@ static void make_tree(void)
         write_image(name, 20 + i, 12, 0);
     }
     write_image("src/cat/deeper/c9.png", 9, 30, 0); /* found recursively */
-    write_text("src/cat/notes.txt", "not an image\n");
+    cd_test_write_text("src/cat/notes.txt", "not an image\n");
     /* a PNG cut in half */
     write_image("src/cat/broken.png", 40, 40, 0);
     size_t len;
-    char *d = cd_read_file(tmp_path("src/cat/broken.png"), &len);
-    cd_write_file_atomic(tmp_path("src/cat/broken.png"), d, len / 2);
+    char *d = cd_read_file(cd_test_tmp_path("src/cat/broken.png"), &len);
+    cd_write_file_atomic(cd_test_tmp_path("src/cat/broken.png"), d, len / 2);
     free(d);
     for (int i = 0; i < 5; i++) {
         snprintf(name, sizeof name, "src/dog/d%d.jpg", i);
@@ -80,60 +52,8 @@ static char *cfg_json(const char *extra)
              "{\"folder_train\": \"%s\", \"width\": 8, \"height\": 6, \"channels\": 3, "
              "\"resize_mode\": \"fill\", \"encoding\": \"png\", \"seed\": 42, \"threads\": 2, "
              "\"some_future_key\": [1, 2] %s%s}",
-             tmp_path("src"), extra[0] ? ", " : "", extra);
+             cd_test_tmp_path("src"), extra[0] ? ", " : "", extra);
     return buf;
-}
-
-/* Lines of a progress stream as JSON objects. */
-static json_t *read_lines(FILE *f)
-{
-    json_t *arr = json_array();
-    rewind(f);
-    char line[8192];
-    while (fgets(line, sizeof line, f)) {
-        json_error_t je;
-        json_t *j = json_loads(line, 0, &je);
-        CHECK(j && json_is_string(json_object_get(j, "type")), "bad line: %s", line);
-        if (j)
-            json_array_append_new(arr, j);
-    }
-    return arr;
-}
-
-static int log_mentions(json_t *lines, const char *text)
-{
-    size_t i;
-    json_t *j;
-    json_array_foreach(lines, i, j)
-    {
-        const char *m = json_string_value(json_object_get(j, "message"));
-        if (m && strstr(m, text))
-            return 1;
-    }
-    return 0;
-}
-
-static int run(const char *json, const char *outdir, cd_dataset_result_t *res, json_t **lines,
-               char *err, size_t errlen)
-{
-    cd_dataset_config_t cfg;
-    cd_dataset_config_init(&cfg);
-    int rc = cd_dataset_config_parse(json, &cfg, err, errlen);
-    CHECK(rc == CD_OK, "config: %s", err);
-    FILE *f = tmpfile();
-    if (rc == CD_OK)
-        rc = cd_dataset_create(&cfg, tmp_path(outdir), f, res, err, errlen);
-    if (lines)
-        *lines = read_lines(f);
-    fclose(f);
-    cd_dataset_config_free(&cfg);
-    return rc;
-}
-
-static int exists(const char *rel)
-{
-    struct stat st;
-    return stat(tmp_path(rel), &st) == 0;
 }
 
 static void test_folders(void)
@@ -141,7 +61,7 @@ static void test_folders(void)
     char err[1024] = "";
     cd_dataset_result_t res;
     json_t *lines = NULL;
-    int rc = run(cfg_json(""), "job1", &res, &lines, err, sizeof err);
+    int rc = cd_test_dataset_run(cfg_json(""), "job1", &res, &lines, err, sizeof err);
     CHECK(rc == CD_OK, "create: %s", err);
     /* cat: 6 good + 1 broken listed -> val round(7 * .25) = 2; dog: 5 -> val 1 */
     CHECK(res.num_classes == 2, "classes %d (bird dropped)", res.num_classes);
@@ -149,8 +69,8 @@ static void test_folders(void)
     CHECK(res.count[0] + res.count[1] == 11 && res.count[2] == 0, "train %zu val %zu test %zu",
           res.count[0], res.count[1], res.count[2]);
     CHECK(res.count[1] == 3 || res.count[1] == 2, "val %zu", res.count[1]);
-    CHECK(log_mentions(lines, "bird") && log_mentions(lines, "notes.txt") &&
-              log_mentions(lines, "broken.png"),
+    CHECK(cd_test_log_mentions(lines, "bird") && cd_test_log_mentions(lines, "notes.txt") &&
+              cd_test_log_mentions(lines, "broken.png"),
           "the log names the dropped class and the skipped files");
     size_t n = json_array_size(lines);
     json_t *ds = json_array_get(lines, n - 2), *done = json_array_get(lines, n - 1);
@@ -174,18 +94,18 @@ static void test_folders(void)
     CHECK(saw_create, "progress lines of the create stage");
     json_decref(lines);
 
-    CHECK(exists("job1/stats.json") && exists("job1/train.db") && exists("job1/val.db") &&
-              !exists("job1/test.db") && exists("job1/mean.png"),
+    CHECK(cd_test_exists("job1/stats.json") && cd_test_exists("job1/train.db") && cd_test_exists("job1/val.db") &&
+              !cd_test_exists("job1/test.db") && cd_test_exists("job1/mean.png"),
           "files");
     char **names;
     int nn;
-    CHECK(cd_labels_load(tmp_path("job1/labels.txt"), &names, &nn) == CD_OK && nn == 2 &&
+    CHECK(cd_labels_load(cd_test_tmp_path("job1/labels.txt"), &names, &nn) == CD_OK && nn == 2 &&
               strcmp(names[0], "cat") == 0 && strcmp(names[1], "dog") == 0,
           "labels.txt");
     cd_labels_free(names, nn);
 
     /* the mean is the average of the train records (PNG is lossless) */
-    cd_db_t *db = cd_db_open(tmp_path("job1/train.db"), err, sizeof err);
+    cd_db_t *db = cd_db_open(cd_test_tmp_path("job1/train.db"), err, sizeof err);
     CHECK(db && cd_db_verify(db, err, sizeof err) == CD_OK, "train.db verifies: %s", err);
     if (db) {
         CHECK(cd_db_channels(db) == 3 && cd_db_height(db) == 6 && cd_db_width(db) == 8 &&
@@ -201,7 +121,7 @@ static void test_folders(void)
         }
         int c, h, w;
         float *mean;
-        CHECK(cd_mean_load(tmp_path("job1/mean.bin"), &c, &h, &w, &mean) == CD_OK &&
+        CHECK(cd_mean_load(cd_test_tmp_path("job1/mean.bin"), &c, &h, &w, &mean) == CD_OK &&
                   c == 3 && h == 6 && w == 8,
               "mean.bin");
         double worst = 0;
@@ -213,11 +133,11 @@ static void test_folders(void)
     }
 
     /* the same seed gives the same files whatever the thread count */
-    rc = run(cfg_json("\"threads\": 1"), "job2", &res, NULL, err, sizeof err);
+    rc = cd_test_dataset_run(cfg_json("\"threads\": 1"), "job2", &res, NULL, err, sizeof err);
     CHECK(rc == CD_OK, "create job2: %s", err);
     size_t l1, l2;
-    char *a = cd_read_file(tmp_path("job1/train.db"), &l1);
-    char *b = cd_read_file(tmp_path("job2/train.db"), &l2);
+    char *a = cd_read_file(cd_test_tmp_path("job1/train.db"), &l1);
+    char *b = cd_read_file(cd_test_tmp_path("job2/train.db"), &l2);
     CHECK(a && b && l1 == l2 && memcmp(a, b, l1) == 0, "train.db is reproducible");
     free(a);
     free(b);
@@ -228,17 +148,17 @@ static void test_min_max(void)
     char err[1024] = "";
     cd_dataset_result_t res;
     /* a stale stats.json of an earlier run must disappear when a run fails */
-    cd_mkdirs(tmp_path("job3"), 0755);
-    write_text("job3/stats.json", "{}");
-    int rc = run(cfg_json("\"min_per_class\": 100, \"max_per_class\": 0"), "job3", &res, NULL,
+    cd_mkdirs(cd_test_tmp_path("job3"), 0755);
+    cd_test_write_text("job3/stats.json", "{}");
+    int rc = cd_test_dataset_run(cfg_json("\"min_per_class\": 100, \"max_per_class\": 0"), "job3", &res, NULL,
                  err, sizeof err);
     CHECK(rc == CD_ERR, "min 100 fails");
     CHECK(strstr(err, "no class has at least 100 images in") && strstr(err, "src") &&
               strstr(err, "lower the minimum per class"),
           "message: %s", err);
-    CHECK(!exists("job3/stats.json"), "no stats.json after a failure");
+    CHECK(!cd_test_exists("job3/stats.json"), "no stats.json after a failure");
 
-    rc = run(cfg_json("\"min_per_class\": 1, \"max_per_class\": 3, \"pct_val\": 0, "
+    rc = cd_test_dataset_run(cfg_json("\"min_per_class\": 1, \"max_per_class\": 3, \"pct_val\": 0, "
                       "\"encoding\": \"none\", \"resize_mode\": \"crop\""),
              "job4", &res, NULL, err, sizeof err);
     CHECK(rc == CD_OK, "max 3: %s", err);
@@ -255,15 +175,15 @@ static void test_val_folder_and_text(void)
     write_image("valsrc/dog/v1.png", 7, 9, 0);
     write_image("valsrc/fish/f0.png", 7, 7, 0);
     snprintf(extra, sizeof extra, "\"folder_val\": \"%s\", \"pct_test\": 20",
-             tmp_path("valsrc"));
+             cd_test_tmp_path("valsrc"));
     json_t *lines = NULL;
-    int rc = run(cfg_json(extra), "job5", &res, &lines, err, sizeof err);
+    int rc = cd_test_dataset_run(cfg_json(extra), "job5", &res, &lines, err, sizeof err);
     CHECK(rc == CD_OK, "val folder: %s", err);
     CHECK(res.count[1] == 2, "val from the folder: %zu", res.count[1]);
     /* test 20%: round(7 * .2) + round(5 * .2) = 2 listed, one may be the broken PNG */
     CHECK(res.count[0] + res.count[2] == 11 && res.count[2] >= 1 && res.count[2] <= 2,
           "train %zu test %zu", res.count[0], res.count[2]);
-    CHECK(log_mentions(lines, "fish"), "unknown val class is reported");
+    CHECK(cd_test_log_mentions(lines, "fish"), "unknown val class is reported");
     json_decref(lines);
 
     /* text lists: relative to textfile_root, absolute, bad lines */
@@ -271,22 +191,22 @@ static void test_val_folder_and_text(void)
     snprintf(list, sizeof list,
              "cat/c0.png 0\ncat/c1.png 0\n  cat/c2.png   0  \n%s 1\ndog/d1.jpg 1\n"
              "dog/d2.jpg 1\n# comment\n\nnolabel\ndog/d3.jpg 7\ncat/missing.png 0\n",
-             tmp_path("src/dog/d0.jpg"));
-    write_text("train.txt", list);
-    write_text("val.txt", "cat/c3.png 0\ndog/d4.jpg 1\n");
-    write_text("labels_in.txt", "cat\ndog\n");
+             cd_test_tmp_path("src/dog/d0.jpg"));
+    cd_test_write_text("train.txt", list);
+    cd_test_write_text("val.txt", "cat/c3.png 0\ndog/d4.jpg 1\n");
+    cd_test_write_text("labels_in.txt", "cat\ndog\n");
     snprintf(extra, sizeof extra,
              "{\"textfile_train\": \"%s\", \"textfile_val\": \"%s\", \"textfile_labels\": "
              "\"%s\", \"textfile_root\": \"%s\", \"width\": 5, \"height\": 5, \"channels\": 1, "
              "\"resize_mode\": \"half_crop\", \"encoding\": \"jpg\"}",
-             tmp_path("train.txt"), tmp_path("val.txt"), tmp_path("labels_in.txt"),
-             tmp_path("src"));
+             cd_test_tmp_path("train.txt"), cd_test_tmp_path("val.txt"), cd_test_tmp_path("labels_in.txt"),
+             cd_test_tmp_path("src"));
     cd_dataset_config_t cfg;
     cd_dataset_config_init(&cfg);
     CHECK(cd_dataset_config_parse(extra, &cfg, err, sizeof err) == CD_OK, "text cfg: %s", err);
     FILE *f = tmpfile();
-    rc = cd_dataset_create(&cfg, tmp_path("job6"), f, &res, err, sizeof err);
-    lines = read_lines(f);
+    rc = cd_dataset_create(&cfg, cd_test_tmp_path("job6"), f, &res, err, sizeof err);
+    lines = cd_test_read_lines(f);
     fclose(f);
     cd_dataset_config_free(&cfg);
     CHECK(rc == CD_OK, "text lists: %s", err);
@@ -294,10 +214,10 @@ static void test_val_folder_and_text(void)
           res.count[0], res.count[1]);
     CHECK(res.skipped == 3, "skipped %zu: the line without label, label 7, the missing file",
           res.skipped);
-    CHECK(log_mentions(lines, "train.txt:9") && log_mentions(lines, "train.txt:10"),
+    CHECK(cd_test_log_mentions(lines, "train.txt:9") && cd_test_log_mentions(lines, "train.txt:10"),
           "bad lines are named with their line numbers");
     json_decref(lines);
-    cd_db_t *db = cd_db_open(tmp_path("job6/val.db"), err, sizeof err);
+    cd_db_t *db = cd_db_open(cd_test_tmp_path("job6/val.db"), err, sizeof err);
     CHECK(db && cd_db_channels(db) == 1 && cd_db_encoding(db) == CD_ENC_JPG &&
               cd_db_verify(db, err, sizeof err) == CD_OK,
           "val.db: %s", err);
@@ -320,25 +240,25 @@ static void test_small_classes_and_bom(void)
     snprintf(json, sizeof json,
              "{\"folder_train\": \"%s\", \"width\": 6, \"height\": 6, \"channels\": 1, "
              "\"pct_val\": 75, \"encoding\": \"none\", \"seed\": 1}",
-             tmp_path("small"));
-    int rc = run(json, "job-small", &res, NULL, err, sizeof err);
+             cd_test_tmp_path("small"));
+    int rc = cd_test_dataset_run(json, "job-small", &res, NULL, err, sizeof err);
     /* round(2 x 0.75) = 2 would take both images of a and of b: each gives one back */
     CHECK(rc == CD_OK && res.count[0] == 3 && res.count[1] == 4,
           "every class keeps one training image: train %zu (want 3), val %zu (want 4): %s", res.count[0],
           res.count[1], err);
 
-    write_text("bom-train.txt", "\xEF\xBB\xBF" "a/0.png 0\r\na/1.png 0\r\nb/0.png 1\r\nb/1.png 1\r\n");
-    write_text("bom-labels.txt", "\xEF\xBB\xBF" "apple\r\nbanana\r\n");
+    cd_test_write_text("bom-train.txt", "\xEF\xBB\xBF" "a/0.png 0\r\na/1.png 0\r\nb/0.png 1\r\nb/1.png 1\r\n");
+    cd_test_write_text("bom-labels.txt", "\xEF\xBB\xBF" "apple\r\nbanana\r\n");
     snprintf(json, sizeof json,
              "{\"textfile_train\": \"%s\", \"textfile_labels\": \"%s\", \"textfile_root\": \"%s\", "
              "\"width\": 6, \"height\": 6, \"channels\": 1, \"pct_val\": 0, \"encoding\": \"none\"}",
-             tmp_path("bom-train.txt"), tmp_path("bom-labels.txt"), tmp_path("small"));
+             cd_test_tmp_path("bom-train.txt"), cd_test_tmp_path("bom-labels.txt"), cd_test_tmp_path("small"));
     json_t *lines = NULL;
-    rc = run(json, "job-bom", &res, &lines, err, sizeof err);
+    rc = cd_test_dataset_run(json, "job-bom", &res, &lines, err, sizeof err);
     CHECK(rc == CD_OK && res.count[0] == 4 && res.skipped == 0,
           "a list with a byte order mark: train %zu (want 4), skipped %zu: %s", res.count[0], res.skipped, err);
     json_decref(lines);
-    char *labels = cd_read_file(tmp_path("job-bom/labels.txt"), NULL);
+    char *labels = cd_read_file(cd_test_tmp_path("job-bom/labels.txt"), NULL);
     CHECK(labels && strcmp(labels, "apple\nbanana\n") == 0, "labels.txt without the mark: \"%s\"",
           labels ? labels : "(none)");
     free(labels);
@@ -380,9 +300,9 @@ static void test_extra_folder_limits(void)
 
     /* defaults: min 2 drops the val dog; no maximum */
     snprintf(extra, sizeof extra, "\"folder_val\": \"%s\", \"folder_test\": \"%s\"",
-             tmp_path("xval"), tmp_path("xtest"));
+             cd_test_tmp_path("xval"), cd_test_tmp_path("xtest"));
     json_t *lines = NULL;
-    int rc = run(cfg_json(extra), "job_x1", &res, &lines, err, sizeof err);
+    int rc = cd_test_dataset_run(cfg_json(extra), "job_x1", &res, &lines, err, sizeof err);
     CHECK(rc == CD_OK, "extra folders: %s", err);
     const struct cd_dataset_parse *tr = parsed_of(&res, CD_SPLIT_TRAIN), *va = parsed_of(&res, CD_SPLIT_VAL),
                                   *te = parsed_of(&res, CD_SPLIT_TEST);
@@ -407,15 +327,15 @@ static void test_extra_folder_limits(void)
               json_integer_value(json_object_get(json_array_get(tasks, 1), "val_count")) == ncat &&
               json_integer_value(json_object_get(json_array_get(tasks, 1), "train_count")) == 0,
           "the dataset line names each folder's parse as DIGITS does");
-    CHECK(log_mentions(lines, "class dog in") && log_mentions(lines, "fewer than the minimum 2"),
+    CHECK(cd_test_log_mentions(lines, "class dog in") && cd_test_log_mentions(lines, "fewer than the minimum 2"),
           "the dropped val class is named");
     json_decref(lines);
 
     /* the val folder's own maximum and minimum; the train folder's limits do not apply */
     int max = 1 + (int)(cd_test_rand_u64() % (uint64_t)(ncat - 1)); /* 1..ncat-1 */
     snprintf(extra, sizeof extra, "\"folder_val\": \"%s\", \"val_min_per_class\": 1, \"val_max_per_class\": %d, "
-             "\"max_per_class\": 2, \"pct_test\": 0", tmp_path("xval"), max);
-    rc = run(cfg_json(extra), "job_x2", &res, NULL, err, sizeof err);
+             "\"max_per_class\": 2, \"pct_test\": 0", cd_test_tmp_path("xval"), max);
+    rc = cd_test_dataset_run(cfg_json(extra), "job_x2", &res, NULL, err, sizeof err);
     CHECK(rc == CD_OK, "val limits: %s", err);
     va = parsed_of(&res, CD_SPLIT_VAL);
     CHECK(va && va->label_count == 2 && va->count[CD_SPLIT_VAL] == (size_t)max + 1,
@@ -425,12 +345,12 @@ static void test_extra_folder_limits(void)
     CHECK(tr && tr->count[CD_SPLIT_TRAIN] == 4, "train max 2 over 2 classes: %zu", tr ? tr->count[0] : 0);
 
     /* the test folder's minimum above every class: an error, not an empty split */
-    snprintf(extra, sizeof extra, "\"folder_test\": \"%s\", \"test_min_per_class\": %d", tmp_path("xtest"),
+    snprintf(extra, sizeof extra, "\"folder_test\": \"%s\", \"test_min_per_class\": %d", cd_test_tmp_path("xtest"),
              ncat + 1);
-    rc = run(cfg_json(extra), "job_x3", &res, NULL, err, sizeof err);
+    rc = cd_test_dataset_run(cfg_json(extra), "job_x3", &res, NULL, err, sizeof err);
     CHECK(rc == CD_ERR && strstr(err, "gave no test images") && strstr(err, "lower its minimum"),
           "test min %d: %s", ncat + 1, err);
-    CHECK(!exists("job_x3/stats.json"), "a failed run leaves no stats.json");
+    CHECK(!cd_test_exists("job_x3/stats.json"), "a failed run leaves no stats.json");
 }
 
 /* mean.jpg beside mean.png: the same picture, DIGITS's name for it. */
@@ -438,10 +358,11 @@ static void test_mean_jpg(void)
 {
     char err[1024] = "";
     cd_dataset_result_t res;
-    int rc = run(cfg_json("\"pct_val\": 0"), "job_m", &res, NULL, err, sizeof err);
+    int rc = cd_test_dataset_run(cfg_json("\"pct_val\": 0"), "job_m", &res, NULL, err, sizeof err);
     CHECK(rc == CD_OK, "dataset: %s", err);
     size_t jl = 0, pl = 0;
-    char *jpg = cd_read_file(tmp_path("job_m/mean.jpg"), &jl), *png = cd_read_file(tmp_path("job_m/mean.png"), &pl);
+    char *jpg = cd_read_file(cd_test_tmp_path("job_m/mean.jpg"), &jl);
+    char *png = cd_read_file(cd_test_tmp_path("job_m/mean.png"), &pl);
     CHECK(jpg && jl > 3 && (uint8_t)jpg[0] == 0xFF && (uint8_t)jpg[1] == 0xD8, "mean.jpg is a JPEG");
     cd_image_t a = {0}, b = {0};
     CHECK(jpg && png && cd_image_decode(jpg, jl, 3, &a, err, sizeof err) == CD_OK &&
@@ -469,15 +390,15 @@ static void test_list_roots(void)
     write_image("vroot/a/x0.png", 6, 6, 0);
     write_image("vroot/b/x1.jpg", 6, 6, 1);
     write_image("vroot/b/x2.png", 7, 6, 0);
-    write_text("lt_train.txt", "cat/c0.png 0\ncat/c1.png 0\ndog/d1.jpg 1\ndog/d2.jpg 1\n");
-    write_text("lt_val.txt", "a/x0.png 0\nb/x1.jpg 1\nb/x2.png 1\n");
-    write_text("lt_labels.txt", "cat\ndog\n");
+    cd_test_write_text("lt_train.txt", "cat/c0.png 0\ncat/c1.png 0\ndog/d1.jpg 1\ndog/d2.jpg 1\n");
+    cd_test_write_text("lt_val.txt", "a/x0.png 0\nb/x1.jpg 1\nb/x2.png 1\n");
+    cd_test_write_text("lt_labels.txt", "cat\ndog\n");
     const char *fmt = "{\"textfile_train\": \"%s\", \"textfile_val\": \"%s\", \"textfile_labels\": \"%s\", "
                       "\"textfile_root\": \"%s\", \"textfile_val_root\": \"%s\", \"width\": 5, \"height\": 5}";
-    snprintf(cfgtext, sizeof cfgtext, fmt, tmp_path("lt_train.txt"), tmp_path("lt_val.txt"),
-             tmp_path("lt_labels.txt"), tmp_path("src"), tmp_path("vroot"));
+    snprintf(cfgtext, sizeof cfgtext, fmt, cd_test_tmp_path("lt_train.txt"), cd_test_tmp_path("lt_val.txt"),
+             cd_test_tmp_path("lt_labels.txt"), cd_test_tmp_path("src"), cd_test_tmp_path("vroot"));
     json_t *lines = NULL;
-    int rc = run(cfgtext, "job_l1", &res, &lines, err, sizeof err);
+    int rc = cd_test_dataset_run(cfgtext, "job_l1", &res, &lines, err, sizeof err);
     CHECK(rc == CD_OK && res.count[CD_SPLIT_VAL] == 3 && res.skipped == 0,
           "val list under textfile_val_root: %s; val %zu skipped %zu", err, res.count[1], res.skipped);
     CHECK(json_object_get(dataset_line(lines), "parse_tasks") == NULL, "text lists have no folder parse");
@@ -485,14 +406,14 @@ static void test_list_roots(void)
 
     /* the val list's root left out: its paths start from textfile_root, where they are
      * all missing; the run fails and says how many were skipped */
-    snprintf(cfgtext, sizeof cfgtext, fmt, tmp_path("lt_train.txt"), tmp_path("lt_val.txt"),
-             tmp_path("lt_labels.txt"), tmp_path("src"), "");
-    rc = run(cfgtext, "job_l2", &res, &lines, err, sizeof err);
+    snprintf(cfgtext, sizeof cfgtext, fmt, cd_test_tmp_path("lt_train.txt"), cd_test_tmp_path("lt_val.txt"),
+             cd_test_tmp_path("lt_labels.txt"), cd_test_tmp_path("src"), "");
+    rc = cd_test_dataset_run(cfgtext, "job_l2", &res, &lines, err, sizeof err);
     CHECK(rc == CD_ERR && strstr(err, "none of the 3 val images could be read (3 files skipped") &&
               strstr(err, "textfile_val_root"),
           "all val images missing: %s", err);
-    CHECK(log_mentions(lines, "a/x0.png"), "the missing images are named in the log");
-    CHECK(!exists("job_l2/stats.json"), "and the dataset is not complete");
+    CHECK(cd_test_log_mentions(lines, "a/x0.png"), "the missing images are named in the log");
+    CHECK(!cd_test_exists("job_l2/stats.json"), "and the dataset is not complete");
     json_decref(lines);
 }
 
@@ -557,7 +478,6 @@ static void test_config(void)
 int main(void)
 {
     cd_test_init("test_dataset_create");
-    snprintf(g_root, sizeof g_root, "%s", cd_test_tmpdir());
     make_tree();
     test_folders();
     test_min_max();

@@ -14,24 +14,9 @@
 #include "cdigits/dataset.h"
 #include "cdigits/util.h"
 #include "testutil.h"
+#include "testutil_dataset.h"
 
-static char g_root[4096];
-
-static const char *tmp_path(const char *rel)
-{
-    static char buf[8][4300];
-    static int k;
-    char *b = buf[k++ & 7];
-    snprintf(b, 4300, "%s/%s", g_root, rel);
-    return b;
-}
-
-static void write_text(const char *rel, const char *text)
-{
-    CHECK(cd_write_file_atomic(tmp_path(rel), text, strlen(text)) == CD_OK, "write %s", rel);
-}
-
-/* A w x h PNG at root/rel, every pixel (r, g, b). */
+/* A w x h PNG at rel, every pixel (r, g, b). */
 static void write_solid(const char *rel, int w, int h, int r, int g, int b)
 {
     cd_image_t img;
@@ -40,57 +25,8 @@ static void write_solid(const char *rel, int w, int h, int r, int g, int b)
     memset(img.data, r, plane);
     memset(img.data + plane, g, plane);
     memset(img.data + 2 * plane, b, plane);
-    uint8_t *buf;
-    size_t len;
-    CHECK(cd_image_encode_png(&img, 6, &buf, &len, NULL, 0) == CD_OK, "encode");
-    char dir[4300];
-    snprintf(dir, sizeof dir, "%s", tmp_path(rel));
-    *strrchr(dir, '/') = 0;
-    cd_mkdirs(dir, 0755);
-    CHECK(cd_write_file_atomic(tmp_path(rel), buf, len) == CD_OK, "write %s", rel);
-    free(buf);
+    cd_test_write_image(rel, &img, 0);
     cd_image_free(&img);
-}
-
-static int exists(const char *rel)
-{
-    struct stat st;
-    return stat(tmp_path(rel), &st) == 0;
-}
-
-static int run(const char *json, const char *outdir, cd_dataset_result_t *res, char *err, size_t errlen)
-{
-    cd_dataset_config_t cfg;
-    cd_dataset_config_init(&cfg);
-    int rc = cd_dataset_config_parse(json, &cfg, err, errlen);
-    CHECK(rc == CD_OK, "config: %s", err);
-    FILE *f = tmpfile();
-    if (rc == CD_OK)
-        rc = cd_dataset_create(&cfg, tmp_path(outdir), f, res, err, errlen);
-    if (f)
-        fclose(f);
-    cd_dataset_config_free(&cfg);
-    return rc;
-}
-
-static json_t *load_stats(const char *outdir)
-{
-    char rel[256];
-    snprintf(rel, sizeof rel, "%s/stats.json", outdir);
-    json_error_t je;
-    json_t *st = json_load_file(tmp_path(rel), 0, &je);
-    CHECK(st != NULL, "%s: %s", rel, je.text);
-    return st;
-}
-
-static int same_file(const char *a, const char *b)
-{
-    size_t la, lb;
-    char *x = cd_read_file(tmp_path(a), &la), *y = cd_read_file(tmp_path(b), &lb);
-    int same = x && y && la == lb && memcmp(x, y, la) == 0;
-    free(x);
-    free(y);
-    return same;
 }
 
 /* ---- regression --------------------------------------------------------------- */
@@ -139,23 +75,15 @@ static size_t check_reg_split(const char *outdir, const char *split, double *mn,
 {
     char rel[256], err[512] = "";
     snprintf(rel, sizeof rel, "%s/%s.db", outdir, split);
-    if (!exists(rel))
+    if (!cd_test_exists(rel))
         return 0;
-    cd_db_t *fdb = cd_db_open(tmp_path(rel), err, sizeof err);
-    CHECK(fdb != NULL, "%s: %s", rel, err);
-    snprintf(rel, sizeof rel, "%s/%s_labels.db", outdir, split);
-    cd_db_t *ldb = cd_db_open(tmp_path(rel), err, sizeof err);
-    CHECK(ldb != NULL, "%s: %s", rel, err);
-    size_t n = 0;
+    cd_db_t *fdb, *ldb;
+    size_t n = cd_test_open_split_dbs(outdir, split, &fdb, &ldb);
     if (fdb && ldb) {
-        n = cd_db_count(fdb);
-        CHECK(cd_db_count(ldb) == n, "%s: %zu labels for %zu features", split, cd_db_count(ldb), n);
         CHECK(cd_db_channels(ldb) == K && cd_db_height(ldb) == 1 && cd_db_width(ldb) == 1 &&
                   cd_db_encoding(ldb) == CD_ENC_F32,
               "label db shape %dx%dx%d encoding %d", cd_db_channels(ldb), cd_db_height(ldb), cd_db_width(ldb),
               cd_db_encoding(ldb));
-        CHECK(cd_db_verify(fdb, err, sizeof err) == CD_OK && cd_db_verify(ldb, err, sizeof err) == CD_OK,
-              "verify: %s", err);
         size_t px = (size_t)cd_db_channels(fdb) * cd_db_height(fdb) * cd_db_width(fdb);
         uint8_t *rec = malloc(px);
         for (size_t i = 0; i < n && i < cd_db_count(ldb); i++) {
@@ -204,7 +132,7 @@ static void write_reg_list(const char *rel, int crlf)
                               g_reg[i].t[1], g_reg[i].t[2], crlf && i % 2 ? "\r" : "");
     }
     n += (size_t)snprintf(text + n, (1 << 16) - n, "missing.png 1 2 3\nno_values.png\n");
-    write_text(rel, text);
+    cd_test_write_text(rel, text);
     free(text);
 }
 
@@ -216,16 +144,16 @@ static void test_regression_list(void)
     snprintf(json, sizeof json,
              "{\"task\": \"regression\", \"textfile_train\": \"%s\", \"width\": 6, \"height\": 4, "
              "\"channels\": 3, \"encoding\": \"png\", \"pct_val\": 25, \"seed\": 7, \"threads\": 3}",
-             tmp_path("src/list.txt"));
-    int rc = run(json, "reg1", &res, err, sizeof err);
+             cd_test_tmp_path("src/list.txt"));
+    int rc = cd_test_dataset_run(json, "reg1", &res, NULL, err, sizeof err);
     CHECK(rc == CD_OK, "regression from a list: %s", err);
     /* 15 good lines and missing.png: 15 records; the 2-value line, no_values and
      * missing.png skipped */
     CHECK(res.count[0] + res.count[1] == NREG - 1 && res.count[1] >= 3 && res.count[2] == 0,
           "train %zu val %zu test %zu", res.count[0], res.count[1], res.count[2]);
     CHECK(res.skipped == 3, "skipped %zu (a 2-value line, a line without values, a missing file)", res.skipped);
-    CHECK(!exists("reg1/labels.txt") && exists("reg1/mean.bin") && exists("reg1/stats.json") &&
-              exists("reg1/val_labels.db") && !exists("reg1/test.db"),
+    CHECK(!cd_test_exists("reg1/labels.txt") && cd_test_exists("reg1/mean.bin") && cd_test_exists("reg1/stats.json") &&
+              cd_test_exists("reg1/val_labels.db") && !cd_test_exists("reg1/test.db"),
           "files of a regression dataset");
 
     double mn[K], mx[K], sum[K] = {0};
@@ -240,7 +168,7 @@ static void test_regression_list(void)
         CHECK(g_reg[i].seen == g_reg[i].listed, "%s is in %d records", g_reg[i].rel,
               g_reg[i].seen);
 
-    json_t *st = load_stats("reg1");
+    json_t *st = cd_test_load_stats("reg1");
     json_t *shape = json_object_get(st, "label_shape");
     CHECK(!strcmp(json_string_value(json_object_get(st, "task")), "regression") && json_array_size(shape) == 3 &&
               json_integer_value(json_array_get(shape, 0)) == K && json_integer_value(json_array_get(shape, 1)) == 1 &&
@@ -263,10 +191,11 @@ static void test_regression_list(void)
     snprintf(json, sizeof json,
              "{\"task\": \"regression\", \"textfile_train\": \"%s\", \"width\": 6, \"height\": 4, "
              "\"channels\": 3, \"encoding\": \"png\", \"pct_val\": 25, \"seed\": 7, \"threads\": 1}",
-             tmp_path("src/list.txt"));
-    CHECK(run(json, "reg2", &res, err, sizeof err) == CD_OK, "again: %s", err);
-    CHECK(same_file("reg1/train.db", "reg2/train.db") && same_file("reg1/train_labels.db", "reg2/train_labels.db") &&
-              same_file("reg1/val_labels.db", "reg2/val_labels.db"),
+             cd_test_tmp_path("src/list.txt"));
+    CHECK(cd_test_dataset_run(json, "reg2", &res, NULL, err, sizeof err) == CD_OK, "again: %s", err);
+    CHECK(cd_test_same_file("reg1/train.db", "reg2/train.db") &&
+              cd_test_same_file("reg1/train_labels.db", "reg2/train_labels.db") &&
+              cd_test_same_file("reg1/val_labels.db", "reg2/val_labels.db"),
           "reproducible whatever the thread count");
 }
 
@@ -287,14 +216,14 @@ static void test_regression_csv(void)
                                   g_reg[i].rel, g_reg[i].t[0], g_reg[i].t[1], g_reg[i].t[2]);
     }
     n += (size_t)snprintf(text + n, (1 << 16) - n, "\"unterminated,1,2,3\n,1,2,3\nx.png,1,two,3\n");
-    write_text("targets.csv", text);
+    cd_test_write_text("targets.csv", text);
     free(text);
     snprintf(json, sizeof json,
              "{\"task\": \"regression\", \"folder_train\": \"%s\", \"targets_csv\": \"%s\", \"width\": 5, "
              "\"height\": 5, \"channels\": 3, \"encoding\": \"none\", \"pct_val\": 20, \"pct_test\": 20, "
              "\"resize_mode\": \"crop\", \"seed\": 3}",
-             tmp_path("src"), tmp_path("targets.csv"));
-    int rc = run(json, "reg3", &res, err, sizeof err);
+             cd_test_tmp_path("src"), cd_test_tmp_path("targets.csv"));
+    int rc = cd_test_dataset_run(json, "reg3", &res, NULL, err, sizeof err);
     CHECK(rc == CD_OK, "regression from a CSV: %s", err);
     CHECK(res.count[0] + res.count[1] + res.count[2] == NREG - 2 && res.count[1] > 0 && res.count[2] > 0,
           "train %zu val %zu test %zu", res.count[0], res.count[1], res.count[2]);
@@ -313,15 +242,17 @@ static void test_regression_errors(void)
 {
     char err[1024] = "", json[8192];
     cd_dataset_result_t res;
-    write_text("nothing.txt", "a.png\nb.png x\n");
-    snprintf(json, sizeof json, "{\"task\": \"regression\", \"textfile_train\": \"%s\"}", tmp_path("nothing.txt"));
-    CHECK(run(json, "reg4", &res, err, sizeof err) == CD_ERR && strstr(err, "nothing.txt lists no usable images") &&
+    cd_test_write_text("nothing.txt", "a.png\nb.png x\n");
+    snprintf(json, sizeof json, "{\"task\": \"regression\", \"textfile_train\": \"%s\"}",
+             cd_test_tmp_path("nothing.txt"));
+    CHECK(cd_test_dataset_run(json, "reg4", &res, NULL, err, sizeof err) == CD_ERR &&
+              strstr(err, "nothing.txt lists no usable images") &&
               strstr(err, "path v1 ... vK"),
           "a list without values: %s", err);
-    CHECK(!exists("reg4/stats.json"), "no stats.json after a failure");
+    CHECK(!cd_test_exists("reg4/stats.json"), "no stats.json after a failure");
     snprintf(json, sizeof json, "{\"task\": \"regression\", \"folder_train\": \"%s\", \"targets_csv\": \"%s\"}",
-             tmp_path("targets.csv"), tmp_path("targets.csv"));
-    CHECK(run(json, "reg5", &res, err, sizeof err) == CD_ERR && strstr(err, "is not a folder"),
+             cd_test_tmp_path("targets.csv"), cd_test_tmp_path("targets.csv"));
+    CHECK(cd_test_dataset_run(json, "reg5", &res, NULL, err, sizeof err) == CD_ERR && strstr(err, "is not a folder"),
           "folder_train must be a folder: %s", err);
 }
 
@@ -349,8 +280,8 @@ static void make_pair_images(void)
             write_solid(rel, 6 + i, 9 - i % 2, v, v, v);
             n += (size_t)snprintf(list + n, sizeof list - n, "class%d/p%d.png %d\n", c, i, c);
         }
-    write_text("pairsrc/list.txt", list);
-    write_text("pairsrc/labels.txt", "zero\none\ntwo\n");
+    cd_test_write_text("pairsrc/list.txt", list);
+    cd_test_write_text("pairsrc/labels.txt", "zero\none\ntwo\n");
 }
 
 /* Checks a split of pairs; *levels gets a mark for each image level seen. Returns the
@@ -358,21 +289,14 @@ static void make_pair_images(void)
 static size_t check_pairs_split(const char *outdir, const char *split, int enc, uint8_t levels[256],
                                 size_t *same, double *mean0)
 {
-    char rel[256], err[512] = "";
-    snprintf(rel, sizeof rel, "%s/%s.db", outdir, split);
-    cd_db_t *fdb = cd_db_open(tmp_path(rel), err, sizeof err);
-    CHECK(fdb != NULL, "%s: %s", rel, err);
-    snprintf(rel, sizeof rel, "%s/%s_labels.db", outdir, split);
-    cd_db_t *ldb = cd_db_open(tmp_path(rel), err, sizeof err);
-    CHECK(ldb != NULL, "%s: %s", rel, err);
-    size_t n = 0;
+    char err[512] = "";
+    cd_db_t *fdb, *ldb;
+    size_t n = cd_test_open_split_dbs(outdir, split, &fdb, &ldb);
     *same = 0;
     if (fdb && ldb) {
-        n = cd_db_count(fdb);
-        CHECK(cd_db_count(ldb) == n && cd_db_channels(fdb) == 3 && cd_db_height(fdb) == 4 && cd_db_width(fdb) == 5 &&
-                  cd_db_encoding(fdb) == enc,
-              "%s: %zu labels, %zu pairs, %dx%dx%d", split, cd_db_count(ldb), n, cd_db_channels(fdb),
-              cd_db_height(fdb), cd_db_width(fdb));
+        CHECK(cd_db_channels(fdb) == 3 && cd_db_height(fdb) == 4 && cd_db_width(fdb) == 5 && cd_db_encoding(fdb) == enc,
+              "%s: %zu pairs of %dx%dx%d, encoding %d", split, n, cd_db_channels(fdb), cd_db_height(fdb),
+              cd_db_width(fdb), cd_db_encoding(fdb));
         CHECK(cd_db_channels(ldb) == 1 && cd_db_height(ldb) == 1 && cd_db_width(ldb) == 1 &&
                   cd_db_encoding(ldb) == CD_ENC_F32,
               "label shape");
@@ -406,8 +330,8 @@ static void test_pairs_folders(void)
              "{\"task\": \"pairs\", \"folder_train\": \"%s\", \"width\": 5, \"height\": 4, \"channels\": 3, "
              "\"encoding\": \"png\", \"pct_val\": 34, \"pairs_train\": 60, \"pairs_val\": 25, \"seed\": 11, "
              "\"threads\": 4}",
-             tmp_path("pairsrc"));
-    int rc = run(json, "pairs1", &res, err, sizeof err);
+             cd_test_tmp_path("pairsrc"));
+    int rc = cd_test_dataset_run(json, "pairs1", &res, NULL, err, sizeof err);
     CHECK(rc == CD_OK, "pairs from folders: %s", err);
     CHECK(res.count[0] == 60 && res.count[1] == 25 && res.count[2] == 0 && res.num_classes == 2,
           "pairs train %zu val %zu", res.count[0], res.count[1]);
@@ -429,21 +353,21 @@ static void test_pairs_folders(void)
 
     char **names = NULL;
     int nn = 0;
-    CHECK(cd_labels_load(tmp_path("pairs1/labels.txt"), &names, &nn) == CD_OK && nn == 2 &&
+    CHECK(cd_labels_load(cd_test_tmp_path("pairs1/labels.txt"), &names, &nn) == CD_OK && nn == 2 &&
               !strcmp(names[0], "different") && !strcmp(names[1], "same"),
           "labels.txt");
     if (nn == 2)
         cd_labels_free(names, nn);
     int c, h, w;
     float *mean = NULL;
-    CHECK(cd_mean_load(tmp_path("pairs1/mean.bin"), &c, &h, &w, &mean) == CD_OK && c == 3 && h == 4 && w == 5,
+    CHECK(cd_mean_load(cd_test_tmp_path("pairs1/mean.bin"), &c, &h, &w, &mean) == CD_OK && c == 3 && h == 4 && w == 5,
           "mean.bin");
     if (mean) {
         CHECK_NEAR(mean[0], mean0 / (double)nt, 1e-3, "mean of channel 0 over the train pairs");
         CHECK(mean[40] == 0 && mean[59] == 0, "channel 2 of the mean is zero");
         free(mean);
     }
-    json_t *st = load_stats("pairs1");
+    json_t *st = cd_test_load_stats("pairs1");
     json_t *pt = json_object_get(json_object_get(st, "pairs"), "train");
     CHECK(!strcmp(json_string_value(json_object_get(st, "task")), "pairs") &&
               json_integer_value(json_object_get(pt, "pairs")) == 60 &&
@@ -462,9 +386,10 @@ static void test_pairs_folders(void)
              "{\"task\": \"pairs\", \"folder_train\": \"%s\", \"width\": 5, \"height\": 4, \"channels\": 3, "
              "\"encoding\": \"png\", \"pct_val\": 34, \"pairs_train\": 60, \"pairs_val\": 25, \"seed\": 11, "
              "\"threads\": 1}",
-             tmp_path("pairsrc"));
-    CHECK(run(json, "pairs2", &res, err, sizeof err) == CD_OK, "again: %s", err);
-    CHECK(same_file("pairs1/train.db", "pairs2/train.db") && same_file("pairs1/val_labels.db", "pairs2/val_labels.db"),
+             cd_test_tmp_path("pairsrc"));
+    CHECK(cd_test_dataset_run(json, "pairs2", &res, NULL, err, sizeof err) == CD_OK, "again: %s", err);
+    CHECK(cd_test_same_file("pairs1/train.db", "pairs2/train.db") &&
+              cd_test_same_file("pairs1/val_labels.db", "pairs2/val_labels.db"),
           "pairs are reproducible whatever the thread count");
 }
 
@@ -476,15 +401,15 @@ static void test_pairs_textfile(void)
              "{\"task\": \"pairs\", \"textfile_train\": \"%s\", \"textfile_labels\": \"%s\", \"width\": 5, "
              "\"height\": 4, \"encoding\": \"none\", \"pct_val\": 0, \"pairs_train\": 30, \"pairs_val\": 10, "
              "\"seed\": 5}",
-             tmp_path("pairsrc/list.txt"), tmp_path("pairsrc/labels.txt"));
-    int rc = run(json, "pairs3", &res, err, sizeof err);
+             cd_test_tmp_path("pairsrc/list.txt"), cd_test_tmp_path("pairsrc/labels.txt"));
+    int rc = cd_test_dataset_run(json, "pairs3", &res, NULL, err, sizeof err);
     CHECK(rc == CD_OK, "pairs from a list: %s", err);
     uint8_t tl[256] = {0}, vl[256] = {0};
     size_t same;
     CHECK(check_pairs_split("pairs3", "train", CD_ENC_NONE, tl, &same, NULL) == 30 &&
               check_pairs_split("pairs3", "val", CD_ENC_NONE, vl, &same, NULL) == 10,
           "30 and 10 pairs");
-    json_t *st = load_stats("pairs3");
+    json_t *st = cd_test_load_stats("pairs3");
     CHECK(!strcmp(json_string_value(json_object_get(json_object_get(json_object_get(st, "pairs"), "val"),
                                                     "images_from")),
                   "train"),
@@ -495,7 +420,6 @@ static void test_pairs_textfile(void)
 int main(void)
 {
     cd_test_init("test_dataset_regression");
-    snprintf(g_root, sizeof g_root, "%s", cd_test_tmpdir());
     make_reg_images();
     test_regression_list();
     test_regression_csv();

@@ -16,37 +16,13 @@
 #include "cdigits/dataset.h"
 #include "cdigits/util.h"
 #include "testutil.h"
-
-static char g_root[4096];
-
-static const char *tmp_path(const char *rel)
-{
-    static char buf[8][4300];
-    static int k;
-    char *b = buf[k++ & 7];
-    snprintf(b, 4300, "%s/%s", g_root, rel);
-    return b;
-}
-
-static void make_parent(const char *path)
-{
-    char dir[4300];
-    snprintf(dir, sizeof dir, "%s", path);
-    *strrchr(dir, '/') = 0;
-    cd_mkdirs(dir, 0755);
-}
-
-static void write_text(const char *rel, const char *text)
-{
-    make_parent(tmp_path(rel));
-    CHECK(cd_write_file_atomic(tmp_path(rel), text, strlen(text)) == CD_OK, "write %s", rel);
-}
+#include "testutil_dataset.h"
 
 /* A paletted 8-bit PNG of indices (h, w) with npal colours, through libpng. */
 static void write_paletted(const char *rel, const uint8_t *idx, int h, int w, const uint8_t (*pal)[3], int npal)
 {
-    const char *path = tmp_path(rel);
-    make_parent(path);
+    cd_test_make_parent(rel);
+    const char *path = cd_test_tmp_path(rel);
     FILE *f = fopen(path, "wb");
     CHECK(f != NULL, "open %s", path);
     if (!f)
@@ -73,87 +49,6 @@ static void write_paletted(const char *rel, const uint8_t *idx, int h, int w, co
     png_write_end(png, info);
     png_destroy_write_struct(&png, &info);
     CHECK(fclose(f) == 0, "close %s", path);
-}
-
-/* A random planar image, written as PNG (or JPEG) at rel. */
-static void random_image(cd_image_t *img, int c, int h, int w)
-{
-    cd_image_alloc(img, c, h, w, NULL, 0);
-    for (size_t i = 0; i < (size_t)c * h * w; i++)
-        img->data[i] = (uint8_t)(cd_test_rand_u64() >> 56);
-}
-
-static void write_image(const char *rel, const cd_image_t *img, int jpeg)
-{
-    uint8_t *buf;
-    size_t len;
-    int rc = jpeg ? cd_image_encode_jpeg(img, 90, &buf, &len, NULL, 0) : cd_image_encode_png(img, 6, &buf, &len, NULL, 0);
-    CHECK(rc == CD_OK, "encode %s", rel);
-    if (rc != CD_OK)
-        return;
-    make_parent(tmp_path(rel));
-    CHECK(cd_write_file_atomic(tmp_path(rel), buf, len) == CD_OK, "write %s", rel);
-    free(buf);
-}
-
-static json_t *read_lines(FILE *f)
-{
-    json_t *arr = json_array();
-    char line[65536];
-    rewind(f);
-    while (fgets(line, sizeof line, f)) {
-        json_t *j = json_loads(line, 0, NULL);
-        CHECK(j && json_is_string(json_object_get(j, "type")), "bad line: %s", line);
-        if (j)
-            json_array_append_new(arr, j);
-    }
-    return arr;
-}
-
-static int log_mentions(json_t *lines, const char *text)
-{
-    size_t i;
-    json_t *j;
-    json_array_foreach(lines, i, j)
-    {
-        const char *m = json_string_value(json_object_get(j, "message"));
-        if (m && strstr(m, text))
-            return 1;
-    }
-    return 0;
-}
-
-static int run(const char *json, const char *outdir, cd_dataset_result_t *res, json_t **lines, char *err,
-               size_t errlen)
-{
-    cd_dataset_config_t cfg;
-    cd_dataset_config_init(&cfg);
-    int rc = cd_dataset_config_parse(json, &cfg, err, errlen);
-    CHECK(rc == CD_OK, "config: %s", err);
-    FILE *f = tmpfile();
-    if (rc == CD_OK)
-        rc = cd_dataset_create(&cfg, tmp_path(outdir), f, res, err, errlen);
-    if (lines)
-        *lines = read_lines(f);
-    fclose(f);
-    cd_dataset_config_free(&cfg);
-    return rc;
-}
-
-static int exists(const char *rel)
-{
-    struct stat st;
-    return stat(tmp_path(rel), &st) == 0;
-}
-
-static int same_file(const char *a, const char *b)
-{
-    size_t la = 0, lb = 0;
-    char *x = cd_read_file(tmp_path(a), &la), *y = cd_read_file(tmp_path(b), &lb);
-    int same = x && y && la == lb && memcmp(x, y, la) == 0;
-    free(x);
-    free(y);
-    return same;
 }
 
 /* ---- what a test wrote, to identify records by ------------------------------------ */
@@ -184,14 +79,9 @@ static size_t check_split(const char *job, const char *split, expect *e, int ncl
     char fp[256], lp[256], err[512] = "";
     snprintf(fp, sizeof fp, "%s/%s.db", job, split);
     snprintf(lp, sizeof lp, "%s/%s_labels.db", job, split);
-    cd_db_t *f = cd_db_open(tmp_path(fp), err, sizeof err), *l = cd_db_open(tmp_path(lp), err, sizeof err);
-    CHECK(f && l, "open %s and %s: %s", fp, lp, err);
-    size_t n = 0;
+    cd_db_t *f, *l;
+    size_t n = cd_test_open_split_dbs(job, split, &f, &l);
     if (f && l) {
-        n = cd_db_count(f);
-        CHECK(cd_db_count(l) == n, "%s: %zu labels for %zu records", split, cd_db_count(l), n);
-        CHECK(cd_db_verify(f, err, sizeof err) == CD_OK && cd_db_verify(l, err, sizeof err) == CD_OK,
-              "verify: %s", err);
         CHECK(cd_db_channels(f) == e->c && cd_db_height(f) == e->h && cd_db_width(f) == e->w,
               "%s shape %dx%dx%d", fp, cd_db_channels(f), cd_db_height(f), cd_db_width(f));
         CHECK(cd_db_channels(l) == 1 && cd_db_height(l) == e->h && cd_db_width(l) == e->w &&
@@ -224,15 +114,6 @@ static size_t check_split(const char *job, const char *split, expect *e, int ncl
     return n;
 }
 
-static json_t *load_stats(const char *job)
-{
-    char p[256];
-    snprintf(p, sizeof p, "%s/stats.json", job);
-    json_t *st = json_load_file(tmp_path(p), 0, NULL);
-    CHECK(st != NULL, "%s is JSON", p);
-    return st;
-}
-
 static json_int_t stat_int(json_t *st, const char *key, const char *sub)
 {
     json_t *v = json_object_get(st, key);
@@ -259,7 +140,8 @@ static void check_text_lines(const char *rel, const char *const *want, int n)
 {
     char **got = NULL;
     int count = 0;
-    CHECK(cd_labels_load(tmp_path(rel), &got, &count) == CD_OK && count == n, "%s has %d lines (want %d)", rel, count, n);
+    CHECK(cd_labels_load(cd_test_tmp_path(rel), &got, &count) == CD_OK && count == n, "%s has %d lines (want %d)",
+          rel, count, n);
     for (int k = 0; k < n && k < count; k++)
         CHECK(!strcmp(got[k], want[k]), "%s line %d: %s (want %s)", rel, k, got[k], want[k]);
     cd_labels_free(got, count);
@@ -271,8 +153,8 @@ static void check_palette(const char *job, const uint8_t (*want)[3], int n)
     snprintf(p, sizeof p, "%s/palette.txt", job);
     uint8_t rgb[CD_PALETTE_MAX][3];
     int count = 0;
-    CHECK(cd_palette_load(tmp_path(p), rgb, CD_PALETTE_MAX, &count) == CD_OK && count == n, "%s: %d colours (want %d)",
-          p, count, n);
+    CHECK(cd_palette_load(cd_test_tmp_path(p), rgb, CD_PALETTE_MAX, &count) == CD_OK && count == n,
+          "%s: %d colours (want %d)", p, count, n);
     CHECK(count == n && !memcmp(rgb, want, (size_t)n * 3), "%s holds the classes' colours", p);
 }
 
@@ -291,53 +173,54 @@ static void test_paletted(void)
     uint8_t *idx = malloc((size_t)H * W);
     char rel[128];
     for (int i = 0; i < N + 1; i++) {
-        random_image(&e.feature[i], 3, H, W);
+        cd_test_random_image(&e.feature[i], 3, H, W);
         e.label[i] = malloc((size_t)H * W);
         for (int p = 0; p < H * W; p++)
             e.label[i][p] = values[cd_test_rand_u64() % 5];
         e.label[i][0] = 3; /* the largest class is used */
         if (i < N) {
             snprintf(rel, sizeof rel, "seg1/feat/img%02d.png", i);
-            write_image(rel, &e.feature[i], 0);
+            cd_test_write_image(rel, &e.feature[i], 0);
             snprintf(rel, sizeof rel, "seg1/label/img%02d.png", i);
         } else {
             /* dup.jpg (kept: first by name) and dup.png (skipped) share a base name; the
              * JPEG's record is its decoded pixels */
-            write_image("seg1/feat/dup.png", &e.feature[i], 0);
-            write_image("seg1/feat/dup.jpg", &e.feature[i], 1);
+            cd_test_write_image("seg1/feat/dup.png", &e.feature[i], 0);
+            cd_test_write_image("seg1/feat/dup.jpg", &e.feature[i], 1);
             cd_image_free(&e.feature[i]);
-            CHECK(cd_image_load(tmp_path("seg1/feat/dup.jpg"), 3, &e.feature[i], NULL, 0) == CD_OK, "load dup.jpg");
+            CHECK(cd_image_load(cd_test_tmp_path("seg1/feat/dup.jpg"), 3, &e.feature[i], NULL, 0) == CD_OK,
+                  "load dup.jpg");
             snprintf(rel, sizeof rel, "seg1/label/dup.png");
         }
         write_paletted(rel, e.label[i], H, W, (const uint8_t(*)[3])pal, 256);
     }
     e.n = N + 1;
     cd_image_t junk;
-    random_image(&junk, 3, H, W);
+    cd_test_random_image(&junk, 3, H, W);
     memset(idx, 1, (size_t)H * W);
-    write_image("seg1/feat/orphan.png", &junk, 0); /* no label */
+    cd_test_write_image("seg1/feat/orphan.png", &junk, 0); /* no label */
     write_paletted("seg1/label/lonely.png", idx, H, W, (const uint8_t(*)[3])pal, 256); /* no image */
-    write_image("seg1/feat/otherpal.png", &junk, 0); /* label of another palette */
+    cd_test_write_image("seg1/feat/otherpal.png", &junk, 0); /* label of another palette */
     write_paletted("seg1/label/otherpal.png", idx, H, W, (const uint8_t(*)[3])other, 256);
-    write_image("seg1/feat/wrongsize.png", &junk, 0); /* label 10 wide */
+    cd_test_write_image("seg1/feat/wrongsize.png", &junk, 0); /* label 10 wide */
     write_paletted("seg1/label/wrongsize.png", idx, H, 10, (const uint8_t(*)[3])pal, 256);
     cd_image_free(&junk);
-    random_image(&junk, 3, 6, 8); /* another shape */
-    write_image("seg1/feat/small.png", &junk, 0);
+    cd_test_random_image(&junk, 3, 6, 8); /* another shape */
+    cd_test_write_image("seg1/feat/small.png", &junk, 0);
     write_paletted("seg1/label/small.png", idx, 6, 8, (const uint8_t(*)[3])pal, 256);
     cd_image_free(&junk);
-    write_text("seg1/feat/broken.png", "\x89PNG\r\n\x1a\n truncated");
+    cd_test_write_text("seg1/feat/broken.png", "\x89PNG\r\n\x1a\n truncated");
     write_paletted("seg1/label/broken.png", idx, H, W, (const uint8_t(*)[3])pal, 256);
-    write_text("seg1/feat/notes.txt", "not an image");
+    cd_test_write_text("seg1/feat/notes.txt", "not an image");
     free(idx);
 
     const char *cfg = "{\"task\": \"segmentation\", \"feature_folder\": \"%s\", \"label_folder\": \"%s\", "
                       "\"pct_val\": 25, \"seed\": 7, \"encoding\": \"%s\", \"threads\": %d}";
     char json[2048], err[1024] = "";
-    snprintf(json, sizeof json, cfg, tmp_path("seg1/feat"), tmp_path("seg1/label"), "png", 3);
+    snprintf(json, sizeof json, cfg, cd_test_tmp_path("seg1/feat"), cd_test_tmp_path("seg1/label"), "png", 3);
     cd_dataset_result_t res;
     json_t *lines = NULL;
-    int rc = run(json, "job1", &res, &lines, err, sizeof err);
+    int rc = cd_test_dataset_run(json, "job1", &res, &lines, err, sizeof err);
     CHECK(rc == CD_OK, "create: %s", err);
     /* 11 pairs: val floor(11 * 25 / 100) = 2 */
     CHECK(res.count[0] == 9 && res.count[1] == 2 && res.count[2] == 0, "train %zu val %zu test %zu", res.count[0],
@@ -348,7 +231,7 @@ static void test_paletted(void)
     static const char *const skipped[] = {"orphan.png", "lonely.png", "otherpal.png", "wrongsize.png",
                                           "small.png",  "broken.png", "dup.png",      "notes.txt"};
     for (size_t k = 0; k < sizeof skipped / sizeof *skipped; k++)
-        CHECK(log_mentions(lines, skipped[k]), "the log names %s", skipped[k]);
+        CHECK(cd_test_log_mentions(lines, skipped[k]), "the log names %s", skipped[k]);
     size_t nl = json_array_size(lines);
     json_t *ds = json_array_get(lines, nl - 2), *done = json_array_get(lines, nl - 1);
     CHECK(nl >= 2 && !strcmp(json_string_value(json_object_get(ds, "type")), "dataset") &&
@@ -364,11 +247,11 @@ static void test_paletted(void)
     CHECK(check_split("job1", "val", &e, 4, px[1]) == 2, "val records");
     for (int i = 0; i < e.n; i++)
         CHECK(e.seen[i] == 1, "image %d is in train or val", i);
-    CHECK(!exists("job1/test.db") && !exists("job1/test_labels.db"), "no test split");
+    CHECK(!cd_test_exists("job1/test.db") && !cd_test_exists("job1/test_labels.db"), "no test split");
     static const char *const names[] = {"class0", "class1", "class2", "class3"};
     check_text_lines("job1/labels.txt", names, 4);
     check_palette("job1", (const uint8_t(*)[3])pal, 4);
-    json_t *st = load_stats("job1");
+    json_t *st = cd_test_load_stats("job1");
     CHECK(!strcmp(json_string_value(json_object_get(st, "task")), "segmentation"), "task");
     json_t *ls = json_object_get(st, "label_shape");
     CHECK(json_array_size(ls) == 3 && json_integer_value(json_array_get(ls, 0)) == 1 &&
@@ -384,8 +267,9 @@ static void test_paletted(void)
     /* the mean is the average of the train records */
     int c, h, w;
     float *mean = NULL;
-    CHECK(cd_mean_load(tmp_path("job1/mean.bin"), &c, &h, &w, &mean) == CD_OK && c == 3 && h == H && w == W, "mean.bin");
-    cd_db_t *db = cd_db_open(tmp_path("job1/train.db"), err, sizeof err);
+    CHECK(cd_mean_load(cd_test_tmp_path("job1/mean.bin"), &c, &h, &w, &mean) == CD_OK && c == 3 && h == H && w == W,
+          "mean.bin");
+    cd_db_t *db = cd_db_open(cd_test_tmp_path("job1/train.db"), err, sizeof err);
     if (db && mean) {
         double worst = 0, acc[3 * 16 * 12] = {0};
         uint8_t rec[3 * 16 * 12];
@@ -402,19 +286,19 @@ static void test_paletted(void)
     free(mean);
 
     /* one thread or three, the same files */
-    snprintf(json, sizeof json, cfg, tmp_path("seg1/feat"), tmp_path("seg1/label"), "png", 1);
-    CHECK(run(json, "job2", &res, NULL, err, sizeof err) == CD_OK, "create job2: %s", err);
+    snprintf(json, sizeof json, cfg, cd_test_tmp_path("seg1/feat"), cd_test_tmp_path("seg1/label"), "png", 1);
+    CHECK(cd_test_dataset_run(json, "job2", &res, NULL, err, sizeof err) == CD_OK, "create job2: %s", err);
     static const char *const files[] = {"train.db", "train_labels.db", "val.db", "val_labels.db", "palette.txt",
                                         "labels.txt", "mean.bin"};
     for (size_t k = 0; k < sizeof files / sizeof *files; k++) {
         char a[64], b[64];
         snprintf(a, sizeof a, "job1/%s", files[k]);
         snprintf(b, sizeof b, "job2/%s", files[k]);
-        CHECK(same_file(a, b), "%s is the same with 1 and 3 threads", files[k]);
+        CHECK(cd_test_same_file(a, b), "%s is the same with 1 and 3 threads", files[k]);
     }
     /* raw records hold the same images */
-    snprintf(json, sizeof json, cfg, tmp_path("seg1/feat"), tmp_path("seg1/label"), "none", 2);
-    CHECK(run(json, "job3", &res, NULL, err, sizeof err) == CD_OK, "create job3: %s", err);
+    snprintf(json, sizeof json, cfg, cd_test_tmp_path("seg1/feat"), cd_test_tmp_path("seg1/label"), "none", 2);
+    CHECK(cd_test_dataset_run(json, "job3", &res, NULL, err, sizeof err) == CD_OK, "create job3: %s", err);
     memset(e.seen, 0, sizeof e.seen);
     memset(px, 0, sizeof px);
     CHECK(check_split("job3", "train", &e, 4, px[0]) == 9 && check_split("job3", "val", &e, 4, px[1]) == 2,
@@ -434,9 +318,9 @@ static void test_gray_names_val(void)
     for (int i = 0; i < 9; i++) {
         int val = i >= 6;
         cd_image_t rgb, lab;
-        random_image(&rgb, 3, H, W);
+        cd_test_random_image(&rgb, 3, H, W);
         snprintf(rel, sizeof rel, "seg2/%s/p%d.png", val ? "vfeat" : "feat", i);
-        write_image(rel, &rgb, 0);
+        cd_test_write_image(rel, &rgb, 0);
         CHECK(cd_image_convert(&rgb, 1, &e.feature[i], NULL, 0) == CD_OK, "convert");
         cd_image_free(&rgb);
         cd_image_alloc(&lab, 1, H, W, NULL, 0);
@@ -447,25 +331,26 @@ static void test_gray_names_val(void)
             e.label[i][p] = lab.data[p] == 5 ? 255 : lab.data[p];
         }
         snprintf(rel, sizeof rel, "seg2/%s/p%d.png", val ? "vlabel" : "label", i);
-        write_image(rel, &lab, 0);
+        cd_test_write_image(rel, &lab, 0);
         cd_image_free(&lab);
     }
     e.n = 9;
-    write_text("seg2/names.txt", "road\ncar\n\nsky\n");
+    cd_test_write_text("seg2/names.txt", "road\ncar\n\nsky\n");
     char json[2048], err[1024] = "";
     snprintf(json, sizeof json,
              "{\"task\": \"segmentation\", \"feature_folder\": \"%s\", \"label_folder\": \"%s\", "
              "\"validation_feature_folder\": \"%s\", \"validation_label_folder\": \"%s\", \"class_labels_file\": \"%s\", "
              "\"channel_conversion\": \"L\", \"pct_val\": 50, \"seed\": 3}",
-             tmp_path("seg2/feat"), tmp_path("seg2/label"), tmp_path("seg2/vfeat"), tmp_path("seg2/vlabel"),
-             tmp_path("seg2/names.txt"));
+             cd_test_tmp_path("seg2/feat"), cd_test_tmp_path("seg2/label"), cd_test_tmp_path("seg2/vfeat"),
+             cd_test_tmp_path("seg2/vlabel"),
+             cd_test_tmp_path("seg2/names.txt"));
     cd_dataset_result_t res;
     json_t *lines = NULL;
-    CHECK(run(json, "job4", &res, &lines, err, sizeof err) == CD_OK, "create: %s", err);
+    CHECK(cd_test_dataset_run(json, "job4", &res, &lines, err, sizeof err) == CD_OK, "create: %s", err);
     CHECK(res.count[0] == 6 && res.count[1] == 3 && res.skipped == 0 && res.num_classes == 3,
           "train %zu val %zu (the folders, not pct_val), skipped %zu, classes %d", res.count[0], res.count[1],
           res.skipped, res.num_classes);
-    CHECK(fives[0] == 0 || log_mentions(lines, "past the classes"), "the log names the labels with index 5");
+    CHECK(fives[0] == 0 || cd_test_log_mentions(lines, "past the classes"), "the log names the labels with index 5");
     json_decref(lines);
     uint64_t px[2][256] = {{0}};
     CHECK(check_split("job4", "train", &e, 3, px[0]) == 6 && check_split("job4", "val", &e, 3, px[1]) == 3,
@@ -475,7 +360,7 @@ static void test_gray_names_val(void)
     uint8_t dflt[3][3];
     cd_palette_default(dflt, 3);
     check_palette("job4", (const uint8_t(*)[3])dflt, 3);
-    json_t *st = load_stats("job4");
+    json_t *st = cd_test_load_stats("job4");
     check_class_pixels(st, "train", px[0], 3, names);
     check_class_pixels(st, "val", px[1], 3, names);
     CHECK((uint64_t)stat_int(st, "unmapped_pixels", "train") == fives[0] &&
@@ -493,15 +378,15 @@ static void test_textfile(void)
 {
     const int W = 9, H = 7;
     static const uint8_t cmap[3][3] = {{10, 20, 30}, {200, 0, 0}, {0, 200, 0}};
-    write_text("seg3/colors.txt", "10 20 30\r\n200 0 0\r\n0 200 0\r\n\r\n");
+    cd_test_write_text("seg3/colors.txt", "10 20 30\r\n200 0 0\r\n0 200 0\r\n\r\n");
     expect e = {.c = 1, .h = H, .w = W};
     uint64_t unknown = 0;
     char rel[128];
     for (int i = 0; i < 5; i++) {
         cd_image_t lab;
-        random_image(&e.feature[i], 1, H, W);
+        cd_test_random_image(&e.feature[i], 1, H, W);
         snprintf(rel, sizeof rel, "seg3/feat/g%d.png", i);
-        write_image(rel, &e.feature[i], 0);
+        cd_test_write_image(rel, &e.feature[i], 0);
         cd_image_alloc(&lab, 3, H, W, NULL, 0);
         e.label[i] = malloc((size_t)H * W);
         size_t plane = (size_t)H * W;
@@ -513,33 +398,33 @@ static void test_textfile(void)
             unknown += k == 3;
         }
         snprintf(rel, sizeof rel, "seg3/label/g%d.png", i);
-        write_image(rel, &lab, 0);
+        cd_test_write_image(rel, &lab, 0);
         cd_image_free(&lab);
     }
     e.n = 5;
     cd_image_t rgb; /* a colour image among gray ones: another channel count under none */
-    random_image(&rgb, 3, H, W);
-    write_image("seg3/feat/zrgb.png", &rgb, 0);
-    write_image("seg3/label/zrgb.png", &rgb, 0);
+    cd_test_random_image(&rgb, 3, H, W);
+    cd_test_write_image("seg3/feat/zrgb.png", &rgb, 0);
+    cd_test_write_image("seg3/label/zrgb.png", &rgb, 0);
     cd_image_free(&rgb);
     char json[2048], err[1024] = "";
     snprintf(json, sizeof json,
              "{\"task\": \"segmentation\", \"feature_folder\": \"%s\", \"label_folder\": \"%s\", "
              "\"colormap_method\": \"textfile\", \"colormap_text_file\": \"%s\", \"channel_conversion\": \"none\", "
              "\"pct_val\": 0, \"encoding\": \"jpg\"}",
-             tmp_path("seg3/feat"), tmp_path("seg3/label"), tmp_path("seg3/colors.txt"));
+             cd_test_tmp_path("seg3/feat"), cd_test_tmp_path("seg3/label"), cd_test_tmp_path("seg3/colors.txt"));
     cd_dataset_result_t res;
     json_t *lines = NULL;
-    CHECK(run(json, "job5", &res, &lines, err, sizeof err) == CD_OK, "create: %s", err);
+    CHECK(cd_test_dataset_run(json, "job5", &res, &lines, err, sizeof err) == CD_OK, "create: %s", err);
     CHECK(res.count[0] == 5 && res.count[1] == 0 && res.skipped == 1 && res.num_classes == 3,
           "train %zu val %zu skipped %zu classes %d", res.count[0], res.count[1], res.skipped, res.num_classes);
-    CHECK(log_mentions(lines, "zrgb.png") && log_mentions(lines, "not in colormap_text_file"),
+    CHECK(cd_test_log_mentions(lines, "zrgb.png") && cd_test_log_mentions(lines, "not in colormap_text_file"),
           "the log names the colour image and the unknown colours");
     json_decref(lines);
-    CHECK(!exists("job5/val.db") && !exists("job5/val_labels.db"), "no val split with pct_val 0");
+    CHECK(!cd_test_exists("job5/val.db") && !cd_test_exists("job5/val_labels.db"), "no val split with pct_val 0");
     /* jpg records are lossy: check the labels by opening the label db directly */
     char err2[256] = "";
-    cd_db_t *l = cd_db_open(tmp_path("job5/train_labels.db"), err2, sizeof err2);
+    cd_db_t *l = cd_db_open(cd_test_tmp_path("job5/train_labels.db"), err2, sizeof err2);
     CHECK(l != NULL, "open: %s", err2);
     uint64_t px[256] = {0};
     if (l) {
@@ -561,7 +446,7 @@ static void test_textfile(void)
     static const char *const names[] = {"class0", "class1", "class2"};
     check_text_lines("job5/labels.txt", names, 3);
     check_palette("job5", cmap, 3);
-    json_t *st = load_stats("job5");
+    json_t *st = cd_test_load_stats("job5");
     check_class_pixels(st, "train", px, 3, names);
     CHECK((uint64_t)stat_int(st, "unmapped_pixels", "train") == unknown && stat_int(st, "channels", NULL) == 1,
           "unmapped pixels and channels");
@@ -585,13 +470,13 @@ static void test_refused(void)
         {"\"colormap_method\": \"textfile\", \"colormap_text_file\": \"@seg3/missing.txt\"", "cannot read colormap_text_file"},
         {"\"colormap_method\": \"label\"", "paletted or grayscale"},
     };
-    write_text("seg3/two.txt", "a\nb\n");
-    write_text("seg3/dup.txt", "1 2 3\n4 5 6\n1 2 3\n");
+    cd_test_write_text("seg3/two.txt", "a\nb\n");
+    cd_test_write_text("seg3/dup.txt", "1 2 3\n4 5 6\n1 2 3\n");
     /* only colour labels: colormap label cannot read them */
     cd_image_t rgb;
-    random_image(&rgb, 3, 4, 4);
-    write_image("seg4/feat/a.png", &rgb, 0);
-    write_image("seg4/label/a.png", &rgb, 0);
+    cd_test_random_image(&rgb, 3, 4, 4);
+    cd_test_write_image("seg4/feat/a.png", &rgb, 0);
+    cd_test_write_image("seg4/label/a.png", &rgb, 0);
     cd_image_free(&rgb);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char extra[1024] = "", *o = extra;
@@ -600,7 +485,7 @@ static void test_refused(void)
                 const char *end = strchr(p, '"');
                 char rel[128];
                 snprintf(rel, sizeof rel, "%.*s", (int)(end - p - 1), p + 1);
-                o += sprintf(o, "%s", tmp_path(rel));
+                o += sprintf(o, "%s", cd_test_tmp_path(rel));
                 p = end - 1;
             } else {
                 *o++ = *p;
@@ -611,24 +496,24 @@ static void test_refused(void)
         snprintf(fd, sizeof fd, "%s/feat", set);
         snprintf(ld, sizeof ld, "%s/label", set);
         snprintf(json, sizeof json, "{\"task\": \"segmentation\", \"feature_folder\": \"%s\", \"label_folder\": \"%s\", %s}",
-                 tmp_path(fd), tmp_path(ld), extra);
+                 cd_test_tmp_path(fd), cd_test_tmp_path(ld), extra);
         cd_dataset_result_t res;
-        int rc = run(json, "job6", &res, NULL, err, sizeof err);
+        int rc = cd_test_dataset_run(json, "job6", &res, NULL, err, sizeof err);
         CHECK(rc == CD_ERR && strstr(err, cases[i].why), "case %zu refused (%s): %s", i, cases[i].why, err);
-        CHECK(!exists("job6/stats.json"), "case %zu leaves no stats.json", i);
+        CHECK(!cd_test_exists("job6/stats.json"), "case %zu leaves no stats.json", i);
     }
     /* a feature folder that is not there is named */
     char json[2048], err[1024] = "";
     snprintf(json, sizeof json, "{\"task\": \"segmentation\", \"feature_folder\": \"%s\", \"label_folder\": \"%s\"}",
-             tmp_path("nowhere"), tmp_path("seg3/label"));
+             cd_test_tmp_path("nowhere"), cd_test_tmp_path("seg3/label"));
     cd_dataset_result_t res;
-    CHECK(run(json, "job6", &res, NULL, err, sizeof err) == CD_ERR && strstr(err, "nowhere"), "missing folder: %s", err);
+    CHECK(cd_test_dataset_run(json, "job6", &res, NULL, err, sizeof err) == CD_ERR && strstr(err, "nowhere"),
+          "missing folder: %s", err);
 }
 
 int main(void)
 {
     cd_test_init("test_dataset_segmentation");
-    snprintf(g_root, sizeof g_root, "%s", cd_test_tmpdir());
     test_paletted();
     test_gray_names_val();
     test_textfile();
