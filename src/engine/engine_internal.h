@@ -2,6 +2,9 @@
 #ifndef CDIGITS_ENGINE_INTERNAL_H
 #define CDIGITS_ENGINE_INTERNAL_H
 
+#include <jansson.h>
+#include <stdio.h>
+
 #include "cdigits/net.h"
 
 /* "Accuracy, BatchNorm, ..." (static buffer) */
@@ -28,6 +31,11 @@ extern const cd_layer_type cd_layers_shape[];
 extern const cd_layer_type cd_layers_loss[];
 extern const cd_layer_type cd_layers_spatial[];
 extern const cd_layer_type cd_layers_regress[];
+
+/* Writes line (stolen) to a list's results file as one compact JSON line, numbers to a
+ * float's precision: cd_classify_list's lines (infer_list.c) and cd_infer_list's and
+ * cd_infer_db's (infer_generic.c). */
+void cd_infer_result_line(FILE *out, json_t *line);
 
 /* shorthand for a layer's backend */
 #define BE(net) ((net)->be)

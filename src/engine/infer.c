@@ -33,6 +33,7 @@ struct cd_classifier {
     int c, h, w;          /* stored image size of the dataset */
     int resize_mode;
     int task;             /* enum cd_dataset_task of the dataset (stats.json) */
+    int targets;          /* values per label of a regression dataset */
     cd_input_prep prep;   /* the mean, and the images into the input */
     cd_input_stage stage; /* room for `batch` images */
     int *oy, *ox;         /* `batch` centre crops, on the host */
@@ -136,7 +137,8 @@ static cd_net *deploy_net(cd_classifier_t *c, int batch, const cd_net *from, cd_
                           char *err, size_t errlen)
 {
     cd_net_opts opts = {.stage = "deploy", .batch = batch, .input_c = c->c, .input_h = c->h,
-                        .input_w = c->w, .crop = c->tc.crop_size, .num_classes = c->nlabels};
+                        .input_w = c->w, .crop = c->tc.crop_size,
+                        .num_classes = c->task == CD_TASK_REGRESSION ? c->targets : c->nlabels};
     cd_net *net = cd_net_load(c->tc.network, &opts, err, errlen);
     if (!net)
         return NULL;
@@ -209,24 +211,32 @@ static int alloc_staging(cd_classifier_t *c, int n, const cd_blob *input, char *
     return CD_OK;
 }
 
-/* The dataset's task: stats.json's "task" (written when the dataset is done), else
+/* The dataset's task: stats.json's "task" (stats, written when the dataset is done), else
  * dataset.json's (o), else classification (a dataset from before tasks, an imported
  * model). An unknown name is classification too: its checks are the strictest. */
-static int read_task(const char *dataset_dir, json_t *o)
+static int read_task(json_t *stats, json_t *o)
 {
-    char path[4200];
-    jobdir_path(dataset_dir, JOBDIR_STATS_JSON, path, sizeof path);
-    json_t *stats = access(path, R_OK) == 0 ? json_load_file(path, 0, NULL) : NULL;
     const char *name = json_string_value(json_object_get(stats, "task"));
     if (!name)
         name = json_string_value(json_object_get(o, "task"));
     int task = name ? cd_dataset_task_parse(name) : CD_TASK_CLASSIFICATION;
-    json_decref(stats);
     return task < 0 ? CD_TASK_CLASSIFICATION : task;
 }
 
+/* An image key of dataset.json (o), else of stats.json (a segmentation dataset keeps its
+ * images' size, which only stats.json names), else def. */
+static int image_key(json_t *o, json_t *stats, const char *key, int def)
+{
+    json_t *v = json_object_get(o, key);
+    if (!json_is_integer(v))
+        v = json_object_get(stats, key);
+    return json_is_integer(v) ? (int)json_integer_value(v) : def;
+}
+
 /* The stored image shape and resize mode from the dataset's dataset.json (an imported
- * model has one with just these keys), and its task. */
+ * model has one with just these keys) or its stats.json, its task, and the values per
+ * label of a regression dataset (stats.json's label_shape: what an InnerProduct without
+ * num_output gives, as in training). */
 static int read_image_shape(cd_classifier_t *c, char *err, size_t errlen)
 {
     char path[4200];
@@ -238,13 +248,21 @@ static int read_image_shape(cd_classifier_t *c, char *err, size_t errlen)
         json_decref(o);
         return CD_ERR;
     }
-    json_t *ch = json_object_get(o, "channels"), *w = json_object_get(o, "width"), *h = json_object_get(o, "height");
+    char spath[4200];
+    jobdir_path(c->tc.dataset_dir, JOBDIR_STATS_JSON, spath, sizeof spath);
+    json_t *stats = access(spath, R_OK) == 0 ? json_load_file(spath, 0, NULL) : NULL;
     const char *mode = json_string_value(json_object_get(o, "resize_mode"));
-    c->c = json_is_integer(ch) ? (int)json_integer_value(ch) : 3;
-    c->w = json_is_integer(w) ? (int)json_integer_value(w) : 256;
-    c->h = json_is_integer(h) ? (int)json_integer_value(h) : 256;
+    c->c = image_key(o, stats, "channels", 3);
+    c->w = image_key(o, stats, "width", 256);
+    c->h = image_key(o, stats, "height", 256);
     c->resize_mode = mode ? cd_resize_mode_parse(mode) : CD_RESIZE_SQUASH;
-    c->task = read_task(c->tc.dataset_dir, o);
+    c->task = read_task(stats, o);
+    c->targets = 1;
+    size_t i;
+    json_t *d;
+    json_array_foreach(json_object_get(stats, "label_shape"), i, d)
+        c->targets *= json_is_integer(d) && json_integer_value(d) > 0 ? (int)json_integer_value(d) : 1;
+    json_decref(stats);
     json_decref(o);
     if ((c->c != 1 && c->c != 3) || c->w < 1 || c->h < 1 || c->w > 32768 || c->h > 32768 || c->resize_mode < 0) {
         snprintf(err, errlen, "%s: channels must be 1 or 3, width and height 1 to 32768, resize_mode one of %s", path,

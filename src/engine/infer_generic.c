@@ -15,6 +15,7 @@
 #include "cdigits/dataset.h"
 #include "cdigits/jobdir.h"
 #include "cdigits/util.h"
+#include "engine_internal.h"
 
 /* ---- outputs by name ----------------------------------------------------------------- */
 
@@ -423,17 +424,6 @@ typedef struct g_run {
     cd_seg_confusion conf;
 } g_run;
 
-static void emit(FILE *out, json_t *line)
-{
-    char *s = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(9));
-    json_decref(line);
-    if (s) {
-        fputs(s, out);
-        fputc('\n', out);
-        free(s);
-    }
-}
-
 /* The label of entry e as classes (h, w) into label, or CD_ERR with e->error set. */
 static int entry_label(g_run *g, g_entry *e, int h, int w, uint8_t *label)
 {
@@ -493,14 +483,15 @@ static int run_batch(g_run *g, g_entry *b, int n, char *err, size_t errlen)
         }
         if (!res) {
             g->failed++;
-            emit(g->out, json_pack("{s:I, s:s, s:s}", "line", (json_int_t)e->line, "path", e->key, "error", e->error));
+            cd_infer_result_line(g->out, json_pack("{s:I, s:s, s:s}", "line", (json_int_t)e->line, "path", e->key,
+                                                   "error", e->error));
             continue;
         }
         g->inferred++;
         g->labelled += labelled;
         json_object_set_new(res, "line", json_integer(e->line));
         json_object_set_new(res, "path", json_string(e->key));
-        emit(g->out, res);
+        cd_infer_result_line(g->out, res);
     }
     free(label);
     free(slot);

@@ -12,6 +12,7 @@
 
 #include "cdigits/list_line.h"
 #include "cdigits/util.h"
+#include "engine_internal.h"
 
 /* A probability as DIGITS shows it: a percentage with 2 decimals. */
 static double percent(float p) { return floor((double)p * 10000.0 + 0.5) / 100.0; }
@@ -197,9 +198,10 @@ typedef struct list_stats {
     cd_topn *best;         /* per class, or NULL */
 } list_stats;
 
-static void emit(FILE *out, json_t *line)
+void cd_infer_result_line(FILE *out, json_t *line)
 {
-    char *s = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(10));
+    /* 9 digits: every float and every percentage (two decimals) exactly */
+    char *s = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(9));
     json_decref(line);
     if (s) {
         fputs(s, out);
@@ -249,8 +251,8 @@ static int run_batch(cd_classifier_t *c, entry *b, int n, const cd_list_opts *o,
         st->images++;
         if (slot[i] < 0) {
             st->errors++;
-            emit(out, json_pack("{s:I, s:s, s:s}", "line", (json_int_t)b[i].line, "path", it->key, "error",
-                                it->error));
+            cd_infer_result_line(out, json_pack("{s:I, s:s, s:s}", "line", (json_int_t)b[i].line, "path", it->key,
+                                                 "error", it->error));
             continue;
         }
         const float *p = probs + (size_t)slot[i] * (size_t)classes;
@@ -272,7 +274,7 @@ static int run_batch(cd_classifier_t *c, entry *b, int n, const cd_list_opts *o,
         if (st->best)
             for (int k = 0; k < classes; k++)
                 cd_topn_offer(&st->best[k], p[k], it->key);
-        emit(out, line);
+        cd_infer_result_line(out, line);
     }
     free(slot);
     fflush(out);

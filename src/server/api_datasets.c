@@ -121,6 +121,35 @@ static int save_upload(req_t *r, const char *field, const char *dir, const char 
     return CD_OK;
 }
 
+int dataset_job_start(req_t *r, json_t *v, const char *id, const char *dir, json_t *form, json_t *conf)
+{
+    cd_err_t err;
+    if (!form || !conf) {
+        reply_error(r, 500, "out of memory saving the dataset's fields");
+        return CD_ERR;
+    }
+    store_job_new_t job = {
+        .id = id,
+        .type = "dataset",
+        .name = sval(v, "dataset_name"),
+        .group = sval(v, "group_name"),
+        .username = r->username[0] ? r->username : NULL,
+        .dir = dir,
+        .form = form,
+        .config = conf,
+    };
+    if (api_job_start(r->srv, &job, "dataset", "Create Dataset", &err) != CD_OK) {
+        reply_err(r, &err);
+        return CD_ERR;
+    }
+    json_t *brief = api_job_announce(r->srv, id);
+    if (brief)
+        api_reply_created(r, brief);
+    else
+        reply_error(r, 500, "the new job %s vanished", id);
+    return CD_OK;
+}
+
 void api_dataset_create_fields(req_t *r, const fields_t *in)
 {
     server_t *srv = r->srv;
@@ -210,25 +239,8 @@ void api_dataset_create_fields(req_t *r, const fields_t *in)
                      (int)ival(v, "resize_height"), (int)ival(v, "resize_width"), atoi(sval(v, "resize_channels")),
                      "resize_mode", sval(v, "resize_mode"), "encoding", sval(v, "encoding"), "has_val", has_val,
                      "has_test", has_test, "resources", "kind", "dataset");
-    store_job_new_t job = {
-        .id = id,
-        .type = "dataset",
-        .name = sval(v, "dataset_name"),
-        .group = sval(v, "group_name"),
-        .username = r->username[0] ? r->username : NULL,
-        .dir = dir,
-        .form = form,
-        .config = conf,
-    };
-    if (api_job_start(srv, &job, "dataset", "Create Dataset", &err) != CD_OK) {
-        reply_err(r, &err);
+    if (dataset_job_start(r, v, id, dir, form, conf) != CD_OK)
         goto fail;
-    }
-    json_t *brief = api_job_announce(srv, id);
-    if (brief)
-        api_reply_created(r, brief);
-    else
-        reply_error(r, 500, "the new job %s vanished", id);
     goto out;
 fail:
     if (dir[0])
@@ -254,26 +266,45 @@ cd_db_t *dataset_split_open(req_t *r, json_t *job, int split)
         reply_error(r, 404, "Job %s is not a dataset; the explorer shows a dataset's records", id);
         return NULL;
     }
-    char path[PATH_MAX];
-    jobdir_path(sval(job, "dir"), JOBDIR_TRAIN_DB + split, path, sizeof path);
-    struct stat st;
-    /* the job folder's own file, never one a link points to */
-    int missing = lstat(path, &st) != 0;
-    if (missing || !S_ISREG(st.st_mode)) {
-        reply_error(r, 404, "Dataset %s has no %s records (%s: %s); its %s split is empty or the dataset is not done",
-                    id, name, jobdir_name(JOBDIR_TRAIN_DB + split), missing ? strerror(errno) : "not a plain file",
-                    name);
-        return NULL;
-    }
-    char err[512];
-    cd_db_t *db = cd_db_open(path, err, sizeof err);
-    if (!db) /* err names the file, what is wrong with it and what to do */
-        reply_error(r, 500, "%s", err);
+    int missing = 0;
+    char why[512];
+    cd_db_t *db = dataset_own_db(sval(job, "dir"), JOBDIR_TRAIN_DB + split, &missing, why, sizeof why);
+    if (!db && missing)
+        reply_error(r, 404, "Dataset %s has no %s records (%s); its %s split is empty or the dataset is not done", id,
+                    name, why, name);
+    else if (!db) /* why names the file, what is wrong with it and what to do */
+        reply_error(r, 500, "%s", why);
     return db;
 }
 
-/* The index of split name, or -1 after a 404. */
-static int split_param(req_t *r, const char *name)
+cd_db_t *dataset_own_db(const char *dir, int file, int *missing, char *why, size_t len)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    int gone = 0;
+    if (missing)
+        *missing = 0;
+    if (jobdir_path(dir, file, path, sizeof path) != CD_OK) {
+        snprintf(why, len, "the job folder's path is too long");
+        return NULL;
+    }
+    /* the job folder's own file, never one a link points to */
+    if (lstat(path, &st) != 0) {
+        snprintf(why, len, "%s: %s", jobdir_name(file), strerror(errno));
+        gone = 1;
+    } else if (!S_ISREG(st.st_mode)) {
+        snprintf(why, len, "%s: not a plain file", jobdir_name(file));
+        gone = 1;
+    }
+    if (gone) {
+        if (missing)
+            *missing = 1;
+        return NULL;
+    }
+    return cd_db_open(path, why, len);
+}
+
+int dataset_split_param(req_t *r, const char *name)
 {
     for (int s = 0; s < CD_SPLIT_COUNT; s++)
         if (strcmp(name, cd_split_name(s)) == 0)
@@ -333,7 +364,7 @@ void h_dataset_explore(req_t *r)
         }
     }
     split = split && *split ? split : "train";
-    int s = split_param(r, split);
+    int s = dataset_split_param(r, split);
     cd_db_t *db = s < 0 ? NULL : dataset_split_open(r, job, s);
     if (!db)
         goto out;
@@ -387,6 +418,22 @@ static uint8_t *record_file(const cd_db_t *db, size_t i, size_t *len, char *err,
     return copy;
 }
 
+int dataset_record_param(req_t *r, const cd_db_t *db, const char *what, size_t *index)
+{
+    const char *text = r->params[2];
+    char *end;
+    errno = 0;
+    unsigned long long i = strtoull(text, &end, 10);
+    size_t count = cd_db_count(db);
+    if (*end || errno || text[0] == '-' || i >= count) {
+        reply_error(r, 404, "No record %s in the %s %s of dataset %s: it has %zu (0 .. %zu)", text, r->params[1], what,
+                    r->params[0], count, count ? count - 1 : 0);
+        return CD_ERR;
+    }
+    *index = (size_t)i;
+    return CD_OK;
+}
+
 /* GET /datasets/<id>/images/<split>/<index>: record <index> of the split as an image:
  * PNG for encodings none and png, the stored JPEG for jpg. A record never changes, so
  * browsers may keep it. */
@@ -395,28 +442,23 @@ void h_dataset_image(req_t *r)
     json_t *job = api_job_param(r);
     if (!job)
         return;
-    int s = split_param(r, r->params[1]);
+    int s = dataset_split_param(r, r->params[1]);
     cd_db_t *db = s < 0 ? NULL : dataset_split_open(r, job, s);
     json_decref(job);
     if (!db)
         return;
-    char *end;
-    errno = 0;
-    unsigned long long i = strtoull(r->params[2], &end, 10);
-    size_t count = cd_db_count(db);
-    if (*end || errno || r->params[2][0] == '-' || i >= count) {
+    size_t i;
+    if (dataset_record_param(r, db, "split", &i) != CD_OK) {
         cd_db_close(db);
-        reply_error(r, 404, "No record %s in the %s split of dataset %s: it has %zu (0 .. %zu)", r->params[2],
-                    r->params[1], r->params[0], count, count ? count - 1 : 0);
         return;
     }
     const char *ctype = cd_db_encoding(db) == CD_ENC_JPG ? "image/jpeg" : "image/png";
     char err[512] = "";
     size_t len = 0;
-    uint8_t *body = record_file(db, (size_t)i, &len, err, sizeof err);
+    uint8_t *body = record_file(db, i, &len, err, sizeof err);
     cd_db_close(db);
     if (!body) {
-        reply_error(r, 500, "cannot read record %llu of the %s split of dataset %s: %s", i, r->params[1],
+        reply_error(r, 500, "cannot read record %zu of the %s split of dataset %s: %s", i, r->params[1],
                     r->params[0], err);
         return;
     }

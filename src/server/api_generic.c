@@ -10,15 +10,14 @@
  * generic dataset, served as images (segmentation, coloured by palette.txt) or values. */
 #include "internal.h"
 
+#include "api_datasets.h"
 #include "api_generic.h"
 
-#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cdigits/dataset.h"
@@ -311,29 +310,8 @@ void generic_dataset_create_fields(req_t *r, const char *ext_id, const fields_t 
     }
     form = fields_to_json(in);
     conf = job_config(ext, cfg);
-    store_job_new_t job = {
-        .id = id,
-        .type = "dataset",
-        .name = sval(v, "dataset_name"),
-        .group = sval(v, "group_name"),
-        .username = r->username[0] ? r->username : NULL,
-        .dir = dir,
-        .form = form,
-        .config = conf,
-    };
-    if (!form || !conf) {
-        reply_error(r, 500, "out of memory saving the dataset's fields");
+    if (dataset_job_start(r, v, id, dir, form, conf) != CD_OK)
         goto fail;
-    }
-    if (api_job_start(srv, &job, "dataset", "Create Dataset", &err) != CD_OK) {
-        reply_err(r, &err);
-        goto fail;
-    }
-    json_t *brief = api_job_announce(srv, id);
-    if (brief)
-        api_reply_created(r, brief);
-    else
-        reply_error(r, 500, "the new job %s vanished", id);
     goto out;
 fail:
     sched_remove_dir(dir, id);
@@ -398,26 +376,6 @@ int generic_model_dataset_fits(const req_t *r, json_t *dataset, json_t *errors)
 
 /* ---- the JSON of a generic dataset --------------------------------------------------- */
 
-/* The header of one of the job folder's dbs (its own file, never a link's), or NULL. */
-static cd_db_t *open_own_db(const char *dir, int file, char *why, size_t len)
-{
-    char path[PATH_MAX];
-    struct stat st;
-    if (jobdir_path(dir, file, path, sizeof path) != CD_OK) {
-        snprintf(why, len, "the job folder's path is too long");
-        return NULL;
-    }
-    if (lstat(path, &st) != 0) {
-        snprintf(why, len, "%s: %s", jobdir_name(file), strerror(errno));
-        return NULL;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        snprintf(why, len, "%s: not a plain file", jobdir_name(file));
-        return NULL;
-    }
-    return cd_db_open(path, why, len);
-}
-
 void generic_dataset_detail(server_t *srv, json_t *job, json_t *d)
 {
     (void)srv;
@@ -443,11 +401,11 @@ void generic_dataset_detail(server_t *srv, json_t *job, json_t *d)
                                                jobdir_name(JOBDIR_TRAIN_LABELS_DB + s)));
     }
     char why[512];
-    cd_db_t *db = done ? open_own_db(dir, JOBDIR_TRAIN_DB, why, sizeof why) : NULL;
+    cd_db_t *db = done ? dataset_own_db(dir, JOBDIR_TRAIN_DB, NULL, why, sizeof why) : NULL;
     if (db) /* DIGITS's feature_dims: the train features' shape as [h, w, c] */
         dims = json_pack("[i,i,i]", cd_db_height(db), cd_db_width(db), cd_db_channels(db));
     cd_db_close(db);
-    db = done ? open_own_db(dir, JOBDIR_TRAIN_LABELS_DB, why, sizeof why) : NULL;
+    db = done ? dataset_own_db(dir, JOBDIR_TRAIN_LABELS_DB, NULL, why, sizeof why) : NULL;
     if (db)
         label_shape = json_pack("[i,i,i]", cd_db_channels(db), cd_db_height(db), cd_db_width(db));
     cd_db_close(db);
@@ -511,41 +469,34 @@ void h_generic_label(req_t *r)
     float *vals = NULL;
     cd_image_t img = {0};
     char why[512] = "";
-    int split = -1;
-    for (int s = 0; s < CD_SPLIT_COUNT; s++)
-        if (strcmp(r->params[1], cd_split_name(s)) == 0)
-            split = s;
+    int split, missing = 0;
+    size_t i;
     if (!generic_job_extension(job) || strcmp(sval(job, "type"), "dataset") != 0) {
         reply_error(r, 404, "Job %s is not a generic dataset: only those have label records (an image "
                     "classification dataset's labels are its classes: /datasets/%s/explore/json)",
                     r->params[0], r->params[0]);
         goto out;
     }
-    if (split < 0) {
-        reply_error(r, 404, "No split \"%s\": a dataset's splits are train, val and test", r->params[1]);
+    if ((split = dataset_split_param(r, r->params[1])) < 0)
         goto out;
-    }
-    db = open_own_db(sval(job, "dir"), JOBDIR_TRAIN_LABELS_DB + split, why, sizeof why);
-    if (!db) {
+    db = dataset_own_db(sval(job, "dir"), JOBDIR_TRAIN_LABELS_DB + split, &missing, why, sizeof why);
+    if (!db && missing) {
         reply_error(r, 404, "Dataset %s has no %s labels (%s); its %s split is empty or the dataset is not done",
                     r->params[0], r->params[1], why, r->params[1]);
         goto out;
     }
-    char *end;
-    errno = 0;
-    unsigned long long i = strtoull(r->params[2], &end, 10);
-    size_t count = cd_db_count(db);
-    if (*end || errno || r->params[2][0] == '-' || i >= count) {
-        reply_error(r, 404, "No record %s in the %s labels of dataset %s: it has %zu (0 .. %zu)", r->params[2],
-                    r->params[1], r->params[0], count, count ? count - 1 : 0);
+    if (!db) { /* why names the file, what is wrong with it and what to do */
+        reply_error(r, 500, "%s", why);
         goto out;
     }
+    if (dataset_record_param(r, db, "labels", &i) != CD_OK)
+        goto out;
     int c = cd_db_channels(db), h = cd_db_height(db), w = cd_db_width(db);
     size_t nval = (size_t)c * (size_t)h * (size_t)w;
     if (cd_db_encoding(db) == CD_ENC_F32) {
         vals = malloc(nval * sizeof *vals);
-        if (!vals || cd_db_read_f32(db, (size_t)i, vals, why, sizeof why) != CD_OK) {
-            reply_error(r, 500, "cannot read label %llu of the %s split of dataset %s: %s", i, r->params[1],
+        if (!vals || cd_db_read_f32(db, i, vals, why, sizeof why) != CD_OK) {
+            reply_error(r, 500, "cannot read label %zu of the %s split of dataset %s: %s", i, r->params[1],
                         r->params[0], vals ? why : "out of memory");
             goto out;
         }
@@ -557,8 +508,8 @@ void h_generic_label(req_t *r)
         goto out;
     }
     idx = malloc(nval);
-    if (!idx || cd_db_read(db, (size_t)i, idx, why, sizeof why) != CD_OK) {
-        reply_error(r, 500, "cannot read label %llu of the %s split of dataset %s: %s", i, r->params[1], r->params[0],
+    if (!idx || cd_db_read(db, i, idx, why, sizeof why) != CD_OK) {
+        reply_error(r, 500, "cannot read label %zu of the %s split of dataset %s: %s", i, r->params[1], r->params[0],
                     idx ? why : "out of memory");
         goto out;
     }
@@ -569,12 +520,12 @@ void h_generic_label(req_t *r)
         idx = NULL; /* img owns it now */
     } else if (load_palette(sval(job, "dir"), rgb, &ncolours, why, sizeof why) != CD_OK ||
                colour_labels(idx, h, w, (const uint8_t(*)[3])rgb, ncolours, &img, why, sizeof why) != CD_OK) {
-        reply_error(r, 500, "cannot colour label %llu of dataset %s: %s", i, r->params[0], why);
+        reply_error(r, 500, "cannot colour label %zu of dataset %s: %s", i, r->params[0], why);
         goto out;
     }
     size_t len = 0;
     if (cd_image_encode_png(&img, 1, &png, &len, why, sizeof why) != CD_OK) {
-        reply_error(r, 500, "cannot encode label %llu of dataset %s as PNG: %s", i, r->params[0], why);
+        reply_error(r, 500, "cannot encode label %zu of dataset %s as PNG: %s", i, r->params[0], why);
         goto out;
     }
     reply_buffer(r, 200, png, len, "image/png", "private, max-age=86400");

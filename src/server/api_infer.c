@@ -40,12 +40,17 @@ static const char *sval(json_t *o, const char *k)
 
 /* ---- shared helpers ------------------------------------------------------------------ */
 
-json_t *infer_model_from_request(req_t *r)
+json_t *infer_model_from_request(req_t *r, long *iteration, double *epoch)
 {
     const char *id = fields_get(r->fields, "job_id");
     if ((!id || !*id) && r->nparams > 0)
         id = r->params[0];
-    return api_job_of_type(r, id, "model", infer_error);
+    json_t *job = api_job_of_type(r, id, "model", infer_error);
+    if (job && infer_snapshot(r, job, iteration, epoch) != CD_OK) {
+        json_decref(job);
+        return NULL;
+    }
+    return job;
 }
 
 /* "1, 2, 3" of the snapshots' epochs (or iterations). */
@@ -304,7 +309,7 @@ static void vis_urls(req_t *r, json_t *vis, const char *dir)
     }
 }
 
-static json_t *snapshot_fields(json_t *out, long iteration, double epoch)
+json_t *infer_snapshot_fields(json_t *out, long iteration, double epoch)
 {
     json_object_set_new(out, "snapshot_iteration", json_integer(iteration));
     json_object_set_new(out, "snapshot_epoch", epoch >= 0 ? json_real(round(epoch * 1e6) / 1e6) : json_null());
@@ -332,47 +337,56 @@ static json_t *outputs_note(json_t *out, json_t *ans)
     return out;
 }
 
-void h_classify_one(req_t *r)
+int infer_image_request(req_t *r, const char *op, char *path, size_t len, infer_image *shown, json_t **req)
 {
-    json_t *job = infer_model_from_request(r), *req = NULL, *ans = NULL;
-    if (!job)
-        return;
-    long iteration;
-    double epoch;
-    char path[PATH_MAX], msg[1024], vdir[PATH_MAX] = "";
-    if (infer_snapshot(r, job, &iteration, &epoch) != CD_OK)
-        goto out;
     const char *image_path = fields_get(r->fields, "image_path");
     const field_t *file = fields_find(r->fields, "image_file");
-    infer_image shown = {0};
+    char msg[1024];
+    *shown = (infer_image){0};
+    *req = NULL;
     if (image_path && *image_path) {
-        if (paths_check_field(r->srv, image_path, 0, 0, path, sizeof path, msg, sizeof msg) != CD_OK) {
+        if (paths_check_field(r->srv, image_path, 0, 0, path, len, msg, sizeof msg) != CD_OK) {
             infer_field_error(r, "image_path", msg);
-            goto out;
+            return CD_ERR;
         }
-        req = json_pack("{s:s, s:s, s:i}", "op", "classify", "image", path, "top", 5);
-        shown.path = path;
+        *req = json_pack("{s:s, s:s}", "op", op, "image", path);
+        shown->path = path;
     } else if (file && file->len) {
         if (!is_image(file)) {
             infer_error(r, 400, "image_file%s%s%s is not a %s image; upload one of those",
                         file->filename ? " (" : "", file->filename ? file->filename : "", file->filename ? ")" : "",
                         cd_image_kinds());
-            goto out;
+            return CD_ERR;
         }
         char *b64 = cd_base64_encode(file->value, file->len);
-        if (!b64) {
-            infer_error(r, 500, "out of memory");
-            goto out;
-        }
-        req = json_pack("{s:s, s:s, s:i}", "op", "classify", "image_b64", b64, "top", 5);
+        *req = b64 ? json_pack("{s:s, s:s}", "op", op, "image_b64", b64) : NULL;
         free(b64);
-        shown.b64 = json_string_value(json_object_get(req, "image_b64"));
-        shown.format = cd_image_sniff(file->value, file->len);
-        shown.filename = file->filename;
+        shown->b64 = json_string_value(json_object_get(*req, "image_b64"));
+        shown->format = cd_image_sniff(file->value, file->len);
+        shown->filename = file->filename;
     } else {
         infer_error(r, 400, "must provide image_path or image_file");
-        goto out;
+        return CD_ERR;
     }
+    if (!*req) {
+        infer_error(r, 500, "out of memory");
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
+void h_classify_one(req_t *r)
+{
+    long iteration;
+    double epoch;
+    json_t *job = infer_model_from_request(r, &iteration, &epoch), *req = NULL, *ans = NULL;
+    if (!job)
+        return;
+    char path[PATH_MAX], vdir[PATH_MAX] = "";
+    infer_image shown;
+    if (infer_image_request(r, "classify", path, sizeof path, &shown, &req) != CD_OK)
+        goto out;
+    json_object_set_new(req, "top", json_integer(5));
     int show = field_truthy(fields_get(r->fields, "show_visualizations"));
     if (show) {
         if (infer_request_dir(r, job, "vis", VIS_KEEP, vdir, sizeof vdir) != CD_OK)
@@ -385,7 +399,7 @@ void h_classify_one(req_t *r)
         goto out;
     }
     json_t *body = json_pack("{s:O}", "predictions", json_object_get(ans, "predictions"));
-    outputs_note(snapshot_fields(body, iteration, epoch), ans);
+    outputs_note(infer_snapshot_fields(body, iteration, epoch), ans);
     json_t *vis = json_object_get(ans, "visualizations");
     if (show && vis) {
         vis_urls(r, vis, vdir);
@@ -405,61 +419,57 @@ out:
 
 /* ---- lists ---------------------------------------------------------------------------- */
 
-/* A list request's files: the checked list for the worker, its results, the reply. */
-typedef struct list_job {
-    char dir[PATH_MAX];
-    char list[PATH_MAX + 32], results[PATH_MAX + 32];
-    json_t *skipped;    /* {key: why} of lines refused here, at most MAX_SKIPPED */
-    long nskipped;
-    long written;
-} list_job;
-
-static void skip(list_job *lj, const char *key, long line, const char *why)
+void infer_list_skip(infer_list *l, const char *key, long line, const char *why)
 {
-    lj->nskipped++;
-    if (json_object_size(lj->skipped) < MAX_SKIPPED) {
+    l->nskipped++;
+    if (json_object_size(l->skipped) < MAX_SKIPPED) {
         char *msg = NULL;
         if (asprintf(&msg, "line %ld: %s", line, why) >= 0) {
-            json_object_set_new(lj->skipped, key, json_string(msg));
+            json_object_set_new(l->skipped, key, json_string(msg));
             free(msg);
         }
     }
 }
 
+const char *infer_list_path(req_t *r, const char *folder, const char *rel, const char *what, char *path, size_t plen,
+                            char *real, size_t rlen, char *msg, size_t mlen)
+{
+    if (rel[0] != '/' && folder[0])
+        snprintf(path, plen, "%s/%s", folder, rel);
+    else
+        snprintf(path, plen, "%s", rel);
+    if (strchr(path, '\t'))
+        snprintf(msg, mlen, "a %s with a tab in it cannot be read", what);
+    else if (path[0] != '/')
+        snprintf(msg, mlen, "a relative %s needs image_folder", what);
+    else if (paths_check_field(r->srv, path, 0, 0, real, rlen, msg, mlen) == CD_OK)
+        return NULL;
+    return msg;
+}
+
 /* One line of the upload: "path [label]" (cd_list_line_split, the rule of every list). */
-static void list_line(req_t *r, list_job *lj, FILE *out, char *text, long lineno, const char *folder)
+static void list_line(req_t *r, infer_list *lj, FILE *out, char *text, long lineno, const char *folder)
 {
     char *line, *word;
     if (!cd_list_line_split(text, 1, &line, &word))
         return;
     const char *label = word ? word : "";
     char key[PATH_MAX * 2], real[PATH_MAX], msg[1024];
-    if (line[0] != '/' && folder[0])
-        snprintf(key, sizeof key, "%s/%s", folder, line);
-    else
-        snprintf(key, sizeof key, "%s", line);
-    if (strchr(key, '\t')) {
-        skip(lj, key, lineno, "a path with a tab in it cannot be read");
-        return;
-    }
-    if (key[0] != '/') {
-        skip(lj, key, lineno, "a relative path needs image_folder");
-        return;
-    }
-    if (paths_check_field(r->srv, key, 0, 0, real, sizeof real, msg, sizeof msg) != CD_OK) {
-        skip(lj, key, lineno, msg);
+    const char *why = infer_list_path(r, folder, line, "path", key, sizeof key, real, sizeof real, msg, sizeof msg);
+    if (why) {
+        infer_list_skip(lj, key, lineno, why);
         return;
     }
     fprintf(out, "%s\t%s\t%s\n", real, label, key);
     lj->written++;
 }
 
-/* Checks the uploaded list line by line into lj->list; CD_ERR after a reply. */
-static int prepare_list(req_t *r, json_t *job, const char *what, list_job *lj)
+int infer_list_prepare(req_t *r, json_t *job, const char *what, const char *lines, const char *verb,
+                       infer_line_fn line_fn, infer_list *lj)
 {
     const field_t *list = fields_find(r->fields, "image_list");
     if (!list || !list->len) {
-        infer_error(r, 400, "image_list is a required field: upload a file of \"path [label]\" lines");
+        infer_error(r, 400, "image_list is a required field: upload a file of \"%s\" lines", lines);
         return CD_ERR;
     }
     char folder[PATH_MAX] = "", msg[1024];
@@ -474,11 +484,11 @@ static int prepare_list(req_t *r, json_t *job, const char *what, list_job *lj)
     long limit = nt && *nt ? atol(nt) : 0;
     if (infer_request_dir(r, job, what, 0, lj->dir, sizeof lj->dir) != CD_OK)
         return CD_ERR;
-    snprintf(lj->list, sizeof lj->list, "%s/list.tsv", lj->dir);
+    snprintf(lj->src, sizeof lj->src, "%s/list.tsv", lj->dir);
     snprintf(lj->results, sizeof lj->results, "%s/results.jsonl", lj->dir);
-    FILE *out = fopen(lj->list, "w");
+    FILE *out = fopen(lj->src, "w");
     if (!out) {
-        infer_error(r, 500, "cannot write %s: %s", lj->list, strerror(errno));
+        infer_error(r, 500, "cannot write %s: %s", lj->src, strerror(errno));
         return CD_ERR;
     }
     const char *p = list->value, *end = list->value + list->len;
@@ -499,16 +509,16 @@ static int prepare_list(req_t *r, json_t *job, const char *what, list_job *lj)
         memcpy(line, p, n);
         line[n] = 0;
         if (strlen(line) == n) /* a NUL inside: not a text line */
-            list_line(r, lj, out, line, lineno, folder);
+            line_fn(r, lj, out, line, lineno, folder);
         p += n + 1;
     }
     free(line);
     if (fclose(out) != 0) {
-        infer_error(r, 500, "cannot write %s: %s", lj->list, strerror(errno));
+        infer_error(r, 500, "cannot write %s: %s", lj->src, strerror(errno));
         return CD_ERR;
     }
     if (lj->written == 0) {
-        infer_error(r, 400, "Unable to classify any image from the file: no line names a readable image inside %s%s",
+        infer_error(r, 400, "Unable to %s any image from the file: no line names a readable image inside %s%s", verb,
                     r->srv->roots_text, json_object_size(lj->skipped) ? " (see the skipped lines)" : "");
         return CD_ERR;
     }
@@ -516,9 +526,9 @@ static int prepare_list(req_t *r, json_t *job, const char *what, list_job *lj)
 }
 
 /* Runs the list through the worker; the answer's summary on CD_OK. */
-static json_t *run_list(req_t *r, json_t *job, long iteration, list_job *lj, int top_n)
+static json_t *run_list(req_t *r, json_t *job, long iteration, infer_list *lj, int top_n)
 {
-    json_t *req = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i}", "op", "classify_list", "list", lj->list, "out",
+    json_t *req = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i}", "op", "classify_list", "list", lj->src, "out",
                             lj->results, "top", 5, "top_n", top_n, "batch", 64);
     json_t *ans = NULL;
     int rc = infer_call(r, job, iteration, req, RUN_LIST, &ans);
@@ -557,13 +567,44 @@ void infer_copy_pairs(FILE *res, FILE *out, const char *field, long *count, int 
     free(line);
 }
 
+FILE *infer_list_reply_open(req_t *r, const infer_list *l, FILE *res, char *path, size_t len)
+{
+    snprintf(path, len, "%s/reply.json", l->dir);
+    FILE *out = res ? fopen(path, "w+") : NULL;
+    if (!out) {
+        infer_error(r, 500, "cannot assemble the reply in %s: %s", l->dir, strerror(errno));
+        if (res)
+            fclose(res);
+    }
+    return out;
+}
+
+void infer_write_skipped(FILE *out, FILE *res, const infer_list *l, const char *const *fields, size_t n,
+                         json_t *tail)
+{
+    long count = 0;
+    fputs("\"skipped\":{", out);
+    char *mine = json_dumps(l->skipped, JSON_COMPACT);
+    size_t ml = mine ? strlen(mine) : 0;
+    if (ml > 2) { /* {...} without its braces */
+        fprintf(out, "%.*s", (int)(ml - 2), mine + 1);
+        count = 1;
+    }
+    free(mine);
+    for (size_t i = 0; i < n; i++)
+        infer_copy_pairs(res, out, fields[i], &count, 1);
+    char *t = json_dumps(tail, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    fprintf(out, "},%s\n", t ? t + 1 : "}");
+    free(t);
+}
+
 /* {"classifications": {...}, "skipped": {...}, snapshot and summary fields} into
  * dir/reply.json (or the page into dir/reply.html), then sent from the file (memory
  * stays bounded for long lists). */
-static void reply_classifications(req_t *r, json_t *job, list_job *lj, json_t *ans, long iteration, double epoch)
+static void reply_classifications(req_t *r, json_t *job, infer_list *lj, json_t *ans, long iteration, double epoch)
 {
     json_t *tail = json_deep_copy(json_object_get(ans, "summary"));
-    snapshot_fields(tail, iteration, epoch);
+    infer_snapshot_fields(tail, iteration, epoch);
     json_object_set_new(tail, "skipped_lines", json_integer(lj->nskipped));
     outputs_note(tail, ans);
     FILE *res = fopen(lj->results, "r");
@@ -574,32 +615,19 @@ static void reply_classifications(req_t *r, json_t *job, list_job *lj, json_t *a
         return;
     }
     char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/reply.json", lj->dir);
-    FILE *out = res ? fopen(path, "w+") : NULL;
-    if (!res || !out) {
-        infer_error(r, 500, "cannot assemble the reply in %s: %s", lj->dir, strerror(errno));
-        if (res)
-            fclose(res);
+    FILE *out = infer_list_reply_open(r, lj, res, path, sizeof path);
+    if (!out) {
         json_decref(tail);
         return;
     }
     long n = 0;
     fputs("{\"classifications\":{", out);
     infer_copy_pairs(res, out, "predictions", &n, 0);
-    fputs("},\"skipped\":{", out);
-    char *mine = json_dumps(lj->skipped, JSON_COMPACT);
-    size_t ml = mine ? strlen(mine) : 0;
-    n = ml > 2;
-    if (n)
-        fprintf(out, "%.*s", (int)(ml - 2), mine + 1);
-    free(mine);
-    infer_copy_pairs(res, out, "error", &n, 1);
-    infer_copy_pairs(res, out, "label_error", &n, 1);
+    static const char *const refused[] = {"error", "label_error"};
+    fputs("},", out);
+    infer_write_skipped(out, res, lj, refused, CD_ARRAY_LEN(refused), tail);
     fclose(res);
-    char *t = json_dumps(tail, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     json_decref(tail);
-    fprintf(out, "},%s\n", t ? t + 1 : "}");
-    free(t);
     infer_reply_file(r, out, path, "application/json", "the reply");
 }
 
@@ -617,14 +645,14 @@ static int top_n_field(req_t *r, long *top_n)
 }
 
 /* The top N images of each class, with the summary's counts. */
-static void reply_top_n(req_t *r, json_t *job, list_job *lj, json_t *ans, long iteration, double epoch)
+static void reply_top_n(req_t *r, json_t *job, infer_list *lj, json_t *ans, long iteration, double epoch)
 {
     json_t *summary = json_object_get(ans, "summary");
     json_t *body = json_pack("{s:O, s:O, s:O, s:O, s:O, s:I}", "results", json_object_get(summary, "top_n"), "images",
                              json_object_get(summary, "images"), "classified", json_object_get(summary, "classified"),
                              "failed", json_object_get(summary, "failed"), "skipped", lj->skipped, "skipped_lines",
                              (json_int_t)lj->nskipped);
-    outputs_note(snapshot_fields(body, iteration, epoch), ans);
+    outputs_note(infer_snapshot_fields(body, iteration, epoch), ans);
     if (infer_wants_html(r)) {
         infer_page_top_n(r, job, body);
         json_decref(body);
@@ -638,14 +666,14 @@ static void reply_top_n(req_t *r, json_t *job, list_job *lj, json_t *ans, long i
  * instead of a classification of every image. */
 static void classify_list(req_t *r, int by_class)
 {
-    json_t *job = infer_model_from_request(r), *ans = NULL;
-    if (!job)
-        return;
-    list_job lj = {.skipped = json_object()};
     long iteration, n = 0;
     double epoch;
-    if ((!by_class || top_n_field(r, &n) == CD_OK) && infer_snapshot(r, job, &iteration, &epoch) == CD_OK &&
-        prepare_list(r, job, by_class ? "topn" : "many", &lj) == CD_OK &&
+    json_t *job = infer_model_from_request(r, &iteration, &epoch), *ans = NULL;
+    if (!job)
+        return;
+    infer_list lj = {.skipped = json_object()};
+    if ((!by_class || top_n_field(r, &n) == CD_OK) &&
+        infer_list_prepare(r, job, by_class ? "topn" : "many", "path [label]", "classify", list_line, &lj) == CD_OK &&
         (ans = run_list(r, job, iteration, &lj, (int)n))) {
         if (by_class)
             reply_top_n(r, job, &lj, ans, iteration, epoch);

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cdigits/base64.h"
 #include "cdigits/dataset.h"
 #include "cdigits/image.h"
 #include "cdigits/jobdir.h"
@@ -24,7 +23,6 @@
 
 #define RUN_ONE 120.0    /* seconds one image may take */
 #define RUN_LIST 7200.0  /* seconds a list or a db may take */
-#define MAX_SKIPPED 1000 /* refused lines listed by name; the rest are counted */
 #define PAGE_VALUES 12   /* values of an output a page row shows */
 #define HTML_TYPE "text/html; charset=utf-8"
 
@@ -32,12 +30,6 @@ static const char *sval(json_t *o, const char *k)
 {
     const char *s = json_string_value(json_object_get(o, k));
     return s ? s : "";
-}
-
-static void snapshot_fields(json_t *body, long iteration, double epoch)
-{
-    json_object_set_new(body, "snapshot_iteration", json_integer(iteration));
-    json_object_set_new(body, "snapshot_epoch", epoch >= 0 ? json_real(epoch) : json_null());
 }
 
 /* The worker's answer fields a reply carries as they are. */
@@ -152,34 +144,19 @@ static void model_header(FILE *f, json_t *job, const char *task)
     fputs(")</small></h1></div>\n", f);
 }
 
-/* Writes a page into dir/reply.html (or a memory file without dir) and sends it. */
-static FILE *page_open(req_t *r, const char *dir, char *path, size_t len)
-{
-    snprintf(path, len, "%s/reply.html", dir);
-    FILE *f = fopen(path, "w+");
-    if (!f)
-        infer_error(r, 500, "cannot write %s: %s", path, strerror(errno));
-    return f;
-}
-
 /* infer_one's page: the image with the mask over it, the legend, the outputs. */
-static void page_one(req_t *r, json_t *job, json_t *body, const char *dir, const char *image_path, const char *b64,
-                     int format)
+static void page_one(req_t *r, json_t *job, json_t *body, const char *dir, const infer_image *img)
 {
     char path[PATH_MAX + 32];
-    FILE *f = page_open(r, dir, path, sizeof path);
+    FILE *f = infer_page_file(r, dir, job, "Infer One", path, sizeof path);
     if (!f)
         return;
-    infer_page_start(f, r, job, "Infer One");
     model_header(f, job, sval(body, "task"));
     infer_page_snapshot(f, body);
     fputs("<div class=\"infer-one\"><div class=\"overlay\" style=\"position:relative;display:inline-block\"><img "
           "class=\"input\" alt=\"the image\" src=\"",
           f);
-    if (image_path)
-        infer_page_image_url(f, r, image_path);
-    else
-        fprintf(f, "data:%s;base64,%s", format == CD_IMAGE_JPEG ? "image/jpeg" : "image/png", b64 ? b64 : "");
+    infer_page_image_src(f, r, img);
     fputs("\" style=\"max-width:512px\">", f);
     const char *mask = sval(body, "mask");
     if (*mask) {
@@ -203,10 +180,9 @@ static void page_one(req_t *r, json_t *job, json_t *body, const char *dir, const
 static void page_many(req_t *r, json_t *job, json_t *tail, const char *dir, FILE *res, const char *what)
 {
     char path[PATH_MAX + 32];
-    FILE *f = page_open(r, dir, path, sizeof path);
+    FILE *f = infer_page_file(r, dir, job, what, path, sizeof path);
     if (!f)
         return;
-    infer_page_start(f, r, job, what);
     model_header(f, job, sval(tail, "task"));
     infer_page_snapshot(f, tail);
     fprintf(f, "<p class=\"counts\">%lld images, %lld inferred, %lld failed, %lld lines skipped</p>\n",
@@ -252,53 +228,26 @@ static void page_many(req_t *r, json_t *job, json_t *tail, const char *dir, FILE
 
 void h_infer_one(req_t *r)
 {
-    json_t *job = infer_model_from_request(r), *req = NULL, *ans = NULL;
-    if (!job)
-        return;
     long iteration;
     double epoch;
-    char path[PATH_MAX], msg[1024], dir[PATH_MAX] = "";
-    const char *image_path = fields_get(r->fields, "image_path");
-    const field_t *file = fields_find(r->fields, "image_file");
-    int format = 0;
-    if (infer_snapshot(r, job, &iteration, &epoch) != CD_OK)
+    json_t *job = infer_model_from_request(r, &iteration, &epoch), *req = NULL, *ans = NULL;
+    if (!job)
+        return;
+    char path[PATH_MAX], dir[PATH_MAX] = "";
+    infer_image shown;
+    if (infer_image_request(r, "infer", path, sizeof path, &shown, &req) != CD_OK)
         goto out;
-    if (image_path && *image_path) {
-        if (paths_check_field(r->srv, image_path, 0, 0, path, sizeof path, msg, sizeof msg) != CD_OK) {
-            infer_field_error(r, "image_path", msg);
-            goto out;
-        }
-        req = json_pack("{s:s, s:s}", "op", "infer", "image", path);
-    } else if (file && file->len) {
-        format = cd_image_sniff(file->value, file->len);
-        if (format == CD_IMAGE_UNKNOWN) {
-            infer_error(r, 400, "image_file is not a %s image; upload one of those", cd_image_kinds());
-            goto out;
-        }
-        char *b64 = cd_base64_encode(file->value, file->len);
-        if (!b64) {
-            infer_error(r, 500, "out of memory");
-            goto out;
-        }
-        req = json_pack("{s:s, s:s}", "op", "infer", "image_b64", b64);
-        free(b64);
-        image_path = NULL;
-    } else {
-        infer_error(r, 400, "must provide image_path or image_file");
-        goto out;
-    }
     if (infer_call(r, job, iteration, req, RUN_ONE, &ans) != CD_OK)
         goto out;
     json_t *body = json_object();
     for (size_t i = 0; i < CD_ARRAY_LEN(g_one_fields); i++)
         if (json_object_get(ans, g_one_fields[i]))
             json_object_set(body, g_one_fields[i], json_object_get(ans, g_one_fields[i]));
-    snapshot_fields(body, iteration, epoch);
+    infer_snapshot_fields(body, iteration, epoch);
     if (!infer_wants_html(r)) {
         infer_reply_json(r, 200, body);
     } else if (infer_request_dir(r, job, "one", 4, dir, sizeof dir) == CD_OK) {
-        page_one(r, job, body, dir, image_path && *image_path ? path : NULL,
-                 json_string_value(json_object_get(req, "image_b64")), format);
+        page_one(r, job, body, dir, &shown);
         infer_remove_dir(dir);
         json_decref(body);
     } else {
@@ -312,41 +261,13 @@ out:
 
 /* ---- infer_many and infer_db ------------------------------------------------------------- */
 
-typedef struct glist {
-    char dir[PATH_MAX];
-    char src[PATH_MAX + 32], results[PATH_MAX + 32];
-    json_t *skipped; /* {key: why}, at most MAX_SKIPPED */
-    long nskipped, written;
-} glist;
-
-static void skip(glist *g, const char *key, long line, const char *why)
-{
-    g->nskipped++;
-    if (json_object_size(g->skipped) < MAX_SKIPPED) {
-        char *m = NULL;
-        if (asprintf(&m, "line %ld: %s", line, why) >= 0) {
-            json_object_set_new(g->skipped, key, json_string(m));
-            free(m);
-        }
-    }
-}
-
-/* folder/rel (rel when absolute or no folder) into out. */
-static void under(const char *folder, const char *rel, char *out, size_t len)
-{
-    if (rel[0] != '/' && folder[0])
-        snprintf(out, len, "%s/%s", folder, rel);
-    else
-        snprintf(out, len, "%s", rel);
-}
-
 /*
  * One line of the upload into the worker's list: `image [label image]` (the label image
  * the last word when it is an image name and something comes before it, or after a
  * tab), or DIGITS's `image [number]` (the number dropped). Both paths must lie in the
  * data roots.
  */
-static void list_line(req_t *r, glist *g, FILE *out, char *text, long lineno, const char *folder)
+static void list_line(req_t *r, infer_list *g, FILE *out, char *text, long lineno, const char *folder)
 {
     char *tab = strchr(text, '\t'), *label = NULL, *image, *word;
     if (tab) {
@@ -368,74 +289,16 @@ static void list_line(req_t *r, glist *g, FILE *out, char *text, long lineno, co
     if (!cd_list_line_split(text, 1, &image, &word))
         return;
     char key[PATH_MAX * 2], real[PATH_MAX], lreal[PATH_MAX] = "", lpath[PATH_MAX * 2], msg[1024];
-    under(folder, image, key, sizeof key);
-    if (key[0] != '/') {
-        skip(g, key, lineno, "a relative path needs image_folder");
+    const char *why = infer_list_path(r, folder, image, "path", key, sizeof key, real, sizeof real, msg, sizeof msg);
+    if (!why && label && *label)
+        why = infer_list_path(r, folder, label, "label path", lpath, sizeof lpath, lreal, sizeof lreal, msg,
+                              sizeof msg);
+    if (why) {
+        infer_list_skip(g, key, lineno, why);
         return;
-    }
-    if (paths_check_field(r->srv, key, 0, 0, real, sizeof real, msg, sizeof msg) != CD_OK) {
-        skip(g, key, lineno, msg);
-        return;
-    }
-    if (label && *label) {
-        under(folder, label, lpath, sizeof lpath);
-        if (lpath[0] != '/' || paths_check_field(r->srv, lpath, 0, 0, lreal, sizeof lreal, msg, sizeof msg) != CD_OK) {
-            skip(g, key, lineno, lpath[0] != '/' ? "a relative label path needs image_folder" : msg);
-            return;
-        }
     }
     fprintf(out, "%s\t%s\t%s\n", real, lreal, key);
     g->written++;
-}
-
-/* The uploaded image_list, checked line by line into g->src; CD_ERR after a reply. */
-static int prepare_list(req_t *r, json_t *job, glist *g)
-{
-    const field_t *list = fields_find(r->fields, "image_list");
-    if (!list || !list->len) {
-        infer_error(r, 400, "image_list is a required field: upload a file of \"image [label image]\" lines");
-        return CD_ERR;
-    }
-    char folder[PATH_MAX] = "", msg[1024];
-    const char *fo = fields_get(r->fields, "image_folder");
-    if (fo && *fo && paths_check_field(r->srv, fo, 1, 0, folder, sizeof folder, msg, sizeof msg) != CD_OK) {
-        infer_field_error(r, "image_folder", msg);
-        return CD_ERR;
-    }
-    if (fo && *fo)
-        snprintf(folder, sizeof folder, "%s", fo);
-    const char *nt = fields_get(r->fields, "num_test_images");
-    long limit = nt && *nt ? atol(nt) : 0;
-    if (infer_request_dir(r, job, "gmany", 0, g->dir, sizeof g->dir) != CD_OK)
-        return CD_ERR;
-    snprintf(g->src, sizeof g->src, "%s/list.tsv", g->dir);
-    FILE *out = fopen(g->src, "w");
-    if (!out) {
-        infer_error(r, 500, "cannot write %s: %s", g->src, strerror(errno));
-        return CD_ERR;
-    }
-    const char *p = list->value, *end = list->value + list->len;
-    long lineno = 0;
-    while (p < end && (limit <= 0 || g->written < limit)) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        char *line = strndup(p, n);
-        lineno++;
-        if (line && strlen(line) == n)
-            list_line(r, g, out, line, lineno, folder);
-        free(line);
-        p += n + 1;
-    }
-    if (fclose(out) != 0) {
-        infer_error(r, 500, "cannot write %s: %s", g->src, strerror(errno));
-        return CD_ERR;
-    }
-    if (g->written == 0) {
-        infer_error(r, 400, "Unable to infer any image from the file: no line names a readable image inside %s",
-                    r->srv->roots_text);
-        return CD_ERR;
-    }
-    return CD_OK;
 }
 
 /* The db infer_db reads: db_path as a split of the model's dataset ("train", "val",
@@ -480,19 +343,15 @@ static int pick_db(req_t *r, json_t *job, char *db, size_t len, char *labels, si
 /* {"outputs": {key: {...}}, "masks"/"class_counts"/"ious" per key for segmentation,
  * "skipped", and the summary with the snapshot} assembled from the result lines into
  * dir/reply.json and sent from the file. */
-static void reply_many(req_t *r, glist *g, json_t *tail)
+static void reply_many(req_t *r, infer_list *g, json_t *tail)
 {
     static const char *const per_image[][2] = {
         {"outputs", "outputs"}, {"masks", "mask"}, {"class_counts", "class_counts"}, {"ious", "iou"}};
+    static const char *const refused[] = {"error"};
     char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/reply.json", g->dir);
-    FILE *res = fopen(g->results, "r"), *out = res ? fopen(path, "w+") : NULL;
-    if (!res || !out) {
-        infer_error(r, 500, "cannot assemble the reply in %s: %s", g->dir, strerror(errno));
-        if (res)
-            fclose(res);
+    FILE *res = fopen(g->results, "r"), *out = infer_list_reply_open(r, g, res, path, sizeof path);
+    if (!out)
         return;
-    }
     fputc('{', out);
     for (size_t i = 0; i < CD_ARRAY_LEN(per_image); i++) {
         long n = 0;
@@ -504,20 +363,9 @@ static void reply_many(req_t *r, glist *g, json_t *tail)
         else
             fputc('}', out);
     }
-    long n = 0;
-    fputs(",\"skipped\":{", out);
-    char *mine = json_dumps(g->skipped, JSON_COMPACT);
-    size_t ml = mine ? strlen(mine) : 0;
-    if (ml > 2) {
-        fprintf(out, "%.*s", (int)(ml - 2), mine + 1);
-        n = 1;
-    }
-    free(mine);
-    infer_copy_pairs(res, out, "error", &n, 1);
+    fputc(',', out);
+    infer_write_skipped(out, res, g, refused, CD_ARRAY_LEN(refused), tail);
     fclose(res);
-    char *t = json_dumps(tail, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
-    fprintf(out, "},%s\n", t ? t + 1 : "}");
-    free(t);
     /* a seek back leaves the file longer than what was written last */
     fflush(out);
     if (ftruncate(fileno(out), ftell(out)) != 0) {
@@ -531,23 +379,21 @@ static void reply_many(req_t *r, glist *g, json_t *tail)
 /* The two list routes: the model, its snapshot, the list or db, one worker run, the reply. */
 static void infer_many(req_t *r, int from_db)
 {
-    json_t *job = infer_model_from_request(r), *req = NULL, *ans = NULL;
-    if (!job)
-        return;
-    glist g = {.skipped = json_object()};
     long iteration;
     double epoch;
+    json_t *job = infer_model_from_request(r, &iteration, &epoch), *req = NULL, *ans = NULL;
+    if (!job)
+        return;
+    infer_list g = {.skipped = json_object()};
     char labels[PATH_MAX + 32] = "";
-    if (infer_snapshot(r, job, &iteration, &epoch) != CD_OK)
-        goto out;
     if (from_db) {
         if (pick_db(r, job, g.src, sizeof g.src, labels, sizeof labels) != CD_OK ||
             infer_request_dir(r, job, "gdb", 0, g.dir, sizeof g.dir) != CD_OK)
             goto out;
-    } else if (prepare_list(r, job, &g) != CD_OK) {
+        snprintf(g.results, sizeof g.results, "%s/results.jsonl", g.dir);
+    } else if (infer_list_prepare(r, job, "gmany", "image [label image]", "infer", list_line, &g) != CD_OK) {
         goto out;
     }
-    snprintf(g.results, sizeof g.results, "%s/results.jsonl", g.dir);
     const char *nt = fields_get(r->fields, "num_test_images");
     req = json_pack("{s:s, s:s, s:s, s:i, s:I}", "op", from_db ? "infer_db" : "infer_list", from_db ? "db" : "list",
                     g.src, "out", g.results, "batch", 16, "limit", (json_int_t)(from_db && nt && *nt ? atol(nt) : 0));
@@ -556,7 +402,7 @@ static void infer_many(req_t *r, int from_db)
     if (infer_call(r, job, iteration, req, RUN_LIST, &ans) != CD_OK)
         goto out;
     json_t *tail = json_deep_copy(json_object_get(ans, "summary"));
-    snapshot_fields(tail, iteration, epoch);
+    infer_snapshot_fields(tail, iteration, epoch);
     json_object_set_new(tail, "skipped_lines", json_integer(g.nskipped));
     if (from_db)
         json_object_set_new(tail, "db_path", json_string(g.src));

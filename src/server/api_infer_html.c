@@ -467,16 +467,23 @@ static void list_skipped(FILE *f, FILE *res, json_t *skipped, json_t *tail)
         fprintf(f, "<p>%ld more lines were skipped; the JSON answer (classify_many.json) counts them too.</p>\n", more);
 }
 
+FILE *infer_page_file(req_t *r, const char *dir, json_t *job, const char *what, char *path, size_t len)
+{
+    snprintf(path, len, "%s/reply.html", dir);
+    FILE *f = fopen(path, "w+");
+    if (!f)
+        infer_error(r, 500, "cannot write %s: %s", path, strerror(errno));
+    else
+        page_head(f, r, job, what);
+    return f;
+}
+
 void infer_page_many(req_t *r, json_t *job, const char *dir, FILE *res, json_t *skipped, json_t *tail)
 {
     char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/reply.html", dir);
-    FILE *f = fopen(path, "w+");
-    if (!f) {
-        infer_error(r, 500, "cannot write %s: %s", path, strerror(errno));
+    FILE *f = infer_page_file(r, dir, job, "Classify Many", path, sizeof path);
+    if (!f)
         return;
-    }
-    page_head(f, r, job, "Classify Many");
     model_header(f, job);
     page_about(f, tail);
     long classified = (long)json_integer_value(json_object_get(tail, "classified"));
@@ -543,7 +550,6 @@ void infer_page_top_n(req_t *r, json_t *job, json_t *body)
 
 /* ---- for the generic models' pages (api_infer_generic.c) ------------------------------- */
 
-void infer_page_start(FILE *f, const req_t *r, json_t *job, const char *what) { page_head(f, r, job, what); }
 void infer_page_end(FILE *f) { page_tail(f); }
 void infer_page_snapshot(FILE *f, json_t *body) { page_about(f, body); }
-void infer_page_image_url(FILE *f, const req_t *r, const char *path) { image_url(f, r, path); }
+void infer_page_image_src(FILE *f, const req_t *r, const infer_image *img) { image_src(f, r, img); }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Browser tests of the web UI (tests/ui/ui.test.mjs) in Debian's Chromium through
 # playwright-core, against the real server: build/cdigits serve on a free loopback port
-# with a fresh data folder and a data root of generated PNGs (3 classes of 28x28 gray
-# images, 40 each). Screenshots of every page go to $CDIGITS_BUILD_DIR/ui-screenshots.
+# with a fresh data folder and two data roots of generated PNGs: 3 classes of 28x28 gray
+# images, 40 each, and 48 32x32 images with label images for a segmentation dataset
+# (tests/shell/make_generic.py shapes). Screenshots of every page go to
+# $CDIGITS_BUILD_DIR/ui-screenshots.
 # Skips (tests/shell/skip.bash) only when node or chromium is not installed.
 #   CDIGITS_BUILD_DIR, CDIGITS_SOURCE_DIR   set by ctest
 #   CHROMIUM                                the browser (default /usr/bin/chromium)
@@ -44,9 +46,12 @@ cleanup() {
 trap cleanup EXIT
 
 python3 "$SRC/tests/ui/make_images.py" "$T/images" --classes 3 --per-class 40 --size 28 || fail "cannot write the test images"
+# a segmentation dataset's images and label images, in a second data root
+python3 "$SRC/tests/shell/make_generic.py" shapes "$T/generic/shapes" --count 48 --size 32 --seed 3 ||
+  fail "cannot write the segmentation images"
 
 "$BUILD/cdigits" serve --port 0 --port-file "$T/port" --data "$T/data" --data-root "$T/images" \
-  --web "$SRC/web" --models "$SRC/models" >"$T/server.log" 2>&1 &
+  --data-root "$T/generic" --web "$SRC/web" --models "$SRC/models" >"$T/server.log" 2>&1 &
 SRV_PID=$!
 end=$((SECONDS + 120))
 while [ $SECONDS -lt $end ]; do
@@ -59,7 +64,8 @@ BASE="http://127.0.0.1:$(cat "$T/port")"
 
 OUT="$BUILD/ui-screenshots"
 rm -rf "$OUT"
-node "$SRC/tests/ui/ui.test.mjs" --base "$BASE" --images "$T/images" --out "$OUT" --chromium "$CHROMIUM"
+node "$SRC/tests/ui/ui.test.mjs" --base "$BASE" --images "$T/images" --shapes "$T/generic/shapes" --out "$OUT" \
+  --chromium "$CHROMIUM"
 rc=$?
 if [ $rc -ne 0 ]; then
   echo "--- server log (last 40 lines)"

@@ -1,7 +1,7 @@
 // Browser tests of the cdigits UI in Debian's Chromium through playwright-core, against a
 // real server (tests/shell/ui_browser.sh starts it):
 //
-//   node tests/ui/ui.test.mjs --base URL --images DIR --out DIR [--chromium PATH]
+//   node tests/ui/ui.test.mjs --base URL --images DIR --shapes DIR --out DIR [--chromium PATH]
 //
 // A person's path through the UI: log in, pick a folder of class folders with the folder
 // picker (the resize preview then shows one of its images), make a dataset from it,
@@ -11,9 +11,12 @@
 // bad patience; the mirror choice stays at the network's setting), make a LeNet model
 // that does not mirror, watch its loss chart gain points while it trains, abort it,
 // resume it, see it finish; see why the hardware panels have no GPU when NVML is not
-// loaded; then the home page's groups, the keyboard, the one top bar of every page, phone
-// width, and the pages as a plain `chromium --dump-dom` sees them. Every page's console
-// is watched: a JavaScript error anywhere fails the run. Screenshots of each page go to
+// loaded; make a segmentation dataset with DIGITS's generic form, see its label images
+// over its images, preview augmentations on it, train models/fcn_small.prototxt, see
+// its IoU charts and one image's mask with the legend; then the home page's groups, the
+// keyboard, the one top bar of every page, phone width, and the pages as a plain
+// `chromium --dump-dom` sees them. Every page's console is watched: a JavaScript error
+// anywhere fails the run. Screenshots of each page go to
 // --out.
 // Prints "ok"/"FAIL" per step and "ui_browser: N passed, N failed"; exits 1 on a failure.
 import { chromium } from 'playwright-core';
@@ -28,10 +31,12 @@ function arg(name, def) {
 }
 const BASE = arg('base');
 const IMAGES = arg('images');
+const SHAPES = arg('shapes'); /* make_generic.py shapes: images/, labels/, classes.txt */
+const FCN = path.join(path.dirname(new URL(import.meta.url).pathname), '..', '..', 'models', 'fcn_small.prototxt');
 const OUT = arg('out', 'ui-screenshots');
 const CHROMIUM = arg('chromium', process.env.CHROMIUM || '/usr/bin/chromium');
 if (!BASE || !IMAGES) {
-  console.error('usage: ui.test.mjs --base URL --images DIR --out DIR [--chromium PATH]');
+  console.error('usage: ui.test.mjs --base URL --images DIR --shapes DIR --out DIR [--chromium PATH]');
   process.exit(2);
 }
 const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
@@ -529,6 +534,160 @@ try {
     check(/Pretrained/.test(await page.textContent('#details')), 'the settings do not name the pretrained weights');
   }, { needed: false });
 
+  /* ---- a segmentation dataset and model: DIGITS's generic forms, the label explorer, the
+   * augmentation preview, the IoU charts and the mask of one image ------------------------- */
+
+  await step('generic dataset form: image-segmentation fields, rules between them, created, done', async () => {
+    check(SHAPES, 'no --shapes folder (tests/shell/make_generic.py shapes) was given');
+    await page.goto(BASE + '/datasets/generic/new/image-segmentation', { waitUntil: 'load' });
+    check(await page.textContent('h1') === 'New Segmentation Dataset', `the heading reads "${await page.textContent('h1')}"`);
+    check(await page.getAttribute('#ext-nav a[data-ext="image-segmentation"]', 'aria-current') === 'page',
+      'the extension links do not mark image-segmentation as the current one');
+    /* the validation folders are asked for once "Separate validation images" is ticked */
+    check(await page.isHidden('#validation_feature_folder') && await page.isHidden('#validation_label_folder'),
+      'the validation folders show before "Separate validation images" is ticked');
+    await page.check('#has_val_folder');
+    check(await page.isVisible('#validation_feature_folder') && await page.isVisible('#validation_label_folder'),
+      '"Separate validation images" does not show its folders');
+    await page.uncheck('#has_val_folder');
+    check(await page.isHidden('#validation_feature_folder'), 'the validation folders stay after "Separate validation images" is unticked');
+    await setFields({ '#feature_folder': path.join(SHAPES, 'images'), '#label_folder': path.join(SHAPES, 'labels'),
+      '#folder_pct_val': '25', '#channel_conversion': 'RGB', '#class_labels_file': path.join(SHAPES, 'classes.txt'),
+      '#dataset_name': 'ui-seg', '#group_name': 'ui-generic' });
+    await shot('dataset-generic-new');
+    await Promise.all([page.waitForURL(/\/datasets\/[^/]+$/), page.click('#create')]);
+    state.segDatasetUrl = page.url();
+    state.segDatasetId = decodeURIComponent(state.segDatasetUrl.split('/').pop());
+    await statusIs(['Done'], 90000);
+  }, { needed: false });
+
+  await step('segmentation dataset page: the explorer lays the label images over the images', async () => {
+    check(state.segDatasetId, 'no segmentation dataset (an earlier step failed)');
+    await page.goto(state.segDatasetUrl, { waitUntil: 'load' });
+    await statusIs(['Done'], 10000);
+    check(await page.isHidden('#ex-class'), 'a segmentation dataset\'s explorer offers classes to filter by');
+    await page.waitForFunction(() => /Page 1 of 1 · 36 images/.test(document.querySelector('#ex-page').textContent));
+    await page.selectOption('#ex-view', 'overlay');
+    check(await page.isVisible('#ex-opacity'), 'the label opacity is not offered in overlay mode');
+    await page.waitForFunction(() => {
+      const boxes = Array.from(document.querySelectorAll('#ex-gallery .label-overlay'));
+      return boxes.length === 36 && boxes.every((b) => {
+        const [img, label] = b.querySelectorAll('img');
+        return img && label && label.classList.contains('label-over') && img.complete && label.complete &&
+          img.naturalWidth === 32 && label.naturalWidth === 32 && label.naturalHeight === 32;
+      });
+    });
+    await page.fill('#ex-opacity', '80');
+    await page.waitForFunction(() => Array.from(document.querySelectorAll('#ex-gallery img.label-over')).every((i) => i.style.opacity === '0.8'));
+    await page.selectOption('#ex-split', 'val');
+    await page.waitForFunction(() => /· 12 images/.test(document.querySelector('#ex-page').textContent) &&
+      document.querySelectorAll('#ex-gallery .label-overlay img.label-over').length === 12 &&
+      Array.from(document.querySelectorAll('#ex-gallery img')).every((i) => i.complete && i.naturalWidth === 32));
+    await page.selectOption('#ex-split', 'train');
+    await page.waitForFunction(() => document.querySelectorAll('#ex-gallery .label-overlay').length === 36 &&
+      Array.from(document.querySelectorAll('#ex-gallery img')).every((i) => i.complete && i.naturalWidth === 32));
+    await shot('dataset-segmentation-overlay');
+  }, { needed: false });
+
+  await step('new generic model: the augmentations are previewed on the dataset\'s images, the FCN is created', async () => {
+    check(state.segDatasetId, 'no segmentation dataset (an earlier step failed)');
+    await page.goto(BASE + '/models/images/generic/new?dataset=' + encodeURIComponent(state.segDatasetId), { waitUntil: 'load' });
+    check(await page.textContent('h1') === 'New Image Model', `the generic model form is headed "${await page.textContent('h1')}"`);
+    await page.waitForFunction((id) => document.querySelector('#dataset').value === id &&
+      document.querySelector('#ds-summary').textContent.includes('32×32'), state.segDatasetId);
+    await setFields({ '#aug_rot': '30', '#aug_quad_rot': 'rot180', '#aug_contrast': '0.5' });
+    const answer = page.waitForResponse((r) => r.url().endsWith('/models/augment-preview/json'));
+    await page.click('#aug-preview');
+    check((await answer).status() === 200, 'augment-preview did not answer 200');
+    await page.waitForFunction(() => {
+      const figs = Array.from(document.querySelectorAll('#aug-preview-images figure'));
+      return figs.length === 6 && figs.every((f) => f.querySelectorAll('canvas').length === 2 && /°/.test(f.textContent));
+    });
+    /* the augmented picture differs from the original: drawn, and turned */
+    const differs = await page.$$eval('#aug-preview-images figure', (figs) => figs.filter((f) => {
+      const [a, b] = Array.from(f.querySelectorAll('canvas')).map((c) => c.getContext('2d').getImageData(0, 0, c.width, c.height).data);
+      return a.length === b.length && a.some((v, i) => v !== b[i]);
+    }).length);
+    check(differs === 6, `${differs} of the 6 previews differ from their original`);
+    check(await page.isVisible('#aug-redraw'), 'no "Draw again" after a preview');
+    await page.locator('#aug-title').scrollIntoViewIfNeeded();
+    await shot('model-new-augmentations');
+    /* trained without them, with flips only: its mask should be good after a few epochs */
+    await setFields({ '#aug_rot': '0', '#aug_quad_rot': 'none', '#aug_contrast': '0', '#aug_flip': 'fliplr' });
+    await page.click('#tab-custom');
+    await page.fill('#custom_network', fs.readFileSync(FCN, 'utf8'));
+    await setFields({ '#train_epochs': '12', '#val_interval': '4', '#snapshot_interval': '12', '#random_seed': '1',
+      '#lr_policy': 'fixed', '#learning_rate': '0.01', '#model_name': 'ui-fcn', '#group_name': 'ui-generic' });
+    await Promise.all([page.waitForURL(/\/models\/[^/]+$/), page.click('#create')]);
+    state.segModelUrl = page.url();
+    state.segModelId = decodeURIComponent(state.segModelUrl.split('/').pop());
+    const job = await (await context.request.get(BASE + '/models/' + encodeURIComponent(state.segModelId) + '/json')).json();
+    const t = job.train || {};
+    check(t.flip === 'fliplr' && !t.rotation && t.epochs === 12, 'the model trains with ' + JSON.stringify({ flip: t.flip, rotation: t.rotation, epochs: t.epochs }));
+  }, { needed: false });
+
+  await step('segmentation model page: charts of the loss, pixel accuracy, mean IoU and each class\'s IoU', async () => {
+    check(state.segModelId, 'no segmentation model (an earlier step failed)');
+    await statusIs(['Done'], 180000);
+    /* a fresh page: the whole history, and the classes' names from the dataset */
+    await page.goto(state.segModelUrl, { waitUntil: 'load' });
+    await page.waitForFunction(() => {
+      const legend = document.querySelector('#chart-loss .u-legend');
+      return legend && /mean IoU \(val\)/.test(legend.textContent) && /accuracy \(val\)/.test(legend.textContent) &&
+        Number(document.querySelector('#chart-loss .chart').dataset.points) > 6;
+    });
+    await page.waitForFunction(() => {
+      const c = document.querySelector('#chart-iou .chart');
+      const legend = document.querySelector('#chart-iou .u-legend');
+      return c && Number(c.dataset.points) === 9 && ['background', 'rectangle', 'disc'].every((n) => legend.textContent.includes(n));
+    });
+    const tiles = await page.textContent('#tiles');
+    check(/Val\. mean IoU\s*\d+\.\d\d%/.test(tiles), `the tiles read "${tiles}"`);
+    check(/horizontal flips/.test(await page.textContent('#details')), 'the settings do not name the flips');
+    await shot('model-segmentation');
+  }, { needed: false });
+
+  await step('classify page of the segmentation model: the mask over the image, the legend, the outputs', async () => {
+    check(state.segModelId, 'no segmentation model (an earlier step failed)');
+    await page.goto(BASE + '/classify.html?job=' + encodeURIComponent(state.segModelId), { waitUntil: 'load' });
+    await page.waitForFunction(() => document.querySelectorAll('#snapshot_epoch option').length === 1);
+    check(await page.isHidden('#show_visualizations'), 'a segmentation model offers the classifier\'s visualizations');
+    await page.fill('#image_path', path.join(SHAPES, 'images', '000.png'));
+    await page.click('#one-form button[type=submit]');
+    await page.waitForSelector('#seg-stack[data-drawn="1"]');
+    check(await page.isVisible('#seg-view'), 'the mask view is hidden');
+    const legend = await page.$$eval('#seg-legend tbody tr', (rows) => rows.map((r) => Array.from(r.cells).map((c) => c.textContent.trim())));
+    check(JSON.stringify(legend.map((r) => r[1])) === '["background","rectangle","disc"]', 'the legend lists ' + JSON.stringify(legend));
+    const pixels = legend.reduce((a, r) => a + Number(r[2].replace(/\D/g, '')), 0);
+    check(pixels === 32 * 32, `the legend counts ${pixels} pixels of a 32x32 image`);
+    check(legend.every((r) => /^#[0-9a-f]{6}$/.test(r[0])), 'the legend\'s colours are ' + legend.map((r) => r[0]));
+    const drawn = await page.evaluate(() => {
+      const seen = (c) => c.getContext('2d').getImageData(0, 0, c.width, c.height).data.some((v, i) => i % 4 === 3 && v > 0);
+      const image = document.querySelector('#seg-image'), mask = document.querySelector('#seg-mask');
+      const a = image.getBoundingClientRect(), b = mask.getBoundingClientRect();
+      return { image: image.tagName === 'CANVAS' && seen(image), mask: mask.tagName === 'CANVAS' && seen(mask),
+        over: Math.abs(a.left - b.left) < 1 && Math.abs(a.top - b.top) < 1 && Math.abs(a.width - b.width) < 1 && a.width >= 256,
+        opacity: mask.style.opacity };
+    });
+    check(drawn.image && drawn.mask && drawn.over && drawn.opacity === '0.5', 'the image and its mask are not drawn one over the other: ' + JSON.stringify(drawn));
+    check(await page.locator('#out-table tbody tr').count() >= 1, 'the outputs table is empty');
+    await page.fill('#seg-opacity', '70');
+    check(await page.evaluate(() => document.querySelector('#seg-mask').style.opacity) === '0.7', 'the opacity slider does not reach the mask');
+    await shot('classify-segmentation');
+    /* at phone width the image and its mask shrink together to the screen */
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      const fit = await page.evaluate(() => {
+        const a = document.querySelector('#seg-image').getBoundingClientRect(), b = document.querySelector('#seg-mask').getBoundingClientRect();
+        return { wide: document.documentElement.scrollWidth, image: a.width, same: Math.abs(a.width - b.width) < 1 && Math.abs(a.height - b.height) < 1 };
+      });
+      check(fit.wide <= 392 && fit.image < 390 && fit.same, 'at 390 pixels the mask view is ' + JSON.stringify(fit));
+      await shot('classify-segmentation-phone');
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 800 });
+    }
+  }, { needed: false });
+
   await step('home: jobs by group with owner and coloured status; bulk group', async () => {
     await page.goto(BASE + '/', { waitUntil: 'load' });
     const models = await page.textContent('#models-table');
@@ -590,8 +749,10 @@ try {
 
   await step('phone width: no page is wider than the screen', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
+    const generic = [['dataset-generic-new', '/datasets/generic/new/image-segmentation'], ['dataset-segmentation', state.segDatasetUrl],
+      ['model-segmentation', state.segModelUrl]].filter(([, url]) => url);
     for (const [name, url] of [['home', '/'], ['dataset-new', '/dataset-new.html'], ['model-new', '/model-new.html'],
-      ['dataset', state.datasetUrl], ['model', state.modelUrl]]) {
+      ['dataset', state.datasetUrl], ['model', state.modelUrl], ...generic]) {
       await page.goto(url.startsWith('http') ? url : BASE + url, { waitUntil: 'load' });
       await page.waitForTimeout(300);
       const w = await page.evaluate(() => document.documentElement.scrollWidth);

@@ -39,6 +39,7 @@
 #include "cdigits/prototxt.h"
 #include "cdigits/util.h"
 #include "testutil.h"
+#include "testutil_dataset.h"
 
 #define CLASSES 3
 #define C 3
@@ -68,15 +69,8 @@ static const char net_text[] =
     "  exclude { stage: \"deploy\" } }\n"
     "layer { name: \"prob\" type: \"Softmax\" bottom: \"ip\" top: \"prob\" include { stage: \"deploy\" } }\n";
 
-static void write_text(const char *dir, const char *name, const char *text)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (cd_write_file_atomic(path, text, strlen(text)) != CD_OK) {
-        fprintf(stderr, "cannot write %s\n", path);
-        exit(2);
-    }
-}
+/* The job's dataset.json: 10x10 color images. */
+static const char dataset_json[] = "{\"channels\": 3, \"width\": 10, \"height\": 10, \"resize_mode\": \"squash\"}";
 
 /* A model job in dir with the network `net` and random weights saved as
  * snapshot_iter_12 (epoch 2). */
@@ -84,14 +78,14 @@ static void make_job_with(const char *dir, const char *net_def)
 {
     char err[1024], path[4200], text[8192];
     mkdir(dir, 0755);
-    write_text(dir, "network.prototxt", net_def);
+    cd_test_write_at(dir, "network.prototxt", net_def);
     snprintf(text, sizeof text,
              "{\"dataset_dir\": \"%s\", \"network\": \"network.prototxt\", \"epochs\": 2, \"learning_rate\": 0.1,"
              " \"lr_policy\": {\"policy\": \"step\", \"stepsize\": 33, \"gamma\": 0.5}, \"use_mean\": \"image\"}",
              dir);
-    write_text(dir, "train.json", text);
-    write_text(dir, "dataset.json", "{\"channels\": 3, \"width\": 10, \"height\": 10, \"resize_mode\": \"squash\"}");
-    write_text(dir, "labels.txt", "red\ngreen\nblue\n");
+    cd_test_write_at(dir, "train.json", text);
+    cd_test_write_at(dir, "dataset.json", dataset_json);
+    cd_test_write_at(dir, "labels.txt", "red\ngreen\nblue\n");
     float mean[C * H * W];
     cd_test_fill_uniform(mean, C * H * W, 60, 200);
     snprintf(path, sizeof path, "%s/mean.bin", dir);
@@ -100,28 +94,15 @@ static void make_job_with(const char *dir, const char *net_def)
           "the snapshots' .epoch files");
     cd_net_opts o = {.stage = "train", .batch = 4, .input_c = C, .input_h = H, .input_w = W,
                      .num_classes = CLASSES, .seed = cd_test_rand_u64()};
-    snprintf(path, sizeof path, "%s/network.prototxt", dir);
-    cd_net *net = cd_net_load(path, &o, err, sizeof err);
-    CHECK(net != NULL, "train net: %s", err);
     cd_backend_t *be = cd_backend_cpu_new(1);
-    CHECK(net && cd_net_alloc(net, be, NULL, err, sizeof err) == CD_OK, "alloc: %s", err);
-    snprintf(path, sizeof path, "%s/snapshot_iter_12.cdw", dir);
-    CHECK(net && cd_snapshot_save_weights(net, path, err, sizeof err) == CD_OK, "save: %s", err);
-    snprintf(path, sizeof path, "%s/snapshot_iter_6.cdw", dir);
-    CHECK(net && cd_snapshot_save_weights(net, path, err, sizeof err) == CD_OK, "save: %s", err);
+    cd_net *net = be ? cd_test_job_net(be, dir, &o) : NULL;
+    cd_test_save_snapshot(net, dir, 12);
+    cd_test_save_snapshot(net, dir, 6);
     cd_net_free(net);
     cd_backend_free(be);
 }
 
 static void make_job(const char *dir) { make_job_with(dir, net_text); }
-
-static void random_image(cd_image_t *img, int c, int h, int w)
-{
-    char err[256];
-    cd_image_alloc(img, c, h, w, err, sizeof err);
-    for (size_t i = 0; i < (size_t)c * h * w; i++)
-        img->data[i] = (uint8_t)(cd_test_rand_u64() & 255);
-}
 
 static void test_export_roundtrip(const char *job, const char *out, const char *copy)
 {
@@ -151,17 +132,17 @@ static void test_export_roundtrip(const char *job, const char *out, const char *
     CHECK(deploy && strstr(deploy, "num_output: 3") && strstr(deploy, "dim: 1 dim: 3 dim: 8 dim: 8") &&
               !strstr(deploy, "SoftmaxWithLoss") && !strstr(deploy, "stage"),
           "deploy.prototxt: the Input of the crop's shape, num_output, no loss, no stage rules:\n%s", deploy);
-    write_text(copy, "network.prototxt", deploy ? deploy : "");
+    cd_test_write_at(copy, "network.prototxt", deploy ? deploy : "");
     free(deploy);
     snprintf(text, sizeof text, "{\"dataset_dir\": \"%s\", \"network\": \"network.prototxt\", \"use_mean\": \"image\"}",
              copy);
-    write_text(copy, "train.json", text);
-    write_text(copy, "dataset.json", "{\"channels\": 3, \"width\": 10, \"height\": 10, \"resize_mode\": \"squash\"}");
+    cd_test_write_at(copy, "train.json", text);
+    cd_test_write_at(copy, "dataset.json", dataset_json);
     cd_classifier_t *d = cd_classifier_open(copy, 0, NULL, err, sizeof err);
     CHECK(d != NULL, "the exported model opens: %s", err);
     for (int t = 0; d && t < 4; t++) {
         cd_image_t img = {0};
-        random_image(&img, t % 2 ? 1 : 3, 7 + t * 5, 12 + t); /* other sizes and channel counts */
+        cd_test_random_image(&img, t % 2 ? 1 : 3, 7 + t * 5, 12 + t); /* other sizes and channel counts */
         float p1[CLASSES], p2[CLASSES];
         int ok = cd_classifier_run(c, &img, p1, err, sizeof err) == CD_OK && cd_classifier_run(d, &img, p2, err, sizeof err) == CD_OK;
         CHECK(ok, "run: %s", err);
@@ -241,7 +222,7 @@ static void test_transform_scale(const char *job, const char *job2)
     CHECK(b != NULL, "open the transform_param job: %s", err);
     if (a && b) {
         cd_image_t img;
-        random_image(&img, 3, 10, 10);
+        cd_test_random_image(&img, 3, 10, 10);
         float pa[CLASSES], pb[CLASSES];
         CHECK(cd_classifier_run(a, &img, pa, err, sizeof err) == CD_OK && cd_classifier_run(b, &img, pb, err, sizeof err) == CD_OK,
               "classify: %s", err);
@@ -264,7 +245,7 @@ static void test_batch_and_layers(const char *job)
     cd_image_t raw[N], prep[N];
     float single[N][CLASSES], batch[N][CLASSES];
     for (int i = 0; i < N; i++) {
-        random_image(&raw[i], 3, 10 + i, 9);
+        cd_test_random_image(&raw[i], 3, 10 + i, 9);
         CHECK(cd_classifier_prepare(c, &raw[i], &prep[i], err, sizeof err) == CD_OK, "prepare: %s", err);
         CHECK(cd_classifier_run(c, &raw[i], single[i], err, sizeof err) == CD_OK, "run: %s", err);
     }
@@ -326,7 +307,7 @@ static void test_epochs(const char *job)
     /* a snapshot without a line gets its epoch from the others' iterations per epoch */
     char path[4200];
     snprintf(path, sizeof path, "%s/snapshot_iter_9.cdw", job);
-    write_text(job, "snapshot_iter_9.cdw", "x");
+    cd_test_write_at(job, "snapshot_iter_9.cdw", "x");
     cd_snapshot_info s[8];
     int n = cd_snapshot_epochs(job, s, 8);
     CHECK(n == 3 && s[1].iteration == 9 && fabs(s[1].epoch - 1.5) < 1e-9, "iteration 9 is epoch 1.5 (%g)", n == 3 ? s[1].epoch : -1);
@@ -634,7 +615,7 @@ static void test_classify_list(const char *job, const char *dir)
     fputs("\xEF\xBB\xBF# images for the test\r\n\r\n", lf);
     for (int i = 0; i < N; i++) {
         cd_image_t img = {0};
-        random_image(&img, i % 3 ? 3 : 1, 6 + (int)(cd_test_rand_u64() % 9), 6 + (int)(cd_test_rand_u64() % 9));
+        cd_test_random_image(&img, i % 3 ? 3 : 1, 6 + (int)(cd_test_rand_u64() % 9), 6 + (int)(cd_test_rand_u64() % 9));
         snprintf(path, sizeof path, "%s/image %02d.png", dir, i);
         CHECK(cd_image_write_png(path, &img, err, sizeof err) == CD_OK, "png: %s", err);
         cd_image_free(&img);
@@ -784,7 +765,7 @@ static void test_visualize(const char *job, const char *dir)
     if (!c)
         return;
     cd_image_t img = {0};
-    random_image(&img, 3, 13, 11);
+    cd_test_random_image(&img, 3, 13, 11);
     cd_infer_layer *layers = NULL;
     int n = 0;
     float probs[CLASSES];

@@ -26,6 +26,7 @@
 #include "cdigits/jobdir.h"
 #include "cdigits/util.h"
 #include "testutil.h"
+#include "testutil_dataset.h"
 
 #define C 3
 #define H 6
@@ -46,39 +47,26 @@ static const char reg_net[] =
     "layer { name: \"fc\" type: \"InnerProduct\" bottom: \"data\" top: \"fc\"\n"
     "  inner_product_param { num_output: 2 } }\n";
 
-static void write_text(const char *dir, const char *name, const char *text)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (cd_write_file_atomic(path, text, strlen(text)) != CD_OK) {
-        fprintf(stderr, "cannot write %s\n", path);
-        exit(2);
-    }
-}
-
 /* A model job in dir (its own dataset folder) with net_text, whose first layer's weights
  * and bias are set to w and b, saved as snapshot_iter_5. */
 static void make_job(const char *dir, const char *net_text, const char *task, const float *w, size_t nw,
                      const float *b, size_t nb)
 {
-    char err[1024], path[4200], text[8192];
+    char text[8192];
     mkdir(dir, 0755);
-    write_text(dir, "network.prototxt", net_text);
+    cd_test_write_at(dir, "network.prototxt", net_text);
     snprintf(text, sizeof text,
              "{\"dataset_dir\": \"%s\", \"network\": \"network.prototxt\", \"epochs\": 1, \"learning_rate\": 0.1,"
              " \"use_mean\": \"none\"}", dir);
-    write_text(dir, "train.json", text);
+    cd_test_write_at(dir, "train.json", text);
     snprintf(text, sizeof text, "{\"channels\": %d, \"width\": %d, \"height\": %d, \"resize_mode\": \"squash\"}", C, W,
              H);
-    write_text(dir, "dataset.json", text);
+    cd_test_write_at(dir, "dataset.json", text);
     snprintf(text, sizeof text, "{\"task\": \"%s\"}", task);
-    write_text(dir, "stats.json", text);
+    cd_test_write_at(dir, "stats.json", text);
     cd_net_opts o = {.stage = "deploy", .batch = 1, .input_c = C, .input_h = H, .input_w = W};
-    snprintf(path, sizeof path, "%s/network.prototxt", dir);
-    cd_net *net = cd_net_load(path, &o, err, sizeof err);
-    CHECK(net != NULL, "deploy net: %s", err);
     cd_backend_t *be = cd_backend_cpu_new(1);
-    CHECK(net && cd_net_alloc(net, be, NULL, err, sizeof err) == CD_OK, "alloc: %s", err);
+    cd_net *net = be ? cd_test_job_net(be, dir, &o) : NULL;
     cd_layer *l = NULL;
     for (int i = 0; net && i < net->nlayers && !l; i++)
         if (net->layers[i]->nparam)
@@ -89,18 +77,9 @@ static void make_job(const char *dir, const char *net_text, const char *task, co
         be->iface->upload(be, l->params[0]->data, w, nw * sizeof(float));
         be->iface->upload(be, l->params[1]->data, b, nb * sizeof(float));
     }
-    snprintf(path, sizeof path, "%s/snapshot_iter_5.cdw", dir);
-    CHECK(net && cd_snapshot_save_weights(net, path, err, sizeof err) == CD_OK, "save: %s", err);
+    cd_test_save_snapshot(net, dir, 5);
     cd_net_free(net);
     cd_backend_free(be);
-}
-
-static void random_image(cd_image_t *img)
-{
-    char err[256];
-    cd_image_alloc(img, C, H, W, err, sizeof err);
-    for (size_t i = 0; i < (size_t)C * H * W; i++)
-        img->data[i] = (uint8_t)(cd_test_rand_u64() & 255);
 }
 
 static float g_w[K * C], g_b[K];
@@ -138,7 +117,7 @@ static void test_segmentation_one(const char *job)
         return;
     CHECK(cd_classifier_task(c) == CD_TASK_SEGMENTATION, "the task comes from stats.json (%d)", cd_classifier_task(c));
     cd_image_t img = {0};
-    random_image(&img);
+    cd_test_random_image(&img, C, H, W);
     cd_infer_tensor *outs = NULL;
     int n = 0;
     CHECK(cd_infer_image(c, &img, &outs, &n, err, sizeof err) == CD_OK, "infer: %s", err);
@@ -313,7 +292,7 @@ static void test_segmentation_lists(const char *job, const char *dir)
     FILE *list = fopen(path, "w");
     for (int i = 0; i < N; i++) {
         memset(&img[i], 0, sizeof img[i]);
-        random_image(&img[i]);
+        cd_test_random_image(&img[i], C, H, W);
         one_mask(c, &img[i], mask[i]);
         for (int p = 0; p < H * W; p++) /* mostly the prediction, some pixels another class */
             label[i][p] = cd_test_rand_u64() % 4 ? mask[i][p] : (uint8_t)(cd_test_rand_u64() % K);
@@ -441,7 +420,7 @@ static void test_regression(const char *job)
     CHECK(cd_classifier_task(c) == CD_TASK_REGRESSION && cd_classifier_classes(c) == 0, "regression, no classes");
     for (int t = 0; t < 3; t++) {
         cd_image_t img = {0};
-        random_image(&img);
+        cd_test_random_image(&img, C, H, W);
         cd_infer_tensor *outs = NULL;
         int n = 0;
         CHECK(cd_infer_image(c, &img, &outs, &n, err, sizeof err) == CD_OK, "infer: %s", err);
@@ -475,8 +454,8 @@ int main(void)
     cd_test_fill_uniform(g_w, K * C, -1, 1);
     cd_test_fill_uniform(g_b, K, -20, 20);
     make_job(job, seg_net, "segmentation", g_w, K * C, g_b, K);
-    write_text(job, "labels.txt", "sky\nroad\ncar\n");
-    write_text(job, "palette.txt", "10 20 30\n200 100 50\n");
+    cd_test_write_at(job, "labels.txt", "sky\nroad\ncar\n");
+    cd_test_write_at(job, "palette.txt", "10 20 30\n200 100 50\n");
     test_segmentation_one(job);
     test_iou_by_hand();
     test_segmentation_lists(job, lists);

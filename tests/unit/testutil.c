@@ -129,10 +129,12 @@ void cd_test_tmpdir_remove(void)
         fprintf(stderr, "could not remove %s\n", cd_test_tmpdir());
 }
 
-int cd_test_write(const char *name, const char *text)
+int cd_test_write(const char *name, const char *text) { return cd_test_write_at(cd_test_tmpdir(), name, text); }
+
+int cd_test_write_at(const char *dir, const char *name, const char *text)
 {
     char path[4300];
-    snprintf(path, sizeof path, "%s/%s", cd_test_tmpdir(), name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "w");
     CHECK(f != NULL, "cannot write %s", path);
     if (!f)

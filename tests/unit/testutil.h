@@ -59,6 +59,8 @@ void cd_test_tmpdir_remove(void);
 /* Writes text to cd_test_tmpdir()/name (replacing it); CD_OK, or CD_ERR with a failed
  * check counted. */
 int cd_test_write(const char *name, const char *text);
+/* The same in the folder dir: dir/name. */
+int cd_test_write_at(const char *dir, const char *name, const char *text);
 
 /* The main of a test on the CPU backend: cd_test_init(name), a CPU backend with `threads`
  * threads into *be (none made is a failed check, and nothing runs), each of tests[0..n)
@@ -76,5 +78,12 @@ typedef struct cd_net_opts cd_net_opts;
 typedef struct cd_pt_node cd_pt_node;
 cd_net *cd_test_build_net(cd_backend_t *be, const char *text, const char *name, const cd_net_opts *opts,
                           cd_pt_node **tree);
+/* The network of the job folder dir (dir/network.prototxt, through cd_net_load as a job's
+ * network is read) built with opts and allocated on be; NULL after a failed check that
+ * names dir and the reason. */
+cd_net *cd_test_job_net(cd_backend_t *be, const char *dir, const cd_net_opts *opts);
+/* Saves net's weights as the job's snapshot dir/snapshot_iter_<iter>.cdw; a failure is a
+ * failed check. */
+void cd_test_save_snapshot(const cd_net *net, const char *dir, long iter);
 
 #endif

@@ -7,7 +7,8 @@
  * route answers 404 to the first Browse; the buttons are then hidden and folders are
  * typed. (The route is not probed at load: a 404 there would log an error in every
  * page's console.) init({onChoose(input, listing)}) gives each <input class="folder"> of
- * the page its Browse button and hears each choice with the chosen folder's listing. */
+ * the page its Browse button and hears each choice with the chosen folder's listing;
+ * the dialog is made then, when the page has such an input. */
 'use strict';
 
 (function () {
@@ -58,9 +59,24 @@
     show(input.value.trim() || '');
   }
 
+  /* The dialog, at the end of the page's body. */
+  function dialog() {
+    const d = el('dialog', {id: 'browse-dialog', 'aria-labelledby': 'browse-title'},
+      el('h2', {id: 'browse-title', text: 'Choose a folder'}),
+      el('p', {class: 'mono small', id: 'browse-path'}),
+      el('p', {class: 'muted small', id: 'browse-info'}),
+      el('ul', {class: 'folder-list', id: 'browse-list'}),
+      el('p', {class: 'form-error', id: 'browse-error', role: 'alert'}),
+      el('div', {class: 'dialog-actions'},
+        el('button', {type: 'button', id: 'browse-cancel', text: 'Cancel'}),
+        el('button', {type: 'button', id: 'browse-choose', class: 'primary', text: 'Choose this folder'})));
+    document.body.append(d);
+    return d;
+  }
+
   function init(opts) {
-    const d = $('#browse-dialog');
-    if (!d) return;
+    if (!$$('input.folder').length) return;
+    const d = $('#browse-dialog') || dialog();
     onChoose = opts && opts.onChoose;
     $('#browse-cancel').addEventListener('click', () => d.close());
     $('#browse-choose').addEventListener('click', () => {

@@ -147,24 +147,59 @@
     }
   }
 
+  /* The page's Content-Security-Policy loads images from the server only (no data: or
+   * blob: URL): the image and the mask (a PNG data URL) are drawn into canvases instead,
+   * which take the places of the page's two <img>s. */
+  function canvasOf(sel) {
+    const node = $(sel);
+    if (node.tagName === 'CANVAS') return node;
+    const canvas = el('canvas', {id: node.id, role: 'img', 'aria-label': node.alt});
+    node.replaceWith(canvas);
+    return canvas;
+  }
+
+  function dataUrlBitmap(url) {
+    const bytes = Uint8Array.from(atob(url.slice(url.indexOf(',') + 1)), (c) => c.charCodeAt(0));
+    return createImageBitmap(new Blob([bytes], {type: 'image/png'}));
+  }
+
+  function draw(canvas, bitmap, w, h) {
+    canvas.width = w;
+    canvas.height = h;
+    const ctx = canvas.getContext('2d');
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(bitmap, 0, 0, w, h);
+  }
+
   async function showMask(r, file, path) {
     $('#seg-view').hidden = !r.mask;
     if (!r.mask) return;
-    const stack = $('#seg-stack'), image = $('#seg-image'), mask = $('#seg-mask');
-    stack.style.position = 'relative';
-    stack.style.display = 'inline-block';
-    image.style.maxWidth = '512px';
-    image.style.display = 'block';
+    const stack = $('#seg-stack'), image = canvasOf('#seg-image'), mask = canvasOf('#seg-mask');
+    Object.assign(stack.style, {position: 'relative', display: 'inline-block', maxWidth: '100%'});
+    /* drawn up to 512 pixels wide, shown no wider than the page (a phone's) */
+    Object.assign(image.style, {display: 'block', maxWidth: '100%', height: 'auto'});
     Object.assign(mask.style, {position: 'absolute', left: '0', top: '0', width: '100%', height: '100%', imageRendering: 'pixelated'});
     mask.style.opacity = $('#seg-opacity').value / 100;
-    image.src = file ? URL.createObjectURL(file) : imageUrl(path);
-    mask.src = r.mask;
     const tbody = clear($('#seg-legend tbody'));
     for (const c of r.class_counts || []) {
       const sw = el('span', {class: 'swatch', 'aria-hidden': 'true'});
       Object.assign(sw.style, {display: 'inline-block', width: '1.2em', height: '1.2em', background: c.color, border: '1px solid #888'});
       tbody.append(el('tr', {}, el('td', {}, sw, ' ' + c.color), el('td', {text: c.label}), el('td', {class: 'num', text: CD.count(c.pixels)})));
     }
+    let picture = null;
+    try {
+      picture = file ? await CD.readPicture(file)
+        : await fetch(imageUrl(path), {credentials: 'same-origin'}).then((res) => (res.ok ? res.blob() : null)).then((b) => b && CD.readPicture(b));
+    } catch (e) { /* the mask is shown on its own */ }
+    const bits = await dataUrlBitmap(r.mask);
+    const src = picture || bits;
+    /* whole pixels, at most 512 wide: a small image is shown large enough to see its classes */
+    const k = Math.max(1, Math.floor(512 / Math.max(src.width, src.height)));
+    const w = src.width >= 512 ? 512 : src.width * k, h = Math.round(w * src.height / src.width);
+    if (picture) draw(image, picture, w, h);
+    else Object.assign(image, {width: w, height: h});
+    draw(mask, bits, w, h);
+    stack.dataset.drawn = String(Number(stack.dataset.drawn || 0) + 1); /* how many masks it has shown */
   }
 
   async function inferOne(fd, file, path) {

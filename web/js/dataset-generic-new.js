@@ -1,6 +1,7 @@
 /* New generic dataset: the form of the data extension the URL names
  * (/datasets/generic/new/<extension_id>, or ?extension=), from its <template> in the
- * page, posted to /datasets/generic/create/<extension_id>/json. A field shows only while
+ * page (with the pieces it names by data-use, and the image options of image-fields.js),
+ * posted to /datasets/generic/create/<extension_id>/json. A field shows only while
  * its data-show rule holds ("has_val_folder": the checkbox is checked; "method=folder":
  * the select has that value); hidden fields are not posted. ?clone=<id> fills the form
  * with the fields of another generic dataset. */
@@ -23,7 +24,8 @@
   document.title = 'New ' + tpl.dataset.title + ' Dataset · cdigits';
   $('#ext-title').textContent = 'New ' + tpl.dataset.title + ' Dataset';
   $('#ext-slot').append(tpl.content.cloneNode(true));
-  for (const slot of $$('[data-resize]', form)) slot.append($('#resize-card').content.cloneNode(true));
+  for (const slot of $$('[data-use]', form)) slot.replaceWith(document.getElementById(slot.dataset.use).content.cloneNode(true));
+  CD.imageFields.render(form);
 
   /* ---- fields that depend on others ------------------------------------------------------ */
 

@@ -73,7 +73,7 @@
 
   /* ---- resize preview -------------------------------------------------------------------- */
 
-  const MODES = [['squash', 'Squash'], ['crop', 'Crop'], ['fill', 'Fill'], ['half_crop', 'Half crop, half fill']];
+  const MODES = CD.imageFields.MODES;
   let example = null; /* a canvas or ImageBitmap */
   let exampleKind = 'sample'; /* 'sample', 'server' (an image of the chosen folder) or 'own' */
 
@@ -286,6 +286,7 @@
   /* ---- start ------------------------------------------------------------------------------------- */
 
   CD.initTopbar();
+  CD.imageFields.render(form);
   renderSeparateFolders();
   renderLists();
   CD.jobform.init({form, kind: 'dataset', path: '/datasets/images/classification/json', collect, onErrors: showErrorTab,

@@ -1,6 +1,7 @@
-/* A model's page: live charts of loss, accuracy, learning rate and throughput against
- * epochs, the hardware panel, snapshots, settings, status history with elapsed time and
- * ETA, and abort / resume / clone / delete / notes. The whole history comes from
+/* A model's page: live charts of loss, accuracy (a segmentation's mean and per-class IoU,
+ * a regression's mean absolute error), learning rate and throughput against epochs, the
+ * hardware panel, snapshots, settings, status history with elapsed time and ETA, and
+ * abort / resume / clone / delete / notes. The whole history comes from
  * /models/<id>/metrics/json; what follows arrives on the job's event stream, merged by
  * metric id so nothing is counted twice. */
 'use strict';
@@ -34,16 +35,38 @@
     return false;
   }
 
+  /* The per-class IoUs of a segmentation model's validation (iou_class_K), by K. */
+  function iouClasses() {
+    const ks = new Set();
+    for (const m of metrics.values()) {
+      const k = m.phase === 'val' && /^iou_class_(\d+)$/.exec(m.name);
+      if (k) ks.add(Number(k[1]));
+    }
+    return Array.from(ks).sort((a, b) => a - b);
+  }
+
+  /* What the charts show depends on the metrics there are; they are made again when it changes. */
+  function chartKinds() {
+    return {top5: has('val', 'accuracy_top5'), test: has('test', 'loss') || has('test', 'accuracy'),
+      miou: has('val', 'mean_iou'), mae: has('val', 'mae'), classes: iouClasses()};
+  }
+
+  function className(k) {
+    const names = datasetDetail && datasetDetail.labels;
+    return names && names[k] ? names[k] : 'class ' + k;
+  }
+
   function makeCharts() {
-    const top5 = has('val', 'accuracy_top5');
-    const test = has('test', 'loss') || has('test', 'accuracy');
+    const kinds = chartKinds();
     const lossSeries = [
       {label: 'loss (train)', color: 'blue', points: false},
       {label: 'loss (val)', color: 'orange', points: true},
       {label: 'accuracy (val)', color: 'green', right: true, points: true},
     ];
-    if (top5) lossSeries.push({label: 'accuracy top-5 (val)', color: 'lime', right: true, dash: [6, 4], points: true});
-    if (test) lossSeries.push({label: 'loss (test)', color: 'red', points: true}, {label: 'accuracy (test)', color: 'teal', right: true, points: true});
+    if (kinds.top5) lossSeries.push({label: 'accuracy top-5 (val)', color: 'lime', right: true, dash: [6, 4], points: true});
+    if (kinds.test) lossSeries.push({label: 'loss (test)', color: 'red', points: true}, {label: 'accuracy (test)', color: 'teal', right: true, points: true});
+    if (kinds.miou) lossSeries.push({label: 'mean IoU (val)', color: 'purple', right: true, points: true});
+    if (kinds.mae) lossSeries.push({label: 'mean absolute error (val)', color: 'gray', points: true});
     clear($('#chart-loss'));
     clear($('#chart-lr'));
     clear($('#chart-speed'));
@@ -51,7 +74,7 @@
     const xrange = (u, min, max) => [0, Math.max(max || 0, epochs() || 1)];
     const pctRange = (u, min, max) => [0, Math.max(1, max || 0)];
     charts = {
-      top5, test,
+      kinds,
       loss: CD.chart($('#chart-loss'), {title: 'Loss and accuracy', x: 'Epoch', y: 'Loss', y2: 'Accuracy (%)', y2pct: true,
         log: $('#log-loss').checked,
         y2range: [0, 100], xrange, height: 280, series: lossSeries}),
@@ -60,23 +83,42 @@
       speed: CD.chart($('#chart-speed'), {title: 'Throughput', x: 'Epoch', y: 'Images / second', y2: 'Waiting for data (%)', y2pct: true,
         height: 200, xrange, y2range: pctRange, series: [{label: 'images/s (train)', color: 'teal', points: false}, {label: 'data wait (train)', color: 'red', right: true, points: false}]}),
     };
+    /* a segmentation model's IoU of each class, under the loss chart */
+    let box = $('#chart-iou');
+    if (kinds.classes.length) {
+      if (!box) {
+        box = el('div', {id: 'chart-iou'});
+        $('#chart-loss').after(box);
+      }
+      clear(box);
+      const colors = Object.keys(CD.chart.colors);
+      charts.iou = CD.chart(box, {title: 'IoU per class (val)', x: 'Epoch', y: 'IoU (%)', height: 220, xrange,
+        series: kinds.classes.map((k, i) => ({label: className(k), color: colors[i % colors.length], points: true}))});
+    } else if (box) {
+      box.remove();
+    }
   }
 
   function chartData() {
+    const k = charts.kinds;
     const loss = [series('train', 'loss'), series('val', 'loss'), series('val', 'accuracy', 100)];
-    if (charts.top5) loss.push(series('val', 'accuracy_top5', 100));
-    if (charts.test) loss.push(series('test', 'loss'), series('test', 'accuracy', 100));
-    return {
+    if (k.top5) loss.push(series('val', 'accuracy_top5', 100));
+    if (k.test) loss.push(series('test', 'loss'), series('test', 'accuracy', 100));
+    if (k.miou) loss.push(series('val', 'mean_iou', 100));
+    if (k.mae) loss.push(series('val', 'mae'));
+    const d = {
       loss,
       lr: [series('train', 'learning_rate')],
       speed: [series('train', 'images_per_sec'), series('train', 'data_wait', 100)],
     };
+    if (charts.iou) d.iou = k.classes.map((c) => series('val', 'iou_class_' + c, 100));
+    return d;
   }
 
   function updateCharts(now) {
-    if (!charts || (has('val', 'accuracy_top5') && !charts.top5) || ((has('test', 'loss') || has('test', 'accuracy')) && !charts.test)) makeCharts();
+    if (!charts || JSON.stringify(chartKinds()) !== JSON.stringify(charts.kinds)) makeCharts();
     const d = chartData();
-    for (const k of ['loss', 'lr', 'speed']) now ? charts[k].setNow(d[k]) : charts[k].set(d[k]);
+    for (const k of Object.keys(d)) now ? charts[k].setNow(d[k]) : charts[k].set(d[k]);
     renderTiles();
   }
 
@@ -149,6 +191,11 @@
     const acc = last('val', 'accuracy'), best = maxOf('val', 'accuracy');
     box.append(tile('Val. accuracy', acc === null ? '–' : (100 * acc).toFixed(2) + '%', best !== null ? 'best ' + (100 * best).toFixed(2) + '%' : null));
     if (has('test', 'accuracy')) box.append(tile('Test accuracy', (100 * last('test', 'accuracy')).toFixed(2) + '%'));
+    if (has('val', 'mean_iou')) {
+      const best = maxOf('val', 'mean_iou');
+      box.append(tile('Val. mean IoU', (100 * last('val', 'mean_iou')).toFixed(2) + '%', best !== null ? 'best ' + (100 * best).toFixed(2) + '%' : null));
+    }
+    if (has('val', 'mae')) box.append(tile('Val. mean abs. error', CD.num(last('val', 'mae'), 4)));
     box.append(tile('Images / s', CD.num(last('train', 'images_per_sec'), 3)));
     const wait = last('train', 'data_wait');
     box.append(tile('Waiting for data', wait === null ? '–' : (100 * wait).toFixed(1) + '%',
@@ -354,6 +401,7 @@
     try {
       datasetDetail = await api('GET', '/datasets/' + encodeURIComponent(job.dataset_id) + '/json');
       renderDetails(datasetDetail);
+      if (charts && charts.iou) { makeCharts(); updateCharts(true); } /* the classes' names */
     } catch (e) { /* the dataset may be gone; the id is shown */ }
   }
 
