@@ -8,14 +8,17 @@ set -euo pipefail
 packages=(build-essential cmake pkg-config
           libopenblas-dev libjansson-dev libpng-dev libjpeg62-turbo-dev
           libmicrohttpd-dev libsqlite3-dev libsodium-dev zlib1g-dev libbz2-dev libstb-dev
+          libprotobuf-c-dev protobuf-c-compiler
           dataset-fashion-mnist curl python3 ca-certificates)
 # the browser UI: Node.js and npm install its packages (scripts/web-setup.sh); npm is
 # looked for as a command because some Node.js builds bundle their own
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
 if [[ "${1:-}" == "--test" ]]; then
-  # python3-torch: the reference side of the GPU rehearsal's benchmark table (stage 3)
-  packages+=(clang libclang-rt-14-dev wrk chromium python3-torch)
+  # python3-torch: the reference side of the GPU rehearsal's benchmark table (stage 3);
+  # prometheus: promtool checks the exposition of GET /metrics (tests/shell/prometheus.sh);
+  # python3-protobuf: tests/shell/tensorboard.sh reads the TensorBoard events files
+  packages+=(clang libclang-rt-14-dev wrk chromium python3-torch prometheus python3-protobuf)
 fi
 
 missing=()

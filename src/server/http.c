@@ -512,6 +512,102 @@ static MHD_Result_t query_iterator(void *cls, enum MHD_ValueKind kind, const cha
     return MHD_YES;
 }
 
+/* ---- request counters ------------------------------------------------------------------- */
+
+const double http_latency_bounds[HTTP_LATENCY_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                          0.25,  0.5,    1,     2.5,  5,     10};
+
+struct http_stats {
+    size_t nslots;             /* cd_nroutes + 2 */
+    size_t *slot_of;           /* cd_nroutes entries: http_stats_slot_of of each row */
+    http_slot_stats_t slot[];  /* nslots */
+};
+
+size_t http_stats_slot_of(size_t i)
+{
+    for (size_t k = 0; k < i && i < cd_nroutes; k++)
+        if (strcmp(cd_routes[k].method, cd_routes[i].method) == 0 &&
+            strcmp(cd_routes[k].pattern, cd_routes[i].pattern) == 0)
+            return k;
+    return i;
+}
+
+/* Made once at start: the counters live as long as the daemon whose threads add to them. */
+static int stats_new(server_t *srv, cd_err_t *err)
+{
+    if (srv->http_stats)
+        return CD_OK;
+    size_t n = cd_nroutes + 2;
+    struct http_stats *st = calloc(1, sizeof *st + n * sizeof st->slot[0]);
+    size_t *slot_of = calloc(cd_nroutes ? cd_nroutes : 1, sizeof *slot_of);
+    if (!st || !slot_of) {
+        free(st);
+        free(slot_of);
+        return cd_err_set(err, CD_E_INTERNAL, "out of memory making the request counters of %zu routes", n);
+    }
+    st->nslots = n;
+    st->slot_of = slot_of;
+    for (size_t i = 0; i < cd_nroutes; i++)
+        slot_of[i] = http_stats_slot_of(i);
+    srv->http_stats = st;
+    return CD_OK;
+}
+
+static void stats_free(server_t *srv)
+{
+    if (!srv->http_stats)
+        return;
+    free(srv->http_stats->slot_of);
+    free(srv->http_stats);
+    srv->http_stats = NULL;
+}
+
+/* Counts one reply of r with status: its slot's status class, latency bucket and sum. */
+static void stats_count(const req_t *r, int status)
+{
+    struct http_stats *st = r->srv->http_stats;
+    if (!st)
+        return;
+    size_t slot;
+    if (r->route)
+        slot = st->slot_of[(size_t)(r->route - cd_routes)];
+    else if (strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0)
+        slot = HTTP_SLOT_STATIC(cd_nroutes);
+    else
+        slot = HTTP_SLOT_UNMATCHED(cd_nroutes);
+    http_slot_stats_t *s = &st->slot[slot];
+    int cls = status / 100 - 1;
+    if (cls < 0 || cls >= HTTP_STATUS_CLASSES)
+        cls = HTTP_STATUS_CLASSES - 1;
+    double took = cd_now() - r->started;
+    if (took < 0)
+        took = 0;
+    size_t b = 0;
+    while (b < HTTP_LATENCY_BUCKETS && took > http_latency_bounds[b])
+        b++;
+    __atomic_fetch_add(&s->status[cls], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&s->bucket[b], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&s->sum_us, (uint64_t)(took * 1e6 + 0.5), __ATOMIC_RELAXED);
+}
+
+uint64_t http_stats_read(const server_t *srv, size_t slot, http_slot_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    const struct http_stats *st = srv->http_stats;
+    if (!st || slot >= st->nslots)
+        return 0;
+    const http_slot_stats_t *s = &st->slot[slot];
+    uint64_t n = 0;
+    for (int i = 0; i < HTTP_STATUS_CLASSES; i++)
+        out->status[i] = __atomic_load_n(&s->status[i], __ATOMIC_RELAXED);
+    for (int i = 0; i <= HTTP_LATENCY_BUCKETS; i++) {
+        out->bucket[i] = __atomic_load_n(&s->bucket[i], __ATOMIC_RELAXED);
+        n += out->bucket[i];
+    }
+    out->sum_us = __atomic_load_n(&s->sum_us, __ATOMIC_RELAXED);
+    return n;
+}
+
 /* ---- dispatch -------------------------------------------------------------------------- */
 
 static void serve_static(req_t *r)
@@ -570,6 +666,7 @@ static int method_has_body(const char *m)
 static MHD_Result_t queue(req_t *r)
 {
     r->done = 1;
+    stats_count(r, r->resp ? r->status : 500);
     if (!r->resp)
         return MHD_NO;
     security_headers(r, r->resp);
@@ -594,6 +691,7 @@ static MHD_Result_t on_request(void *cls, struct MHD_Connection *conn, const cha
         r->srv = srv;
         r->conn = conn;
         r->method = method;
+        r->started = cd_now();
         r->fields = fields_new();
         if (!r->fields)
             return MHD_NO;
@@ -687,6 +785,8 @@ int http_start(server_t *srv, cd_err_t *err)
     if (inet_pton(AF_INET, srv->cfg.bind, &addr.sin_addr) != 1)
         return cd_err_set(err, CD_E_INVALID, "--bind %s is not an IPv4 address; use e.g. 127.0.0.1 or 0.0.0.0",
                           srv->cfg.bind);
+    if (stats_new(srv, err) != CD_OK)
+        return CD_ERR;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                      MHD_USE_ERROR_LOG;
     srv->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, &addr,
@@ -697,11 +797,13 @@ int http_start(server_t *srv, cd_err_t *err)
     /* libmicrohttpd's default on Linux is SO_REUSEADDR alone: a restart binds at once
      * while old connections linger in TIME_WAIT, yet a second listener on the port is
      * refused (SO_REUSEPORT would let two servers split the connections). */
-    if (!srv->mhd)
+    if (!srv->mhd) {
+        stats_free(srv);
         return cd_err_set(err, CD_E_INTERNAL,
                           "cannot listen on %s:%d: the port is in use or cannot be opened; start with another "
                           "--port (--port 0 picks a free one), or stop the server that holds it",
                           srv->cfg.bind, srv->cfg.port);
+    }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
     if (info && info->port)
         srv->cfg.port = info->port;
@@ -714,5 +816,6 @@ void http_stop(server_t *srv)
         MHD_stop_daemon(srv->mhd);
         srv->mhd = NULL;
     }
+    stats_free(srv);
     security_free(srv);
 }

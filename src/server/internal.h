@@ -49,6 +49,7 @@ typedef struct server {
     char *index_body;
     size_t index_len;
     struct security *sec;                           /* security.c: login throttle, admission */
+    struct http_stats *http_stats;                  /* http.c: request counters for GET /metrics */
 } server_t;
 
 /* ---- fields: every request body (urlencoded, multipart, JSON) and the query string
@@ -119,6 +120,7 @@ typedef struct req {
     struct MHD_Response *resp;
     int status;
     int done;
+    double started;         /* cd_now() when the request arrived, for the latency histogram */
 } req_t;
 
 /* ---- routes ----------------------------------------------------------------------------- */
@@ -351,10 +353,38 @@ void h_page_dataset_new(req_t *r);     /* api_pages.c: DIGITS's .../new form pag
 void h_page_model_new(req_t *r);
 void h_page_pretrained_new(req_t *r);
 void h_pretrained_new(req_t *r);       /* api_infer_pretrained.c: DIGITS's manual upload */
+void h_metrics(req_t *r);              /* api_metrics.c: Prometheus's text exposition */
 
 /* http.c */
 int http_start(server_t *srv, cd_err_t *err);
 void http_stop(server_t *srv);
+
+/* ---- request counters (http.c), read by GET /metrics (api_metrics.c) --------------------
+ * One slot per row of cd_routes (rows with the same method and pattern share the first
+ * one's slot), then HTTP_SLOT_STATIC for GET and HEAD requests no route matched (files
+ * of the browser UI, 404s) and HTTP_SLOT_UNMATCHED for every other unmatched request.
+ * Counted when the reply is queued, with relaxed atomic adds: no lock, no allocation. */
+
+#define HTTP_LATENCY_BUCKETS 13
+#define HTTP_STATUS_CLASSES 5 /* 1xx .. 5xx */
+#define HTTP_SLOT_STATIC(n) (n)
+#define HTTP_SLOT_UNMATCHED(n) ((n) + 1)
+
+/* upper bounds in seconds of the latency buckets, ascending; +Inf follows them */
+extern const double http_latency_bounds[HTTP_LATENCY_BUCKETS];
+
+typedef struct http_slot_stats {
+    uint64_t status[HTTP_STATUS_CLASSES];       /* replies by status class */
+    uint64_t bucket[HTTP_LATENCY_BUCKETS + 1];  /* replies whose latency fell in bucket i alone
+                                                   (not cumulative); the last is above every bound */
+    uint64_t sum_us;                            /* total latency in microseconds */
+} http_slot_stats_t;
+
+/* A copy of slot's counters read now (zeros when srv has no counters or slot is out of
+ * range); returns the slot's number of replies. */
+uint64_t http_stats_read(const server_t *srv, size_t slot, http_slot_stats_t *out);
+/* The slot of route row i: i itself, or the first row with the same method and pattern. */
+size_t http_stats_slot_of(size_t i);
 /* monitor.c */
 int monitor_start(server_t *srv, cd_err_t *err);
 void monitor_stop(server_t *srv);

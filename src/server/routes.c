@@ -159,6 +159,8 @@ const route_t cd_routes[] = {
     /* live updates, hardware, files */
     {"GET", "/events", h_home_events, 0, "server-sent events of the home page: jobs, status, progress, gpus (cdigits)"},
     {"GET", "/hardware/json", h_hardware, 0, "GPUs (NVML), worker processes and resource pools (cdigits)"},
+    {"GET", "/metrics", h_metrics, 0,
+     "jobs, queue waits, workers, GPUs, training throughput and HTTP requests in Prometheus's text format (cdigits)"},
     {"GET", "/browse/json", h_browse, 0, "the sub-folders of ?path inside the data roots, for a folder picker (cdigits)"},
     {"GET", "/browse/file", h_browse_file, 0, "an image file ?path inside the data roots, for the resize preview (cdigits)"},
     {"GET", "/files/<path>", h_files, R_RAW, "a file inside the jobs directory"},
