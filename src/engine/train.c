@@ -29,6 +29,7 @@
 #include "engine_internal.h"
 #include "grad_reduce.h"
 #include "input_prep.h"
+#include "tfevents.h"
 
 static volatile sig_atomic_t g_stop;
 
@@ -95,10 +96,23 @@ static double epoch_of(const trainer *t, long iter)
     return (double)iter * t->train_batch * t->nranks * t->iter_size / (double)cd_db_count(t->train_db);
 }
 
+/* Rank 0's TensorBoard events file in the job folder (tfevents.h), opened by setup and
+ * closed by teardown; the other replicas' threads have none, as they print no metric. */
+static _Thread_local cd_tfevents_t *t_events;
+
+/* A metric line, and the same scalar as "<phase>/<name>" at step iter in the events
+ * file, which is flushed at each validation (and at the end, by its close). */
 static void metric(const char *phase, const char *name, double value, double epoch, long iter)
 {
     cd_jsonl(json_pack("{s:s, s:s, s:s, s:f, s:f, s:I}", "type", "metric", "phase", phase, "name",
                        name, "value", value, "epoch", epoch, "iteration", (json_int_t)iter));
+    if (t_events) {
+        char tag[128];
+        snprintf(tag, sizeof tag, "%s/%s", phase, name);
+        cd_tfevents_scalar(t_events, tag, iter, value);
+        if (strcmp(phase, "train") != 0)
+            cd_tfevents_flush(t_events);
+    }
 }
 
 /* The Data layer of a stage (for transform_param), or NULL. */
@@ -909,6 +923,12 @@ static int setup(trainer *t, char *err, size_t errlen)
     t->snapshot_every = s <= 0 ? 0 : (s <= 1 ? 1 : (long)s);
     t->snapshots = c->snapshots;
     t->val_every = v <= 0 ? 0 : (v <= 1 ? 1 : (long)v);
+    if (t->rank == 0) {
+        /* a job trains without its TensorBoard file rather than not at all */
+        char why[4600];
+        if (!(t_events = cd_tfevents_open(c->job_dir, why, sizeof why)))
+            cd_jsonl_log("warning", "%s; training goes on without TensorBoard scalars", why);
+    }
     return CD_OK;
 }
 
@@ -943,6 +963,10 @@ static int write_solver(const trainer *t, char *err, size_t errlen)
 
 static void teardown(trainer *t)
 {
+    if (t->rank == 0) {
+        cd_tfevents_close(t_events);
+        t_events = NULL;
+    }
     free_nets(t);
     cd_input_prep_free(&t->prep);
     if (t->be)
