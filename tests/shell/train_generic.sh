@@ -66,34 +66,14 @@ sys.exit(0 if (vals[-1] >= want if op == "ge" else vals[-1] <= want) else 1)
 EOF
 }
 
-# resume_case NAME NETFILE DATASET FIELDS: B stopped at its first snapshot and resumed
-# against A never stopped (longer runs when B ended before the signal landed)
+# resume_case NAME NETFILE DATASET FIELDS: resume_check (train_lib.bash) on jobs of
+# NETFILE on DATASET with FIELDS, a snapshot and a validation every epoch
 resume_case() {
-    local name=$1 net=$2 ds=$3 fields=$4 epochs=4
-    local a=$tmp/$name-a b=$tmp/$name-b
-    while :; do
-        job "$b" "$net" "$ds" "\"epochs\": $epochs, \"snapshot_interval\": 1, \"validation_interval\": 1, $fields"
-        run "$b" snapshot
-        if [ "$(python3 "$lib" rc "$b.log")" = 0 ] && [ "$epochs" -lt 64 ]; then
-            echo "$name: the run finished before SIGTERM landed; trying a longer run"
-            epochs=$((epochs * 2))
-            continue
-        fi
-        break
-    done
-    check "$name: SIGTERM" python3 "$lib" stopped "$b.log"
-    job "$a" "$net" "$ds" "\"epochs\": $epochs, \"snapshot_interval\": 1, \"validation_interval\": 1, $fields"
-    run "$a"
-    for f in log log.status log.err; do mv "$b.$f" "$b.stop.$f"; done
-    python3 - "$b/train.json" <<'EOF'
-import json, sys
-p = sys.argv[1]
-c = json.load(open(p))
-c["resume"] = True
-json.dump(c, open(p, "w"))
-EOF
-    run "$b"
-    check "$name: resume equality" python3 "$lib" resume "$a.log" "$b.stop.log" "$b.log" "$a" "$b"
+    case_net=$2 case_ds=$3 case_fields=$4
+    resume_check "$1" generic_case_job
+}
+generic_case_job() {
+    job "$1" "$case_net" "$case_ds" "\"epochs\": $2, \"snapshot_interval\": 1, \"validation_interval\": 1, $case_fields"
 }
 
 # ---- (a) segmentation ----------------------------------------------------------------

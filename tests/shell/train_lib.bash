@@ -11,6 +11,9 @@
 #                          the test's
 #   data_layers TRAIN [VAL]  the train and val Data layers of a one-file network, with
 #                          batch sizes TRAIN and VAL (default TRAIN)
+#   set_resume DIR         the same train.json with "resume": true
+#   resume_check NAME MAKE a job made by `MAKE DIR EPOCHS`, stopped at its first
+#                          snapshot and resumed, against the same job never stopped
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 lib="$here/lib_train.py"
 passed=0
@@ -65,6 +68,40 @@ layer { name: "train-data" type: "Data" top: "data" top: "label"
 layer { name: "val-data" type: "Data" top: "data" top: "label"
   include { stage: "val" } data_param { batch_size: ${2:-$1} } }
 EOF
+}
+
+set_resume() {
+    python3 -c 'import json, sys
+p = sys.argv[1]
+c = json.load(open(p))
+c["resume"] = True
+json.dump(c, open(p, "w"))' "$1/train.json"
+}
+
+# resume_check NAME MAKE: B ($tmp/NAME-b, made by `MAKE DIR EPOCHS`) is stopped by
+# SIGTERM at its first snapshot line and resumed; it must report exactly what A
+# ($tmp/NAME-a, the same job never stopped) reports, with byte-identical snapshots.
+# When B finished before the signal landed, both are made longer and tried again.
+resume_check() {
+    local name=$1 make=$2 epochs=4 a=$tmp/$1-a b=$tmp/$1-b
+    while :; do
+        "$make" "$b" "$epochs"
+        run "$b" snapshot
+        if [ "$(python3 "$lib" rc "$b.log")" = 0 ] && [ "$epochs" -lt 64 ]; then
+            echo "$name: the run finished before SIGTERM landed; trying a longer run"
+            epochs=$((epochs * 2))
+            continue
+        fi
+        break
+    done
+    check "$name: SIGTERM" python3 "$lib" stopped "$b.log"
+    "$make" "$a" "$epochs"
+    run "$a"
+    local f
+    for f in log log.status log.err; do mv "$b.$f" "$b.stop.$f"; done
+    set_resume "$b"
+    run "$b"
+    check "$name: resume equality" python3 "$lib" resume "$a.log" "$b.stop.log" "$b.log" "$a" "$b"
 }
 
 train_finish() {
