@@ -9,12 +9,15 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api_datasets.h"
 #include "cdigits/augment.h"
 #include "cdigits/base64.h"
 #include "cdigits/image.h"
+#include "cdigits/jobdir.h"
 #include "cdigits/train_keys.h"
 
 /* The form's fields and where each goes in cd_aug_config: an int (a choice, a
@@ -175,6 +178,10 @@ void h_augment_preview(req_t *r)
         goto out;
     }
     json_t *classes = json_object_get(json_object_get(job, "result"), "classes");
+    char labels_db[PATH_MAX];
+    const char *dir = json_string_value(json_object_get(job, "dir"));
+    jobdir_path(dir ? dir : "", JOBDIR_TRAIN_LABELS_DB, labels_db, sizeof labels_db);
+    int generic = access(labels_db, F_OK) == 0;
     size_t n = (size_t)count < total ? (size_t)count : total;
     for (size_t k = 0; k < n; k++) {
         size_t idx = k * total / n; /* spread over the split */
@@ -194,11 +201,16 @@ void h_augment_preview(req_t *r)
             reply_error(r, 500, "cannot encode the preview of record %zu: %s", idx, err);
             goto out;
         }
-        int lab = cd_db_label(db, idx);
-        const char *name = json_string_value(json_object_get(json_array_get(classes, (size_t)lab), "label"));
-        json_array_append_new(images, json_pack("{s:I, s:i, s:s?, s:s, s:s, s:o}", "index", (json_int_t)idx, "class",
-                                                lab, "label", name, "original", b_src, "augmented", b_dst, "params",
-                                                params_json(&p)));
+        json_t *one = json_pack("{s:I, s:s, s:s, s:o}", "index", (json_int_t)idx, "original", b_src, "augmented",
+                                b_dst, "params", params_json(&p));
+        if (!generic) { /* a generic dataset's images have no class of their own */
+            int lab = cd_db_label(db, idx);
+            const char *name = json_string_value(json_object_get(json_array_get(classes, (size_t)lab), "label"));
+            json_object_set_new(one, "class", json_integer(lab));
+            if (name)
+                json_object_set_new(one, "label", json_string(name));
+        }
+        json_array_append_new(images, one);
         free(b_src);
         free(b_dst);
         b_src = b_dst = NULL;

@@ -392,7 +392,7 @@
       if (mine !== augRequest) return; /* a newer preview is on its way */
       clear(box);
       for (const img of r.images || []) {
-        const name = img.label || 'class ' + img.class;
+        const name = img.label || (img.class !== undefined ? 'class ' + img.class : 'record ' + img.index);
         const [before, after] = await Promise.all([
           thumb(img.original, name + ' (record ' + img.index + ')'), thumb(img.augmented, name + ' augmented')]);
         if (mine !== augRequest) return;
