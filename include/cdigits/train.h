@@ -46,7 +46,8 @@ double cd_solver_step(cd_net *net, const cd_solver_opts *o, long iter);
 int cd_snapshot_save_weights(const cd_net *net, const char *path, char *err, size_t errlen);
 /* Load weights by parameter name. Missing or differently shaped parameters are an
  * error unless allow_partial, in which case they keep their values and *loaded says
- * how many tensors were taken. */
+ * how many tensors were taken. A Caffe .caffemodel (told by its bytes) is read by
+ * cd_caffemodel_load with Caffe's rules instead (include/cdigits/caffemodel.h). */
 int cd_snapshot_load_weights(cd_net *net, const char *path, int allow_partial, int *loaded,
                              char *err, size_t errlen);
 /* Solver state: the iteration and every history tensor. */

@@ -2,7 +2,7 @@
  * Snapshot files (docs/formats.md):
  *   weights  "CDW1" (JOBDIR_WEIGHTS_MAGIC): u32 version, u32 count, then per tensor: u32 name length, name,
  *            u32 ndim, u32 dims[4], u64 floats, float32 data; then u64 FNV-1a of all
- *            bytes before it.
+ *            bytes before it. Caffe's .caffemodel is read as weights too (caffemodel.c).
  *   state    "CDS1": u32 version, i64 iteration, u32 count, then per learnable tensor:
  *            u32 name length, name, u64 floats, float32 h1, float32 h2; then the FNV-1a.
  * Both are written to a temporary file, synced and renamed, so a file that exists is
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cdigits/caffemodel.h"
 #include "cdigits/jobdir.h"
 #include "cdigits/train.h"
 #include "cdigits/util.h"
@@ -132,31 +133,21 @@ static uint64_t get_u64(reader *r)
     return v;
 }
 
-/* Read the whole file, check magic and checksum; the reader excludes the trailer. */
-static char *open_checked(const char *path, const char *magic, reader *r, char *err, size_t errlen)
+/* Check the len bytes of path at data: magic and checksum; the reader excludes the
+ * trailer. CD_OK, or CD_ERR with the message. */
+static int check_file(const char *path, const char *magic, const char *data, size_t len, reader *r, char *err,
+                      size_t errlen)
 {
-    size_t len = 0;
-    char *data = cd_read_file(path, &len);
-    if (!data) {
-        snprintf(err, errlen, "cannot read snapshot %s: %s", path, strerror(errno));
-        return NULL;
-    }
     uint64_t want = 0;
     if (len < 16 || memcmp(data, magic, 4) != 0) {
-        if (magic[2] == 'W' && jobdir_weights_kind_of(data, len) == JOBDIR_WEIGHTS_CAFFE)
-            snprintf(err, errlen, "%s holds Caffe weights (a .caffemodel), which cdigits cannot import yet; "
-                     "use the .cdw weights of a model cdigits trained", path);
-        else
-            snprintf(err, errlen, "%s is not a cdigits %s file", path,
-                     magic[2] == 'W' ? "weights" : "solver state");
-        free(data);
-        return NULL;
+        snprintf(err, errlen, "%s is not a cdigits %s file%s", path, magic[2] == 'W' ? "weights" : "solver state",
+                 magic[2] == 'W' ? " nor Caffe weights (a .caffemodel)" : "");
+        return CD_ERR;
     }
     memcpy(&want, data + len - 8, 8);
     if (fnv1a((const uint8_t *)data, len - 8) != want) {
         snprintf(err, errlen, "%s is damaged (checksum mismatch); use another snapshot", path);
-        free(data);
-        return NULL;
+        return CD_ERR;
     }
     r->p = (const uint8_t *)data;
     r->n = len - 8;
@@ -164,10 +155,48 @@ static char *open_checked(const char *path, const char *magic, reader *r, char *
     r->bad = 0;
     if (get_u32(r) != 1) {
         snprintf(err, errlen, "%s has an unknown version; it was written by a newer cdigits", path);
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
+static char *read_whole(const char *path, size_t *len, char *err, size_t errlen)
+{
+    char *data = cd_read_file(path, len);
+    if (!data)
+        snprintf(err, errlen, "cannot read snapshot %s: %s", path, strerror(errno));
+    return data;
+}
+
+/* Read the whole file and check it (check_file). */
+static char *open_checked(const char *path, const char *magic, reader *r, char *err, size_t errlen)
+{
+    size_t len = 0;
+    char *data = read_whole(path, &len, err, errlen);
+    if (data && check_file(path, magic, data, len, r, err, errlen) != CD_OK) {
         free(data);
         return NULL;
     }
     return data;
+}
+
+/* Caffe's weights (caffemodel.c), by Caffe's rules whatever allow_partial says: a blob
+ * of another shape is an error, a layer the file lacks keeps its values (said on
+ * stderr, as are the file's layers the net lacks). */
+static int load_caffe(cd_net *net, const char *path, const char *data, size_t len, int *loaded, char *err,
+                      size_t errlen)
+{
+    cd_caffemodel_report rep;
+    if (cd_caffemodel_load(net, data, len, path, &rep, err, errlen) != CD_OK)
+        return CD_ERR;
+    if (rep.missing)
+        fprintf(stderr, "%s: Caffe weights for %d parameter tensors; %d layers of the network are not in the file "
+                "and keep their initial values (%s)\n", path, rep.loaded, rep.missing, rep.missing_names);
+    if (rep.ignored)
+        fprintf(stderr, "%s: %d layers of the file are not in the network and were ignored\n", path, rep.ignored);
+    if (loaded)
+        *loaded = rep.loaded;
+    return CD_OK;
 }
 
 static cd_param *find_param(cd_net *net, const char *name, size_t len)
@@ -190,9 +219,19 @@ int cd_snapshot_load_weights(cd_net *net, const char *path, int allow_partial, i
                              char *err, size_t errlen)
 {
     reader r;
-    char *data = open_checked(path, JOBDIR_WEIGHTS_MAGIC, &r, err, errlen);
+    size_t len = 0;
+    char *data = read_whole(path, &len, err, errlen);
     if (!data)
         return CD_ERR;
+    if (jobdir_weights_kind_of(data, len) == JOBDIR_WEIGHTS_CAFFE) {
+        int caffe = load_caffe(net, path, data, len, loaded, err, errlen);
+        free(data);
+        return caffe;
+    }
+    if (check_file(path, JOBDIR_WEIGHTS_MAGIC, data, len, &r, err, errlen) != CD_OK) {
+        free(data);
+        return CD_ERR;
+    }
     int rc = CD_ERR, taken = 0;
     uint32_t n = get_u32(&r);
     char *seen = cd_xcalloc((size_t)net->nparams + 1, 1);

@@ -110,14 +110,14 @@ static int make_model_files(req_t *r, const char *dir, char names[][ARCHIVE_NAME
             weights = names[i];
         }
     }
+    /* else Caffe's weights (the first .caffemodel), which the worker reads by their bytes */
+    for (int i = 0; i < n && !weights; i++) {
+        size_t l = strlen(names[i]), e = strlen(".caffemodel");
+        if (l > e && !strcmp(names[i] + l - e, ".caffemodel"))
+            weights = names[i];
+    }
     if (!weights) {
-        for (int i = 0; i < n; i++)
-            if (strstr(names[i], ".caffemodel")) {
-                snprintf(err, errlen, "%s is Caffe's weights format, which cdigits cannot import yet; put the .cdw "
-                                      "weights of a model cdigits trained in the archive", names[i]);
-                return CD_ERR;
-            }
-        snprintf(err, errlen, "the archive has no weights (.cdw file)");
+        snprintf(err, errlen, "the archive has no weights (a .cdw file, or Caffe's .caffemodel)");
         return CD_ERR;
     }
     /* the download's network files (infer.h: cd_model_export), a job folder's, DIGITS's */
@@ -378,33 +378,24 @@ static int save_manual_file(req_t *r, const char *dir, const char *field, const 
 }
 
 /* The weights of the manual form, told by their bytes (jobdir_weights_kind_of), not
- * their name: cdigits weights are taken whatever the upload is called (DIGITS's
- * clients name it .caffemodel). 0 when they are cdigits weights (or absent: the save
- * says so), -1 after a reply. */
+ * their name: cdigits weights or Caffe's (a .caffemodel) whatever the upload is called.
+ * Whether they fit the network is the worker's check when the model loads
+ * (pretrained_make): a mismatch names the layer and both shapes. 0 when they are
+ * weights cdigits reads (or absent: the save says so), -1 after a reply. */
 static int check_weights_upload(req_t *r, const char *field)
 {
     const field_t *f = fields_find(r->fields, field);
     if (!f || !f->len)
         return 0;
-    const char *name = f->filename && *f->filename ? f->filename : "the upload";
-    char msg[768];
-    switch (jobdir_weights_kind_of(f->value, f->len)) {
-    case JOBDIR_WEIGHTS_CDW:
+    jobdir_weights_kind kind = jobdir_weights_kind_of(f->value, f->len);
+    if (kind == JOBDIR_WEIGHTS_CDW || kind == JOBDIR_WEIGHTS_CAFFE)
         return 0;
-    case JOBDIR_WEIGHTS_CAFFE:
-        snprintf(msg, sizeof msg,
-                 "%s holds Caffe weights (a .caffemodel), which cdigits cannot import yet; upload the weights of a "
-                 "model cdigits trained (its snapshot_iter_N.cdw, in the job folder or in GET /models/<id>/download), "
-                 "or train the network in cdigits",
-                 name);
-        break;
-    default:
-        snprintf(msg, sizeof msg,
-                 "%s is not a weights file cdigits reads: cdigits weights begin with \"%s\" (docs/formats.md); "
-                 "upload the snapshot_iter_N.cdw of a model cdigits trained",
-                 name, JOBDIR_WEIGHTS_MAGIC);
-        break;
-    }
+    char msg[768];
+    snprintf(msg, sizeof msg,
+             "%s is not a weights file cdigits reads: cdigits weights begin with \"%s\" (docs/formats.md) and Caffe's "
+             ".caffemodel is a NetParameter in protobuf; upload the snapshot_iter_N.cdw of a model cdigits trained or "
+             "a .caffemodel Caffe wrote",
+             f->filename && *f->filename ? f->filename : "the upload", JOBDIR_WEIGHTS_MAGIC);
     reply_field_error(r, field, msg);
     return -1;
 }

@@ -146,8 +146,8 @@ open(sys.argv[1], "wb").write(f(1, b"LeNet") + b"\xa2\x06" + bytes([len(f(1, b"i
     "$T/w.caffemodel"
 http POST /pretrained_models/new -F job_name=caffe -F weights_file=@"$T/w.caffemodel" \
     -F model_def_file=@"$U/original.prototxt" -F labels_file=@"$U/labels.txt" -F width=28 -F height=28
-check '[ "$CODE" = 400 ] && grep -q "weights_file" "$T/body" && grep -q "Caffe weights" "$T/body" && grep -q ".cdw" "$T/body"' \
-    "Caffe weights are refused, naming the field and the format"
+check '[ "$CODE" = 400 ] && grep -q "holds Caffe weights for none of the layers of the network" "$T/body"' \
+    "Caffe weights of another network are refused, saying that none of its layers are in them"
 
 # ---- 6. --auth none: a username field acts as that user without a cookie
 JAR=$T/nobody.txt

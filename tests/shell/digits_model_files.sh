@@ -4,10 +4,10 @@
 # model JSON's "solver file", with the accumulation and the iterations DIGITS computes,
 # the text of the download's solver but for the network's name), the network file the
 # JSON names as "model file", the manual upload of a pretrained model whose weights are
-# told by their bytes (cdigits weights under any name are taken; Caffe's .caffemodel and
-# other files are refused, saying why; Caffe weights in an archive are refused by the
-# worker's reader), and DIGITS's POST /models/visualize-network answered as a page
-# (escaped, with the engine's errors) while the /json route stays JSON.
+# told by their bytes (cdigits weights under any name are taken; Caffe's .caffemodel of
+# another network and other files are refused, saying why, in an archive too), and
+# DIGITS's POST /models/visualize-network answered as a page (escaped, with the engine's
+# errors) while the /json route stays JSON.
 . "$(dirname "$0")/server_lib.bash"
 need_server
 WORKER=$BUILD/cdigits-worker
@@ -102,13 +102,12 @@ open(sys.argv[1], "wb").write(net)
 open(sys.argv[2], "wb").write(net[:-3])
 EOF
 upload "$T/real.caffemodel" caffe
-check '[ "$CODE" = 400 ] && printf %s "$BODY" | grep -q "real.caffemodel holds Caffe weights" &&
-       printf %s "$BODY" | grep -q "cannot import yet" && printf %s "$BODY" | grep -q "snapshot_iter_N.cdw"' \
-    "a real Caffe .caffemodel is 400: Caffe weights cannot be imported yet, and what to upload instead"
+check '[ "$CODE" = 400 ] && printf %s "$BODY" | grep -q "layer ip1 has 1 parameter blobs in the file but 2 in the network"' \
+    "a real Caffe .caffemodel of another network is 400 naming the layer that does not fit (tests/shell/caffemodel.sh: one that fits)"
 cp "$T/real.caffemodel" "$T/named.cdw"
 upload "$T/named.cdw" caffe-as-cdw
-check '[ "$CODE" = 400 ] && printf %s "$BODY" | grep -q "named.cdw holds Caffe weights"' \
-    "Caffe weights named .cdw are refused too: the bytes decide"
+check '[ "$CODE" = 400 ] && printf %s "$BODY" | grep -q "layer ip1 has 1 parameter blobs in the file"' \
+    "Caffe weights named .cdw are read as Caffe's too: the bytes decide"
 for bad in truncated.caffemodel labels.txt; do
     upload "$T/$bad" "bad-$bad"
     check '[ "$CODE" = 400 ] && printf %s "$BODY" | grep -q "$bad is not a weights file cdigits reads" &&
@@ -123,7 +122,7 @@ NAMES=$(jv 'sorted(m["name"] for m in d["pretrained_models"])')
 check '[ "$NAMES" = "[\"form\", \"renamed\"]" ]' \
     "only the two good uploads became pretrained models"
 
-# Caffe weights in an archive under a .cdw name reach the worker, whose reader says what they are.
+# Caffe weights in an archive under a .cdw name reach the worker, whose reader checks them.
 python3 - "$T/dl" "$T/real.caffemodel" "$T/caffe.tar" <<'EOF'
 import json, os, sys, tarfile
 src, caffe, out = sys.argv[1:]
@@ -139,8 +138,8 @@ with tarfile.open(out, "w:") as t:
     t.add(path, arcname="info.json")
 EOF
 http POST /pretrained_models/upload_archive -F "archive=@$T/caffe.tar"
-check '[ "$CODE" = 400 ] && printf %s "$BODY" | grep -q "holds Caffe weights" && printf %s "$BODY" | grep -q "cannot import yet"' \
-    "Caffe weights in an archive are refused by the worker's reader, saying they are Caffe's"
+check '[ "$CODE" = 400 ] && printf %s "$BODY" | grep -q "does not load" && printf %s "$BODY" | grep -q "layer ip1 has 1 parameter blobs"' \
+    "Caffe weights in an archive reach the worker's reader, which names the layer that does not fit"
 
 # ---- 4. DIGITS's network view is a page ---------------------------------------------------------------
 http POST "/models/visualize-network?framework=caffe" -F "custom_network=<$T/net.prototxt" -F dataset="$DS" \
