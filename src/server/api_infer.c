@@ -283,6 +283,7 @@ void infer_reply_file(req_t *r, FILE *f, const char *path, const char *ctype, co
         infer_error(r, 500, "cannot send %s: %s", what, strerror(errno));
         return;
     }
+    r->result_page = !strncmp(ctype, "text/html", 9);
     infer_reply_fd(r, fd, ctype, NULL);
 }
 

@@ -179,6 +179,7 @@ static void mpage_send(req_t *r, mpage *m, int status)
         reply_error(r, 500, "out of memory making the page");
         return;
     }
+    r->result_page = 1;
     reply_buffer(r, status, m->data, m->len, HTML_TYPE, "no-store");
 }
 

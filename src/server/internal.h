@@ -121,6 +121,8 @@ typedef struct req {
     int status;
     int done;
     double started;         /* cd_now() when the request arrived, for the latency histogram */
+    int result_page;        /* the reply is a result page the server wrote (DIGITS's HTML
+                             * classify/infer answers): its images are inline (security.c) */
 } req_t;
 
 /* ---- routes ----------------------------------------------------------------------------- */

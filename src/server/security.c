@@ -523,11 +523,17 @@ int security_check_request(req_t *r)
 static const char g_csp_ui[] =
     "default-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'";
 static const char g_csp_files[] = "default-src 'none'; img-src 'self'; sandbox; frame-ancestors 'none'";
+/* DIGITS's HTML answers of classify and infer, written by the server with every text
+ * escaped (html.c): the posted image and a mask are inline data: images and the
+ * overlay is placed by style attributes; scripts stay the server's own only. */
+static const char g_csp_pages[] = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+                                  "object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'";
 
 void security_headers(const req_t *r, struct MHD_Response *resp)
 {
     int files = r->route && r->route->handler == h_files;
-    MHD_add_response_header(resp, "Content-Security-Policy", files ? g_csp_files : g_csp_ui);
+    MHD_add_response_header(resp, "Content-Security-Policy",
+                            files ? g_csp_files : r->result_page ? g_csp_pages : g_csp_ui);
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(resp, "X-Frame-Options", "DENY");
     MHD_add_response_header(resp, "Referrer-Policy", "same-origin");

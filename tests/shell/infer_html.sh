@@ -77,6 +77,9 @@ check '[ "$CODE" = 200 ] && [ "$(jv "\"note\" in d")" = false ]' "a network with
 http POST "$ONE?job_id=$ML" -D "$T/hdr" -F "image_file=@$IMG;filename=image.png" -F show_visualizations=y
 page
 check '[ "$CODE" = 200 ] && ctype | grep -q "^text/html"' "classify_one without .json is a page (text/html)"
+csp() { tr -d '\r' <"$T/hdr" | awk -F': ' 'tolower($1) == "content-security-policy" { print $2 }' | tail -1; }
+check 'csp | grep -q "img-src '"'"'self'"'"' data:" && csp | grep -q "default-src '"'"'self'"'"'" && ! csp | grep -q "script-src"' \
+    "the page's policy lets its inline image show, and nothing but the server's scripts run"
 check '[ "$(pj "[[i[1], float(i[0].rstrip(\"%\"))] for i in d[\"items\"] if i[0].endswith(\"%\")]")" = "$WANT" ]' \
     "its ul.list-group items split into [percent%, label], the JSON answer's predictions in order"
 check '[ "$(pj "len(d[\"items\"]) == 3 and all(len(i) == 2 for i in d[\"items\"])")" = true ]' "three items of two words"
