@@ -93,50 +93,14 @@ http POST /models/images/generic/json "${JSON[@]}" -F dataset="$SEG" -F model_na
 check '[ "$CODE" = 200 ]' "a generic model of models/fcn_small.prototxt on the segmentation dataset"
 MSEG=$(jv 'd["id"]')
 
-cat >"$T/dot.prototxt" <<'EOF'
-layer { name: "scale" type: "Power" bottom: "data" top: "scaled" power_param { scale: 0.0039 } }
-layer { name: "conv1" type: "Convolution" bottom: "scaled" top: "conv1"
-  convolution_param { num_output: 16 kernel_size: 5 pad: 2 weight_filler { type: "xavier" } } }
-layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
-layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
-layer { name: "conv2" type: "Convolution" bottom: "pool1" top: "conv2"
-  convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } } }
-layer { name: "relu2" type: "ReLU" bottom: "conv2" top: "conv2" }
-layer { name: "pool2" type: "Pooling" bottom: "conv2" top: "pool2" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
-layer { name: "ip1" type: "InnerProduct" bottom: "pool2" top: "ip1"
-  inner_product_param { num_output: 64 weight_filler { type: "xavier" } } }
-layer { name: "relu3" type: "ReLU" bottom: "ip1" top: "ip1" }
-layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2" inner_product_param { weight_filler { type: "xavier" } } }
-layer { name: "loss" type: "EuclideanLoss" bottom: "ip2" bottom: "label" top: "loss" exclude { stage: "deploy" } }
-EOF
+python3 "$GEN" net-dot "$T/dot.prototxt"
 http POST /models/images/generic/json "${JSON[@]}" -F dataset="$REG" -F model_name=dot -F method=custom \
     -F custom_network="<$T/dot.prototxt" -F train_epochs=20 -F val_interval=5 -F snapshot_interval=20 -F batch_size=16 \
     -F solver_type=ADAM -F learning_rate=0.001 -F lr_policy=fixed -F use_mean=none -F random_seed=1
 check '[ "$CODE" = 200 ]' "a generic model on the regression dataset"
 MREG=$(jv 'd["id"]')
 
-py 'def branch(s):
-    return f"""
-layer {{ name: "conv1_{s}" type: "Convolution" bottom: "data_{s}" top: "conv1_{s}"
-  param {{ name: "conv1_w" }} param {{ name: "conv1_b" lr_mult: 2 }}
-  convolution_param {{ num_output: 8 kernel_size: 5 weight_filler {{ type: "xavier" }} bias_filler {{ type: "constant" }} }} }}
-layer {{ name: "pool1_{s}" type: "Pooling" bottom: "conv1_{s}" top: "pool1_{s}" pooling_param {{ pool: MAX kernel_size: 2 stride: 2 }} }}
-layer {{ name: "ip1_{s}" type: "InnerProduct" bottom: "pool1_{s}" top: "ip1_{s}"
-  param {{ name: "ip1_w" }} param {{ name: "ip1_b" lr_mult: 2 }}
-  inner_product_param {{ num_output: 32 weight_filler {{ type: "xavier" }} bias_filler {{ type: "constant" }} }} }}
-layer {{ name: "relu1_{s}" type: "ReLU" bottom: "ip1_{s}" top: "ip1_{s}" }}
-layer {{ name: "feat_{s}" type: "InnerProduct" bottom: "ip1_{s}" top: "feat_{s}"
-  param {{ name: "feat_w" }} param {{ name: "feat_b" lr_mult: 2 }}
-  inner_product_param {{ num_output: 2 weight_filler {{ type: "xavier" }} bias_filler {{ type: "constant" }} }} }}
-"""
-open(sys.argv[1], "w").write("""layer { name: "scale" type: "Power" bottom: "data" top: "scale" power_param { scale: 0.0125 } }
-layer { name: "slice_triplet" type: "Slice" bottom: "scale" top: "data_left" top: "data_right" top: "data_discard"
-  slice_param { slice_dim: 1 } }
-""" + branch("left") + branch("right") + """
-layer { name: "discard" type: "Silence" bottom: "data_discard" }
-layer { name: "loss" type: "ContrastiveLoss" bottom: "feat_left" bottom: "feat_right" bottom: "label" top: "loss"
-  contrastive_loss_param { margin: 1.0 } exclude { stage: "deploy" } }
-""")' "$T/siamese.prototxt"
+python3 "$GEN" net-siamese "$T/siamese.prototxt"
 http POST /models/images/generic/json "${JSON[@]}" -F dataset="$PAIRS" -F model_name=siamese -F method=custom \
     -F custom_network="<$T/siamese.prototxt" -F train_epochs=6 -F val_interval=1 -F snapshot_interval=6 \
     -F learning_rate=0.01 -F lr_policy=fixed -F random_seed=1

@@ -11,6 +11,12 @@
         OUTDIR/train.txt       `images/NNN.png x y` (the dot's centre, in pixels)
     make_generic.py digits OUTDIR [--count 40] [--size 16] [--seed 1]
         OUTDIR/<d>/NNN.png     gray digits 0..4 drawn from a 3x5 font, shifted and noisy
+    make_generic.py net-dot FILE       a small network regressing the dot's x, y
+                                       (EuclideanLoss; the targets give its output count)
+    make_generic.py net-siamese FILE   DIGITS's Siamese example, smaller: Slice, two
+                                       branches sharing weights by param names, Silence,
+                                       ContrastiveLoss
+    Both networks have no data layers: DIGITS's are added, and carry generic labels.
 """
 import argparse
 import os
@@ -124,16 +130,69 @@ def digits(out, count, size, seed):
             png(os.path.join(out, str(d), "%03d.png" % n), size, size, [bytes(r) for r in px], 0)
 
 
+DOT_NET = """layer { name: "scale" type: "Power" bottom: "data" top: "scaled" power_param { scale: 0.0039 } }
+layer { name: "conv1" type: "Convolution" bottom: "scaled" top: "conv1"
+  convolution_param { num_output: 16 kernel_size: 5 pad: 2 weight_filler { type: "xavier" } } }
+layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
+layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "conv2" type: "Convolution" bottom: "pool1" top: "conv2"
+  convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } } }
+layer { name: "relu2" type: "ReLU" bottom: "conv2" top: "conv2" }
+layer { name: "pool2" type: "Pooling" bottom: "conv2" top: "pool2" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "ip1" type: "InnerProduct" bottom: "pool2" top: "ip1"
+  inner_product_param { num_output: 64 weight_filler { type: "xavier" } } }
+layer { name: "relu3" type: "ReLU" bottom: "ip1" top: "ip1" }
+# no num_output: a regression dataset's targets (2 here)
+layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2" inner_product_param { weight_filler { type: "xavier" } } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "ip2" bottom: "label" top: "loss" exclude { stage: "deploy" } }
+"""
+
+
+def siamese_branch(side):
+    return f"""
+layer {{ name: "conv1_{side}" type: "Convolution" bottom: "data_{side}" top: "conv1_{side}"
+  param {{ name: "conv1_w" }} param {{ name: "conv1_b" lr_mult: 2 }}
+  convolution_param {{ num_output: 8 kernel_size: 5 weight_filler {{ type: "xavier" }} bias_filler {{ type: "constant" }} }} }}
+layer {{ name: "pool1_{side}" type: "Pooling" bottom: "conv1_{side}" top: "pool1_{side}"
+  pooling_param {{ pool: MAX kernel_size: 2 stride: 2 }} }}
+layer {{ name: "ip1_{side}" type: "InnerProduct" bottom: "pool1_{side}" top: "ip1_{side}"
+  param {{ name: "ip1_w" }} param {{ name: "ip1_b" lr_mult: 2 }}
+  inner_product_param {{ num_output: 32 weight_filler {{ type: "xavier" }} bias_filler {{ type: "constant" }} }} }}
+layer {{ name: "relu1_{side}" type: "ReLU" bottom: "ip1_{side}" top: "ip1_{side}" }}
+layer {{ name: "feat_{side}" type: "InnerProduct" bottom: "ip1_{side}" top: "feat_{side}"
+  param {{ name: "feat_w" }} param {{ name: "feat_b" lr_mult: 2 }}
+  inner_product_param {{ num_output: 2 weight_filler {{ type: "xavier" }} bias_filler {{ type: "constant" }} }} }}
+"""
+
+
+SIAMESE_NET = """layer { name: "scale" type: "Power" bottom: "data" top: "scale" power_param { scale: 0.0125 } }
+layer { name: "slice_triplet" type: "Slice" bottom: "scale" top: "data_left" top: "data_right" top: "data_discard"
+  slice_param { slice_dim: 1 } }
+""" + siamese_branch("left") + siamese_branch("right") + """
+layer { name: "discard" type: "Silence" bottom: "data_discard" }
+layer { name: "loss" type: "ContrastiveLoss" bottom: "feat_left" bottom: "feat_right" bottom: "label" top: "loss"
+  contrastive_loss_param { margin: 1.0 } exclude { stage: "deploy" } }
+"""
+
+
+def write_net(text):
+    def make(out, count, size, seed):
+        with open(out, "w") as f:
+            f.write(text)
+    return make
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("kind", choices=("shapes", "dots", "digits"))
+    ap.add_argument("kind", choices=("shapes", "dots", "digits", "net-dot", "net-siamese"))
     ap.add_argument("out")
     ap.add_argument("--count", type=int)
     ap.add_argument("--size", type=int)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
-    defaults = {"shapes": (48, 32), "dots": (200, 32), "digits": (40, 16)}[a.kind]
-    make = {"shapes": shapes, "dots": dots, "digits": digits}[a.kind]
+    defaults = {"shapes": (48, 32), "dots": (200, 32), "digits": (40, 16)}.get(a.kind, (0, 0))
+    make = {"shapes": shapes, "dots": dots, "digits": digits, "net-dot": write_net(DOT_NET),
+            "net-siamese": write_net(SIAMESE_NET)}[a.kind]
     make(a.out, a.count or defaults[0], a.size or defaults[1], a.seed)
 
 

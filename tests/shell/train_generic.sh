@@ -96,27 +96,7 @@ check "segmentation: IoU per class" grep -q '"name":"iou_class_2","value":' "$tm
 python3 "$gen" dots "$tmp/dots" --count 400 --size 32 --seed 4
 dataset reg "{\"task\": \"regression\", \"textfile_train\": \"$tmp/dots/train.txt\", \"textfile_root\": \"$tmp/dots\",
  \"pct_val\": 20, \"channels\": 1, \"width\": 32, \"height\": 32, \"encoding\": \"none\", \"seed\": 1}"
-cat >"$tmp/dot.prototxt" <<'EOF'
-layer { name: "data" type: "Data" top: "data" include { phase: TRAIN } data_param { batch_size: 16 } }
-layer { name: "label" type: "Data" top: "label" include { phase: TRAIN } data_param { batch_size: 16 } }
-layer { name: "data" type: "Data" top: "data" include { phase: TEST } data_param { batch_size: 16 } }
-layer { name: "label" type: "Data" top: "label" include { phase: TEST } data_param { batch_size: 16 } }
-layer { name: "scale" type: "Power" bottom: "data" top: "scaled" power_param { scale: 0.0039 } }
-layer { name: "conv1" type: "Convolution" bottom: "scaled" top: "conv1"
-  convolution_param { num_output: 16 kernel_size: 5 pad: 2 weight_filler { type: "xavier" } } }
-layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
-layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
-layer { name: "conv2" type: "Convolution" bottom: "pool1" top: "conv2"
-  convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } } }
-layer { name: "relu2" type: "ReLU" bottom: "conv2" top: "conv2" }
-layer { name: "pool2" type: "Pooling" bottom: "conv2" top: "pool2" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
-layer { name: "ip1" type: "InnerProduct" bottom: "pool2" top: "ip1"
-  inner_product_param { num_output: 64 weight_filler { type: "xavier" } } }
-layer { name: "relu3" type: "ReLU" bottom: "ip1" top: "ip1" }
-# no num_output: a regression dataset's targets (2 here)
-layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2" inner_product_param { weight_filler { type: "xavier" } } }
-layer { name: "loss" type: "EuclideanLoss" bottom: "ip2" bottom: "label" top: "loss" exclude { stage: "deploy" } }
-EOF
+python3 "$gen" net-dot "$tmp/dot.prototxt"
 job "$tmp/reg-plain" "$tmp/dot.prototxt" reg \
     '"epochs": 30, "solver_type": "ADAM", "learning_rate": 0.001, "use_mean": "none", "validation_interval": 10, "random_seed": 1'
 run "$tmp/reg-plain"
@@ -128,34 +108,7 @@ check "regression: mean absolute error < 1.5 pixels" reaches "$tmp/reg-plain.log
 python3 "$gen" digits "$tmp/digits" --count 60 --size 16 --seed 5
 dataset pairs "{\"task\": \"pairs\", \"folder_train\": \"$tmp/digits\", \"pct_val\": 25, \"pairs_train\": 600,
  \"pairs_val\": 200, \"width\": 16, \"height\": 16, \"encoding\": \"none\", \"seed\": 1}"
-python3 - "$tmp/siamese.prototxt" <<'EOF'
-import sys
-def branch(side):
-    return f'''
-layer {{ name: "conv1_{side}" type: "Convolution" bottom: "data_{side}" top: "conv1_{side}"
-  param {{ name: "conv1_w" }} param {{ name: "conv1_b" lr_mult: 2 }}
-  convolution_param {{ num_output: 8 kernel_size: 5 weight_filler {{ type: "xavier" }} bias_filler {{ type: "constant" }} }} }}
-layer {{ name: "pool1_{side}" type: "Pooling" bottom: "conv1_{side}" top: "pool1_{side}"
-  pooling_param {{ pool: MAX kernel_size: 2 stride: 2 }} }}
-layer {{ name: "ip1_{side}" type: "InnerProduct" bottom: "pool1_{side}" top: "ip1_{side}"
-  param {{ name: "ip1_w" }} param {{ name: "ip1_b" lr_mult: 2 }}
-  inner_product_param {{ num_output: 32 weight_filler {{ type: "xavier" }} bias_filler {{ type: "constant" }} }} }}
-layer {{ name: "relu1_{side}" type: "ReLU" bottom: "ip1_{side}" top: "ip1_{side}" }}
-layer {{ name: "feat_{side}" type: "InnerProduct" bottom: "ip1_{side}" top: "feat_{side}"
-  param {{ name: "feat_w" }} param {{ name: "feat_b" lr_mult: 2 }}
-  inner_product_param {{ num_output: 2 weight_filler {{ type: "xavier" }} bias_filler {{ type: "constant" }} }} }}
-'''
-# DIGITS's Siamese example without data layers: DIGITS's are added
-net = '''layer { name: "scale" type: "Power" bottom: "data" top: "scale" power_param { scale: 0.0125 } }
-layer { name: "slice_triplet" type: "Slice" bottom: "scale" top: "data_left" top: "data_right" top: "data_discard"
-  slice_param { slice_dim: 1 } }
-''' + branch("left") + branch("right") + '''
-layer { name: "discard" type: "Silence" bottom: "data_discard" }
-layer { name: "loss" type: "ContrastiveLoss" bottom: "feat_left" bottom: "feat_right" bottom: "label" top: "loss"
-  contrastive_loss_param { margin: 1.0 } exclude { stage: "deploy" } }
-'''
-open(sys.argv[1], "w").write(net)
-EOF
+python3 "$gen" net-siamese "$tmp/siamese.prototxt"
 job "$tmp/pairs-plain" "$tmp/siamese.prototxt" pairs \
     '"epochs": 10, "learning_rate": 0.01, "validation_interval": 1, "random_seed": 1'
 run "$tmp/pairs-plain"
