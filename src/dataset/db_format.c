@@ -98,8 +98,10 @@ int cd_db_shape_ok(int encoding, int channels, int height, int width)
 {
     if (encoding < 0 || encoding >= CD_ENC_COUNT || channels < 1 || height < 1 || width < 1)
         return 0;
-    if (encoding == CD_ENC_F32)
-        return (int64_t)channels * height * width <= CD_DB_MAX_VALUES;
+    if (encoding == CD_ENC_F32) { /* one factor at a time: the product of three ints can overflow */
+        uint64_t ch = (uint64_t)channels * (uint64_t)height;
+        return ch <= CD_DB_MAX_VALUES && ch * (uint64_t)width <= CD_DB_MAX_VALUES;
+    }
     return (channels == 1 || channels == 3) && height <= CD_IMAGE_MAX_SIDE && width <= CD_IMAGE_MAX_SIDE;
 }
 

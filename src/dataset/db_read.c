@@ -114,8 +114,10 @@ cd_db_t *cd_db_open(const char *path, char *err, size_t errlen)
         ds_err(err, errlen, "%s is not a cdigits dataset file (no CDDB magic)", path);
         goto fail;
     }
-    /* bounded before the product: check_header refuses larger fields */
-    if (db->h.channels <= CD_DB_MAX_VALUES && db->h.height <= CD_DB_MAX_VALUES && db->h.width <= CD_DB_MAX_VALUES) {
+    /* sized only for a shape the encoding allows (check_header refuses the others), so the
+     * product cannot overflow */
+    if (db->h.channels <= CD_DB_MAX_VALUES && db->h.height <= CD_DB_MAX_VALUES && db->h.width <= CD_DB_MAX_VALUES &&
+        cd_db_shape_ok((int)db->h.encoding, (int)db->h.channels, (int)db->h.height, (int)db->h.width)) {
         db->rec_size = (size_t)db->h.channels * db->h.height * db->h.width;
         db->rec_bytes = db->rec_size * (db->h.encoding == CD_ENC_F32 ? sizeof(float) : 1);
     }
@@ -171,6 +173,22 @@ const uint8_t *cd_db_raw(const cd_db_t *db, size_t i)
     return db->h.encoding == CD_ENC_NONE ? cd_db_record(db, i, NULL) : NULL;
 }
 
+/* Encoded record i (png, jpg) decoded into img, checked against the db's shape. */
+static int decode_record(const cd_db_t *db, size_t i, const uint8_t *rec, size_t size, cd_image_t *img,
+                         char *err, size_t errlen)
+{
+    char why[256];
+    if (cd_image_decode(rec, size, (int)db->h.channels, img, why, sizeof why) != CD_OK)
+        return ds_err(err, errlen, "%s: record %zu: %s%s", db->path, i, why, RECREATE);
+    if (img->h != (int)db->h.height || img->w != (int)db->h.width) {
+        ds_err(err, errlen, "%s: record %zu is %dx%d, not %ux%u%s", db->path, i, img->w, img->h,
+               db->h.width, db->h.height, RECREATE);
+        cd_image_free(img);
+        return CD_ERR;
+    }
+    return CD_OK;
+}
+
 int cd_db_read(const cd_db_t *db, size_t i, uint8_t *chw_out, char *err, size_t errlen)
 {
     size_t size = 0;
@@ -185,15 +203,8 @@ int cd_db_read(const cd_db_t *db, size_t i, uint8_t *chw_out, char *err, size_t 
     if (db->h.encoding == CD_ENC_F32)
         return ds_err(err, errlen, "%s holds float values, not images (cd_db_read_f32 reads them)", db->path);
     cd_image_t img;
-    char why[256];
-    if (cd_image_decode(rec, size, (int)db->h.channels, &img, why, sizeof why) != CD_OK)
-        return ds_err(err, errlen, "%s: record %zu: %s%s", db->path, i, why, RECREATE);
-    if (img.h != (int)db->h.height || img.w != (int)db->h.width) {
-        ds_err(err, errlen, "%s: record %zu is %dx%d, not %ux%u%s", db->path, i, img.w, img.h,
-               db->h.width, db->h.height, RECREATE);
-        cd_image_free(&img);
+    if (decode_record(db, i, rec, size, &img, err, errlen) != CD_OK)
         return CD_ERR;
-    }
     memcpy(chw_out, img.data, db->rec_size);
     cd_image_free(&img);
     return CD_OK;
@@ -201,29 +212,26 @@ int cd_db_read(const cd_db_t *db, size_t i, uint8_t *chw_out, char *err, size_t 
 
 int cd_db_read_f32(const cd_db_t *db, size_t i, float *out, char *err, size_t errlen)
 {
+    size_t size = 0;
+    const uint8_t *rec = cd_db_record(db, i, &size);
+    if (!rec)
+        return ds_err(err, errlen, "%s: record %zu is out of range (%llu records)", db->path, i,
+                      (unsigned long long)db->h.count);
     if (db->h.encoding == CD_ENC_F32) {
-        const uint8_t *rec = cd_db_record(db, i, NULL);
-        if (!rec)
-            return ds_err(err, errlen, "%s: record %zu is out of range (%llu records)", db->path, i,
-                          (unsigned long long)db->h.count);
         for (size_t k = 0; k < db->rec_size; k++) {
             uint32_t u = ds_get_u32(rec + 4 * k);
             memcpy(&out[k], &u, sizeof u);
         }
         return CD_OK;
     }
-    const uint8_t *raw = cd_db_raw(db, i);
-    uint8_t *tmp = raw ? NULL : malloc(db->rec_size);
-    if (!raw && !tmp)
-        return ds_err(err, errlen, "out of memory reading record %zu of %s", i, db->path);
-    if (!raw && cd_db_read(db, i, tmp, err, errlen) != CD_OK) {
-        free(tmp);
+    cd_image_t img = {0};
+    if (db->h.encoding != CD_ENC_NONE && decode_record(db, i, rec, size, &img, err, errlen) != CD_OK)
         return CD_ERR;
-    }
-    const uint8_t *px = raw ? raw : tmp;
+    const uint8_t *px = db->h.encoding == CD_ENC_NONE ? rec : img.data; /* the pixels, read once */
     for (size_t k = 0; k < db->rec_size; k++)
         out[k] = (float)px[k];
-    free(tmp);
+    if (db->h.encoding != CD_ENC_NONE)
+        cd_image_free(&img);
     return CD_OK;
 }
 

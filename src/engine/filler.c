@@ -74,13 +74,14 @@ static void fill_msra(const filler_ctx *c, float *x)
 
 /* Caffe's BilinearFiller: every (kh, kw) slice of a 4-D blob with a square kernel
  * holds the interpolation kernel (1 - |x/f - c|) * (1 - |y/f - c|), f = ceil(k/2),
- * c = (k - 1) / (2f): a Deconvolution with kernel 2s - s%2, stride s and pad
- * ceil((s-1)/2) then upsamples by s. */
+ * c = (2f - 1 - f%2) / (2f), Caffe's centre exactly (not (k-1)/(2f), which differs for
+ * k = 3, 6, 7, ... and for FCN-AlexNet's 63): a Deconvolution with kernel
+ * 2s - s%2, stride s and pad ceil((s-1)/2) then upsamples by s. */
 static void fill_bilinear(const filler_ctx *c, float *x)
 {
     int k = c->p->dims[3];
     int f = (k + 1) / 2;
-    double cc = (k - 1) / (2.0 * f);
+    double cc = (2 * f - 1 - f % 2) / (2.0 * f);
     for (size_t i = 0; i < c->p->count; i++) {
         double u = (double)(i % (size_t)k), v = (double)((i / (size_t)k) % (size_t)k);
         x[i] = (float)((1 - fabs(u / f - cc)) * (1 - fabs(v / f - cc)));

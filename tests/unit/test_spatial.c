@@ -139,9 +139,10 @@ static void test_deconv_reference(void)
 
 /* ---- the bilinear filler ------------------------------------------------------------------ */
 
-/* Caffe: f = ceil(k/2), c = (k-1)/(2f), w(x,y) = (1-|x/f-c|)(1-|y/f-c|). Worked out:
- * k = 4: f = 2, c = 0.75, per axis 0.25 0.75 0.75 0.25; k = 3: f = 2, c = 0.5, per
- * axis 0.5 1 0.5. Every (channel, channel) slice holds the same kernel. */
+/* Caffe: f = ceil(k/2), c = (2f-1-f%2)/(2f), w(x,y) = (1-|x/f-c|)(1-|y/f-c|). Worked
+ * out: k = 4: f = 2, c = 0.75, per axis 0.25 0.75 0.75 0.25; k = 3: f = 2, c = 0.75 too
+ * (Caffe's centre, not (k-1)/(2f)), per axis 0.25 0.75 0.75; k = 5: f = 3, c = 4/6, per
+ * axis 1/3 2/3 1 2/3 1/3. Every (channel, channel) slice holds the same kernel. */
 static void check_bilinear(int k, const float *axis_w)
 {
     char text[1024], name[64];
@@ -167,9 +168,11 @@ static void check_bilinear(int k, const float *axis_w)
 
 static void test_bilinear(void)
 {
-    static const float k4[4] = {0.25f, 0.75f, 0.75f, 0.25f}, k3[3] = {0.5f, 1.0f, 0.5f};
+    static const float k4[4] = {0.25f, 0.75f, 0.75f, 0.25f}, k3[3] = {0.25f, 0.75f, 0.75f};
+    static const float k5[5] = {1.0f / 3, 2.0f / 3, 1.0f, 2.0f / 3, 1.0f / 3};
     check_bilinear(4, k4);
     check_bilinear(3, k3);
+    check_bilinear(5, k5);
 
     /* a non-square kernel is refused with the parameter's name */
     static const char text[] =
