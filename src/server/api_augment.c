@@ -9,15 +9,13 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <limits.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "api_datasets.h"
+#include "api_generic.h"
 #include "cdigits/augment.h"
 #include "cdigits/base64.h"
 #include "cdigits/image.h"
-#include "cdigits/jobdir.h"
 #include "cdigits/train_keys.h"
 
 /* The form's fields and where each goes in cd_aug_config: an int (a choice, a
@@ -178,10 +176,7 @@ void h_augment_preview(req_t *r)
         goto out;
     }
     json_t *classes = json_object_get(json_object_get(job, "result"), "classes");
-    char labels_db[PATH_MAX];
-    const char *dir = json_string_value(json_object_get(job, "dir"));
-    jobdir_path(dir ? dir : "", JOBDIR_TRAIN_LABELS_DB, labels_db, sizeof labels_db);
-    int generic = access(labels_db, F_OK) == 0;
+    int generic = generic_job_extension(job) != NULL;
     size_t n = (size_t)count < total ? (size_t)count : total;
     for (size_t k = 0; k < n; k++) {
         size_t idx = k * total / n; /* spread over the split */

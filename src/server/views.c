@@ -351,6 +351,8 @@ json_t *view_job_detail(server_t *srv, json_t *job)
         model_details(srv, job, d);
     else
         dataset_tasks(job, d);
+    if (generic_job_extension(job)) /* a generic model or dataset: its kind, as the home rows say */
+        json_object_set_new(d, "extension_id", json_string(generic_job_extension(job)));
     if (!is_model(job) && generic_job_extension(job))
         generic_dataset_detail(srv, job, d);
     return d;

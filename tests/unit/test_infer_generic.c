@@ -290,6 +290,12 @@ static void test_segmentation_lists(const char *job, const char *dir)
     cd_seg_confusion_init(&ref, K);
     snprintf(path, sizeof path, "%s/list.txt", dir);
     FILE *list = fopen(path, "w");
+    CHECK(list != NULL, "cannot write %s", path);
+    if (!list) {
+        cd_seg_confusion_free(&ref);
+        cd_classifier_close(c);
+        return;
+    }
     for (int i = 0; i < N; i++) {
         memset(&img[i], 0, sizeof img[i]);
         cd_test_random_image(&img[i], C, H, W);
@@ -341,7 +347,9 @@ static void test_segmentation_lists(const char *job, const char *dir)
         if (json_object_get(o1, "error")) {
             errors += key && strstr(key, "missing.png") != NULL;
         } else {
-            int i = key ? key[6] - '0' : -1;
+            int i = -1;
+            if (key && sscanf(key, "image %d", &i) != 1)
+                i = -1;
             json_t *cc = json_object_get(o1, "class_counts");
             long counts[K];
             if (i >= 0 && i < N) {

@@ -45,6 +45,15 @@
     CD.setText('#model-name', job.name);
     $('#model-link').href = CD.url('models/' + enc);
     CD.setText('#model-meta', (job.dataset_id ? 'Trained on dataset ' + job.dataset_id : 'Pretrained model') + ' · ' + job.status);
+    /* the task first: the snapshot list, which every form needs, is filled once it is known */
+    task = 'classification';
+    if (job.extension_id && job.dataset_id) {
+      try {
+        const ds = await api('GET', '/datasets/' + encodeURIComponent(job.dataset_id) + '/json');
+        task = ds.task || task;
+      } catch (e) { /* the dataset is gone: classification it is */ }
+    }
+    if (task !== 'classification') $('#show_visualizations').closest('label').hidden = true;
     const sel = clear($('#snapshot_epoch'));
     const snaps = (job.snapshot_files || []).slice().sort((a, b) => b.iteration - a.iteration);
     for (const s of snaps) {
@@ -55,14 +64,6 @@
     if (want) sel.value = want;
     if (!snaps.length) fail('This model has no snapshot yet; classify once its first epoch is done.');
     setDownloads();
-    task = job.task || job.dataset_task || 'classification';
-    if (job.dataset_id && !job.task && !job.dataset_task) {
-      try {
-        const ds = await api('GET', '/datasets/' + encodeURIComponent(job.dataset_id) + '/json');
-        task = ds.task || task;
-      } catch (e) { /* the dataset is gone: classification it is */ }
-    }
-    if (task !== 'classification') $('#show_visualizations').closest('label').hidden = true;
   }
 
   /* ---- one image ------------------------------------------------------------------------- */
