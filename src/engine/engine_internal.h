@@ -24,6 +24,12 @@ extern const cd_layer_type cd_layers_data[];
  * (Caffe's classification form), or the one top of a Data layer whose top is named
  * "label" (DIGITS's generic form: one Data layer for the images, one for the labels). */
 int cd_data_top_is_label(const cd_layer *l, int t);
+
+/* A dataset's task: stats.json's "task" (stats), else its config's (dataset.json, when
+ * the dataset is not done), else classification (a dataset from before tasks, an
+ * imported model). *task is -1 for a name this build does not know; returns the name
+ * (NULL when none is given), valid while stats and config are. */
+const char *cd_dataset_task_named(json_t *stats, json_t *config, int *task);
 extern const cd_layer_type cd_layers_conv[];
 extern const cd_layer_type cd_layers_act[];
 extern const cd_layer_type cd_layers_norm[];

@@ -14,6 +14,7 @@
 #include "cdigits/dataset.h"
 #include "cdigits/jobdir.h"
 #include "cdigits/util.h"
+#include "engine_internal.h"
 #include "input_prep.h"
 
 struct cd_classifier {
@@ -211,16 +212,13 @@ static int alloc_staging(cd_classifier_t *c, int n, const cd_blob *input, char *
     return CD_OK;
 }
 
-/* The dataset's task: stats.json's "task" (stats, written when the dataset is done), else
- * dataset.json's (o), else classification (a dataset from before tasks, an imported
- * model). An unknown name is classification too: its checks are the strictest. */
-static int read_task(json_t *stats, json_t *o)
+const char *cd_dataset_task_named(json_t *stats, json_t *config, int *task)
 {
     const char *name = json_string_value(json_object_get(stats, "task"));
     if (!name)
-        name = json_string_value(json_object_get(o, "task"));
-    int task = name ? cd_dataset_task_parse(name) : CD_TASK_CLASSIFICATION;
-    return task < 0 ? CD_TASK_CLASSIFICATION : task;
+        name = json_string_value(json_object_get(config, "task"));
+    *task = name ? cd_dataset_task_parse(name) : CD_TASK_CLASSIFICATION;
+    return name;
 }
 
 /* An image key of dataset.json (o), else of stats.json (a segmentation dataset keeps its
@@ -256,7 +254,13 @@ static int read_image_shape(cd_classifier_t *c, char *err, size_t errlen)
     c->w = image_key(o, stats, "width", 256);
     c->h = image_key(o, stats, "height", 256);
     c->resize_mode = mode ? cd_resize_mode_parse(mode) : CD_RESIZE_SQUASH;
-    c->task = read_task(stats, o);
+    const char *task_name = cd_dataset_task_named(stats, o, &c->task);
+    if (c->task < 0) {
+        snprintf(err, errlen, "%s: task \"%s\" is not one this worker knows; update cdigits", spath, task_name);
+        json_decref(stats);
+        json_decref(o);
+        return CD_ERR;
+    }
     c->targets = 1;
     size_t i;
     json_t *d;

@@ -43,6 +43,8 @@ typedef struct slot {
     int state; /* 0 free, 1 filling, 2 ready */
     int pinned; /* pixels came from host_alloc */
     int side_pinned; /* labels, offsets and flags too */
+    float *label_f;  /* with a label db: one stored label as floats */
+    uint8_t *label_px; /* with label augmentations: two stored labels as pixels */
 } slot;
 
 struct cd_loader {
@@ -141,8 +143,9 @@ static void fill_label(cd_loader_t *l, size_t rec, int oy, int ox, int flip, con
         }
 }
 
-static void fill(cd_loader_t *l, cd_batch *b, long index)
+static void fill(cd_loader_t *l, slot *sl, long index)
 {
+    cd_batch *b = &sl->b;
     const cd_loader_opts *o = &l->o;
     uint64_t stride = o->stride > 0 ? (uint64_t)o->stride : (uint64_t)o->batch;
     uint64_t first = (uint64_t)index * stride + (uint64_t)o->offset;
@@ -151,8 +154,6 @@ static void fill(cd_loader_t *l, cd_batch *b, long index)
         n = (int)(l->n - first);
     b->index = index;
     b->n = n;
-    float *scratch = o->label_db ? cd_xmalloc(l->label_record * sizeof(float)) : NULL;
-    uint8_t *u8 = o->label_db && l->aug_pixels && l->label_u8 ? cd_xmalloc(2 * l->label_record) : NULL;
     for (int j = 0; j < n; j++) {
         uint64_t k = first + (uint64_t)j;
         size_t rec = cd_loader_record(o->seed, o->shuffle, l->n, k);
@@ -185,13 +186,11 @@ static void fill(cd_loader_t *l, cd_batch *b, long index)
         if (b->aug)
             cd_aug_draw(o->aug, o->seed, k, &b->aug[j]);
         if (o->label_db)
-            fill_label(l, rec, b->oy[j], b->ox[j], b->mirror[j], l->aug_pixels ? &b->aug[j] : NULL, u8, scratch,
+            fill_label(l, rec, b->oy[j], b->ox[j], b->mirror[j], l->aug_pixels ? &b->aug[j] : NULL, sl->label_px, sl->label_f,
                        b->labels + (size_t)j * l->label_size);
         else
             b->labels[j] = (float)cd_db_label(o->db, rec);
     }
-    free(scratch);
-    free(u8);
 }
 
 static void *worker(void *arg)
@@ -216,7 +215,7 @@ static void *worker(void *arg)
         slot *s = &l->ring[index % ring];
         s->state = 1;
         pthread_mutex_unlock(&l->lock);
-        fill(l, &s->b, index);
+        fill(l, s, index);
         pthread_mutex_lock(&l->lock);
         s->state = 2;
         pthread_cond_broadcast(&l->changed);
@@ -257,6 +256,13 @@ cd_loader_t *cd_loader_start(const cd_loader_opts *o, char *err, size_t errlen)
                                         cd_db_width(o->label_db) : 1;
     l->aug_pixels = o->aug && cd_aug_changes_pixels(o->aug);
     l->label_u8 = o->label_db && cd_db_encoding(o->label_db) != CD_ENC_F32;
+    if (l->aug_pixels && l->label.spatial && !l->label_u8 &&
+        (o->aug->quad_rot != CD_AUG_QUAD_NONE || o->aug->rot > 0 || o->aug->scale > 0)) {
+        snprintf(err, errlen, "the labels are float maps of the images' size, which quarter turns, rotation and "
+                 "zoom cannot move with their images; train without those augmentations");
+        free(l);
+        return NULL;
+    }
     l->total_batches = o->wrap ? -1 : (long)((l->n + (size_t)o->batch - 1) / (size_t)o->batch);
     l->next_fill = l->next_out = o->start_batch;
     l->ring = cd_xcalloc((size_t)l->o.ring, sizeof *l->ring);
@@ -280,6 +286,10 @@ cd_loader_t *cd_loader_start(const cd_loader_opts *o, char *err, size_t errlen)
         b->ox = b->oy + n;
         b->mirror = (uint8_t *)(b->ox + n);
         b->aug = l->aug_pixels ? cd_xcalloc(n, sizeof(cd_aug_params)) : NULL;
+        if (o->label_db) /* the stored label of the record being filled, read per slot */
+            l->ring[i].label_f = cd_xmalloc(l->label_record * sizeof(float));
+        if (o->label_db && l->aug_pixels && l->label_u8)
+            l->ring[i].label_px = cd_xmalloc(2 * l->label_record);
     }
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->changed, NULL);
@@ -346,6 +356,8 @@ void cd_loader_stop(cd_loader_t *l)
         else
             free(b->labels);
         free(b->aug);
+        free(l->ring[i].label_f);
+        free(l->ring[i].label_px);
     }
     free(l->ring);
     free(l->threads);

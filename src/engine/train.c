@@ -101,7 +101,7 @@ static double epoch_of(const trainer *t, long iter)
 static _Thread_local cd_tfevents_t *t_events;
 
 /* A metric line, and the same scalar as "<phase>/<name>" at step iter in the events
- * file, which is flushed at each validation (and at the end, by its close). */
+ * file, which evaluate flushes after each validation (and its close at the end). */
 static void metric(const char *phase, const char *name, double value, double epoch, long iter)
 {
     cd_jsonl(json_pack("{s:s, s:s, s:s, s:f, s:f, s:I}", "type", "metric", "phase", phase, "name",
@@ -110,8 +110,6 @@ static void metric(const char *phase, const char *name, double value, double epo
         char tag[128];
         snprintf(tag, sizeof tag, "%s/%s", phase, name);
         cd_tfevents_scalar(t_events, tag, iter, value);
-        if (strcmp(phase, "train") != 0)
-            cd_tfevents_flush(t_events);
     }
 }
 
@@ -256,7 +254,8 @@ static cd_net *tail_net(trainer *t, int n)
  * the targets (regression). */
 typedef struct val_sums {
     double top1, top5;
-    double *confusion;   /* classes x classes: [true * classes + predicted] */
+    cd_seg_confusion confusion; /* k 0 until the first batch gives the class count */
+    uint8_t *mask, *label;      /* one image's predicted and true classes */
     double abs_err, values;
     float *host;         /* scores and labels copied down */
     size_t host_floats;
@@ -274,32 +273,35 @@ static void host_copy(trainer *t, val_sums *v, const cd_blob *a, const cd_blob *
 }
 
 /* Pixels of the loss layer's scores (n, classes, h, w) against its labels (n, 1, h, w):
- * the argmax of each pixel counted against its label; labels outside the classes (255,
- * the ignore label) are not counted. */
+ * each pixel's argmax counted against its label (infer.h's confusion, as inference
+ * counts); labels outside the classes (255, the ignore label) are not counted. */
 static void count_pixels(trainer *t, cd_net *net, val_sums *v)
 {
     cd_layer *l = loss_layer(net);
-    if (!l || l->nbottom < 2 || l->bottom[0]->ndim < 2)
+    if (!l || l->nbottom < 2 || l->bottom[0]->ndim != 4)
         return;
     const cd_blob *sb = l->bottom[0], *lb = l->bottom[1];
-    int n = sb->dims[0], k = sb->dims[1];
-    size_t inner = sb->count / ((size_t)n * k);
-    if (lb->count != (size_t)n * inner || k != t->classes)
+    int n = sb->dims[0], k = sb->dims[1], h = sb->dims[2], w = sb->dims[3];
+    size_t plane = (size_t)h * w;
+    if (lb->count != (size_t)n * plane || k < 1 || k > CD_SEG_MAX_CLASSES || (v->confusion.k && k != v->confusion.k))
         return;
+    if (!v->confusion.k) {
+        cd_seg_confusion_init(&v->confusion, k);
+        v->mask = cd_xmalloc(plane);
+        v->label = cd_xmalloc(plane);
+    }
     host_copy(t, v, sb, lb);
-    const float *scores = v->host, *labels = v->host + sb->count;
-    for (int i = 0; i < n; i++)
-        for (size_t p = 0; p < inner; p++) {
-            float want = labels[(size_t)i * inner + p];
-            if (!(want >= 0 && want < (float)k))
-                continue;
-            const float *s = scores + (size_t)i * k * inner + p;
-            int best = 0;
-            for (int c = 1; c < k; c++)
-                if (s[(size_t)c * inner] > s[(size_t)best * inner])
-                    best = c;
-            v->confusion[(size_t)want * k + best] += 1;
+    const float *labels = v->host + sb->count;
+    for (int i = 0; i < n; i++) {
+        char err[128];
+        if (cd_seg_argmax(v->host + (size_t)i * k * plane, k, h, w, v->mask, err, sizeof err) != CD_OK)
+            return;
+        for (size_t p = 0; p < plane; p++) {
+            float want = labels[(size_t)i * plane + p];
+            v->label[p] = want >= 0 && want < (float)k ? (uint8_t)want : CD_SEG_IGNORE;
         }
+        cd_seg_confusion_add(&v->confusion, v->label, v->mask, plane);
+    }
 }
 
 /* |prediction - target| of the loss layer's two bottoms, summed. */
@@ -330,31 +332,24 @@ static void add_batch(trainer *t, cd_net *net, val_sums *v)
 }
 
 /* Pixel accuracy, mean IoU over the classes that occur (in the labels or the
- * predictions) and each such class's IoU as iou_class_K (K its line in labels.txt). */
-static void report_pixels(const trainer *t, const val_sums *v, const char *phase, double e, long iter)
+ * predictions) and each such class's IoU as iou_class_K (K its line in labels.txt);
+ * nothing, and a warning, when no pixel could be counted. */
+static void report_pixels(const val_sums *v, const char *phase, double e, long iter)
 {
-    int k = t->classes;
-    double right = 0, all = 0, iou_sum = 0;
-    int present = 0;
-    for (int c = 0; c < k; c++) {
-        double tp = v->confusion[(size_t)c * k + c], row = 0, col = 0;
-        for (int j = 0; j < k; j++) {
-            row += v->confusion[(size_t)c * k + j];
-            col += v->confusion[(size_t)j * k + c];
-        }
-        right += tp;
-        all += row;
-        double uni = row + col - tp;
-        if (uni > 0) {
-            char name[32];
-            snprintf(name, sizeof name, "iou_class_%d", c);
-            metric(phase, name, tp / uni, e, iter);
-            iou_sum += tp / uni;
-            present++;
-        }
+    const cd_seg_confusion *c = &v->confusion;
+    if (!c->k || cd_seg_mean_iou(c) < 0) {
+        cd_jsonl_log("warning", "%s: no pixel was counted for accuracy and IoU: the loss layer's bottoms are not "
+                     "scores (N, classes, H, W) against labels (N, 1, H, W) of those classes", phase);
+        return;
     }
-    metric(phase, "accuracy", all > 0 ? right / all : 0, e, iter);
-    metric(phase, "mean_iou", present ? iou_sum / present : 0, e, iter);
+    for (int k = 0; k < c->k; k++)
+        if (cd_seg_iou(c, k) >= 0) {
+            char name[32];
+            snprintf(name, sizeof name, "iou_class_%d", k);
+            metric(phase, name, cd_seg_iou(c, k), e, iter);
+        }
+    metric(phase, "accuracy", cd_seg_pixel_accuracy(c), e, iter);
+    metric(phase, "mean_iou", cd_seg_mean_iou(c), e, iter);
 }
 
 /* One pass over a split with the val stage (the val split, or the test split after
@@ -370,8 +365,6 @@ static int evaluate(trainer *t, cd_db_t *db, cd_db_t *labels, const char *phase,
         return CD_ERR;
     double loss = 0;
     val_sums v = {0};
-    if (t->task == CD_TASK_SEGMENTATION)
-        v.confusion = cd_xcalloc((size_t)t->classes * t->classes, sizeof(double));
     size_t seen = 0;
     int rc = CD_ERR;
     const cd_batch *b;
@@ -408,14 +401,18 @@ static int evaluate(trainer *t, cd_db_t *db, cd_db_t *labels, const char *phase,
         if (t->classes > 5)
             metric(phase, "accuracy_top5", v.top5 / (double)seen, e, iter);
     } else if (t->task == CD_TASK_SEGMENTATION) {
-        report_pixels(t, &v, phase, e, iter);
+        report_pixels(&v, phase, e, iter);
     } else if (t->task == CD_TASK_REGRESSION && v.values > 0) {
         metric(phase, "mae", v.abs_err / v.values, e, iter);
     }
+    if (t_events) /* once per validation: TensorBoard sees it while training goes on */
+        cd_tfevents_flush(t_events);
     rc = CD_OK;
 out:
     cd_loader_stop(ld);
-    free(v.confusion);
+    cd_seg_confusion_free(&v.confusion);
+    free(v.mask);
+    free(v.label);
     free(v.host);
     return rc;
 }
@@ -440,14 +437,11 @@ static int read_task(trainer *t, const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "%s: %s; create the dataset again", path, je.text);
         return CD_ERR;
     }
-    const char *name = json_string_value(json_object_get(stats, "task"));
-    t->task = name ? cd_dataset_task_parse(name) : CD_TASK_CLASSIFICATION;
-    json_decref(stats);
-    if (t->task < 0) {
+    const char *name = cd_dataset_task_named(stats, NULL, &t->task);
+    if (t->task < 0)
         snprintf(err, errlen, "%s: task \"%s\" is not one this worker trains; update cdigits", path, name);
-        return CD_ERR;
-    }
-    return CD_OK;
+    json_decref(stats);
+    return t->task < 0 ? CD_ERR : CD_OK;
 }
 
 static int open_dataset(trainer *t, char *err, size_t errlen)
