@@ -149,3 +149,31 @@ void api_reply_created(req_t *r, json_t *body)
     created_location(r->srv, body, where, sizeof where);
     reply_redirect(r, where, body);
 }
+
+char *api_replace_all(const char *s, const char *from, const char *to, size_t *len)
+{
+    size_t nf = strlen(from), nt = strlen(to), count = 0;
+    for (const char *p = s; nf && (p = strstr(p, from)); p += nf)
+        count++;
+    size_t out_len = strlen(s) + count * nt - count * nf;
+    char *out = malloc(out_len + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (const char *p = s, *hit; *p;) {
+        hit = nf ? strstr(p, from) : NULL;
+        if (!hit) {
+            strcpy(o, p);
+            o += strlen(p);
+            break;
+        }
+        memcpy(o, p, (size_t)(hit - p));
+        o += hit - p;
+        memcpy(o, to, nt);
+        o += nt;
+        p = hit + nf;
+    }
+    *o = 0;
+    if (len)
+        *len = out_len;
+    return out;
+}

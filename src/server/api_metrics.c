@@ -317,11 +317,9 @@ static void slot_labels(size_t k, const char **route, const char **method)
     }
 }
 
-/* Slots that have counted a reply, each once (rows sharing a slot print it once). */
+/* Slots that have counted a reply. */
 static int slot_in_use(const server_t *srv, size_t k, http_slot_stats_t *st)
 {
-    if (k < cd_nroutes && http_stats_slot_of(k) != k)
-        return 0;
     return http_stats_read(srv, k, st) > 0;
 }
 

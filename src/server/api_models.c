@@ -871,31 +871,6 @@ void h_model_customize(req_t *r)
 #define CHECKNET_SECONDS 15.0     /* a check builds three graphs without memory: well under 1 s */
 #define CHECKNET_WAIT_SECONDS 5.0 /* for a free inference slot; then 503 with Retry-After */
 
-/* s with every `from` replaced by `to` (malloc'd), or NULL when out of memory. */
-static char *replace_all(const char *s, const char *from, const char *to)
-{
-    size_t nf = strlen(from), nt = strlen(to), count = 0;
-    for (const char *p = s; nf && (p = strstr(p, from)); p += nf)
-        count++;
-    char *out = malloc(strlen(s) + count * (nt > nf ? nt - nf : 0) + 1), *o = out;
-    if (!out)
-        return NULL;
-    for (const char *p = s, *hit; *p;) {
-        hit = nf ? strstr(p, from) : NULL;
-        if (!hit) {
-            strcpy(o, p);
-            return out;
-        }
-        memcpy(o, p, (size_t)(hit - p));
-        o += hit - p;
-        memcpy(o, to, nt);
-        o += nt;
-        p = hit + nf;
-    }
-    *o = 0;
-    return out;
-}
-
 static form_field_t g_visualize_form[] = {
     {"method", F_CHOICE, "standard", NAN, NAN, "standard|custom|previous", ALWAYS, 1, "Network type (method)"},
     {"standard_networks", F_CHOICE, NULL, NAN, NAN, "lenet|alexnet|googlenet", "method=standard", 1,
@@ -1038,11 +1013,11 @@ static int check_network(server_t *srv, json_t *v, const netsrc_t *ns, const dat
         snprintf(label, sizeof label, "%s/network.prototxt", sval(v, "previous_networks"));
     else
         snprintf(label, sizeof label, "custom_network");
-    char *named = out ? replace_all(out, tmp, label) : NULL;
+    char *named = out ? api_replace_all(out, tmp, label, NULL) : NULL;
     json_t *result = named ? json_loads(named, 0, NULL) : NULL;
     free(named);
     if (!json_is_object(result) || !json_is_object(json_object_get(result, "stages"))) {
-        char *why = errout ? replace_all(errout, tmp, label) : NULL;
+        char *why = errout ? api_replace_all(errout, tmp, label, NULL) : NULL;
         snprintf(c->why, sizeof c->why, "the worker %s could not check the network (exit status %d): %.600s",
                  srv->cfg.worker, status,
                  why && why[0] ? why : "it printed no result; is it a cdigits-worker with check-net --json?");

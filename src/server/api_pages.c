@@ -15,29 +15,6 @@
 
 #include "cdigits/util.h"
 
-/* html with every `from` replaced by `to` (malloc'd; *len updated), or NULL. */
-static char *replace_all(const char *html, size_t *len, const char *from, const char *to)
-{
-    size_t fl = strlen(from), tl = strlen(to), n = 0;
-    for (const char *p = strstr(html, from); p; p = strstr(p + fl, from))
-        n++;
-    size_t out_len = *len - n * fl + n * tl;
-    char *out = malloc(out_len + 1), *o = out;
-    if (!out)
-        return NULL;
-    const char *p = html;
-    for (const char *hit = strstr(p, from); hit; hit = strstr(p, from)) {
-        memcpy(o, p, (size_t)(hit - p));
-        o += hit - p;
-        memcpy(o, to, tl);
-        o += tl;
-        p = hit + fl;
-    }
-    memcpy(o, p, strlen(p) + 1);
-    *len = out_len;
-    return out;
-}
-
 /* Serves page with the <base> of the URL prefix; `from` (when not NULL) is replaced by
  * `to` throughout, for a page that serves two of DIGITS's forms. */
 static void serve_page_as(req_t *r, const char *page, const char *api, const char *from, const char *to)
@@ -56,7 +33,7 @@ static void serve_page_as(req_t *r, const char *page, const char *api, const cha
         return;
     }
     if (from) {
-        char *swapped = replace_all(html, &len, from, to);
+        char *swapped = api_replace_all(html, from, to, &len);
         free(html);
         if (!swapped) {
             reply_error(r, 500, "out of memory serving %s", page);

@@ -517,20 +517,12 @@ static MHD_Result_t query_iterator(void *cls, enum MHD_ValueKind kind, const cha
 const double http_latency_bounds[HTTP_LATENCY_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                                           0.25,  0.5,    1,     2.5,  5,     10};
 
+/* A route row's slot is its index: no two rows share a method and pattern
+ * (test_server_routes checks it). */
 struct http_stats {
     size_t nslots;             /* cd_nroutes + 2 */
-    size_t *slot_of;           /* cd_nroutes entries: http_stats_slot_of of each row */
     http_slot_stats_t slot[];  /* nslots */
 };
-
-size_t http_stats_slot_of(size_t i)
-{
-    for (size_t k = 0; k < i && i < cd_nroutes; k++)
-        if (strcmp(cd_routes[k].method, cd_routes[i].method) == 0 &&
-            strcmp(cd_routes[k].pattern, cd_routes[i].pattern) == 0)
-            return k;
-    return i;
-}
 
 /* Made once at start: the counters live as long as the daemon whose threads add to them. */
 static int stats_new(server_t *srv, cd_err_t *err)
@@ -539,16 +531,9 @@ static int stats_new(server_t *srv, cd_err_t *err)
         return CD_OK;
     size_t n = cd_nroutes + 2;
     struct http_stats *st = calloc(1, sizeof *st + n * sizeof st->slot[0]);
-    size_t *slot_of = calloc(cd_nroutes ? cd_nroutes : 1, sizeof *slot_of);
-    if (!st || !slot_of) {
-        free(st);
-        free(slot_of);
+    if (!st)
         return cd_err_set(err, CD_E_INTERNAL, "out of memory making the request counters of %zu routes", n);
-    }
     st->nslots = n;
-    st->slot_of = slot_of;
-    for (size_t i = 0; i < cd_nroutes; i++)
-        slot_of[i] = http_stats_slot_of(i);
     srv->http_stats = st;
     return CD_OK;
 }
@@ -557,7 +542,6 @@ static void stats_free(server_t *srv)
 {
     if (!srv->http_stats)
         return;
-    free(srv->http_stats->slot_of);
     free(srv->http_stats);
     srv->http_stats = NULL;
 }
@@ -570,7 +554,7 @@ static void stats_count(const req_t *r, int status)
         return;
     size_t slot;
     if (r->route)
-        slot = st->slot_of[(size_t)(r->route - cd_routes)];
+        slot = (size_t)(r->route - cd_routes);
     else if (strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0)
         slot = HTTP_SLOT_STATIC(cd_nroutes);
     else

@@ -286,6 +286,9 @@ json_t *api_job_of_type(req_t *r, const char *id, const char *type, api_error_fn
 /* DIGITS's ownership rule: a logged-in user may change a job with no owner or their own. */
 int api_may_edit(const req_t *r, json_t *job);
 /* A new job id (DIGITS's "YYYYMMDD-HHMMSS-xxxx") whose directory was just created. */
+/* s with every `from` replaced by `to` (malloc'd; *len its length when len is not NULL),
+ * or NULL when out of memory. */
+char *api_replace_all(const char *s, const char *from, const char *to, size_t *len);
 int api_new_job_dir(server_t *srv, char *id, size_t idlen, char *dir, size_t dirlen, cd_err_t *err);
 int api_write_json(const char *dir, const char *name, json_t *obj, cd_err_t *err);
 /* Stores a new job with its one task (kind and name, as the worker runs it: "train",
@@ -362,8 +365,8 @@ int http_start(server_t *srv, cd_err_t *err);
 void http_stop(server_t *srv);
 
 /* ---- request counters (http.c), read by GET /metrics (api_metrics.c) --------------------
- * One slot per row of cd_routes (rows with the same method and pattern share the first
- * one's slot), then HTTP_SLOT_STATIC for GET and HEAD requests no route matched (files
+ * One slot per row of cd_routes (no two rows share a method and pattern), then
+ * HTTP_SLOT_STATIC for GET and HEAD requests no route matched (files
  * of the browser UI, 404s) and HTTP_SLOT_UNMATCHED for every other unmatched request.
  * Counted when the reply is queued, with relaxed atomic adds: no lock, no allocation. */
 
@@ -385,8 +388,6 @@ typedef struct http_slot_stats {
 /* A copy of slot's counters read now (zeros when srv has no counters or slot is out of
  * range); returns the slot's number of replies. */
 uint64_t http_stats_read(const server_t *srv, size_t slot, http_slot_stats_t *out);
-/* The slot of route row i: i itself, or the first row with the same method and pattern. */
-size_t http_stats_slot_of(size_t i);
 /* monitor.c */
 int monitor_start(server_t *srv, cd_err_t *err);
 void monitor_stop(server_t *srv);
