@@ -297,10 +297,12 @@ typedef struct ds_pipe_job {
     int threads;
     uint64_t *sum;     /* c*h*w per-pixel sums of the images that worked, or NULL */
     size_t sum_count;  /* how many images went into sum */
+    size_t sum_values; /* values in sum (0: cfg's channels*height*width) */
     /* Records other than one image of items[i].path (a label image with its feature
-     * image): prepare(prepare_ctx, i, r) fills r on a worker thread. NULL:
-     * ds_prepare_record. */
-    void (*prepare)(void *prepare_ctx, size_t index, ds_record *r);
+     * image, a pair): prepare(prepare_ctx, i, sum, r) fills r on a worker thread and,
+     * when sum is not NULL (job->sum is set), adds a record that worked into sum, that
+     * worker's own sums (no lock). NULL: ds_prepare_record. */
+    void (*prepare)(void *prepare_ctx, size_t index, uint64_t *sum, ds_record *r);
     void *prepare_ctx;
 } ds_pipe_job;
 

@@ -11,7 +11,6 @@
  */
 #include "internal.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,8 +28,7 @@ typedef struct pair_src {
     const ds_items *images;          /* the images pairs are drawn from */
     int split;
     uint64_t *sum;                   /* 3*h*w sums of the pairs made, or NULL */
-    size_t summed;
-    pthread_mutex_t mu;              /* guards sum and summed */
+    size_t summed;                   /* the pairs in sum */
 } pair_src;
 
 /* The two images of pair i: indices into src->images. */
@@ -42,7 +40,7 @@ static void pair_pick(const pair_src *src, size_t i, size_t *a, size_t *b)
 }
 
 /* Pair i's record (a worker thread): both images, then the 3-channel record. */
-static void prepare_pair(void *ctx, size_t i, ds_record *r)
+static void prepare_pair(void *ctx, size_t i, uint64_t *sum, ds_record *r)
 {
     pair_src *src = ctx;
     size_t idx[2];
@@ -76,13 +74,10 @@ static void prepare_pair(void *ctx, size_t i, ds_record *r)
     } else {
         r->ok = cd_db_encode_record(&img, src->encoding, &r->rec, &r->len, r->msg, sizeof r->msg) == CD_OK;
     }
-    if (r->ok && src->sum) {
+    if (r->ok && sum) { /* the worker's own sums: channel 2 stays zero */
         const uint8_t *px = r->rec && src->encoding == CD_ENC_NONE ? r->rec : img.data;
-        pthread_mutex_lock(&src->mu);
         for (size_t k = 0; k < 2 * plane; k++)
-            src->sum[k] += px[k];
-        src->summed++;
-        pthread_mutex_unlock(&src->mu);
+            sum[k] += px[k];
     }
     cd_image_free(&img);
 }
@@ -126,8 +121,10 @@ static int create_split(const cd_dataset_config_t *cfg, pair_src *src, size_t np
     if (ds_split_dbs_open(&c.dbs, outdir, src->split, &fs, &ls, out, err, errlen) != CD_OK)
         return CD_ERR;
     ds_pipe_job job = {.cfg = cfg, .n = npairs, .split = src->split, .threads = ds_thread_count(cfg),
+                       .sum = src->sum, .sum_values = 3 * (size_t)cfg->height * cfg->width,
                        .prepare = prepare_pair, .prepare_ctx = src};
     int rc = ds_split_dbs_end(&c.dbs, ds_pipeline_run(&job, consume_pair, &c, err, errlen), err, errlen);
+    src->summed = job.sum_count;
     if (rc == CD_OK && c.dbs.written == 0)
         return ds_err(err, errlen, "none of the %zu %s pairs could be made (%zu skipped; the log names the "
                       "first); check the image files", npairs, cd_split_name(src->split), skips->count);
@@ -212,13 +209,11 @@ int ds_create_pairs(const cd_dataset_config_t *cfg, const char *outdir, FILE *pr
     for (int s = 0; s < CD_SPLIT_COUNT && rc == CD_OK; s++) {
         if (counts[s] <= 0)
             continue;
-        pair_src src = {&gray, cfg->encoding, &plan.split[from[s]], s, s == CD_SPLIT_TRAIN ? sum : NULL, 0,
-                        PTHREAD_MUTEX_INITIALIZER};
+        pair_src src = {&gray, cfg->encoding, &plan.split[from[s]], s, s == CD_SPLIT_TRAIN ? sum : NULL, 0};
         rc = create_split(cfg, &src, (size_t)counts[s], outdir, &skips, progress, &res.count[s], &same[s], err,
                           errlen);
         if (s == CD_SPLIT_TRAIN)
             sum_count = src.summed;
-        pthread_mutex_destroy(&src.mu);
     }
     if (rc != CD_OK)
         goto out;

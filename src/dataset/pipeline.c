@@ -95,7 +95,7 @@ static void *worker(void *arg)
 
         ds_record r;
         if (job->prepare)
-            job->prepare(job->prepare_ctx, i, &r);
+            job->prepare(job->prepare_ctx, i, sum, &r);
         else
             ds_prepare_record(job->cfg, job->items[i].path, job->split, i, sum, &r);
         summed += r.ok;
@@ -128,7 +128,7 @@ int ds_pipeline_run(ds_pipe_job *job, ds_consume_fn consume, void *ctx, char *er
     ps.job = job;
     ps.nring = (size_t)nt * 8 < 64 ? 64 : (size_t)nt * 8;
     ps.ring = cd_xcalloc(ps.nring, sizeof *ps.ring);
-    ps.plane = (size_t)job->cfg->channels * job->cfg->height * job->cfg->width;
+    ps.plane = job->sum_values ? job->sum_values : (size_t)job->cfg->channels * job->cfg->height * job->cfg->width;
     pthread_mutex_init(&ps.mu, NULL);
     pthread_cond_init(&ps.ready, NULL);
     pthread_cond_init(&ps.space, NULL);

@@ -208,8 +208,9 @@ static int load_label(const seg_colormap *cm, const uint8_t *buf, size_t len, ui
 }
 
 /* Read both files of pair i and prepare its records (a worker of the pipeline). */
-static void prepare_pair(void *arg, size_t i, ds_record *r)
+static void prepare_pair(void *arg, size_t i, uint64_t *sum, ds_record *r)
 {
+    (void)sum; /* the mean is summed by the writer, which alone knows which records are kept */
     const seg_prep *p = arg;
     const seg_pair *pair = &p->pairs[i];
     memset(r, 0, sizeof *r);
