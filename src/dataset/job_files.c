@@ -15,27 +15,16 @@
 #include "cdigits/jobdir.h"
 #include "cdigits/util.h"
 
-/* dir/NAME of f, malloc'ed. */
-static char *job_path(const char *dir, jobdir_file f)
-{
-    const char *name = jobdir_name(f);
-    char *p = cd_xmalloc(strlen(dir) + strlen(name) + 2);
-    sprintf(p, "%s/%s", dir, name);
-    return p;
-}
-
 int ds_remove_outputs(const char *dir, const jobdir_file *files, size_t n, char *err, size_t errlen)
 {
     for (size_t i = 0; i < n; i++) {
-        char *p = job_path(dir, files[i]);
-        int rc = unlink(p);
-        int e = errno;
-        if (rc != 0 && e != ENOENT) {
-            ds_err(err, errlen, "cannot remove the old %s: %s; %s", p, strerror(e), ds_errno_advice(e));
-            free(p);
+        char p[4096];
+        if (ds_job_file_path(dir, files[i], p, sizeof p, err, errlen) != CD_OK)
             return CD_ERR;
+        if (unlink(p) != 0 && errno != ENOENT) {
+            int e = errno;
+            return ds_err(err, errlen, "cannot remove the old %s: %s; %s", p, strerror(e), ds_errno_advice(e));
         }
-        free(p);
     }
     return CD_OK;
 }
@@ -47,16 +36,18 @@ int ds_write_mean(const char *outdir, int c, int h, int w, const uint64_t *sum, 
     float *mean = cd_xmalloc(n * sizeof(float));
     for (size_t k = 0; k < n; k++)
         mean[k] = (float)((double)sum[k] / (double)(count ? count : 1));
-    char *bin = job_path(outdir, JOBDIR_MEAN_BIN), *png = job_path(outdir, JOBDIR_MEAN_PNG);
-    char *jpg = job_path(outdir, JOBDIR_MEAN_JPG);
-    int rc = cd_mean_save(bin, c, h, w, count, mean, err, errlen);
+    char bin[4096], png[4096], jpg[4096];
+    int rc = ds_job_file_path(outdir, JOBDIR_MEAN_BIN, bin, sizeof bin, err, errlen);
+    if (rc == CD_OK)
+        rc = ds_job_file_path(outdir, JOBDIR_MEAN_PNG, png, sizeof png, err, errlen);
+    if (rc == CD_OK)
+        rc = ds_job_file_path(outdir, JOBDIR_MEAN_JPG, jpg, sizeof jpg, err, errlen);
+    if (rc == CD_OK)
+        rc = cd_mean_save(bin, c, h, w, count, mean, err, errlen);
     if (rc == CD_OK)
         rc = cd_mean_save_png(png, c, h, w, mean, err, errlen);
     if (rc == CD_OK)
         rc = cd_mean_save_jpg(jpg, c, h, w, mean, err, errlen);
-    free(bin);
-    free(png);
-    free(jpg);
     free(mean);
     return rc;
 }
@@ -88,11 +79,12 @@ static int write_stats(const char *outdir, const json_t *line, json_t *fields, d
     json_object_set_new(st, "created", json_real(cd_wall_time()));
     char *text = json_dumps(st, JSON_INDENT(2) | JSON_ENSURE_ASCII);
     json_decref(st);
-    char *path = job_path(outdir, JOBDIR_STATS_JSON);
-    int rc = text ? ds_write_file(path, text, strlen(text), err, errlen)
+    char path[4096];
+    int rc = ds_job_file_path(outdir, JOBDIR_STATS_JSON, path, sizeof path, err, errlen);
+    if (rc == CD_OK)
+        rc = text ? ds_write_file(path, text, strlen(text), err, errlen)
                   : ds_err(err, errlen, "cannot write %s: out of memory encoding it", path);
     free(text);
-    free(path);
     return rc;
 }
 
