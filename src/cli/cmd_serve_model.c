@@ -92,6 +92,8 @@ typedef struct server {
     char job_name[256];
     json_t *ready;
     float *probs;
+    uint8_t rgb[CD_PALETTE_MAX][3]; /* a segmentation model's class colours, read once */
+    int rgb_classes;                /* classes rgb was read for (0: not yet) */
 } server;
 
 static double ms_since(double t0) { return (cd_now() - t0) * 1000.0; }
@@ -104,33 +106,38 @@ static json_t *with_counts(const server *s, json_t *out)
     return out;
 }
 
+/* Loads the request's "image" (a path) or "image_b64" into img; NULL, or the failure. */
+static json_t *request_image(server *s, json_t *req, json_t *id, cd_image_t *img)
+{
+    const char *path = json_string_value(json_object_get(req, "image"));
+    const char *b64 = json_string_value(json_object_get(req, "image_b64"));
+    int ch, h, w;
+    char err[1024];
+    cd_classifier_image_shape(s->c, &ch, &h, &w);
+    if (path)
+        return cd_image_load(path, ch, img, err, sizeof err) == CD_OK ? NULL : fail(id, "input", "%s", err);
+    if (!b64)
+        return fail(id, "input", "the request needs image or image_b64");
+    size_t len = 0;
+    unsigned char *bytes = cd_base64_decode(b64, strlen(b64), &len);
+    if (!bytes)
+        return fail(id, "input", "image_b64 is not base64");
+    int rc = cd_image_decode(bytes, len, ch, img, err, sizeof err);
+    free(bytes);
+    return rc == CD_OK ? NULL : fail(id, "input", "cannot read the uploaded image: %s", err);
+}
+
 static json_t *op_classify(server *s, json_t *req, json_t *id)
 {
     double t0 = cd_now();
-    const char *path = json_string_value(json_object_get(req, "image"));
-    const char *b64 = json_string_value(json_object_get(req, "image_b64"));
     const char *vdir = json_string_value(json_object_get(req, "visualize"));
     json_t *topj = json_object_get(req, "top");
     int top = json_is_integer(topj) ? (int)json_integer_value(topj) : 5;
-    int ch, h, w;
-    cd_classifier_image_shape(s->c, &ch, &h, &w);
     char err[1024];
     cd_image_t img = {0};
-    if (path) {
-        if (cd_image_load(path, ch, &img, err, sizeof err) != CD_OK)
-            return fail(id, "input", "%s", err);
-    } else if (b64) {
-        size_t len = 0;
-        unsigned char *bytes = cd_base64_decode(b64, strlen(b64), &len);
-        if (!bytes)
-            return fail(id, "input", "image_b64 is not base64");
-        int rc = cd_image_decode(bytes, len, ch, &img, err, sizeof err);
-        free(bytes);
-        if (rc != CD_OK)
-            return fail(id, "input", "cannot read the uploaded image: %s", err);
-    } else {
-        return fail(id, "input", "a classify request needs image or image_b64");
-    }
+    json_t *bad = request_image(s, req, id, &img);
+    if (bad)
+        return bad;
     json_t *vis = NULL;
     int rc;
     if (vdir) {
@@ -198,26 +205,6 @@ static json_t *op_list(server *s, json_t *req, json_t *id)
                                     (json_int_t)cd_classifier_iteration(s->c), "ms", ms_since(t0)));
 }
 
-/* Loads the request's "image" (a path) or "image_b64" into img; NULL, or the failure. */
-static json_t *request_image(server *s, json_t *req, json_t *id, cd_image_t *img)
-{
-    const char *path = json_string_value(json_object_get(req, "image"));
-    const char *b64 = json_string_value(json_object_get(req, "image_b64"));
-    int ch, h, w;
-    char err[1024];
-    cd_classifier_image_shape(s->c, &ch, &h, &w);
-    if (path)
-        return cd_image_load(path, ch, img, err, sizeof err) == CD_OK ? NULL : fail(id, "input", "%s", err);
-    if (!b64)
-        return fail(id, "input", "the request needs image or image_b64");
-    size_t len = 0;
-    unsigned char *bytes = cd_base64_decode(b64, strlen(b64), &len);
-    if (!bytes)
-        return fail(id, "input", "image_b64 is not base64");
-    int rc = cd_image_decode(bytes, len, ch, img, err, sizeof err);
-    free(bytes);
-    return rc == CD_OK ? NULL : fail(id, "input", "cannot read the uploaded image: %s", err);
-}
 
 static json_t *op_infer(server *s, json_t *req, json_t *id)
 {
@@ -229,12 +216,14 @@ static json_t *op_infer(server *s, json_t *req, json_t *id)
     char err[1024];
     cd_infer_tensor *outs = NULL;
     int n = 0;
-    uint8_t rgb[CD_PALETTE_MAX][3];
     int rc = cd_infer_image(s->c, &img, &outs, &n, err, sizeof err);
     int seg = rc == CD_OK ? cd_infer_seg_output(outs, n) : -1;
-    if (seg >= 0 && cd_classifier_task(s->c) == CD_TASK_SEGMENTATION && outs[seg].dims[1] <= CD_SEG_MAX_CLASSES)
-        rc = cd_seg_palette(s->c, outs[seg].dims[1], rgb, err, sizeof err);
-    json_t *out = rc == CD_OK ? cd_infer_result_json(s->c, outs, n, 0, 1, (const uint8_t(*)[3])rgb, NULL, NULL, err,
+    if (seg >= 0 && cd_classifier_task(s->c) == CD_TASK_SEGMENTATION && outs[seg].dims[1] <= CD_SEG_MAX_CLASSES &&
+        s->rgb_classes != outs[seg].dims[1]) { /* the palette file is read for the first mask only */
+        rc = cd_seg_palette(s->c, outs[seg].dims[1], s->rgb, err, sizeof err);
+        s->rgb_classes = rc == CD_OK ? outs[seg].dims[1] : 0;
+    }
+    json_t *out = rc == CD_OK ? cd_infer_result_json(s->c, outs, n, 0, 1, (const uint8_t(*)[3])s->rgb, NULL, NULL, err,
                                                      sizeof err)
                               : NULL;
     cd_infer_tensors_free(outs, n);
