@@ -17,8 +17,14 @@ command -v npm >/dev/null 2>&1 || packages+=(npm)
 if [[ "${1:-}" == "--test" ]]; then
   # python3-torch: the reference side of the GPU rehearsal's benchmark table (stage 3);
   # prometheus: promtool checks the exposition of GET /metrics (tests/shell/prometheus.sh);
-  # python3-protobuf: tests/shell/tensorboard.sh reads the TensorBoard events files
-  packages+=(clang libclang-rt-14-dev wrk chromium python3-torch prometheus python3-protobuf)
+  # python3-protobuf: tests/shell/tensorboard.sh reads the TensorBoard events files;
+  # python3-onnx and libonnx-testdata: ONNX's checker and its operator tests check the
+  # ONNX export and import;
+  # slurmctld, slurmd, slurm-client, munge: the single-host cluster the Slurm tests start
+  # (scripts/slurm-local.sh); openmpi-bin, libopenmpi-dev: training ranks under mpirun
+  packages+=(clang libclang-rt-14-dev wrk chromium python3-torch prometheus python3-protobuf
+             python3-onnx libonnx-testdata
+             slurmctld slurmd slurm-client munge openmpi-bin libopenmpi-dev)
 fi
 
 missing=()

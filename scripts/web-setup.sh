@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the browser UI's npm packages and copies what the pages load into web/vendor/
 # (the UI never loads anything from the internet), and the browser tests' packages in
-# tests/ui/. Idempotent: a second run with nothing changed only compares files.
+# tests/ui/ and tests/onnx/. Idempotent: a second run with nothing changed only compares files.
 #   scripts/web-setup.sh          web/ and tests/ui/
 #   scripts/web-setup.sh --web    web/ only (serving)
 set -euo pipefail
@@ -16,16 +16,17 @@ fi
 # when node_modules already matches the lock file.
 npm_install() {
   local dir=$1
+  shift
   local stamp="$dir/node_modules/.cdigits-lock"
   if [[ -f "$dir/package-lock.json" ]]; then
     if [[ -f "$stamp" ]] && cmp -s "$dir/package-lock.json" "$stamp"; then
       return 0
     fi
     echo "web-setup: npm ci in $dir"
-    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error "$@" >/dev/null)
   else
     echo "web-setup: npm install in $dir"
-    (cd "$dir" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+    (cd "$dir" && npm install --no-audit --no-fund --loglevel=error "$@" >/dev/null)
   fi
   cp "$dir/package-lock.json" "$stamp"
 }
@@ -51,4 +52,8 @@ rm -rf web/vendor/networks
 
 if [[ "${1:-}" != "--web" ]]; then
   npm_install tests/ui
+  # ONNX Runtime runs the exported models in the ONNX tests; its package carries the
+  # CPU library for Linux, and its install script (which would fetch the GPU
+  # providers from the internet) is not run
+  npm_install tests/onnx --ignore-scripts
 fi
