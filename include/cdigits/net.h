@@ -34,6 +34,7 @@ typedef struct cd_blob {
     size_t count;
     float *data;           /* device memory of the net's backend */
     float *diff;
+    size_t cap;            /* floats data and diff hold (>= count; cd_net_reshape grows it) */
     struct cd_blob *alias; /* shares data and diff with this blob (Flatten) */
     int need_backward;     /* some learnable parameter lies upstream */
 } cd_blob;
@@ -95,7 +96,9 @@ struct cd_layer {
     int need_backward;       /* run backward for this layer */
     void *priv;              /* layer-private host state (one malloc'ed block) */
     float *bufs[8];          /* layer device buffers, freed with the net */
+    size_t bufcap[8];        /* floats each holds */
     int nbufs;
+    int nreused;             /* buffers handed out again by this cd_net_reshape */
     float value;             /* last scalar output on the host (loss, accuracy), read by
                               * cd_net_forward or cd_net_read_values */
 };
@@ -136,6 +139,9 @@ struct cd_net {
                               * stands for (deploy): inference scales its pixels by it as
                               * training did; 1 without one */
     int host_reads;          /* some layer reads the device in its forward: no capture */
+    int reshape_h, reshape_w; /* > 0: the input's height and width set by cd_net_reshape,
+                              * over what the definition and opts say */
+    int reshaping;           /* cd_net_reshape runs the layers' setup and init again */
     /* when set, called by cd_net_backward after each layer's backward (layer index): the
      * trainer starts averaging the gradients already final while earlier layers run */
     void (*after_backward)(cd_net *net, int layer, void *ctx);
@@ -155,6 +161,18 @@ cd_net *cd_net_load(const char *path, const cd_net_opts *opts, char *err, size_t
 int cd_net_alloc(cd_net *net, cd_backend_t *be, const cd_net *shared_from, char *err,
                  size_t errlen);
 void cd_net_free(cd_net *net);
+
+/*
+ * Re-plans an allocated net for inputs of h x w (the Data and Input tops' height and
+ * width, after any crop) and, when label_h > 0, a spatial label of label_h x label_w:
+ * every layer's setup and init run again on the new shapes. Blobs and layer buffers are
+ * kept where they are large enough and grown otherwise, so a net allocated for the
+ * largest input never allocates again. Parameters keep their place and values; a layer
+ * whose parameter shape depends on the input size (an InnerProduct after a convolution)
+ * is an error naming it. The batch size does not change. CD_OK, or CD_ERR with the
+ * message (the net is then unusable: free it).
+ */
+int cd_net_reshape(cd_net *net, int h, int w, int label_h, int label_w, char *err, size_t errlen);
 
 /* Forward pass; returns the weighted sum of the losses (0 without loss layers). */
 float cd_net_forward(cd_net *net);

@@ -32,6 +32,10 @@ static int data_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
                                   "lower the crop size or make the dataset larger", crop, h, w);
         h = w = crop;
     }
+    if (net->reshape_h > 0) {
+        h = net->reshape_h;
+        w = net->reshape_w;
+    }
     int dims[4] = {batch, net->opts.input_c, h, w};
     int ldims[4] = {batch, net->opts.label_c, net->opts.label_h, net->opts.label_w};
     for (int t = 0; t < l->ntop; t++) {
@@ -48,8 +52,15 @@ static int data_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
 /* Input: one shape per top from input_param (batch replaced by opts.batch when set). */
 static int input_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
 {
-    if (!l->def)
-        return CD_OK; /* made by the engine with its shape */
+    if (!l->def) {
+        /* made by the engine with its shape; cd_net_reshape gives it another size */
+        cd_blob *b = l->top[0];
+        if (net->reshape_h > 0 && b->ndim == 4) {
+            int dims[4] = {b->dims[0], b->dims[1], net->reshape_h, net->reshape_w};
+            cd_blob_set_shape(b, 4, dims);
+        }
+        return CD_OK;
+    }
     const cd_pt_node *ip = l->param;
     int nshape = ip ? cd_pt_count(ip, "shape") : 0;
     if (nshape != 1 && nshape != l->ntop)
@@ -66,6 +77,10 @@ static int input_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
         }
         if (net->opts.batch > 0)
             dims[0] = net->opts.batch;
+        if (t == 0 && nd == 4 && net->reshape_h > 0) {
+            dims[2] = net->reshape_h;
+            dims[3] = net->reshape_w;
+        }
         cd_blob_set_shape(l->top[t], nd, dims);
     }
     return CD_OK;

@@ -140,10 +140,39 @@ static int shared_param(cd_net *net, cd_layer *l, const cd_pt_node *spec, int nd
     return CD_OK;
 }
 
+/* cd_net_reshape: the layer's parameter of this index again, which must keep its shape. */
+static cd_param *replanned_param(cd_layer *l, int ndim, const int *dims, char *err, size_t errlen)
+{
+    cd_param *p = l->nparam < CD_LAYER_MAX_PARAMS ? l->params[l->nparam] : NULL;
+    if (!p) {
+        cd_layer_error(l, err, errlen, "declares more parameters for the new input size than it had");
+        return NULL;
+    }
+    int same = p->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++)
+        same = p->dims[d] == dims[d];
+    if (!same) {
+        cd_blob was = {0}, now = {0};
+        cd_blob_set_shape(&was, p->ndim, p->dims);
+        cd_blob_set_shape(&now, ndim, dims);
+        char s0[64], s1[64];
+        cd_layer_error(l, err, errlen, "its parameter %s would be %s for this input size where it is %s: "
+                       "its parameters depend on the image size, so the network cannot take images "
+                       "of varying size; make it fully convolutional (no InnerProduct after the "
+                       "convolutions) or make the dataset's images one size", p->name,
+                       cd_blob_shape_str(&now, s1, sizeof s1), cd_blob_shape_str(&was, s0, sizeof s0));
+        return NULL;
+    }
+    l->nparam++;
+    return p;
+}
+
 cd_param *cd_layer_add_param(cd_net *net, cd_layer *l, int ndim, const int *dims,
                              const cd_pt_node *filler, float filler_default, int learnable,
                              char *err, size_t errlen)
 {
+    if (net->reshaping)
+        return replanned_param(l, ndim, dims, err, errlen);
     if (l->nparam >= CD_LAYER_MAX_PARAMS) {
         cd_layer_error(l, err, errlen, "too many parameter tensors");
         return NULL;
@@ -198,13 +227,31 @@ cd_param *cd_layer_add_param(cd_net *net, cd_layer *l, int ndim, const int *dims
 
 float *cd_layer_buffer(cd_net *net, cd_layer *l, size_t n)
 {
+    n = n ? n : 1;
+    if (net->reshaping && l->nreused < l->nbufs) {
+        /* cd_net_reshape: the buffer of this index again, zeroed, grown if too small */
+        int k = l->nreused++;
+        if (l->bufcap[k] >= n) {
+            net->be->iface->set(net->be, n, 0.0f, l->bufs[k]);
+            return l->bufs[k];
+        }
+        net->be->iface->free(net->be, l->bufs[k]);
+        l->bufs[k] = net->be->iface->alloc(net->be, n * sizeof(float));
+        l->bufcap[k] = l->bufs[k] ? n : 0;
+        if (!l->bufs[k])
+            net->out_of_memory = 1;
+        return l->bufs[k];
+    }
     if (l->nbufs >= (int)CD_ARRAY_LEN(l->bufs))
         return NULL;
-    float *p = net->be->iface->alloc(net->be, (n ? n : 1) * sizeof(float));
-    if (p)
+    float *p = net->be->iface->alloc(net->be, n * sizeof(float));
+    if (p) {
+        l->bufcap[l->nbufs] = n;
         l->bufs[l->nbufs++] = p;
-    else
+        l->nreused = l->nbufs;
+    } else {
         net->out_of_memory = 1;
+    }
     return p;
 }
 
@@ -885,7 +932,8 @@ static int alloc_blob(cd_net *net, cd_blob *b, char *err, size_t errlen)
         b->diff = b->alias->diff;
         return CD_OK;
     }
-    size_t bytes = (b->count ? b->count : 1) * sizeof(float);
+    b->cap = b->count ? b->count : 1;
+    size_t bytes = b->cap * sizeof(float);
     b->data = net->be->iface->alloc(net->be, bytes);
     b->diff = net->be->iface->alloc(net->be, bytes);
     if (!b->data || !b->diff) {
@@ -947,6 +995,68 @@ int cd_net_alloc(cd_net *net, cd_backend_t *be, const cd_net *shared_from, char 
     }
     net->allocated = 1;
     return CD_OK;
+}
+
+/* cd_net_reshape: b keeps its memory when it holds the new count, else grows. */
+static int refit_blob(cd_net *net, cd_blob *b, char *err, size_t errlen)
+{
+    if (b->alias) {
+        b->data = b->alias->data;
+        b->diff = b->alias->diff;
+        return CD_OK;
+    }
+    if (b->count <= b->cap)
+        return CD_OK;
+    net->be->iface->free(net->be, b->data);
+    net->be->iface->free(net->be, b->diff);
+    b->data = b->diff = NULL;
+    return alloc_blob(net, b, err, errlen);
+}
+
+int cd_net_reshape(cd_net *net, int h, int w, int label_h, int label_w, char *err, size_t errlen)
+{
+    err[0] = 0;
+    if (!net->allocated)
+        return fail(err, errlen, net->filename, "the network is not allocated yet; reshape it after "
+                    "cd_net_alloc");
+    if (h <= 0 || w <= 0)
+        return fail(err, errlen, net->filename, "cannot take inputs of %dx%d", h, w);
+    net->reshape_h = h;
+    net->reshape_w = w;
+    if (label_h > 0) {
+        net->opts.label_h = label_h;
+        net->opts.label_w = label_w;
+    }
+    net->reshaping = 1;
+    int rc = CD_OK;
+    for (int i = 0; i < net->nlayers && rc == CD_OK; i++) {
+        cd_layer *l = net->layers[i];
+        if (l->type->destroy)
+            l->type->destroy(net, l);
+        free(l->priv);
+        l->priv = NULL;
+        int had = l->nparam;
+        l->nparam = 0;
+        rc = l->type->setup(net, l, err, errlen);
+        if (rc == CD_OK && l->nparam != had)
+            rc = cd_layer_error(l, err, errlen, "declares %d parameters for the new input size where it "
+                                "had %d", l->nparam, had);
+        for (int t = 0; t < l->ntop && rc == CD_OK; t++)
+            rc = refit_blob(net, l->top[t], err, errlen);
+        l->nreused = 0;
+        if (rc == CD_OK && l->type->init)
+            rc = l->type->init(net, l, err, errlen);
+        if (rc == CD_OK && net->out_of_memory)
+            rc = cd_layer_error(l, err, errlen, "out of %s memory for the buffers of a %dx%d input",
+                                net->be->iface->name, h, w);
+    }
+    net->reshaping = 0;
+    if (rc != CD_OK && strncmp(err, net->filename, strlen(net->filename)) != 0) {
+        char inner[1024];
+        snprintf(inner, sizeof inner, "%s", err);
+        snprintf(err, errlen, "%s: %s", net->filename, inner);
+    }
+    return rc;
 }
 
 void cd_net_free(cd_net *net)
