@@ -73,9 +73,16 @@ int cd_db_num_classes(const cd_db_t *db);
 /* Label of record i (i < count; -1 when out of range). */
 int cd_db_label(const cd_db_t *db, size_t i);
 
-/* Record i as planar (c, h, w) uint8 RGB into chw_out (c*h*w bytes), decoding PNG or
- * JPEG records. CD_ERR if i is out of range or the record does not decode to the
- * db's shape. */
+/* A db of records of varying height and width (force_same_shape 0): its height and
+ * width are then the largest of any record (bounds), cd_db_record_shape gives each
+ * record's, and cd_db_read and cd_db_read_f32 write that many values. */
+int cd_db_mixed(const cd_db_t *db);
+/* The height and width of record i: the db's, or the record's own in a mixed db. */
+int cd_db_record_shape(const cd_db_t *db, size_t i, int *height, int *width, char *err, size_t errlen);
+
+/* Record i as planar (c, h, w) uint8 RGB into chw_out (c*h*w bytes; in a mixed db the
+ * record's h and w, cd_db_record_shape), decoding PNG or JPEG records. CD_ERR if i is
+ * out of range or the record does not decode to its shape. */
 int cd_db_read(const cd_db_t *db, size_t i, uint8_t *chw_out, char *err, size_t errlen);
 /* Record i as c*h*w floats, whatever the encoding (uint8 pixels become 0..255). */
 int cd_db_read_f32(const cd_db_t *db, size_t i, float *out, char *err, size_t errlen);
@@ -103,6 +110,14 @@ cd_db_writer_t *cd_db_writer_open(const char *path, int channels, int height, in
  * encoding none exactly c*h*w planar bytes, for f32 c*h*w little-endian floats). */
 int cd_db_writer_add(cd_db_writer_t *w, const void *record, size_t size, int label, char *err,
                      size_t errlen);
+/* Records of varying height and width from now on (before the first add; png and jpg
+ * only): each is added with its own size by cd_db_writer_add_sized, and the header gets
+ * the largest height and width. */
+int cd_db_writer_set_mixed(cd_db_writer_t *w, char *err, size_t errlen);
+/* cd_db_writer_add for a record of height x width: a mixed db's record, or one of the
+ * db's shape. */
+int cd_db_writer_add_sized(cd_db_writer_t *w, const void *record, size_t size, int label, int height,
+                           int width, char *err, size_t errlen);
 size_t cd_db_writer_count(const cd_db_writer_t *w);
 /* Complete the file; frees the writer whatever the result. */
 int cd_db_writer_finish(cd_db_writer_t *w, char *err, size_t errlen);

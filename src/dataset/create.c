@@ -146,7 +146,7 @@ static json_t *summary(const cd_dataset_config_t *cfg, const ds_plan *plan,
 /* stats.json's classification fields: the images' shape, resize mode and encoding. */
 static json_t *stats_fields(const cd_dataset_config_t *cfg, const ds_plan *plan, const cd_dataset_result_t *res)
 {
-    ds_db_shape images = {cfg->channels, cfg->height, cfg->width, cfg->encoding, plan->nclasses};
+    ds_db_shape images = {cfg->channels, cfg->height, cfg->width, cfg->encoding, plan->nclasses, 0};
     return ds_stats_fields(&images, cfg->resize_mode, cfg->seed, CD_TASK_CLASSIFICATION, NULL, res);
 }
 

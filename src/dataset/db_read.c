@@ -43,6 +43,11 @@ static int check_header(const cd_db_t *db, size_t file_len, char *err, size_t er
         !cd_db_shape_ok((int)h->encoding, (int)h->channels, (int)h->height, (int)h->width))
         return ds_err(err, errlen, "%s: bad record shape %ux%ux%u for encoding %s in the header%s", p,
                       h->channels, h->height, h->width, cd_encoding_name((int)h->encoding), RECREATE);
+    if (h->flags & ~DS_DB_FLAG_MIXED)
+        return ds_err(err, errlen, "%s: unknown header flags %#x%s", p, h->flags, RECREATE);
+    if ((h->flags & DS_DB_FLAG_MIXED) && cd_encoding_fixed((int)h->encoding))
+        return ds_err(err, errlen, "%s: records of varying size in fixed-size encoding %s%s", p,
+                      cd_encoding_name((int)h->encoding), RECREATE);
     if (h->file_size != file_len)
         return ds_err(err, errlen, "%s: the header says %llu bytes but the file has %zu (%s)%s",
                       p, (unsigned long long)h->file_size, file_len,
@@ -57,7 +62,7 @@ static int check_header(const cd_db_t *db, size_t file_len, char *err, size_t er
     int indexed = !cd_encoding_fixed((int)h->encoding);
     if ((!indexed && h->data_size != n * db->rec_bytes) ||
         h->index_offset != (indexed ? tables : 0) ||
-        h->labels_offset != tables + (indexed ? n * DS_DB_INDEX_ENTRY : 0) ||
+        h->labels_offset != tables + (indexed ? n * ds_db_index_entry(h->flags) : 0) ||
         h->crc_offset != h->labels_offset + n * 4 || h->file_size != h->crc_offset + n * 4)
         return ds_err(err, errlen, "%s: the header's offsets do not match its record count%s", p,
                       RECREATE);
@@ -67,11 +72,16 @@ static int check_header(const cd_db_t *db, size_t file_len, char *err, size_t er
         return ds_err(err, errlen, "%s: the header or tables fail their checksum (damaged "
                       "file)%s", p, RECREATE);
     for (uint64_t i = 0; indexed && i < n; i++) {
-        const uint8_t *e = db->map + h->index_offset + i * DS_DB_INDEX_ENTRY;
+        const uint8_t *e = db->map + h->index_offset + i * ds_db_index_entry(h->flags);
         uint64_t off = ds_get_u64(e), size = ds_get_u64(e + 8);
         if (off < h->data_offset || size == 0 || off > data_end || size > data_end - off)
             return ds_err(err, errlen, "%s: record %llu lies outside the data area%s", p,
                           (unsigned long long)i, RECREATE);
+        uint32_t rh = (h->flags & DS_DB_FLAG_MIXED) ? ds_get_u32(e + 16) : 1;
+        uint32_t rw = (h->flags & DS_DB_FLAG_MIXED) ? ds_get_u32(e + 20) : 1;
+        if (rh < 1 || rw < 1 || rh > h->height || rw > h->width)
+            return ds_err(err, errlen, "%s: record %llu is %ux%u, outside the header's bounds %ux%u%s", p,
+                          (unsigned long long)i, rw, rh, h->width, h->height, RECREATE);
     }
     return CD_OK;
 }
@@ -146,6 +156,23 @@ int cd_db_width(const cd_db_t *db) { return (int)db->h.width; }
 int cd_db_encoding(const cd_db_t *db) { return (int)db->h.encoding; }
 int cd_db_num_classes(const cd_db_t *db) { return (int)db->h.num_classes; }
 
+int cd_db_mixed(const cd_db_t *db) { return (db->h.flags & DS_DB_FLAG_MIXED) != 0; }
+
+int cd_db_record_shape(const cd_db_t *db, size_t i, int *height, int *width, char *err, size_t errlen)
+{
+    if (i >= db->h.count)
+        return ds_err(err, errlen, "%s: record %zu is out of range (%llu records)", db->path, i,
+                      (unsigned long long)db->h.count);
+    *height = (int)db->h.height;
+    *width = (int)db->h.width;
+    if (cd_db_mixed(db)) {
+        const uint8_t *e = db->map + db->h.index_offset + i * DS_DB_INDEX_ENTRY_MIXED;
+        *height = (int)ds_get_u32(e + 16);
+        *width = (int)ds_get_u32(e + 20);
+    }
+    return CD_OK;
+}
+
 int cd_db_label(const cd_db_t *db, size_t i)
 {
     if (i >= db->h.count)
@@ -162,7 +189,7 @@ const uint8_t *cd_db_record(const cd_db_t *db, size_t i, size_t *size)
             *size = db->rec_bytes;
         return db->map + db->h.data_offset + i * db->rec_bytes;
     }
-    const uint8_t *e = db->map + db->h.index_offset + i * DS_DB_INDEX_ENTRY;
+    const uint8_t *e = db->map + db->h.index_offset + i * ds_db_index_entry(db->h.flags);
     if (size)
         *size = (size_t)ds_get_u64(e + 8);
     return db->map + ds_get_u64(e);
@@ -178,11 +205,14 @@ static int decode_record(const cd_db_t *db, size_t i, const uint8_t *rec, size_t
                          char *err, size_t errlen)
 {
     char why[256];
+    int h = 0, w = 0;
+    if (cd_db_record_shape(db, i, &h, &w, err, errlen) != CD_OK)
+        return CD_ERR;
     if (cd_image_decode(rec, size, (int)db->h.channels, img, why, sizeof why) != CD_OK)
         return ds_err(err, errlen, "%s: record %zu: %s%s", db->path, i, why, RECREATE);
-    if (img->h != (int)db->h.height || img->w != (int)db->h.width) {
-        ds_err(err, errlen, "%s: record %zu is %dx%d, not %ux%u%s", db->path, i, img->w, img->h,
-               db->h.width, db->h.height, RECREATE);
+    if (img->h != h || img->w != w) {
+        ds_err(err, errlen, "%s: record %zu is %dx%d, not %dx%d%s", db->path, i, img->w, img->h, w, h,
+               RECREATE);
         cd_image_free(img);
         return CD_ERR;
     }
@@ -205,7 +235,7 @@ int cd_db_read(const cd_db_t *db, size_t i, uint8_t *chw_out, char *err, size_t 
     cd_image_t img;
     if (decode_record(db, i, rec, size, &img, err, errlen) != CD_OK)
         return CD_ERR;
-    memcpy(chw_out, img.data, db->rec_size);
+    memcpy(chw_out, img.data, (size_t)img.c * img.h * img.w);
     cd_image_free(&img);
     return CD_OK;
 }
@@ -228,7 +258,8 @@ int cd_db_read_f32(const cd_db_t *db, size_t i, float *out, char *err, size_t er
     if (db->h.encoding != CD_ENC_NONE && decode_record(db, i, rec, size, &img, err, errlen) != CD_OK)
         return CD_ERR;
     const uint8_t *px = db->h.encoding == CD_ENC_NONE ? rec : img.data; /* the pixels, read once */
-    for (size_t k = 0; k < db->rec_size; k++)
+    size_t values = db->h.encoding == CD_ENC_NONE ? db->rec_size : (size_t)img.c * img.h * img.w;
+    for (size_t k = 0; k < values; k++)
         out[k] = (float)px[k];
     if (db->h.encoding != CD_ENC_NONE)
         cd_image_free(&img);

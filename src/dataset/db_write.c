@@ -21,7 +21,8 @@ struct cd_db_writer {
     uint8_t *buf;      /* pending bytes, written when full */
     size_t buf_len;
     uint64_t pos;      /* file offset of the next byte after buf */
-    uint8_t *index;    /* count * 16 bytes: offset, size (little-endian u64) */
+    uint8_t *index;    /* count * 16 bytes: offset, size (little-endian u64); mixed: 24,
+                        * then height, width (u32) */
     uint8_t *labels;   /* count * 4 bytes: int32 */
     uint8_t *crcs;     /* count * 4 bytes: u32 */
     size_t cap;        /* records the tables have room for */
@@ -119,7 +120,7 @@ void ds_db_writer_set_classes(cd_db_writer_t *w, int num_classes)
 static int grow_tables(cd_db_writer_t *w, char *err, size_t errlen)
 {
     size_t cap = w->cap ? w->cap * 2 : 1024;
-    uint8_t *ix = realloc(w->index, cap * DS_DB_INDEX_ENTRY);
+    uint8_t *ix = realloc(w->index, cap * ds_db_index_entry(w->h.flags));
     if (ix)
         w->index = ix;
     uint8_t *lb = ix ? realloc(w->labels, cap * 4) : NULL;
@@ -134,9 +135,34 @@ static int grow_tables(cd_db_writer_t *w, char *err, size_t errlen)
     return CD_OK;
 }
 
+int cd_db_writer_set_mixed(cd_db_writer_t *w, char *err, size_t errlen)
+{
+    if (cd_encoding_fixed((int)w->h.encoding))
+        return ds_err(err, errlen, "%s: encoding %s holds records of one size only; use png or jpg for "
+                      "images of varying size", w->path, cd_encoding_name((int)w->h.encoding));
+    if (w->h.count)
+        return ds_err(err, errlen, "%s: records of varying size must be asked for before the first", w->path);
+    w->h.flags |= DS_DB_FLAG_MIXED;
+    w->h.height = w->h.width = 0; /* the largest record's, as they come */
+    return CD_OK;
+}
+
 int cd_db_writer_add(cd_db_writer_t *w, const void *record, size_t size, int label, char *err,
                      size_t errlen)
 {
+    return cd_db_writer_add_sized(w, record, size, label, (int)w->h.height, (int)w->h.width, err, errlen);
+}
+
+int cd_db_writer_add_sized(cd_db_writer_t *w, const void *record, size_t size, int label, int height,
+                           int width, char *err, size_t errlen)
+{
+    int mixed = (w->h.flags & DS_DB_FLAG_MIXED) != 0;
+    if (!mixed && (height != (int)w->h.height || width != (int)w->h.width))
+        return ds_err(err, errlen, "%s: a %dx%d record in a db of %ux%u records", w->path, width, height,
+                      w->h.width, w->h.height);
+    if (mixed && !cd_db_shape_ok((int)w->h.encoding, (int)w->h.channels, height, width))
+        return ds_err(err, errlen, "%s: a record of %dx%d is outside what the db can hold", w->path, width,
+                      height);
     if (cd_encoding_fixed((int)w->h.encoding) && size != w->rec_size)
         return ds_err(err, errlen, "%s: a fixed-size record must be %zu bytes (%ux%ux%u), not %zu",
                       w->path, w->rec_size, w->h.channels, w->h.height, w->h.width, size);
@@ -148,8 +174,17 @@ int cd_db_writer_add(cd_db_writer_t *w, const void *record, size_t size, int lab
     if (w->h.count == w->cap && grow_tables(w, err, errlen) != CD_OK)
         return CD_ERR;
     size_t i = (size_t)w->h.count;
-    ds_put_u64(w->index + i * DS_DB_INDEX_ENTRY, w->pos);
-    ds_put_u64(w->index + i * DS_DB_INDEX_ENTRY + 8, size);
+    uint8_t *e = w->index + i * ds_db_index_entry(w->h.flags);
+    ds_put_u64(e, w->pos);
+    ds_put_u64(e + 8, size);
+    if (mixed) {
+        ds_put_u32(e + 16, (uint32_t)height);
+        ds_put_u32(e + 20, (uint32_t)width);
+        if ((uint32_t)height > w->h.height)
+            w->h.height = (uint32_t)height;
+        if ((uint32_t)width > w->h.width)
+            w->h.width = (uint32_t)width;
+    }
     ds_put_u32(w->labels + i * 4, (uint32_t)label);
     ds_put_u32(w->crcs + i * 4, ds_crc32(0, record, size));
     if (put_bytes(w, record, size, err, errlen) != CD_OK)
@@ -168,7 +203,10 @@ int cd_db_writer_finish(cd_db_writer_t *w, char *err, size_t errlen)
         goto fail;
     int indexed = !cd_encoding_fixed((int)w->h.encoding);
     w->h.index_offset = indexed ? w->pos : 0;
-    w->h.labels_offset = w->pos + (indexed ? n * DS_DB_INDEX_ENTRY : 0);
+    unsigned entry = ds_db_index_entry(w->h.flags);
+    if ((w->h.flags & DS_DB_FLAG_MIXED) && n == 0)
+        w->h.height = w->h.width = 1; /* no record: bounds the header can hold */
+    w->h.labels_offset = w->pos + (indexed ? n * entry : 0);
     w->h.crc_offset = w->h.labels_offset + n * 4;
     w->h.file_size = w->h.crc_offset + n * 4;
 
@@ -176,8 +214,8 @@ int cd_db_writer_finish(cd_db_writer_t *w, char *err, size_t errlen)
     ds_db_header_pack(&w->h, hdr);
     uint32_t crc = ds_crc32(0, hdr, DS_DB_META_CRC_AT);
     if (indexed) {
-        crc = ds_crc32(crc, w->index, (size_t)n * DS_DB_INDEX_ENTRY);
-        if (put_bytes(w, w->index, (size_t)n * DS_DB_INDEX_ENTRY, err, errlen) != CD_OK)
+        crc = ds_crc32(crc, w->index, (size_t)n * entry);
+        if (put_bytes(w, w->index, (size_t)n * entry, err, errlen) != CD_OK)
             goto fail;
     }
     crc = ds_crc32(crc, w->labels, (size_t)n * 4);

@@ -157,6 +157,7 @@ int ds_create_pairs(const struct cd_dataset_config *cfg, const char *outdir, FIL
 /* A .db's record shape, encoding and header class count. */
 typedef struct ds_db_shape {
     int c, h, w, encoding, num_classes;
+    int mixed; /* records of varying height and width (cd_db_writer_set_mixed) */
 } ds_db_shape;
 
 /* The `progress` lines of a split's create stage: one when the percentage moved or 2 s
@@ -176,6 +177,8 @@ void ds_progress_step(ds_progress *p, size_t done, size_t total);
 typedef struct ds_split_dbs {
     cd_db_writer_t *features, *labels;
     int split;
+    int sized_labels; /* the labels are records of their feature's size (a mixed label db) */
+    int h, w;         /* the features' shape (mixed: the first bounds) */
     size_t written;
     FILE *out; /* log lines */
     ds_progress progress;
@@ -187,6 +190,10 @@ int ds_split_dbs_open(ds_split_dbs *d, const char *outdir, int split, const ds_d
 /* Append one feature record and its label record (each in its db's encoding). */
 int ds_split_dbs_add(ds_split_dbs *d, const void *feature, size_t feature_len, const void *label,
                      size_t label_len, char *err, size_t errlen);
+/* The same for a feature record of height x width in mixed dbs (ds_db_shape.mixed), its
+ * label record (of a mixed label db) of that size too. */
+int ds_split_dbs_add_sized(ds_split_dbs *d, const void *feature, size_t feature_len, const void *label,
+                           size_t label_len, int height, int width, char *err, size_t errlen);
 /* A `progress` line of the create stage when the percentage moved or 2 s passed. */
 void ds_split_dbs_progress(ds_split_dbs *d, size_t done, size_t total);
 /* Complete both files (freeing the writers whatever the result) / remove both. */
@@ -334,6 +341,12 @@ void ds_db_writer_set_classes(cd_db_writer_t *w, int num_classes);
 #define DS_DB_VERSION 1u
 #define DS_DB_HEADER_SIZE 128u
 #define DS_DB_INDEX_ENTRY 16u /* u64 offset, u64 size */
+#define DS_DB_INDEX_ENTRY_MIXED 24u /* the same, then u32 height, u32 width */
+#define DS_DB_FLAG_MIXED 1u   /* records of varying height and width (CD_DB_MIXED) */
+static inline unsigned ds_db_index_entry(uint32_t flags)
+{
+    return flags & DS_DB_FLAG_MIXED ? DS_DB_INDEX_ENTRY_MIXED : DS_DB_INDEX_ENTRY;
+}
 #define DS_DB_META_CRC_AT 124u
 
 /* The header's fields; stored little-endian at the offsets in docs/formats.md. */

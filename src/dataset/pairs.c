@@ -116,7 +116,7 @@ static int create_split(const cd_dataset_config_t *cfg, pair_src *src, size_t np
                         ds_skips *skips, FILE *out, size_t *written, size_t *same, char *err, size_t errlen)
 {
     *written = *same = 0;
-    ds_db_shape fs = {3, cfg->height, cfg->width, cfg->encoding, 0}, ls = {1, 1, 1, CD_ENC_F32, 0};
+    ds_db_shape fs = {3, cfg->height, cfg->width, cfg->encoding, 0, 0}, ls = {1, 1, 1, CD_ENC_F32, 0, 0};
     pair_split c = {.src = src, .n = npairs, .skips = skips};
     if (ds_split_dbs_open(&c.dbs, outdir, src->split, &fs, &ls, out, err, errlen) != CD_OK)
         return CD_ERR;
@@ -155,7 +155,7 @@ static json_t *stats_fields(const cd_dataset_config_t *cfg, const cd_dataset_res
                             const size_t same[CD_SPLIT_COUNT], const int from[CD_SPLIT_COUNT],
                             const ds_plan *plan)
 {
-    ds_db_shape images = {3, cfg->height, cfg->width, cfg->encoding, 2}, labels = {1, 1, 1, CD_ENC_F32, 0};
+    ds_db_shape images = {3, cfg->height, cfg->width, cfg->encoding, 2, 0}, labels = {1, 1, 1, CD_ENC_F32, 0, 0};
     json_t *f = ds_stats_fields(&images, cfg->resize_mode, cfg->seed, CD_TASK_PAIRS, &labels, res);
     json_t *pairs = json_object();
     for (int s = 0; s < CD_SPLIT_COUNT; s++) {

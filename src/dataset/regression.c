@@ -317,8 +317,8 @@ static int create_split(const cd_dataset_config_t *cfg, const ds_items *items, c
                         size_t *sum_count, size_t *written, char *err, size_t errlen)
 {
     *written = 0;
-    ds_db_shape fs = {cfg->channels, cfg->height, cfg->width, cfg->encoding, 0};
-    ds_db_shape ls = {t->k, 1, 1, CD_ENC_F32, 0};
+    ds_db_shape fs = {cfg->channels, cfg->height, cfg->width, cfg->encoding, 0, 0};
+    ds_db_shape ls = {t->k, 1, 1, CD_ENC_F32, 0, 0};
     reg_split c = {.t = t, .stats = stats};
     if (ds_split_dbs_open(&c.dbs, outdir, split, &fs, &ls, out, err, errlen) != CD_OK)
         return CD_ERR;
@@ -340,8 +340,8 @@ static int create_split(const cd_dataset_config_t *cfg, const ds_items *items, c
 static json_t *stats_fields(const cd_dataset_config_t *cfg, const cd_dataset_result_t *res, int k,
                             const target_stats *st)
 {
-    ds_db_shape images = {cfg->channels, cfg->height, cfg->width, cfg->encoding, 0};
-    ds_db_shape labels = {k, 1, 1, CD_ENC_F32, 0};
+    ds_db_shape images = {cfg->channels, cfg->height, cfg->width, cfg->encoding, 0, 0};
+    ds_db_shape labels = {k, 1, 1, CD_ENC_F32, 0, 0};
     json_t *f = ds_stats_fields(&images, cfg->resize_mode, cfg->seed, CD_TASK_REGRESSION, &labels, res);
     json_t *targets = json_array();
     for (int j = 0; j < k; j++)

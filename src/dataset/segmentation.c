@@ -501,9 +501,10 @@ typedef struct seg_run {
     ds_skips *skips;
     seg_split split[CD_SPLIT_COUNT];
     int cur;                  /* the split being written */
-    int c, h, w;              /* the images' shape, set by reference_pair */
-    uint64_t *sum;            /* c*h*w sums of the train images */
-    size_t sum_count;
+    int c, h, w;              /* the images' shape, set by reference_pair (mixed: the largest) */
+    int mixed;                /* force_same_shape 0: every pair keeps its own size */
+    uint64_t *sum;            /* c*h*w sums of the train images; mixed: c sums of their pixels */
+    size_t sum_count;         /* images summed; mixed: pixels of each channel */
     int max_index;            /* the largest class index of every label (-1: none) */
     size_t unmapped_named;
 } seg_run;
@@ -536,7 +537,14 @@ static int consume_pair(void *arg, size_t i, ds_record *r, char *err, size_t err
     }
     seg_rec s;
     memcpy(&s, r->rec, sizeof s);
-    if (s.c != run->c || s.h != run->h || s.w != run->w) {
+    if (run->mixed && s.c != run->c) {
+        char why[256];
+        snprintf(why, sizeof why, "it has %d channel%s, the dataset's images %d; set channel_conversion RGB "
+                 "or L", s.c, s.c == 1 ? "" : "s", run->c);
+        ds_skip(run->skips, pair->feature, why);
+        goto progress;
+    }
+    if (!run->mixed && (s.c != run->c || s.h != run->h || s.w != run->w)) {
         char why[256];
         snprintf(why, sizeof why, "it is %dx%d with %d channel%s, the dataset's images are %dx%d with %d "
                  "(force_same_shape: the first pair by name sets it); resize it%s", s.w, s.h, s.c,
@@ -546,21 +554,25 @@ static int consume_pair(void *arg, size_t i, ds_record *r, char *err, size_t err
         goto progress;
     }
     if (!sp->open) {
-        ds_db_shape f = {run->c, run->h, run->w, run->cfg->encoding, 0};
-        ds_db_shape l = {1, run->h, run->w, CD_ENC_PNG, 0};
+        ds_db_shape f = {run->c, run->h, run->w, run->cfg->encoding, 0, run->mixed};
+        ds_db_shape l = {1, run->h, run->w, CD_ENC_PNG, 0, run->mixed};
         if (ds_split_dbs_open(&sp->dbs, run->outdir, run->cur, &f, &l, run->out, err, errlen) != CD_OK)
             return CD_ERR;
         sp->open = 1;
     }
-    if (ds_split_dbs_add(&sp->dbs, r->rec + s.feat_off, s.feat_len, r->rec + s.label_off, s.label_len, err,
-                         errlen) != CD_OK)
+    if (ds_split_dbs_add_sized(&sp->dbs, r->rec + s.feat_off, s.feat_len, r->rec + s.label_off, s.label_len, s.h,
+                               s.w, err, errlen) != CD_OK)
         return CD_ERR;
+    if (run->mixed && (s.h > run->h || s.w > run->w)) {
+        run->h = s.h > run->h ? s.h : run->h;
+        run->w = s.w > run->w ? s.w : run->w;
+    }
     if (run->cur == CD_SPLIT_TRAIN) {
         const uint8_t *px = r->rec + sizeof s;
-        size_t n = (size_t)s.c * s.h * s.w;
-        for (size_t k = 0; k < n; k++)
-            run->sum[k] += px[k];
-        run->sum_count++;
+        size_t plane = (size_t)s.h * s.w;
+        for (size_t k = 0; k < (size_t)s.c * plane; k++)
+            run->sum[run->mixed ? k / plane : k] += px[k];
+        run->sum_count += run->mixed ? plane : 1;
     }
     for (int k = 0; k < 256; k++) {
         sp->pixels[k] += s.pixels[k];
@@ -626,8 +638,11 @@ static json_t *stats_fields(const seg_run *run, char *const *names, int nclasses
 {
     const cd_dataset_config_t *cfg = run->cfg;
     /* the images are stored as they are: no resize_mode */
-    ds_db_shape images = {run->c, run->h, run->w, cfg->encoding, nclasses}, labels = {1, run->h, run->w, CD_ENC_PNG, 0};
+    ds_db_shape images = {run->c, run->h, run->w, cfg->encoding, nclasses, run->mixed};
+    ds_db_shape labels = {1, run->h, run->w, CD_ENC_PNG, 0, run->mixed};
     json_t *f = ds_stats_fields(&images, -1, cfg->seed, CD_TASK_SEGMENTATION, &labels, res);
+    /* force_same_shape 0: width and height are the largest image's */
+    json_object_set_new(f, "force_same_shape", json_integer(!run->mixed));
     json_t *pixels = json_array(), *ignored = json_object(), *unmapped = json_object();
     for (int s = 0; s < CD_SPLIT_COUNT; s++)
         if (res->count[s]) {
@@ -655,7 +670,9 @@ static int write_files(const seg_run *run, char *const *names, int nclasses, con
         ds_job_file_path(run->outdir, JOBDIR_PALETTE, path, sizeof path, err, errlen) != CD_OK ||
         cd_palette_save(path, rgb, nclasses, err, errlen) != CD_OK)
         return CD_ERR;
-    return ds_write_mean(run->outdir, run->c, run->h, run->w, run->sum, run->sum_count, err, errlen);
+    /* images of varying size have a mean pixel, not a mean image */
+    return ds_write_mean(run->outdir, run->c, run->mixed ? 1 : run->h, run->mixed ? 1 : run->w, run->sum,
+                         run->sum_count, err, errlen);
 }
 
 /* The final classes: the names given (or class0, class1 ...) and their colours. */
@@ -691,10 +708,18 @@ int ds_create_segmentation(const cd_dataset_config_t *cfg, const char *outdir, F
     double t0 = cd_now();
     int rc = CD_OK;
 
-    if (!cfg->force_same_shape)
-        rc = ds_err(err, errlen, "records of different sizes are not supported yet; resize the images to one "
-                    "size or set force_same_shape");
-    else if (cfg->encoding < 0 || cfg->encoding >= CD_ENC_IMAGE_COUNT)
+    run.mixed = !cfg->force_same_shape;
+    /* encoding none holds records of one size: images of varying size are stored as PNG,
+     * which keeps their pixels */
+    cd_dataset_config_t *own = NULL;
+    if (run.mixed && cfg->encoding == CD_ENC_NONE) {
+        own = cd_xmalloc(sizeof *own);
+        *own = *cfg;
+        own->encoding = CD_ENC_PNG;
+        cfg = run.cfg = own;
+        ds_emit_log(progress, "info", "images of varying size (force_same_shape 0) are stored as PNG");
+    }
+    if (cfg->encoding < 0 || cfg->encoding >= CD_ENC_IMAGE_COUNT)
         rc = ds_err(err, errlen, "encoding %d is not an image encoding; use one of %s", cfg->encoding,
                     cd_encoding_list());
     if (rc == CD_OK)
@@ -727,7 +752,7 @@ int ds_create_segmentation(const cd_dataset_config_t *cfg, const char *outdir, F
     }
     if (rc != CD_OK)
         goto out;
-    run.sum = cd_xcalloc((size_t)run.c * run.h * run.w, sizeof *run.sum);
+    run.sum = cd_xcalloc(run.mixed ? (size_t)run.c : (size_t)run.c * run.h * run.w, sizeof *run.sum);
     ds_emit_log(progress, "info", "image/label pairs: train %zu, val %zu; %zu files skipped so far",
                 pairs[CD_SPLIT_TRAIN].n, pairs[CD_SPLIT_VAL].n, skips.count);
 
@@ -781,5 +806,6 @@ out:
     cd_labels_free(names, nclasses);
     free(run.sum);
     free(cm);
+    free(own);
     return rc;
 }

@@ -16,6 +16,10 @@ static int open_one(cd_db_writer_t **w, const char *outdir, jobdir_file f, const
     if (ds_job_file_path(outdir, f, path, sizeof path, err, errlen) != CD_OK)
         return CD_ERR;
     *w = cd_db_writer_open(path, s->c, s->h, s->w, s->encoding, s->num_classes, err, errlen);
+    if (*w && s->mixed && cd_db_writer_set_mixed(*w, err, errlen) != CD_OK) {
+        cd_db_writer_abort(*w);
+        *w = NULL;
+    }
     return *w ? CD_OK : CD_ERR;
 }
 
@@ -32,6 +36,9 @@ int ds_split_dbs_open(ds_split_dbs *d, const char *outdir, int split, const ds_d
         ds_split_dbs_abort(d);
         return CD_ERR;
     }
+    d->sized_labels = labels->mixed;
+    d->h = features->h;
+    d->w = features->w;
     d->t0 = cd_now();
     return CD_OK;
 }
@@ -39,8 +46,15 @@ int ds_split_dbs_open(ds_split_dbs *d, const char *outdir, int split, const ds_d
 int ds_split_dbs_add(ds_split_dbs *d, const void *feature, size_t feature_len, const void *label,
                      size_t label_len, char *err, size_t errlen)
 {
-    if (cd_db_writer_add(d->features, feature, feature_len, 0, err, errlen) != CD_OK ||
-        cd_db_writer_add(d->labels, label, label_len, 0, err, errlen) != CD_OK)
+    return ds_split_dbs_add_sized(d, feature, feature_len, label, label_len, d->h, d->w, err, errlen);
+}
+
+int ds_split_dbs_add_sized(ds_split_dbs *d, const void *feature, size_t feature_len, const void *label,
+                           size_t label_len, int height, int width, char *err, size_t errlen)
+{
+    if (cd_db_writer_add_sized(d->features, feature, feature_len, 0, height, width, err, errlen) != CD_OK ||
+        (d->sized_labels ? cd_db_writer_add_sized(d->labels, label, label_len, 0, height, width, err, errlen)
+                    : cd_db_writer_add(d->labels, label, label_len, 0, err, errlen)) != CD_OK)
         return CD_ERR;
     d->written++;
     return CD_OK;

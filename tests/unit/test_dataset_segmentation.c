@@ -454,6 +454,85 @@ static void test_textfile(void)
     expect_free(&e);
 }
 
+/* ---- force_same_shape 0: every pair keeps its size ------------------------------- */
+
+static void test_mixed_sizes(void)
+{
+    enum { N = 6 };
+    static const int sizes[N][2] = {{12, 9}, {7, 15}, {20, 11}, {9, 9}, {16, 5}, {11, 18}}; /* h, w */
+    cd_image_t img[N];
+    uint8_t *lab[N];
+    double sum[3] = {0}, pixels = 0;
+    char rel[128];
+    for (int i = 0; i < N; i++) {
+        int h = sizes[i][0], w = sizes[i][1];
+        cd_test_random_image(&img[i], 3, h, w);
+        snprintf(rel, sizeof rel, "seg5/feat/m%d.png", i);
+        cd_test_write_image(rel, &img[i], 0);
+        cd_image_t l;
+        cd_image_alloc(&l, 1, h, w, NULL, 0);
+        for (int p = 0; p < h * w; p++)
+            l.data[p] = (uint8_t)(cd_test_rand_u64() % 3);
+        lab[i] = malloc((size_t)h * w);
+        memcpy(lab[i], l.data, (size_t)h * w);
+        snprintf(rel, sizeof rel, "seg5/label/m%d.png", i);
+        cd_test_write_image(rel, &l, 0);
+        cd_image_free(&l);
+        for (int c = 0; c < 3; c++)
+            for (int p = 0; p < h * w; p++)
+                sum[c] += img[i].data[(size_t)c * h * w + p];
+        pixels += h * w;
+    }
+    char json[2048], err[1024] = "";
+    snprintf(json, sizeof json, "{\"task\": \"segmentation\", \"feature_folder\": \"%s\", \"label_folder\": \"%s\", "
+             "\"force_same_shape\": 0, \"pct_val\": 0, \"seed\": 5}", cd_test_tmp_path("seg5/feat"),
+             cd_test_tmp_path("seg5/label"));
+    cd_dataset_result_t res;
+    CHECK(cd_test_dataset_run(json, "job7", &res, NULL, err, sizeof err) == CD_OK, "create mixed: %s", err);
+    CHECK(res.count[0] == N && res.skipped == 0, "mixed: %zu records, %zu skipped", res.count[0], res.skipped);
+    cd_db_t *f = NULL, *l = NULL;
+    size_t n = cd_test_open_split_dbs("job7", "train", &f, &l);
+    if (f && l && n == N) {
+        CHECK(cd_db_mixed(f) && cd_db_mixed(l), "both dbs hold records of varying size");
+        CHECK(cd_db_encoding(f) == CD_ENC_PNG, "encoding none becomes png for varying sizes");
+        CHECK(cd_db_height(f) == 20 && cd_db_width(f) == 18, "bounds %dx%d, want the largest 20 and 18",
+              cd_db_height(f), cd_db_width(f));
+        uint8_t px[3 * 20 * 18], lp[20 * 18];
+        int seen = 0;
+        for (size_t r = 0; r < n; r++) {
+            int h = 0, w = 0, lh = 0, lw = 0;
+            CHECK(cd_db_record_shape(f, r, &h, &w, err, sizeof err) == CD_OK &&
+                      cd_db_record_shape(l, r, &lh, &lw, err, sizeof err) == CD_OK && h == lh && w == lw,
+                  "record %zu: %dx%d, its label %dx%d", r, w, h, lw, lh);
+            CHECK(cd_db_read(f, r, px, err, sizeof err) == CD_OK && cd_db_read(l, r, lp, err, sizeof err) == CD_OK,
+                  "read record %zu: %s", r, err);
+            for (int i = 0; i < N; i++)
+                if (sizes[i][0] == h && sizes[i][1] == w && !memcmp(px, img[i].data, (size_t)3 * h * w) &&
+                    !memcmp(lp, lab[i], (size_t)h * w))
+                    seen |= 1 << i;
+        }
+        CHECK(seen == (1 << N) - 1, "every image and its label stored at its size (seen %#x)", seen);
+    }
+    cd_db_close(f);
+    cd_db_close(l);
+    int mc = 0, mh = 0, mw = 0;
+    float *mean = NULL;
+    CHECK(cd_mean_load(cd_test_tmp_path("job7/mean.bin"), &mc, &mh, &mw, &mean) == CD_OK && mc == 3 && mh == 1 &&
+              mw == 1,
+          "a mean pixel: %dx%dx%d", mc, mh, mw);
+    for (int c = 0; mean && c < 3; c++)
+        CHECK_NEAR(mean[c], sum[c] / pixels, 1e-3, "mean of channel");
+    free(mean);
+    json_t *st = cd_test_load_stats("job7");
+    CHECK(stat_int(st, "force_same_shape", NULL) == 0 && stat_int(st, "height", NULL) == 20,
+          "stats say force_same_shape 0 and the largest height");
+    json_decref(st);
+    for (int i = 0; i < N; i++) {
+        cd_image_free(&img[i]);
+        free(lab[i]);
+    }
+}
+
 /* ---- what is refused, and says why -------------------------------------------------- */
 
 static void test_refused(void)
@@ -462,8 +541,6 @@ static void test_refused(void)
         const char *extra; /* JSON keys after the folders of seg3 */
         const char *why;   /* what err must say */
     } cases[] = {
-        {"\"force_same_shape\": 0", "records of different sizes are not supported yet; resize the images to one "
-                                    "size or set force_same_shape"},
         {"\"colormap_method\": \"textfile\", \"colormap_text_file\": \"@seg3/colors.txt\", "
          "\"class_labels_file\": \"@seg3/two.txt\"", "names 2 classes but colormap_text_file"},
         {"\"colormap_method\": \"textfile\", \"colormap_text_file\": \"@seg3/dup.txt\"", "the same colour"},
@@ -491,7 +568,7 @@ static void test_refused(void)
                 *o++ = *p;
             }
         }
-        const char *set = i == 4 ? "seg4" : "seg3";
+        const char *set = i == 3 ? "seg4" : "seg3";
         char json[2048], err[1024] = "", fd[64], ld[64];
         snprintf(fd, sizeof fd, "%s/feat", set);
         snprintf(ld, sizeof ld, "%s/label", set);
@@ -517,6 +594,7 @@ int main(void)
     test_paletted();
     test_gray_names_val();
     test_textfile();
+    test_mixed_sizes();
     test_refused();
     return cd_test_finish();
 }
