@@ -62,7 +62,8 @@ double cd_classifier_macs(const cd_classifier_t *c);
 int cd_classifier_run(cd_classifier_t *c, const cd_image_t *img, float *probs, char *err,
                       size_t errlen);
 
-/* Builds the batch net of `batch` images (sharing the weights); 1 drops it. */
+/* Builds the batch net of `batch` images (sharing the weights); 1 drops it. A model of
+ * images of varying size stays at 1: read cd_classifier_batch after. */
 int cd_classifier_set_batch(cd_classifier_t *c, int batch, char *err, size_t errlen);
 int cd_classifier_batch(const cd_classifier_t *c); /* 1 when no batch net */
 /* Converts and resizes one image to the dataset's shape on the host (thread-safe for

@@ -48,8 +48,11 @@ typedef struct cd_loader_opts {
 typedef struct cd_batch {
     long index;         /* batch number in the stream */
     int n;              /* images in this batch */
+    int h, w;           /* their stored size: the db's, or in a db of records of varying
+                         * size (cd_db_mixed, one per batch) this record's */
     uint8_t *pixels;    /* n x (c, h, w) uint8 at the stored size */
-    float *labels;      /* n x cd_loader_label_size() */
+    float *labels;      /* n x cd_label_size(the label shape); a spatial label of a record of varying
+                         * size holds its delivered size (crop, or h x w) from the start */
     int *oy, *ox;       /* crop offsets */
     uint8_t *mirror;    /* n: the enum cd_flip bits drawn for each image */
     cd_aug_params *aug; /* n: each image's augmentation, or NULL when opts.aug changes no

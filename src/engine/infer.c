@@ -31,7 +31,10 @@ struct cd_classifier {
     int nlabels;
     int nout;             /* values per image of the deploy stage's last top: nlabels or more */
     float *scores;        /* room for `batch` rows of nout values when nout > nlabels */
-    int c, h, w;          /* stored image size of the dataset */
+    int c, h, w;          /* stored image size of the dataset (mixed: the largest) */
+    int mixed;            /* the dataset's images are of varying size (force_same_shape 0):
+                           * each image keeps its size (within c, h, w), one at a time, the
+                           * net re-planned for it */
     int resize_mode;
     int task;             /* enum cd_dataset_task of the dataset (stats.json) */
     int targets;          /* values per label of a regression dataset */
@@ -261,6 +264,8 @@ static int read_image_shape(cd_classifier_t *c, char *err, size_t errlen)
         json_decref(o);
         return CD_ERR;
     }
+    json_t *same = json_object_get(stats, "force_same_shape");
+    c->mixed = json_is_integer(same) && json_integer_value(same) == 0;
     c->targets = 1;
     size_t i;
     json_t *d;
@@ -392,6 +397,8 @@ int cd_classifier_set_batch(cd_classifier_t *c, int batch, char *err, size_t err
         snprintf(err, errlen, "batch %d: use 1 to 4096 images", batch);
         return CD_ERR;
     }
+    if (c->mixed)
+        batch = 1; /* images of varying size go one at a time (cd_classifier_batch says so) */
     if (batch == cd_classifier_batch(c))
         return CD_OK;
     cd_net_free(c->bnet);
@@ -414,7 +421,20 @@ int cd_classifier_prepare(const cd_classifier_t *c, const cd_image_t *img, cd_im
     cd_image_t conv = {0};
     if (cd_image_convert(img, c->c, &conv, err, errlen) != CD_OK)
         return CD_ERR;
-    int rc = cd_image_resize(&conv, c->w, c->h, c->resize_mode, 0, out, err, errlen);
+    int rc;
+    if (c->mixed) {
+        /* its own size, scaled down (aspect kept) only where it exceeds the largest the
+         * model was made for */
+        double f = fmin(1.0, fmin((double)c->w / conv.w, (double)c->h / conv.h));
+        int w = (int)fmax(1.0, floor(conv.w * f + 0.5)), h = (int)fmax(1.0, floor(conv.h * f + 0.5));
+        if (w > c->w)
+            w = c->w;
+        if (h > c->h)
+            h = c->h;
+        rc = cd_image_scale(&conv, w, h, out, err, errlen);
+    } else {
+        rc = cd_image_resize(&conv, c->w, c->h, c->resize_mode, 0, out, err, errlen);
+    }
     cd_image_free(&conv);
     return rc;
 }
@@ -426,11 +446,29 @@ static int fill_input(cd_classifier_t *c, cd_blob *input, const cd_image_t *cons
     const uint8_t **images = cd_xmalloc(sizeof *images * (size_t)n);
     for (int i = 0; i < n; i++)
         images[i] = prepared[i]->data;
-    cd_input_batch b = {.n = n, .images = images, .oy = c->oy, .ox = c->ox};
+    cd_input_batch b = {.n = n, .h = prepared[0]->h, .w = prepared[0]->w, .images = images, .oy = c->oy,
+                        .ox = c->ox};
     cd_input_stage_upload(&c->prep, &c->stage, &b);
     int rc = cd_input_prepare(&c->prep, &c->stage, input->dims[2], input->dims[3], input->data, err, errlen);
     free(images);
     return rc;
+}
+
+/* A model of images of varying size: the batch-1 net re-planned for img's size (or kept
+ * at its crop), and img's centre crop. */
+static int replan(cd_classifier_t *c, const cd_image_t *img, char *err, size_t errlen)
+{
+    int crop = c->tc.crop_size;
+    if (crop > 0 && (img->h < crop || img->w < crop)) {
+        snprintf(err, errlen, "the image is %dx%d, smaller than the model's crop size %d; give a larger image",
+                 img->w, img->h, crop);
+        return CD_ERR;
+    }
+    c->oy[0] = crop > 0 ? (img->h - crop) / 2 : 0;
+    c->ox[0] = crop > 0 ? (img->w - crop) / 2 : 0;
+    if (crop > 0 || (c->input->dims[2] == img->h && c->input->dims[3] == img->w))
+        return CD_OK;
+    return cd_net_reshape(c->net, img->h, img->w, 0, 0, err, errlen);
 }
 
 const cd_net *cd_classifier_forward(cd_classifier_t *c, const cd_image_t *const *prepared, int n, char *err,
@@ -441,12 +479,18 @@ const cd_net *cd_classifier_forward(cd_classifier_t *c, const cd_image_t *const 
         snprintf(err, errlen, "%d images given to a classifier of batch %d", n, batch);
         return NULL;
     }
-    for (int i = 0; i < n; i++)
-        if (prepared[i]->c != c->c || prepared[i]->h != c->h || prepared[i]->w != c->w) {
-            snprintf(err, errlen, "image %d is %dx%dx%d, not the dataset's %dx%dx%d; prepare it first", i,
-                     prepared[i]->c, prepared[i]->h, prepared[i]->w, c->c, c->h, c->w);
+    for (int i = 0; i < n; i++) {
+        const cd_image_t *p = prepared[i];
+        int fits = c->mixed ? p->c == c->c && p->h <= c->h && p->w <= c->w
+                            : p->c == c->c && p->h == c->h && p->w == c->w;
+        if (!fits) {
+            snprintf(err, errlen, "image %d is %dx%dx%d, not %s the dataset's %dx%dx%d; prepare it first", i,
+                     p->c, p->h, p->w, c->mixed ? "within" : "", c->c, c->h, c->w);
             return NULL;
         }
+    }
+    if (c->mixed && replan(c, prepared[0], err, errlen) != CD_OK)
+        return NULL;
     /* one image takes the batch-1 net (the staging has room for a batch, the crop is
      * the same); a short last batch runs whole, the rows past n are ignored */
     int whole = n > 1;

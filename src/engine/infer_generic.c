@@ -539,6 +539,7 @@ json_t *cd_infer_list(cd_classifier_t *c, FILE *in, FILE *out, const cd_infer_li
     int batch = o->batch > 0 ? o->batch : 64, ch, h, w;
     if (cd_classifier_set_batch(c, batch, err, errlen) != CD_OK)
         return NULL;
+    batch = cd_classifier_batch(c);
     cd_classifier_image_shape(c, &ch, &h, &w);
     g_run g = {.c = c, .out = out};
     g_entry *b = cd_xcalloc((size_t)batch, sizeof *b);
@@ -594,7 +595,8 @@ json_t *cd_infer_db(cd_classifier_t *c, const char *db_path, const char *labels_
     if (!db)
         return NULL;
     json_t *s = NULL;
-    if (cd_db_channels(db) != ch || cd_db_height(db) != h || cd_db_width(db) != w) {
+    /* records of varying size are checked one by one against what the model takes */
+    if (cd_db_channels(db) != ch || (!cd_db_mixed(db) && (cd_db_height(db) != h || cd_db_width(db) != w))) {
         snprintf(err, errlen, "%s holds %dx%dx%d records, not the model's %dx%dx%d images; infer the db of the "
                  "model's dataset", db_path, cd_db_channels(db), cd_db_height(db), cd_db_width(db), ch, h, w);
         goto out;
@@ -609,6 +611,7 @@ json_t *cd_infer_db(cd_classifier_t *c, const char *db_path, const char *labels_
     }
     if (cd_classifier_set_batch(c, batch, err, errlen) != CD_OK)
         goto out;
+    batch = cd_classifier_batch(c);
     g_run g = {.c = c, .out = out};
     g_entry *b = cd_xcalloc((size_t)batch, sizeof *b);
     size_t count = cd_db_count(db);
@@ -626,14 +629,18 @@ json_t *cd_infer_db(cd_classifier_t *c, const char *db_path, const char *labels_
             char key[32];
             snprintf(key, sizeof key, "%zu", rec);
             e->key = cd_xstrdup(key);
-            if (cd_image_alloc(&e->img, ch, h, w, msg, sizeof msg) != CD_OK ||
+            int rh = h, rw = w; /* a record's own size in a db of varying sizes */
+            if (cd_db_record_shape(db, rec, &rh, &rw, msg, sizeof msg) != CD_OK ||
+                cd_image_alloc(&e->img, ch, rh, rw, msg, sizeof msg) != CD_OK ||
                 cd_db_read(db, rec, e->img.data, msg, sizeof msg) != CD_OK) {
                 e->error = cd_xstrdup(msg);
                 continue;
             }
             if (ldb) {
-                e->lh = cd_db_height(ldb);
-                e->lw = cd_db_width(ldb);
+                if (cd_db_record_shape(ldb, rec, &e->lh, &e->lw, msg, sizeof msg) != CD_OK) {
+                    e->error = cd_xstrdup(msg);
+                    continue;
+                }
                 e->label_raw = cd_xmalloc((size_t)e->lh * (size_t)e->lw);
                 if (cd_db_read(ldb, rec, e->label_raw, msg, sizeof msg) != CD_OK)
                     e->error = cd_xstrdup(msg);

@@ -329,6 +329,7 @@ json_t *cd_classify_list(cd_classifier_t *c, FILE *in, FILE *out, const cd_list_
     int batch = o->batch > 0 ? o->batch : 64;
     if (cd_classifier_set_batch(c, batch, err, errlen) != CD_OK)
         return NULL;
+    batch = cd_classifier_batch(c);
     int k = cd_classifier_classes(c);
     list_stats st = {.k = k};
     st.confusion = cd_xcalloc((size_t)k * k, sizeof *st.confusion);

@@ -47,6 +47,19 @@ int cd_input_mean_load(cd_input_prep *p, const char *dataset_dir, int use_mean, 
         snprintf(err, errlen, "%s; recreate the dataset, or train with use_mean none", cd_dataset_strerror());
         return CD_ERR;
     }
+    /* a mean pixel (a dataset of images of varying size): spread over the largest size */
+    p->mean_pixel = mc == p->c && mh == 1 && mw == 1 && (p->h != 1 || p->w != 1);
+    if (p->mean_pixel) {
+        float *spread = cd_xmalloc(image_bytes(p) * sizeof(float));
+        for (size_t i = 0; i < image_bytes(p); i++)
+            spread[i] = mean[i / ((size_t)p->h * p->w)];
+        free(mean);
+        mean = spread;
+        mh = p->h;
+        mw = p->w;
+    }
+    p->mean_h = p->h;
+    p->mean_w = p->w;
     if (mc != p->c || mh != p->h || mw != p->w) {
         snprintf(err, errlen, "%s is %dx%dx%d but the images are %dx%dx%d: the mean belongs to another "
                  "dataset; recreate the dataset, or train with use_mean none",
@@ -127,7 +140,11 @@ void cd_input_stage_upload(cd_input_prep *p, cd_input_stage *s, const cd_input_b
 {
     if (b->n < 1 || b->n > s->cap)
         cd_die("internal error: a batch of %d images staged into room for %d", b->n, s->cap);
-    size_t image = image_bytes(p), n = (size_t)b->n;
+    s->h = b->h > 0 ? b->h : p->h;
+    s->w = b->w > 0 ? b->w : p->w;
+    if (s->h > p->h || s->w > p->w)
+        cd_die("internal error: %dx%d images staged into room for %dx%d", s->w, s->h, p->w, p->h);
+    size_t image = (size_t)p->c * s->h * s->w, n = (size_t)b->n;
     if (b->pixels)
         stage_copy(p, s->pixels, b->pixels, n * image);
     else
@@ -157,7 +174,7 @@ void cd_input_stage_wait(cd_input_prep *p) { cd_be_upload_wait(p->be); }
 static void prepare_host(const cd_input_prep *p, const cd_input_stage *s, const uint8_t *pixels, int oh, int ow,
                          float *dst)
 {
-    int c = p->c, h = p->h, w = p->w;
+    int c = p->c, h = s->h, w = s->w;
     for (int i = 0; i < s->n; i++)
         for (int ch = 0; ch < c; ch++)
             for (int y = 0; y < oh; y++) {
@@ -173,27 +190,48 @@ static void prepare_host(const cd_input_prep *p, const cd_input_stage *s, const 
             }
 }
 
+/* The mean pixel spread over h x w, when the mean image holds another size: after the
+ * work queued on the old one. */
+static void mean_fit(cd_input_prep *p, int h, int w)
+{
+    if (!p->mean || (h == p->mean_h && w == p->mean_w))
+        return;
+    if (!p->mean_pixel)
+        cd_die("internal error: %dx%d images against a %dx%d mean image", w, h, p->mean_w, p->mean_h);
+    size_t plane_old = (size_t)p->mean_h * p->mean_w, plane = (size_t)h * w;
+    float pixel[CD_AUG_MAX_CHANNELS];
+    for (int c = 0; c < p->c && c < CD_AUG_MAX_CHANNELS; c++)
+        pixel[c] = p->mean_host[(size_t)c * plane_old];
+    for (size_t i = 0; i < (size_t)p->c * plane; i++)
+        p->mean_host[i] = pixel[i / plane];
+    p->be->iface->sync(p->be);
+    p->be->iface->upload(p->be, p->mean, p->mean_host, (size_t)p->c * plane * sizeof(float));
+    p->mean_h = h;
+    p->mean_w = w;
+}
+
 int cd_input_prepare(cd_input_prep *p, const cd_input_stage *s, int oh, int ow, float *dst,
                      char *err, size_t errlen)
 {
-    if (oh < 1 || ow < 1 || oh > p->h || ow > p->w) {
+    if (oh < 1 || ow < 1 || oh > s->h || ow > s->w) {
         snprintf(err, errlen, "the input is %dx%d but the images are %dx%d; crop_size must not be larger "
-                 "than the images", oh, ow, p->h, p->w);
+                 "than the images", oh, ow, s->h, s->w);
         return CD_ERR;
     }
     cd_be_upload_wait(p->be);
-    size_t image = (size_t)p->c * oh * ow;
+    mean_fit(p, s->h, s->w);
+    size_t image = (size_t)p->c * oh * ow, stored = (size_t)p->c * s->h * s->w;
     if (p->on_device) {
         const uint8_t *pixels = s->pixels;
         if (s->has_aug) {
-            if (cd_be_augment_batch(p->be, s->n, p->c, p->h, p->w, s->aug, CD_AUG_IMAGE, 0, s->pixels,
+            if (cd_be_augment_batch(p->be, s->n, p->c, s->h, s->w, s->aug, CD_AUG_IMAGE, 0, s->pixels,
                                     s->augmented) != CD_OK) {
                 snprintf(err, errlen, "augmenting a batch: %s", p->be->err);
                 return CD_ERR;
             }
             pixels = s->augmented;
         }
-        if (cd_be_prepare_batch(p->be, s->n, p->c, p->h, p->w, oh, ow, pixels, s->oy, s->ox,
+        if (cd_be_prepare_batch(p->be, s->n, p->c, s->h, s->w, oh, ow, pixels, s->oy, s->ox,
                                 s->flips ? s->mirror : NULL, p->mean, p->scale, dst) != CD_OK) {
             snprintf(err, errlen, "%s", p->be->err);
             return CD_ERR;
@@ -213,8 +251,8 @@ int cd_input_prepare(cd_input_prep *p, const cd_input_stage *s, int oh, int ow, 
     const uint8_t *pixels = s->pixels;
     if (s->has_aug) {
         for (int i = 0; i < s->n; i++)
-            if (cd_aug_apply_u8(&s->aug[i], p->c, p->h, p->w, s->pixels + (size_t)i * image_bytes(p),
-                                s->augmented + (size_t)i * image_bytes(p)) != CD_OK) {
+            if (cd_aug_apply_u8(&s->aug[i], p->c, s->h, s->w, s->pixels + (size_t)i * stored,
+                                s->augmented + (size_t)i * stored) != CD_OK) {
                 snprintf(err, errlen, "cannot augment images of %d channels (at most %d)", p->c, CD_AUG_MAX_CHANNELS);
                 return CD_ERR;
             }

@@ -26,6 +26,9 @@ typedef struct cd_input_prep {
     float scale;       /* transform_param's scale */
     float *mean;       /* device (c, h, w), or NULL: no mean */
     float *mean_host;  /* the same on the host, or NULL */
+    int mean_pixel;    /* the dataset's mean is one pixel (images of varying size): mean
+                        * holds it spread over mean_h x mean_w, redone for other sizes */
+    int mean_h, mean_w;
     int on_device;     /* the backend prepares batches (prepare_batch) */
     int augment;       /* stages hold augmented copies: batches may carry cd_aug_params */
     int whiten;        /* every prepared image is standardized (aug_whitening): training,
@@ -40,6 +43,7 @@ typedef struct cd_input_prep {
  * 0 <= ox <= w - ow); mirror (n) its enum cd_flip bits, or NULL: no flips. */
 typedef struct cd_input_batch {
     int n;
+    int h, w;          /* the images' size, at most the preparation's (0: its own) */
     const uint8_t *pixels;
     const uint8_t *const *images;
     const int *oy, *ox;
@@ -58,6 +62,7 @@ typedef struct cd_input_stage {
     uint8_t *augmented;  /* (cap, c, h, w) with prep->augment: the augmented images */
     int cap;
     int n;
+    int h, w;  /* the staged images' size */
     int flips; /* the batch had flips (else prepare reads none) */
     int has_aug; /* the batch carries augmentations (else prepare reads pixels as they are) */
 } cd_input_stage;

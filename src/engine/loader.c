@@ -103,26 +103,28 @@ static void fail(cd_loader_t *l, const char *what, size_t rec, const char *e)
 
 /* A spatial label image with its image's augmentation: read as uint8, moved with the
  * image's geometry (nearest, 255 outside: the ignore label), as floats into scratch. */
-static int read_label_augmented(cd_loader_t *l, size_t rec, const cd_aug_params *aug, uint8_t *u8, float *scratch,
-                                char *e, size_t elen)
+static int read_label_augmented(cd_loader_t *l, size_t rec, int h, int w, const cd_aug_params *aug, uint8_t *u8,
+                                float *scratch, char *e, size_t elen)
 {
-    size_t n = l->label_record;
+    size_t n = (size_t)cd_db_channels(l->o.label_db) * h * w;
     if (cd_db_read(l->o.label_db, rec, u8, e, elen) != CD_OK)
         return CD_ERR;
-    cd_aug_apply_label(aug, cd_db_channels(l->o.label_db), l->h, l->w, u8, u8 + n, 255);
+    cd_aug_apply_label(aug, cd_db_channels(l->o.label_db), h, w, u8, u8 + n, 255);
     for (size_t i = 0; i < n; i++)
         scratch[i] = (float)u8[n + i];
     return CD_OK;
 }
 
-/* Record rec's label into dst (label_size floats): a spatial label augmented, cropped
- * at (oy, ox) and flipped as its image is. u8 has room for two label records. */
-static void fill_label(cd_loader_t *l, size_t rec, int oy, int ox, int flip, const cd_aug_params *aug, uint8_t *u8,
-                       float *scratch, float *dst)
+/* Record rec's label into dst (label_size floats): a spatial label (of its image's h x w)
+ * augmented, cropped at (oy, ox) and flipped as its image is, back to back at its
+ * delivered size. u8 has room for two label records. */
+static void fill_label(cd_loader_t *l, size_t rec, int h, int w, int oy, int ox, int flip, const cd_aug_params *aug,
+                       uint8_t *u8, float *scratch, float *dst)
 {
     char e[256];
-    int rc = aug && l->label.spatial && l->label_u8 ? read_label_augmented(l, rec, aug, u8, scratch, e, sizeof e)
-                                                   : cd_db_read_f32(l->o.label_db, rec, scratch, e, sizeof e);
+    int rc = aug && l->label.spatial && l->label_u8
+                 ? read_label_augmented(l, rec, h, w, aug, u8, scratch, e, sizeof e)
+                 : cd_db_read_f32(l->o.label_db, rec, scratch, e, sizeof e);
     if (rc != CD_OK) {
         fail(l, "label record", rec, e);
         memset(dst, 0, l->label_size * sizeof(float));
@@ -132,11 +134,11 @@ static void fill_label(cd_loader_t *l, size_t rec, int oy, int ox, int flip, con
         memcpy(dst, scratch, l->label_size * sizeof(float));
         return;
     }
-    int oh = l->label.h, ow = l->label.w;
+    int oh = l->o.crop > 0 ? l->o.crop : h, ow = l->o.crop > 0 ? l->o.crop : w;
     for (int ch = 0; ch < l->label.c; ch++)
         for (int y = 0; y < oh; y++) {
             int sy = oy + (flip & CD_FLIP_UD ? oh - 1 - y : y);
-            const float *src = scratch + ((size_t)ch * l->h + sy) * l->w + ox;
+            const float *src = scratch + ((size_t)ch * h + sy) * w + ox;
             float *d = dst + ((size_t)ch * oh + y) * ow;
             for (int x = 0; x < ow; x++)
                 d[x] = src[flip & CD_FLIP_LR ? ow - 1 - x : x];
@@ -154,10 +156,27 @@ static void fill(cd_loader_t *l, slot *sl, long index)
         n = (int)(l->n - first);
     b->index = index;
     b->n = n;
+    b->h = l->h;
+    b->w = l->w;
     for (int j = 0; j < n; j++) {
         uint64_t k = first + (uint64_t)j;
         size_t rec = cd_loader_record(o->seed, o->shuffle, l->n, k);
         uint8_t *dst = b->pixels + (size_t)j * l->image_bytes;
+        int h = l->h, w = l->w;
+        if (cd_db_mixed(o->db)) {
+            /* records of varying size come one per batch (cd_loader_start) */
+            char e[256];
+            if (cd_db_record_shape(o->db, rec, &h, &w, e, sizeof e) != CD_OK)
+                fail(l, "record", rec, e);
+            if (o->crop > h || o->crop > w) {
+                snprintf(e, sizeof e, "it is %dx%d, smaller than the crop size %d; crop less or drop the "
+                         "smaller images", w, h, o->crop);
+                fail(l, "record", rec, e);
+                h = w = o->crop;
+            }
+            b->h = h;
+            b->w = w;
+        }
         const uint8_t *raw = cd_db_raw(o->db, rec);
         if (raw) {
             memcpy(dst, raw, l->image_bytes);
@@ -168,7 +187,7 @@ static void fill(cd_loader_t *l, slot *sl, long index)
                 memset(dst, 0, l->image_bytes);
             }
         }
-        int range_y = o->crop > 0 ? l->h - o->crop : 0, range_x = o->crop > 0 ? l->w - o->crop : 0;
+        int range_y = o->crop > 0 ? h - o->crop : 0, range_x = o->crop > 0 ? w - o->crop : 0;
         if (o->random_crop) {
             b->oy[j] = (int)(cd_rand_uniform(o->seed ^ 0x0c0ffee1ULL, k, 0) * (float)(range_y + 1));
             b->ox[j] = (int)(cd_rand_uniform(o->seed ^ 0x0c0ffee1ULL, k, 1) * (float)(range_x + 1));
@@ -186,8 +205,8 @@ static void fill(cd_loader_t *l, slot *sl, long index)
         if (b->aug)
             cd_aug_draw(o->aug, o->seed, k, &b->aug[j]);
         if (o->label_db)
-            fill_label(l, rec, b->oy[j], b->ox[j], b->mirror[j], l->aug_pixels ? &b->aug[j] : NULL, sl->label_px, sl->label_f,
-                       b->labels + (size_t)j * l->label_size);
+            fill_label(l, rec, h, w, b->oy[j], b->ox[j], b->mirror[j], l->aug_pixels ? &b->aug[j] : NULL, sl->label_px,
+                       sl->label_f, b->labels + (size_t)j * l->label_size);
         else
             b->labels[j] = (float)cd_db_label(o->db, rec);
     }
@@ -239,6 +258,12 @@ cd_loader_t *cd_loader_start(const cd_loader_opts *o, char *err, size_t errlen)
     l->image_bytes = (size_t)l->c * l->h * l->w;
     if (l->n == 0 || o->batch <= 0) {
         snprintf(err, errlen, "the split has no images");
+        free(l);
+        return NULL;
+    }
+    if (cd_db_mixed(o->db) && o->batch != 1) {
+        snprintf(err, errlen, "the images are of varying size (force_same_shape 0), which load one per batch, "
+                 "not %d; train at batch size 1 (with batch_accumulation for more images per step)", o->batch);
         free(l);
         return NULL;
     }

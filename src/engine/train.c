@@ -61,7 +61,9 @@ typedef struct trainer {
     int task;              /* enum cd_dataset_task, from the dataset's stats.json */
     cd_label_shape label;  /* one image's label in a batch */
     int classes;
-    int c_in, h_in, w_in;
+    int c_in, h_in, w_in;  /* the images (mixed: the largest height and width) */
+    int mixed;             /* images of varying size (cd_db_mixed): batch 1, the nets
+                            * re-planned for each image (cd_net_reshape) */
     cd_net *train, *val, *val_tail, *test_tail; /* tails: the last, partial val and test batches */
     int train_batch, val_batch;
     int crop, flip; /* flip: enum cd_flip bits drawn per training image */
@@ -150,10 +152,14 @@ static cd_layer *loss_layer(const cd_net *net)
  * the upload is waited for (prepare, cd_input_stage_wait). */
 static void stage(trainer *t, staging *st, const cd_batch *b)
 {
-    cd_input_batch in = {.n = b->n, .pixels = b->pixels, .oy = b->oy, .ox = b->ox, .mirror = b->mirror,
-                         .aug = b->aug};
+    cd_input_batch in = {.n = b->n, .h = b->h, .w = b->w, .pixels = b->pixels, .oy = b->oy, .ox = b->ox,
+                         .mirror = b->mirror, .aug = b->aug};
     cd_input_stage_upload(&t->prep, &st->in, &in);
-    cd_be_upload_async(t->be, st->labels, b->labels, (size_t)b->n * cd_label_size(&t->label) * sizeof(float));
+    /* a spatial label of an image of varying size has the size it is delivered at */
+    size_t label = cd_label_size(&t->label);
+    if (t->mixed && t->label.spatial)
+        label = (size_t)t->label.c * (t->crop > 0 ? (size_t)t->crop * t->crop : (size_t)b->h * b->w);
+    cd_be_upload_async(t->be, st->labels, b->labels, (size_t)b->n * label * sizeof(float));
 }
 
 /* Crop, flip, subtract the mean and scale into the net's data; the labels into its
@@ -161,11 +167,17 @@ static void stage(trainer *t, staging *st, const cd_batch *b)
 static int prepare(trainer *t, cd_net *net, const staging *st, char *err, size_t errlen)
 {
     cd_blob *data = data_top(net, 0), *label = data_top(net, 1);
+    if (t->mixed && !t->crop && (data->dims[2] != st->in.h || data->dims[3] != st->in.w)) {
+        /* an image of another size: the net re-planned for it, in the memory it has
+         * (allocated for the largest) */
+        int lh = t->label.spatial ? st->in.h : 0, lw = t->label.spatial ? st->in.w : 0;
+        if (cd_net_reshape(net, st->in.h, st->in.w, lh, lw, err, errlen) != CD_OK)
+            return CD_ERR;
+    }
     if (cd_input_prepare(&t->prep, &st->in, data->dims[2], data->dims[3], data->data, err, errlen) != CD_OK)
         return CD_ERR;
     if (label)
-        t->be->iface->copy(t->be, label->data, st->labels,
-                           (size_t)st->in.n * cd_label_size(&t->label) * sizeof(float));
+        t->be->iface->copy(t->be, label->data, st->labels, label->count * sizeof(float));
     return CD_OK;
 }
 
@@ -256,6 +268,7 @@ typedef struct val_sums {
     double top1, top5;
     cd_seg_confusion confusion; /* k 0 until the first batch gives the class count */
     uint8_t *mask, *label;      /* one image's predicted and true classes */
+    size_t plane_cap;           /* pixels mask and label hold */
     double abs_err, values;
     float *host;         /* scores and labels copied down */
     size_t host_floats;
@@ -285,10 +298,12 @@ static void count_pixels(trainer *t, cd_net *net, val_sums *v)
     size_t plane = (size_t)h * w;
     if (lb->count != (size_t)n * plane || k < 1 || k > CD_SEG_MAX_CLASSES || (v->confusion.k && k != v->confusion.k))
         return;
-    if (!v->confusion.k) {
+    if (!v->confusion.k)
         cd_seg_confusion_init(&v->confusion, k);
-        v->mask = cd_xmalloc(plane);
-        v->label = cd_xmalloc(plane);
+    if (plane > v->plane_cap) { /* images of varying size: room for the largest so far */
+        v->mask = cd_xrealloc(v->mask, plane);
+        v->label = cd_xrealloc(v->label, plane);
+        v->plane_cap = plane;
     }
     host_copy(t, v, sb, lb);
     const float *labels = v->host + sb->count;
@@ -484,9 +499,20 @@ static int open_dataset(trainer *t, char *err, size_t errlen)
                 t->label = shape;
         }
     }
+    t->mixed = cd_db_mixed(t->train_db);
     t->c_in = cd_db_channels(t->train_db);
     t->h_in = cd_db_height(t->train_db);
     t->w_in = cd_db_width(t->train_db);
+    cd_db_t *others[] = {t->val_db, t->test_db};
+    for (size_t s = 0; t->mixed && s < CD_ARRAY_LEN(others); s++) {
+        /* room for the largest image of any split */
+        if (others[s] && cd_db_height(others[s]) > t->h_in)
+            t->h_in = cd_db_height(others[s]);
+        if (others[s] && cd_db_width(others[s]) > t->w_in)
+            t->w_in = cd_db_width(others[s]);
+    }
+    if (t->mixed && t->label.spatial)
+        cd_label_shape_for(t->h_in, t->w_in, t->label.c, t->h_in, t->w_in, c->crop_size, &t->label);
     t->classes = cd_db_num_classes(t->train_db);
     jobdir_path(c->dataset_dir, JOBDIR_LABELS, path, sizeof path);
     char **names = NULL;
@@ -835,12 +861,29 @@ static int fit_nets(trainer *t, char *err, size_t errlen)
         batch = full / t->nranks;
         t->group_error = 0;
     }
+    int search = c->batch_auto;
+    if (t->mixed) {
+        /* images of varying size: one per pass, as many passes per step as the batch asked */
+        int images = batch;
+        if (images <= 0) {
+            cd_net *probe = build_stage(t, "train", 0, err, errlen);
+            if (!probe)
+                return CD_ERR;
+            images = data_top(probe, 0) ? data_top(probe, 0)->dims[0] : 1;
+            cd_net_free(probe);
+        }
+        accumulation *= images;
+        batch = 1;
+        search = 0;
+        cd_jsonl_log("info", "the images are of varying size (force_same_shape 0): training at batch 1 x %d, "
+                     "the network re-planned for each image's size", accumulation);
+    }
     int asked_batch = batch, asked_acc = accumulation, largest = 0;
-    if (c->batch_auto) {
+    if (search) {
         if (search_batch(t, batch, &accumulation, &largest, err, errlen) != CD_OK)
             return CD_ERR;
     }
-    while (!c->batch_auto) {
+    while (!search) {
         int oom = 0, ok = make_nets(t, batch, &oom, err, errlen) == CD_OK;
         int cur = batch > 0 ? batch : t->train_batch;
         if (!ok && (!oom || cur <= 1)) {
@@ -869,7 +912,7 @@ static int fit_nets(trainer *t, char *err, size_t errlen)
         cd_jsonl_log("info", "with the nets at batch %d: %.3f MiB of %.3f MiB %s memory in use",
                      t->train_batch, (double)(total_b - free_b) / 1048576.0, (double)total_b / 1048576.0,
                      t->be->iface->name);
-    if (c->batch_auto)
+    if (search)
         cd_jsonl(json_pack("{s:s, s:i, s:i, s:i, s:i, s:s}", "type", "batch", "batch", t->train_batch,
                            "accumulation", t->iter_size, "effective", t->train_batch * t->iter_size,
                            "largest", largest, "reason", "batch_size auto"));
@@ -1271,7 +1314,8 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     int fp16 = t.be->precision == CD_PREC_FP16 && (t.be->iface->caps & CD_BE_CAP_REDUCED_PRECISION);
     loss_scaler ls = {.on = fp16, .scale = 65536.0};
     const char *graphs_env = getenv("CDIGITS_GRAPHS");
-    graph_state graph = {.usable = cd_be_supports(t.be, CD_BE_GRAPHS) && !t.train->host_reads &&
+    /* a net re-planned per image has no one graph to replay */
+    graph_state graph = {.usable = cd_be_supports(t.be, CD_BE_GRAPHS) && !t.train->host_reads && !t.mixed &&
                                    !(graphs_env && !strcmp(graphs_env, "0"))};
     if (graph.usable && t.group) {
         /* the buckets' averages start from the host between the layers of the backward */

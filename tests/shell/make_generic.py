@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the small generic datasets the tests train on, with the standard library only.
 
-    make_generic.py shapes OUTDIR [--count 48] [--size 32] [--seed 1]
+    make_generic.py shapes OUTDIR [--count 48] [--size 32] [--seed 1] [--max-size M]
         OUTDIR/images/NNN.png  RGB: a textured background with rectangles and discs
         OUTDIR/labels/NNN.png  8-bit paletted: 0 background, 1 rectangle, 2 disc, 255 the
                                one-pixel ignore border around every shape
@@ -42,24 +42,27 @@ def png(path, w, h, rows, color_type, palette=None):
         f.write(data)
 
 
-def shapes(out, count, size, seed):
+def shapes(out, count, size, seed, max_size=None):
     rnd = random.Random(seed)
     os.makedirs(os.path.join(out, "images"), exist_ok=True)
     os.makedirs(os.path.join(out, "labels"), exist_ok=True)
     palette = PALETTE + [(0, 0, 0)] * (255 - len(PALETTE)) + [(224, 224, 192)]
     for n in range(count):
-        label = [[0] * size for _ in range(size)]
-        img = [[(rnd.randint(20, 90), rnd.randint(20, 90), rnd.randint(20, 90)) for _ in range(size)]
-               for _ in range(size)]
+        # --max-size: each image's height and width drawn from size .. max_size
+        hgt = rnd.randint(size, max_size) if max_size else size
+        wid = rnd.randint(size, max_size) if max_size else size
+        label = [[0] * wid for _ in range(hgt)]
+        img = [[(rnd.randint(20, 90), rnd.randint(20, 90), rnd.randint(20, 90)) for _ in range(wid)]
+               for _ in range(hgt)]
         for _ in range(rnd.randint(1, 3)):
             kind = rnd.choice((1, 2))
-            r = rnd.randint(4, size // 4)
-            cy, cx = rnd.randint(r, size - 1 - r), rnd.randint(r, size - 1 - r)
+            r = rnd.randint(4, min(hgt, wid) // 4)
+            cy, cx = rnd.randint(r, hgt - 1 - r), rnd.randint(r, wid - 1 - r)
             base = (rnd.randint(170, 255), rnd.randint(0, 80), rnd.randint(0, 80)) if kind == 1 else \
                    (rnd.randint(0, 80), rnd.randint(170, 255), rnd.randint(0, 80))
             inside = []
-            for y in range(size):
-                for x in range(size):
+            for y in range(hgt):
+                for x in range(wid):
                     d2 = (y - cy) ** 2 + (x - cx) ** 2
                     if (kind == 1 and abs(y - cy) <= r and abs(x - cx) <= r) or (kind == 2 and d2 <= r * r):
                         inside.append((y, x))
@@ -67,21 +70,21 @@ def shapes(out, count, size, seed):
                 img[y][x] = tuple(min(255, max(0, v + rnd.randint(-20, 20))) for v in base)
                 label[y][x] = kind
         # the ignore border: pixels of a shape that touch another label
-        border = [[False] * size for _ in range(size)]
-        for y in range(size):
-            for x in range(size):
+        border = [[False] * wid for _ in range(hgt)]
+        for y in range(hgt):
+            for x in range(wid):
                 for dy, dx in ((0, 1), (1, 0), (0, -1), (-1, 0)):
                     yy, xx = y + dy, x + dx
-                    if 0 <= yy < size and 0 <= xx < size and label[yy][xx] != label[y][x] and label[y][x]:
+                    if 0 <= yy < hgt and 0 <= xx < wid and label[yy][xx] != label[y][x] and label[y][x]:
                         border[y][x] = True
-        for y in range(size):
-            for x in range(size):
+        for y in range(hgt):
+            for x in range(wid):
                 if border[y][x]:
                     label[y][x] = 255
         name = "%03d.png" % n
-        png(os.path.join(out, "images", name), size, size,
+        png(os.path.join(out, "images", name), wid, hgt,
             [bytes(v for p in row for v in p) for row in img], 2)
-        png(os.path.join(out, "labels", name), size, size, [bytes(row) for row in label], 3, palette)
+        png(os.path.join(out, "labels", name), wid, hgt, [bytes(row) for row in label], 3, palette)
     with open(os.path.join(out, "classes.txt"), "w") as f:
         f.write("background\nrectangle\ndisc\n")
 
@@ -189,11 +192,13 @@ def main():
     ap.add_argument("--count", type=int)
     ap.add_argument("--size", type=int)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--max-size", type=int, help="shapes: images of varying size, size to max-size a side")
     a = ap.parse_args()
     defaults = {"shapes": (48, 32), "dots": (200, 32), "digits": (40, 16)}.get(a.kind, (0, 0))
     make = {"shapes": shapes, "dots": dots, "digits": digits, "net-dot": write_net(DOT_NET),
             "net-siamese": write_net(SIAMESE_NET)}[a.kind]
-    make(a.out, a.count or defaults[0], a.size or defaults[1], a.seed)
+    extra = {"max_size": a.max_size} if a.kind == "shapes" else {}
+    make(a.out, a.count or defaults[0], a.size or defaults[1], a.seed, **extra)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,9 @@
 #  (c) pairs: digit pairs made by the dataset task (DIGITS's Siamese example: channel 0 and
 #      1 the two images), two LeNet-like branches sharing their weights by param names,
 #      Slice and Silence, ContrastiveLoss; the val loss ends at most half the first;
+#  (a') segmentation of images of varying size (24 to 40 pixels a side, force_same_shape
+#      0): trained one image per pass with the network re-planned for each, the same
+#      network reaches a val mean IoU of at least 0.8 too;
 #  (d) resume: each task stopped by SIGTERM at its first snapshot and resumed reports
 #      exactly what the run never stopped did, with byte-identical snapshots; the
 #      segmentation run does so with DIGITS's augmentations on (rotation, scale,
@@ -91,6 +94,52 @@ check "segmentation: mean IoU >= 0.8" reaches "$tmp/seg-plain.log" mean_iou ge 0
 check "segmentation: pixel accuracy >= 0.9" reaches "$tmp/seg-plain.log" accuracy ge 0.9
 check "segmentation: IoU per class" grep -q '"name":"iou_class_2","value":' "$tmp/seg-plain.log"
 
+# ---- (a') segmentation, images of varying size ------------------------------------------
+
+python3 "$gen" shapes "$tmp/mixed" --count 64 --size 24 --max-size 40 --seed 6
+dataset segmix "{\"task\": \"segmentation\", \"feature_folder\": \"$tmp/mixed/images\",
+ \"label_folder\": \"$tmp/mixed/labels\", \"pct_val\": 25, \"class_labels_file\": \"$tmp/mixed/classes.txt\",
+ \"colormap_method\": \"label\", \"force_same_shape\": 0, \"seed\": 1}"
+check "varying size: the dataset keeps each size" python3 - "$tmp/segmix/stats.json" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+print("force_same_shape %s, largest %sx%s" % (s["force_same_shape"], s["width"], s["height"]))
+sys.exit(0 if s["force_same_shape"] == 0 and s["width"] > 24 and s["height"] > 24 else 1)
+EOF
+job "$tmp/segmix-plain" "$models/fcn_small.prototxt" segmix \
+    '"epochs": 30, "learning_rate": 0.01, "validation_interval": 10, "random_seed": 1'
+run "$tmp/segmix-plain"
+check "varying size: trained" grep -q '"type":"done"' "$tmp/segmix-plain.log"
+check "varying size: one image per pass, the net re-planned" grep -q 're-planned for each image' "$tmp/segmix-plain.log"
+check "varying size: mean IoU >= 0.8" reaches "$tmp/segmix-plain.log" mean_iou ge 0.8
+# inference keeps each image's size: the masks are the images' sizes, and the val db
+# gives the mean IoU validation gave
+{
+    for f in 000 001 002; do
+        printf '{"id": "%s", "op": "infer", "image": "%s"}\n' "$f" "$tmp/mixed/images/$f.png"
+    done
+    printf '{"id": "db", "op": "infer_db", "db": "%s", "labels_db": "%s", "out": "%s"}\n{"op": "quit"}\n' \
+        "$tmp/segmix/val.db" "$tmp/segmix/val_labels.db" "$tmp/segmix-db.jsonl"
+} | "$worker" serve-model --model "$tmp/segmix-plain" >"$tmp/segmix-infer.log" 2>&1
+check "varying size: masks of each image's size, and the val db's mean IoU" python3 - "$tmp/segmix-infer.log" \
+    "$tmp/mixed/images" "$tmp/segmix-plain.log" <<'EOF'
+import json, struct, sys
+answers = {}
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    if "id" in d:
+        answers[d["id"]] = d
+for f in ("000", "001", "002"):
+    w, h = struct.unpack(">II", open("%s/%s.png" % (sys.argv[2], f), "rb").read()[16:24])
+    got = answers[f].get("mask_size")
+    print("%s.png: %dx%d, its mask %s" % (f, w, h, got))
+    assert answers[f]["ok"] and got == [h, w], answers[f]
+val = [json.loads(l)["value"] for l in open(sys.argv[3]) if '"phase":"val"' in l and '"mean_iou"' in l][-1]
+db = answers["db"]["summary"]["iou"]["mean_iou"] / 100
+print("infer_db mean IoU %.4f, validation's %.4f" % (db, val))
+assert abs(db - val) < 1e-3
+EOF
+
 # ---- (b) regression ------------------------------------------------------------------
 
 python3 "$gen" dots "$tmp/dots" --count 400 --size 32 --seed 4
@@ -125,6 +174,7 @@ EOF
 
 resume_case seg "$models/fcn_small.prototxt" seg '"learning_rate": 0.01, "random_seed": 2,
     "flip": "fliplr", "rotation": 20, "rescale": 0.1, "contrast": 0.3, "hsv_shift": true, "noise": 0.02'
+resume_case segmix "$models/fcn_small.prototxt" segmix '"learning_rate": 0.01, "random_seed": 5, "flip": "fliplr"'
 resume_case reg "$tmp/dot.prototxt" reg '"solver_type": "ADAM", "learning_rate": 0.001, "use_mean": "none", "random_seed": 3'
 resume_case pairs "$tmp/siamese.prototxt" pairs '"learning_rate": 0.01, "random_seed": 4'
 
