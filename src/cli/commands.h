@@ -9,6 +9,7 @@ int cd_cmd_import_idx(int argc, char **argv);
 int cd_cmd_train(int argc, char **argv);
 int cd_cmd_classify(int argc, char **argv);
 int cd_cmd_serve_model(int argc, char **argv);
+int cd_cmd_export_onnx(int argc, char **argv);
 int cd_cmd_train_keys(int argc, char **argv);
 
 #endif

@@ -18,6 +18,7 @@ static const command commands[] = {
     {"train", cd_cmd_train, "train JOBDIR [--resume] [--gpus LIST] [--backend auto|cpu|cuda]"},
     {"classify", cd_cmd_classify, "classify --model JOBDIR [--iteration N | --epoch E] IMAGE... | --list FILE"},
     {"serve-model", cd_cmd_serve_model, "serve-model --model JOBDIR [--iteration N] [--gpu N] (JSON lines on stdin)"},
+    {"export-onnx", cd_cmd_export_onnx, "export-onnx --model JOBDIR [--epoch E | --iteration N] --out FILE"},
     {"train-keys", cd_cmd_train_keys, "train-keys --markdown (the training settings: docs/training.md's table)"},
 };
 

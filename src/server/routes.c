@@ -118,7 +118,7 @@ const route_t cd_routes[] = {
     {"POST", "/models/images/generic/infer_db", h_infer_db, R_BODY, "infer_db as a page (JSON when asked for)"},
     {"GET", "/models/<id>/download", h_model_download, 0, "the model's files as a .tar.gz: ?epoch=N"},
     {"GET", "/models/<id>/download.<ext>", h_model_download, 0,
-     "the model's files as a .tar, .tar.gz (.tgz), .tar.bz2 or .zip; another extension is 400 Invalid extension"},
+     "the model's files as a .tar, .tar.gz (.tgz), .tar.bz2 or .zip, or its deploy stage as .onnx; another extension is 400 Invalid extension"},
     {"POST", "/models/<id>/download", h_model_download, R_BODY, "the same (DIGITS's form post with snapshot_epoch)"},
     {"POST", "/models/<id>/download.<ext>", h_model_download, R_BODY, "the same (form post)"},
     {"GET", "/models/<id>/json", h_job_json, 0, "a model with its snapshots"},

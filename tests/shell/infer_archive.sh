@@ -36,8 +36,8 @@ deploy = t.extractfile("deploy.prototxt").read().decode()
 solver = t.extractfile("solver.prototxt").read().decode()
 print(json.dumps({"names": names, "info": info, "weights": w, "original": orig, "deploy": deploy, "solver": solver}))' \
     "$T/m1.tar.gz" "$MDIR" "$SRC/models/lenet.prototxt" >"$T/body"
-check '[ "$(jv "d[\"names\"]")" = "[\"deploy.prototxt\", \"info.json\", \"labels.txt\", \"mean.bin\", \"mean.png\", \"original.prototxt\", \"snapshot_iter_3.cdw\", \"solver.prototxt\"]" ]' \
-    "the archive has the networks, solver, labels, mean, weights and info.json"
+check '[ "$(jv "d[\"names\"]")" = "[\"deploy.prototxt\", \"info.json\", \"labels.txt\", \"mean.bin\", \"mean.png\", \"model.onnx\", \"original.prototxt\", \"snapshot_iter_3.cdw\", \"solver.prototxt\"]" ]' \
+    "the archive has the networks, solver, labels, mean, weights, info.json and model.onnx"
 check '[ "$(jv "d[\"weights\"] and d[\"original\"]")" = true ]' "the weights are epoch 1's snapshot and original.prototxt the network"
 check '[ "$(jv "[d[\"info\"][k] for k in (\"snapshot file\", \"model file\", \"network file\", \"solver file\", \"labels file\", \"mean file\", \"framework\", \"name\", \"image dimensions\", \"image resize mode\")]")" = "[\"snapshot_iter_3.cdw\", \"deploy.prototxt\", \"original.prototxt\", \"solver.prototxt\", \"labels.txt\", \"mean.bin\", \"cdigits\", \"lenet\", [28, 28, 1], \"squash\"]" ]' \
     "info.json has DIGITS's keys"
@@ -52,7 +52,7 @@ curl -s -o "$T/m1.zip" -F snapshot_epoch=1 "$B/models/$ML/download.zip"
 check '[ "$(py "import zipfile; print(\"snapshot_iter_3.cdw\" in zipfile.ZipFile(sys.argv[1]).namelist())" "$T/m1.zip")" = True ]' \
     "DIGITS's form post with snapshot_epoch"
 curl -s -o "$T/m2.tar" "$B/models/$ML/download.tar"
-check '[ "$(py "import tarfile; print(len(tarfile.open(sys.argv[1], \"r:\").getnames()))" "$T/m2.tar")" = 8 ]' "download.tar is a plain tar"
+check '[ "$(py "import tarfile; print(len(tarfile.open(sys.argv[1], \"r:\").getnames()))" "$T/m2.tar")" = 9 ]' "download.tar is a plain tar"
 curl -s -o "$T/m2.tgz" "$B/models/$ML/download"
 check '[ "$(head -c 2 "$T/m2.tgz" | od -An -tx1 | tr -d " ")" = 1f8b ]' "download without a suffix is a .tar.gz, as in DIGITS"
 http GET "/models/$ML/download.zip?epoch=9"
