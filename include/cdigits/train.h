@@ -44,6 +44,17 @@ double cd_solver_step(cd_net *net, const cd_solver_opts *o, long iter);
 
 /* Weights (every parameter, stored statistics included) to path, atomically. */
 int cd_snapshot_save_weights(const cd_net *net, const char *path, char *err, size_t errlen);
+/* One tensor of a weights file from host memory (a network imported from another format,
+ * which no net holds yet): name "<layer>/<index>" as a net names its parameters. */
+typedef struct cd_weights_tensor {
+    const char *name;
+    int ndim;
+    const int *dims;   /* ndim of them */
+    size_t count;
+    const float *data;
+} cd_weights_tensor;
+/* The same file as cd_snapshot_save_weights, of the n tensors t. */
+int cd_weights_save(const cd_weights_tensor *t, int n, const char *path, char *err, size_t errlen);
 /* Load weights by parameter name. Missing or differently shaped parameters are an
  * error unless allow_partial, in which case they keep their values and *loaded says
  * how many tensors were taken. A Caffe .caffemodel (told by its bytes) is read by

@@ -6,6 +6,7 @@
 int cd_cmd_check_net(int argc, char **argv);
 int cd_cmd_dataset(int argc, char **argv);
 int cd_cmd_import_idx(int argc, char **argv);
+int cd_cmd_import_onnx(int argc, char **argv);
 int cd_cmd_train(int argc, char **argv);
 int cd_cmd_classify(int argc, char **argv);
 int cd_cmd_serve_model(int argc, char **argv);

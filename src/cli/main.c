@@ -14,6 +14,7 @@ typedef struct command {
 static const command commands[] = {
     {"check-net", cd_cmd_check_net, "check-net FILE [--input CxHxW] [--classes N] [--batch N] [--crop N] [--json]"},
     {"dataset", cd_cmd_dataset, "dataset JOBDIR"},
+    {"import-onnx", cd_cmd_import_onnx, "import-onnx FILE.onnx --out DIR (deploy.prototxt, network.prototxt, weights.cdw)"},
     {"import-idx", cd_cmd_import_idx, "import-idx --images FILE --labels FILE --out DIR [--labels-names a,b,...]"},
     {"train", cd_cmd_train, "train JOBDIR [--resume] [--gpus LIST] [--backend auto|cpu|cuda]"},
     {"classify", cd_cmd_classify, "classify --model JOBDIR [--iteration N | --epoch E] IMAGE... | --list FILE"},

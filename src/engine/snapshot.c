@@ -46,22 +46,45 @@ static int finish(cd_buf *b, const char *path, char *err, size_t errlen)
     return rc;
 }
 
+/* The weights file's header (magic, version, tensor count). */
+static void put_header(cd_buf *b, int n)
+{
+    cd_buf_put(b, JOBDIR_WEIGHTS_MAGIC, 4);
+    put_u32(b, 1);
+    put_u32(b, (uint32_t)n);
+}
+
+/* A tensor's name, shape (dimensions past ndim are 1) and count; its values follow. */
+static void put_entry(cd_buf *b, const char *name, int ndim, const int *dims, size_t count)
+{
+    uint32_t len = (uint32_t)strlen(name);
+    put_u32(b, len);
+    cd_buf_put(b, name, len);
+    put_u32(b, (uint32_t)ndim);
+    for (int d = 0; d < CD_MAX_DIMS; d++)
+        put_u32(b, d < ndim ? (uint32_t)dims[d] : 1);
+    put_u64(b, count);
+}
+
 int cd_snapshot_save_weights(const cd_net *net, const char *path, char *err, size_t errlen)
 {
     cd_buf b = {0};
-    cd_buf_put(&b, JOBDIR_WEIGHTS_MAGIC, 4);
-    put_u32(&b, 1);
-    put_u32(&b, (uint32_t)net->nparams);
+    put_header(&b, net->nparams);
     for (int i = 0; i < net->nparams; i++) {
         const cd_param *p = net->params[i];
-        uint32_t len = (uint32_t)strlen(p->name);
-        put_u32(&b, len);
-        cd_buf_put(&b, p->name, len);
-        put_u32(&b, (uint32_t)p->ndim);
-        for (int d = 0; d < CD_MAX_DIMS; d++)
-            put_u32(&b, (uint32_t)p->dims[d]);
-        put_u64(&b, p->count);
+        put_entry(&b, p->name, p->ndim, p->dims, p->count);
         put_tensor(&b, net, p->data, p->count);
+    }
+    return finish(&b, path, err, errlen);
+}
+
+int cd_weights_save(const cd_weights_tensor *t, int n, const char *path, char *err, size_t errlen)
+{
+    cd_buf b = {0};
+    put_header(&b, n);
+    for (int i = 0; i < n; i++) {
+        put_entry(&b, t[i].name, t[i].ndim, t[i].dims, t[i].count);
+        cd_buf_put(&b, t[i].data, t[i].count * sizeof(float));
     }
     return finish(&b, path, err, errlen);
 }

@@ -1,6 +1,9 @@
 /* Pretrained models: POST /pretrained_models/upload_archive makes a model job (Done,
  * without a dataset) from an archive such as /models/<id>/download gives, and POST
- * /pretrained_models/new from DIGITS's form of separate files, so it can classify and be the start of new models; GET /pretrained_models/json lists them;
+ * /pretrained_models/new from DIGITS's form of separate files (or an ONNX model as the
+ * weights, without a network: the worker's import-onnx makes the network and weights and
+ * they are kept in the job folder), so it can classify and be the start of new models;
+ * GET /pretrained_models/json lists them;
  * and model creation accepts DIGITS's method=pretrained with pretrained_networks (a
  * previous network whose weights are the pretrained model's snapshot). */
 #define _GNU_SOURCE
@@ -12,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "archive.h"
@@ -400,6 +404,76 @@ static int check_weights_upload(req_t *r, const char *field)
     return -1;
 }
 
+#define IMPORT_ONNX_SECONDS 120.0 /* a large model's weights are a few hundred MB to convert */
+#define IMPORT_ONNX_WAIT_SECONDS 5.0
+
+/* Whether the weights upload is an ONNX model: named .onnx, or a protobuf that is neither
+ * cdigits's nor Caffe's weights sent without a network (a ModelProto begins with its
+ * ir_version, field 1: byte 0x08). */
+static int is_onnx_upload(const fields_t *fields)
+{
+    const field_t *f = fields_find(fields, "weights_file"), *def = fields_find(fields, "model_def_file");
+    if (!f || !f->len)
+        return 0;
+    size_t n = f->filename ? strlen(f->filename) : 0;
+    if (n > 5 && !strcasecmp(f->filename + n - 5, ".onnx"))
+        return 1;
+    return (!def || !def->len) && jobdir_weights_kind_of(f->value, f->len) == JOBDIR_WEIGHTS_UNKNOWN &&
+           ((const unsigned char *)f->value)[0] == 0x08;
+}
+
+/* The ONNX model of the manual form into dir by the worker's import-onnx: dir/model.onnx
+ * as uploaded, and what the import writes (deploy.prototxt, network.prototxt when the
+ * model is a classifier of one image, weights.cdw). *network gets the network file the
+ * model job uses. 0 done, -1 after a reply: 400 naming what the import refused (the node
+ * and its operator), 503 when no inference slot is free. */
+static int import_onnx_upload(req_t *r, const char *dir, const char **network)
+{
+    static const char model[] = "model.onnx";
+    const field_t *f = fields_find(r->fields, "weights_file"), *def = fields_find(r->fields, "model_def_file");
+    if (def && def->len) {
+        reply_field_error(r, "model_def_file", "An ONNX model carries its own network: leave the model definition "
+                                               "out (the network is made from the .onnx file)");
+        return -1;
+    }
+    char path[PATH_MAX + 200];
+    snprintf(path, sizeof path, "%s/%s", dir, model);
+    if (cd_write_file_atomic(path, f->value, f->len) != CD_OK) {
+        reply_error(r, 500, "cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char *argv[] = {r->srv->cfg.worker, "import-onnx", path, "--out", (char *)dir, NULL};
+    char *out = NULL, *errout = NULL;
+    int status = -1, rc = -1;
+    cd_err_t ce;
+    if (sched_run_check(r->srv->sched, argv, IMPORT_ONNX_WAIT_SECONDS, IMPORT_ONNX_SECONDS, &out, &errout, &status,
+                        &ce) != CD_OK) {
+        reply_error(r, ce.kind == CD_E_CONFLICT ? 503 : 500, "%s", ce.msg);
+        goto done;
+    }
+    const char *shown = f->filename && *f->filename ? f->filename : "the ONNX upload";
+    json_t *res = status == 0 && out ? json_loads(out, 0, NULL) : NULL;
+    if (!json_is_object(res)) {
+        char *why = errout ? api_replace_all(errout, path, shown, NULL) : NULL;
+        size_t n = why ? strlen(why) : 0;
+        while (n && (why[n - 1] == '\n' || why[n - 1] == ' '))
+            why[--n] = 0;
+        reply_field_error(r, "weights_file", why && *why ? why : "the ONNX model could not be imported (the worker "
+                                                                 "printed nothing)");
+        free(why);
+        json_decref(res);
+        goto done;
+    }
+    *network = json_is_string(json_object_get(res, "network")) ? jobdir_name(JOBDIR_NETWORK)
+                                                               : jobdir_name(JOBDIR_DEPLOY);
+    json_decref(res);
+    rc = 0;
+done:
+    free(out);
+    free(errout);
+    return rc;
+}
+
 /* An image size field of the manual form: 1 .. 4096 pixels; -1 after a reply. */
 static long size_field(req_t *r, const char *field)
 {
@@ -442,14 +516,20 @@ void h_pretrained_new(req_t *r)
         reply_err(r, &e);
         return;
     }
-    static const char weights[] = "upload_weights.cdw", network[] = "upload_network.prototxt";
+    const char *weights = "upload_weights.cdw", *network = "upload_network.prototxt";
     const char *labels = jobdir_name(JOBDIR_LABELS), *mean = jobdir_name(JOBDIR_MEAN_BIN);
     json_t *info = NULL, *created = NULL;
-    int has_mean = 0;
-    if (check_weights_upload(r, "weights_file") < 0 ||
-        save_manual_file(r, dir, "weights_file", "Weights", NULL, weights, 0) < 0 ||
-        save_manual_file(r, dir, "model_def_file", "Model definition", ".prototxt", network, 0) < 0 ||
-        save_manual_file(r, dir, "labels_file", "Labels file", NULL, labels, 0) < 0 ||
+    int has_mean = 0, onnx = is_onnx_upload(r->fields);
+    if (onnx) {
+        weights = "weights.cdw";
+        if (import_onnx_upload(r, dir, &network) < 0)
+            goto fail;
+    } else if (check_weights_upload(r, "weights_file") < 0 ||
+               save_manual_file(r, dir, "weights_file", "Weights", NULL, weights, 0) < 0 ||
+               save_manual_file(r, dir, "model_def_file", "Model definition", ".prototxt", network, 0) < 0) {
+        goto fail;
+    }
+    if (save_manual_file(r, dir, "labels_file", "Labels file", NULL, labels, 0) < 0 ||
         (has_mean = save_manual_file(r, dir, "mean_file", "Mean file", NULL, mean, 1)) < 0)
         goto fail;
     char names[4][ARCHIVE_NAME_MAX];
@@ -463,8 +543,9 @@ void h_pretrained_new(req_t *r)
     info = json_pack("{s:s, s:s, s:s, s:[i, i, i], s:s, s:s}", "name", jn, "snapshot file", weights, "network file",
                      network, "image dimensions", (int)h, (int)w, c, "image resize mode", mode && *mode ? mode : "squash",
                      "use mean", has_mean ? "image" : "none");
-    if (pretrained_make(r, id, dir, names, n, info, json_pack("{s:s, s:s}", "method", "pretrained", "upload", "files"),
-                        "uploaded files", &created) != CD_OK)
+    if (pretrained_make(r, id, dir, names, n, info,
+                        json_pack("{s:s, s:s}", "method", "pretrained", "upload", onnx ? "onnx" : "files"),
+                        onnx ? "an ONNX model" : "uploaded files", &created) != CD_OK)
         goto fail;
     api_reply_created(r, created);
     json_decref(info);

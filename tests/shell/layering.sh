@@ -16,7 +16,7 @@ declare -A owner=(
   [lr_policy.h]=core [train_keys.h]=core [augment.h]=core
   [dataset.h]=dataset [image.h]=dataset
   [backend.h]=backend_iface [cuda_check.h]=backend
-  [net.h]=engine [prototxt.h]=engine [train.h]=engine [infer.h]=engine [loader.h]=engine [caffemodel.h]=engine [onnx_export.h]=engine
+  [net.h]=engine [prototxt.h]=engine [train.h]=engine [infer.h]=engine [loader.h]=engine [caffemodel.h]=engine [onnx_import.h]=engine [onnx_export.h]=engine
   [backend_select.h]=engine
   [store.h]=store
   [sched.h]=scheduler [model_server.h]=scheduler
