@@ -13,7 +13,11 @@
  * sends SIGTERM to the group, then SIGKILL after the grace period. The job's
  * configuration (dataset.json or train.json in its directory) is written by the API
  * before the job is queued; the scheduler only adds what it decides at start: the
- * GPUs, the backend and whether to resume. Short checks the server runs
+ * GPUs, the backend and whether to resume. Where a task runs is its executor's: the
+ * local one starts the worker on this machine, the Slurm one (--executor slurm,
+ * docs/cluster.md) submits the same command line with sbatch and follows it with squeue
+ * and scontrol; Slurm then does the resource scheduling and the pools are not used.
+ * Short checks the server runs
  * (sched_run_check) take an inference slot like any other task.
  *
  * Thread-safe; no function here exits or aborts the process.
@@ -44,6 +48,17 @@ typedef struct model_server_opts {
     int threads;     /* CPU threads per worker (default 0: all cores) */
 } model_server_opts_t;
 
+enum sched_executor_kind { SCHED_EXEC_LOCAL = 0, SCHED_EXEC_SLURM };
+
+/* How tasks are submitted to Slurm (--executor slurm); NULL or "" leaves a setting to
+ * Slurm's defaults. The strings must outlive the scheduler. */
+typedef struct sched_slurm_opts {
+    const char *partition; /* sbatch --partition */
+    const char *account;   /* sbatch --account */
+    const char *time;      /* sbatch --time, Slurm's forms (MINUTES, H:M:S, D-H) */
+    int cpus_per_task;     /* sbatch --cpus-per-task (0: 1) */
+} sched_slurm_opts_t;
+
 typedef struct sched_config {
     const char *worker;    /* path of the cdigits-worker executable */
     int ngpus;             /* GPUs in the pool, by their NVML/CUDA PCI-order index */
@@ -55,6 +70,9 @@ typedef struct sched_config {
     double poll_interval;  /* seconds between scheduling passes when nothing happens */
     double worker_timeout; /* a worker silent this long (stdout and stderr) has hung; 0: never */
     model_server_opts_t models; /* the scheduler's warm inference workers */
+    int executor;          /* SCHED_EXEC_LOCAL (default) or SCHED_EXEC_SLURM: where training and
+                            * dataset tasks run (inference stays on this machine) */
+    sched_slurm_opts_t slurm;
 } sched_config_t;
 
 /* ---- resource pools (pure; the scheduler holds one under its lock) ---------------- */
@@ -68,6 +86,8 @@ typedef struct sched_req {
     int count;
     int nids;
     int ids[SCHED_MAX_GPUS];
+    int nodes;          /* nodes asked for (the model's resources.nodes; 1 by default) */
+    int ranks_per_node; /* worker ranks per node (resources.ranks_per_node; 1 by default) */
 } sched_req_t;
 
 typedef struct sched_pool {

@@ -54,6 +54,13 @@ typedef struct cd_server_config {
     double model_idle;             /* --model-idle seconds before a warm inference worker stops (300) */
     int model_workers;             /* --model-workers: warm inference workers at once (4) */
     int model_threads;             /* --model-threads: CPU threads per inference worker (0: all) */
+    /* where training and dataset tasks run (docs/cluster.md) */
+    char executor[16];             /* --executor: "local" (default) or "slurm" */
+    int executor_slurm;            /* executor is "slurm" */
+    char slurm_partition[128];     /* --slurm-partition: sbatch --partition ("" : Slurm's default) */
+    char slurm_account[128];       /* --slurm-account: sbatch --account */
+    char slurm_time[32];           /* --slurm-time: sbatch --time */
+    int slurm_cpus_per_task;       /* --slurm-cpus-per-task: sbatch --cpus-per-task (1) */
 } cd_server_config_t;
 
 /* Defaults, then the CDIGITS_* environment, then the flags (argv[0] is "serve").

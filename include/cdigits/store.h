@@ -113,6 +113,9 @@ int store_task_set_state(store_t *s, int64_t task_id, int st, const char *messag
 int store_task_set_process(store_t *s, int64_t task_id, int pid, long long pid_start,
                            const char *gpus_json, int attempt, cd_err_t *err);
 int store_task_clear_process(store_t *s, int64_t task_id, int exit_status, cd_err_t *err);
+/* A task submitted to Slurm (--executor slurm): its Slurm job id and the nodes it runs
+ * on (NULL or "" clears each), kept after it ends; the job's JSON shows both. */
+int store_task_set_slurm(store_t *s, int64_t task_id, const char *slurm_job_id, const char *nodes, cd_err_t *err);
 int store_task_set_progress(store_t *s, int64_t task_id, double progress, const char *stage,
                             cd_err_t *err);
 int store_task_set_error(store_t *s, int64_t task_id, const char *error, cd_err_t *err);
@@ -124,7 +127,8 @@ int store_task_set_out_offset(store_t *s, int64_t task_id, long long offset, cd_
  * worker reports about its run, e.g. "batch" and "advice" lines. */
 int store_task_set_runtime(store_t *s, int64_t task_id, const char *key, json_t *value, cd_err_t *err);
 /* [{id, job_id, kind, name, state, status, progress, stage, attempt, pid, pid_start,
- *   gpus, started, finished, exit_status, error, device, out_offset, runtime}] of a job,
+ *   gpus, started, finished, exit_status, error, device, out_offset, runtime,
+ *   slurm_job_id, nodes}] of a job,
  *   in creation order */
 json_t *store_task_list(store_t *s, const char *job_id);
 /* The same for every task whose state is in the bit mask (1 << CD_ST_*), all jobs. */

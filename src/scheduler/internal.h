@@ -11,11 +11,42 @@
 
 #define TAIL_LINES 8
 
+struct stask;
+struct sched;
+
+/* Where a task's worker runs: a small table of functions (executor.c: this machine;
+ * slurm.c: a Slurm cluster). submit and signal are called with sched.lock held and
+ * must not block on anything slow; poll runs in the task's reader thread without it. */
+typedef struct sched_executor {
+    const char *name;
+    int uses_pool; /* the task holds GPUs or a slot of this server's pools while it runs */
+    /* Starts argv (the worker's command line) for t in t->dir, records it in the store
+     * (the pid, or the Slurm job id) and says so in the job's log and state. */
+    int (*submit)(struct sched *s, struct stask *t, char *const *argv, cd_err_t *err);
+    /* Whether the worker has ended: 1 with its wait status (W_EXITCODE form), 0 while it
+     * waits or runs; also what changed meanwhile (Slurm: pending to running). */
+    int (*poll)(struct sched *s, struct stask *t, int *status);
+    /* Asks the worker to stop: SIGTERM (it saves a snapshot first) or SIGKILL. */
+    void (*signal)(struct sched *s, struct stask *t, int sig);
+    /* A descriptor that becomes readable when the worker exits (a pidfd), or -1. */
+    int (*exit_fd)(const struct stask *t);
+    /* Stops a worker whose reader thread could not start, and waits for it. */
+    void (*abandon)(struct sched *s, struct stask *t);
+    int idle_poll_ms; /* how often the reader looks when it has no exit_fd or inotify */
+} sched_executor_t;
+
+extern const sched_executor_t sched_exec_local; /* executor.c */
+extern const sched_executor_t sched_exec_slurm; /* slurm.c */
+
+/* The Slurm client programs, found on PATH once (slurm_init). */
+enum slurm_tool { SLURM_SBATCH, SLURM_SQUEUE, SLURM_SCONTROL, SLURM_SCANCEL, SLURM_TOOL_COUNT };
+
 /* One task the scheduler holds: queued (pid 0) or running (pid > 0). Fields above
  * `reader-only` are guarded by sched.lock; the reader thread alone uses the rest. */
 typedef struct stask {
     struct stask *next;
     struct sched *owner;
+    const sched_executor_t *exec; /* where its worker runs */
     char job_id[40];
     char type[16];        /* "dataset" or "model" */
     char dataset_id[40];  /* model jobs */
@@ -41,7 +72,18 @@ typedef struct stask {
     long long oom_kills;  /* the kernel's OOM kill count (/proc/vmstat) when the worker started */
     long long last_output_ms; /* cd_now() in ms of the worker's last output; the reader stores it atomically */
     char wait_reason[256];
+    /* Slurm (exec == &sched_exec_slurm) */
+    char slurm_id[32];    /* its Slurm job id once submitted */
+    int pending;          /* submitted, not running yet: the job Waits with Slurm's reason */
+    int slurm_signal;     /* a stop signal for the reader thread to pass to scancel; 0: none */
     /* reader-only */
+    double slurm_polled;  /* cd_now() of the last squeue */
+    char slurm_state[32]; /* the last state Slurm reported */
+    char nodes[256];      /* the nodes Slurm gave it */
+    char slurm_end[640];  /* why Slurm ended it, when it did so by itself (a time limit, a
+                           * node failure, scancel from outside): the job's error text */
+    int slurm_aborts;     /* that end is an abort (scancel), not an error */
+    int slurm_failures;   /* squeue and scontrol calls in a row that gave no answer */
     char last_error[1024];
     char tail[TAIL_LINES][512];
     int ntail;
@@ -64,7 +106,11 @@ struct sched {
     int stopping;         /* sched_stop began: start nothing, mark stopped jobs interrupted */
     int quit;             /* the scheduling thread should return */
     struct model_server *models; /* warm inference workers (model_server.c); NULL once stopped */
+    char slurm_tool[SLURM_TOOL_COUNT][PATH_MAX]; /* "" until slurm_init found them */
 };
+
+/* A task that has a worker: running here, or submitted to Slurm (pending or running). */
+static inline int task_started(const stask_t *t) { return t->pid > 0 || t->slurm_id[0]; }
 
 /* The worker's stdout and stderr go to these files in its job folder (appended across
  * attempts), so that nothing it prints is lost while the server is down. */
@@ -94,7 +140,35 @@ long long worker_oom_kills(void);
 /* lines.c: the job's message when its worker failed: the error line or the last lines. */
 void lines_failure_message(const stask_t *t, const char *how, char *out, size_t len);
 
+/* slurm.c: finds sbatch, squeue, scontrol and scancel on PATH (CD_ERR naming the one
+ * missing and what to install). Called once by sched_new when the executor is Slurm,
+ * or when a restarted server finds a task Slurm runs. */
+int slurm_init(struct sched *s, cd_err_t *err);
+/* slurm.c: the batch script of t (its worker command line argv, nodes, tasks per node,
+ * GPUs and CPUs, the time limit, partition and account, output appended to the job's
+ * files), into out. CD_ERR when a path cannot be written in a script. */
+int slurm_script(const sched_config_t *cfg, const stask_t *t, char *const *argv, char *out, size_t len,
+                 cd_err_t *err);
+/* What squeue or scontrol say of a job. */
+typedef struct slurm_view {
+    char state[32];  /* PENDING, RUNNING, COMPLETED, TIMEOUT, ... */
+    char reason[160];
+    char nodes[256];
+    int have_exit, exit_code, exit_signal; /* scontrol's ExitCode=code:signal */
+} slurm_view_t;
+/* `squeue -h -o "%T|%r|%N"`'s line; CD_ERR when it is not one. */
+int slurm_parse_squeue(const char *line, slurm_view_t *v);
+/* `scontrol show job -o ID`'s text; CD_ERR when it has no JobState. */
+int slurm_parse_scontrol(const char *text, slurm_view_t *v);
+/* Slurm's phase of a state: SLURM_WAITS, SLURM_RUNS, SLURM_ENDED (by the worker's
+ * exit), SLURM_STOPPED (by Slurm: a time limit, a node failure, scancel), -1 unknown;
+ * *what: what it means in words (SLURM_STOPPED), *aborts: it is an abort, not an error. */
+enum { SLURM_WAITS, SLURM_RUNS, SLURM_ENDED, SLURM_STOPPED };
+int slurm_phase(const char *state, const char **what, int *aborts);
+
 /* sched.c */
+/* Records why a queued or pending task waits (lock held). */
+void sched_set_wait_reason(sched_t *s, stask_t *t, const char *why);
 /* Records a new state for a job and its task and tells the job's listeners. */
 void sched_set_state(sched_t *s, const char *job_id, int64_t task_id, int st, const char *message);
 /* Called by a reader thread once its worker has exited (status from waitpid). */

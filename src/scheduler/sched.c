@@ -73,12 +73,17 @@ int sched_remove_dir(const char *dir, const char *job_id)
 void sched_job_request(const sched_t *s, json_t *job, sched_req_t *req)
 {
     memset(req, 0, sizeof *req);
+    req->nodes = req->ranks_per_node = 1;
     if (strcmp(jstr(job, "type"), "dataset") == 0) {
         req->kind = SCHED_RES_DATASET;
         return;
     }
     json_t *res = json_object_get(json_object_get(job, "config"), "resources");
     const char *kind = jstr(res, "kind");
+    json_int_t nodes = json_integer_value(json_object_get(res, "nodes"));
+    json_int_t ranks = json_integer_value(json_object_get(res, "ranks_per_node"));
+    req->nodes = nodes > 0 && nodes < 100000 ? (int)nodes : 1;
+    req->ranks_per_node = ranks > 0 && ranks < 100000 ? (int)ranks : 0; /* 0: the GPUs asked for, below */
     if (strcmp(kind, "gpu") == 0 && s->pool.ngpus > 0) {
         req->kind = SCHED_RES_GPU;
         json_t *ids = json_object_get(res, "ids");
@@ -92,9 +97,13 @@ void sched_job_request(const sched_t *s, json_t *job, sched_req_t *req)
         req->count = (int)json_integer_value(json_object_get(res, "count"));
         if (req->nids == 0 && req->count < 1)
             req->count = 1;
+        if (req->ranks_per_node < 1)
+            req->ranks_per_node = req->nids ? req->nids : req->count;
         return;
     }
     req->kind = SCHED_RES_CPU;
+    if (req->ranks_per_node < 1)
+        req->ranks_per_node = 1;
 }
 
 static stask_t *find_task(sched_t *s, const char *job_id)
@@ -138,6 +147,10 @@ int sched_new(const sched_config_t *cfg, store_t *store, cd_events_t *events, sc
         s->cfg.poll_interval = 0.5;
     s->store = store;
     s->events = events;
+    if (s->cfg.executor == SCHED_EXEC_SLURM && slurm_init(s, err) != CD_OK) {
+        free(s);
+        return CD_ERR;
+    }
     pool_init(&s->pool, &s->cfg);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -194,7 +207,7 @@ static void fail_queued(sched_t *s, stask_t *t, const char *message)
     free_task(t);
 }
 
-static void set_wait_reason(sched_t *s, stask_t *t, const char *why)
+void sched_set_wait_reason(sched_t *s, stask_t *t, const char *why)
 {
     if (strcmp(t->wait_reason, why) == 0)
         return;
@@ -232,7 +245,7 @@ static int dataset_ready(sched_t *s, stask_t *t)
     } else if (st != CD_ST_DONE) {
         snprintf(msg, sizeof msg, "Waiting for dataset \"%s\" (%s) to finish (%s)", jstr(ds, "name"),
                  t->dataset_id, cd_state_name(st));
-        set_wait_reason(s, t, msg);
+        sched_set_wait_reason(s, t, msg);
         rc = 0;
     }
     json_decref(ds);
@@ -245,20 +258,21 @@ static void schedule_pass(sched_t *s)
     double now = cd_now();
     for (stask_t *t = s->tasks, *next; t; t = next) {
         next = t->next;
-        if (t->pid > 0) {
+        if (task_started(t)) {
             double quiet = now - (double)__atomic_load_n(&t->last_output_ms, __ATOMIC_RELAXED) / 1000;
             if (s->cfg.worker_timeout > 0 && quiet > s->cfg.worker_timeout && !t->hung && !t->abort_requested &&
-                !t->delete_requested && !s->stopping) {
-                cd_warn("job %s: worker %d printed nothing for %.0f s (--worker-timeout %g): stopping it as hung",
-                        t->job_id, (int)t->pid, quiet, s->cfg.worker_timeout);
+                !t->delete_requested && !s->stopping && !t->pending) {
+                cd_warn("job %s: worker %d%s%s printed nothing for %.0f s (--worker-timeout %g): stopping it as hung",
+                        t->job_id, (int)t->pid, t->slurm_id[0] ? " of Slurm job " : "", t->slurm_id, quiet,
+                        s->cfg.worker_timeout);
                 t->hung = 1;
-                kill(-t->pid, SIGTERM);
+                t->exec->signal(s, t, SIGTERM);
                 t->kill_at = now + s->cfg.abort_grace;
             }
             if (t->kill_at > 0 && now >= t->kill_at) {
-                cd_warn("job %s: worker %d did not stop within %.0f s of SIGTERM; sending SIGKILL", t->job_id,
-                        (int)t->pid, s->cfg.abort_grace);
-                kill(-t->pid, SIGKILL);
+                cd_warn("job %s: worker %d%s%s did not stop within %.0f s of SIGTERM; sending SIGKILL", t->job_id,
+                        (int)t->pid, t->slurm_id[0] ? " of Slurm job " : "", t->slurm_id, s->cfg.abort_grace);
+                t->exec->signal(s, t, SIGKILL);
                 t->kill_at = 0;
             }
             continue;
@@ -268,20 +282,27 @@ static void schedule_pass(sched_t *s)
         if (dataset_ready(s, t) <= 0)
             continue;
         char why[256];
-        if (pool_acquire(&s->pool, &t->req, t->job_id, t->gpus, &t->ngpus, why, sizeof why) != CD_OK) {
-            set_wait_reason(s, t, why);
+        if (!t->exec->uses_pool) {
+            /* Slurm gives the GPUs: the worker numbers the ones it sees from 0 */
+            t->ngpus = t->req.kind == SCHED_RES_GPU ? (t->req.nids ? t->req.nids : t->req.count) : 0;
+            for (int g = 0; g < t->ngpus; g++)
+                t->gpus[g] = g;
+        } else if (pool_acquire(&s->pool, &t->req, t->job_id, t->gpus, &t->ngpus, why, sizeof why) != CD_OK) {
+            sched_set_wait_reason(s, t, why);
             continue;
         }
         cd_err_t err;
         if (worker_start(s, t, &err) != CD_OK) {
-            pool_release(&s->pool, &t->req, t->job_id);
+            if (t->exec->uses_pool)
+                pool_release(&s->pool, &t->req, t->job_id);
             t->ngpus = 0;
             cd_error("job %s: %s", t->job_id, err.msg);
             fail_queued(s, t, err.msg);
             continue;
         }
-        t->wait_reason[0] = 0;
-        if (t->req.kind == SCHED_RES_GPU)
+        if (t->exec->uses_pool)
+            t->wait_reason[0] = 0;
+        if (t->req.kind == SCHED_RES_GPU && t->exec->uses_pool)
             sched_publish_gpus(s);
     }
 }
@@ -329,9 +350,10 @@ void sched_stop(sched_t *s)
     s->stopping = 1;
     int running = 0;
     for (stask_t *t = s->tasks; t; t = t->next)
-        if (t->pid > 0) {
-            cd_info("job %s: stopping worker %d (SIGTERM)", t->job_id, (int)t->pid);
-            kill(-t->pid, SIGTERM);
+        if (task_started(t)) {
+            cd_info("job %s: stopping worker %d%s%s (SIGTERM)", t->job_id, (int)t->pid,
+                    t->slurm_id[0] ? " of Slurm job " : "", t->slurm_id);
+            t->exec->signal(s, t, SIGTERM);
             running++;
         }
     double deadline = cd_now() + s->cfg.abort_grace, killed = 0;
@@ -339,15 +361,16 @@ void sched_stop(sched_t *s)
         reap_finished(s);
         running = 0;
         for (stask_t *t = s->tasks; t; t = t->next)
-            running += t->pid > 0;
+            running += task_started(t);
         if (!running)
             break;
         double now = cd_now();
         if (!killed && now >= deadline) {
             for (stask_t *t = s->tasks; t; t = t->next)
-                if (t->pid > 0) {
-                    cd_warn("job %s: worker %d did not stop in time; sending SIGKILL", t->job_id, (int)t->pid);
-                    kill(-t->pid, SIGKILL);
+                if (task_started(t)) {
+                    cd_warn("job %s: worker %d%s%s did not stop in time; sending SIGKILL", t->job_id, (int)t->pid,
+                            t->slurm_id[0] ? " of Slurm job " : "", t->slurm_id);
+                    t->exec->signal(s, t, SIGKILL);
                 }
             killed = now;
         } else if (killed && now - killed > 10) {
@@ -408,6 +431,7 @@ int sched_enqueue(sched_t *s, const char *job_id, cd_err_t *err)
     snprintf(t->dir, sizeof t->dir, "%s", jstr(job, "dir"));
     t->task_id = json_integer_value(json_object_get(task, "id"));
     t->attempt = (int)json_integer_value(json_object_get(task, "attempt")) + 1;
+    t->exec = s->cfg.executor == SCHED_EXEC_SLURM ? &sched_exec_slurm : &sched_exec_local;
     /* Decided from what is on disk, not remembered from sched_resume: a resume queued
      * when the server stopped is queued again at start with only the store and the job
      * folder to go on. A first attempt starts fresh; a later one continues from the
@@ -429,7 +453,7 @@ int sched_enqueue(sched_t *s, const char *job_id, cd_err_t *err)
         cd_err_set(err, CD_E_CONFLICT, "The server is stopping; try again after it restarts");
         goto err;
     }
-    if (pool_check(&s->pool, &t->req, why, sizeof why) != CD_OK) {
+    if (t->exec->uses_pool && pool_check(&s->pool, &t->req, why, sizeof why) != CD_OK) {
         pthread_mutex_unlock(&s->lock);
         cd_err_set(err, CD_E_INVALID, "%s", why);
         goto err;
@@ -438,6 +462,8 @@ int sched_enqueue(sched_t *s, const char *job_id, cd_err_t *err)
     while (*pp)
         pp = &(*pp)->next;
     *pp = t;
+    /* a Slurm job of an earlier attempt is not this one's: a restart must not follow it */
+    store_task_set_slurm(s->store, t->task_id, NULL, NULL, NULL);
     sched_set_state(s, job_id, t->task_id, CD_ST_WAIT, NULL);
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
@@ -465,14 +491,13 @@ int sched_abort(sched_t *s, const char *job_id, cd_err_t *err)
         return cd_err_set(err, CD_E_FORBIDDEN, "Job not aborted: it is %s, not running or waiting",
                           cd_state_name(st));
     }
-    if (t->pid > 0) {
+    if (task_started(t)) {
         if (!t->abort_requested) {
             t->abort_requested = 1;
             t->kill_at = cd_now() + s->cfg.abort_grace;
-            cd_info("job %s: aborting worker %d (SIGTERM, SIGKILL in %.0f s)", job_id, (int)t->pid,
-                    s->cfg.abort_grace);
-            if (kill(-t->pid, SIGTERM) != 0 && errno != ESRCH)
-                cd_warn("job %s: SIGTERM to worker %d failed: %s", job_id, (int)t->pid, strerror(errno));
+            cd_info("job %s: aborting worker %d%s%s (SIGTERM, SIGKILL in %.0f s)", job_id, (int)t->pid,
+                    t->slurm_id[0] ? " of Slurm job " : "", t->slurm_id, s->cfg.abort_grace);
+            t->exec->signal(s, t, SIGTERM);
         }
         pthread_cond_broadcast(&s->cond);
         pthread_mutex_unlock(&s->lock);
@@ -504,10 +529,10 @@ int sched_delete(sched_t *s, const char *job_id, cd_err_t *err)
         return store_job_delete(s->store, job_id, err); /* fails with the message */
     }
     stask_t *t = find_task(s, job_id);
-    int running = t && t->pid > 0;
+    int running = t && task_started(t);
     if (running) {
         t->delete_requested = 1;
-        kill(-t->pid, SIGKILL);
+        t->exec->signal(s, t, SIGKILL);
     } else if (t) {
         unlink_task(s, t);
         free_task(t);
@@ -686,6 +711,7 @@ static int adopt_worker(sched_t *s, json_t *job, json_t *task, cd_err_t *err)
     t->pid = (pid_t)json_integer_value(json_object_get(task, "pid"));
     t->pid_start = json_integer_value(json_object_get(task, "pid_start"));
     t->out_offset = json_integer_value(json_object_get(task, "out_offset"));
+    t->exec = &sched_exec_local;
     sched_job_request(s, job, &t->req);
     json_t *gpus = json_object_get(task, "gpus");
     if (json_array_size(gpus) > 0) {
@@ -730,14 +756,87 @@ static int adopt_worker(sched_t *s, json_t *job, json_t *task, cd_err_t *err)
     return CD_OK;
 }
 
+/* Follows again a task Slurm runs or holds (recovery, before the scheduling thread
+ * starts): the Slurm job id the store recorded, its output from the stored offset. The
+ * job stays Waiting or Running as it was. CD_ERR with why when the Slurm programs are
+ * not there. */
+static int adopt_slurm(sched_t *s, json_t *job, json_t *task, cd_err_t *err)
+{
+    if (!s->slurm_tool[0][0] && slurm_init(s, err) != CD_OK)
+        return CD_ERR;
+    stask_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return cd_err_set(err, CD_E_INTERNAL, "out of memory");
+    snprintf(t->job_id, sizeof t->job_id, "%s", jstr(job, "id"));
+    snprintf(t->type, sizeof t->type, "%s", jstr(job, "type"));
+    snprintf(t->dataset_id, sizeof t->dataset_id, "%s", jstr(job, "dataset_id"));
+    snprintf(t->dir, sizeof t->dir, "%s", jstr(job, "dir"));
+    snprintf(t->slurm_id, sizeof t->slurm_id, "%s", jstr(task, "slurm_job_id"));
+    snprintf(t->nodes, sizeof t->nodes, "%s", jstr(task, "nodes"));
+    t->task_id = json_integer_value(json_object_get(task, "id"));
+    t->attempt = (int)json_integer_value(json_object_get(task, "attempt"));
+    t->out_offset = json_integer_value(json_object_get(task, "out_offset"));
+    t->exec = &sched_exec_slurm;
+    t->pending = json_integer_value(json_object_get(task, "state")) == CD_ST_WAIT;
+    snprintf(t->slurm_state, sizeof t->slurm_state, "%s", t->pending ? "PENDING" : "RUNNING");
+    sched_job_request(s, job, &t->req);
+    pthread_mutex_lock(&s->lock);
+    if (worker_adopt(s, t, err) != CD_OK) {
+        pthread_mutex_unlock(&s->lock);
+        free(t);
+        return CD_ERR;
+    }
+    stask_t **pp = &s->tasks;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = t;
+    pthread_mutex_unlock(&s->lock);
+    return CD_OK;
+}
+
+/* Tasks submitted to Slurm that were waiting or running when the server stopped: they
+ * are followed again, or, when they cannot be, marked interrupted with what to do. */
+static void recover_slurm(sched_t *s)
+{
+    json_t *tasks = store_task_list_by_state(s->store, (1u << CD_ST_RUN) | (1u << CD_ST_WAIT));
+    size_t i;
+    json_t *t;
+    json_array_foreach(tasks, i, t)
+    {
+        const char *job_id = jstr(t, "job_id"), *slurm_id = jstr(t, "slurm_job_id");
+        if (!slurm_id[0])
+            continue;
+        json_t *job = store_job_get(s->store, job_id);
+        cd_err_t why;
+        if (job && adopt_slurm(s, job, t, &why) != CD_OK) {
+            int64_t task_id = json_integer_value(json_object_get(t, "id"));
+            char msg[1024];
+            snprintf(msg, sizeof msg,
+                     "Interrupted: this job was submitted to Slurm as job %s, which this server cannot follow (%s); "
+                     "scancel %s if it still runs, then resume it with POST /models/<id>/resume",
+                     slurm_id, why.msg, slurm_id);
+            store_task_set_error(s->store, task_id, "Interrupted", NULL);
+            sched_set_state(s, job_id, task_id, CD_ST_ABORT, msg);
+            store_job_set_interrupted(s->store, job_id, 1, NULL);
+            store_log_add(s->store, job_id, task_id, "warning", msg, NULL);
+            cd_warn("job %s: %s", job_id, msg);
+        }
+        json_decref(job);
+    }
+    json_decref(tasks);
+}
+
 int sched_recover(sched_t *s, int resume_interrupted, cd_err_t *err)
 {
     (void)err;
+    recover_slurm(s);
     json_t *running = store_task_list_by_state(s->store, 1u << CD_ST_RUN);
     size_t i;
     json_t *t;
     json_array_foreach(running, i, t)
     {
+        if (jstr(t, "slurm_job_id")[0])
+            continue; /* recover_slurm's */
         const char *job_id = jstr(t, "job_id");
         int64_t task_id = json_integer_value(json_object_get(t, "id"));
         json_t *job = store_job_get(s->store, job_id);
@@ -797,6 +896,8 @@ int sched_recover(sched_t *s, int resume_interrupted, cd_err_t *err)
     json_t *waiting = store_task_list_by_state(s->store, (1u << CD_ST_WAIT) | (1u << CD_ST_INIT));
     json_array_foreach(waiting, i, t)
     {
+        if (jstr(t, "slurm_job_id")[0])
+            continue; /* followed in Slurm again (recover_slurm) */
         cd_err_t e;
         if (sched_enqueue(s, jstr(t, "job_id"), &e) != CD_OK)
             cd_warn("job %s: cannot queue it again: %s", jstr(t, "job_id"), e.msg);
@@ -840,7 +941,7 @@ json_t *sched_resources(sched_t *s)
                                                   s->pool.gpu_owner[k]));
     int queued = 0, running = 0;
     for (stask_t *t = s->tasks; t; t = t->next) {
-        if (t->pid > 0)
+        if (task_started(t))
             running++;
         else
             queued++;
@@ -980,6 +1081,28 @@ static void fail_exited(sched_t *s, stask_t *t, const char *msg)
     sched_set_state(s, t->job_id, t->task_id, CD_ST_ERROR, msg);
 }
 
+/* Ends a job that Slurm stopped by itself (a time limit, a node failure, scancel from
+ * outside): Aborted or Error with Slurm's reason as its error text, and the resume that
+ * its snapshots allow (lock not held). */
+static void slurm_ended(sched_t *s, stask_t *t, const char *how)
+{
+    int model = strcmp(t->type, "model") == 0;
+    char last[1536], msg[2560];
+    lines_failure_message(t, how, last, sizeof last);
+    snprintf(msg, sizeof msg, "%s %s%s", t->slurm_end,
+             model ? "Every metric and snapshot is kept; resume it with POST /models/<id>/resume. "
+                   : "Clone the job to create the dataset again. ",
+             t->slurm_aborts ? "" : last);
+    if (!t->slurm_aborts) {
+        fail_exited(s, t, msg);
+        return;
+    }
+    store_job_set_error(s->store, t->job_id, msg, NULL);
+    store_task_set_error(s->store, t->task_id, msg, NULL);
+    store_log_add(s->store, t->job_id, t->task_id, "warning", msg, NULL);
+    sched_set_state(s, t->job_id, t->task_id, CD_ST_ABORT, msg);
+}
+
 void sched_task_exited(sched_t *s, stask_t *t, int status)
 {
     pthread_mutex_lock(&s->lock);
@@ -1024,6 +1147,8 @@ void sched_task_exited(sched_t *s, stask_t *t, int status)
             fail_exited(s, t, msg);
         } else if (aborted && stopped) {
             sched_set_state(s, t->job_id, t->task_id, CD_ST_ABORT, "Aborted");
+        } else if (t->slurm_end[0]) {
+            slurm_ended(s, t, how);
         } else if (code == 3) {
             sched_set_state(s, t->job_id, t->task_id, CD_ST_ABORT,
                             "Stopped by SIGTERM after saving its state; resume it with POST /models/<id>/resume");
@@ -1040,10 +1165,12 @@ void sched_task_exited(sched_t *s, stask_t *t, int status)
     }
 
     pthread_mutex_lock(&s->lock);
-    pool_release(&s->pool, &t->req, t->job_id);
-    int was_gpu = t->req.kind == SCHED_RES_GPU;
+    if (t->exec->uses_pool)
+        pool_release(&s->pool, &t->req, t->job_id);
+    int was_gpu = t->req.kind == SCHED_RES_GPU && t->exec->uses_pool;
     unlink_task(s, t);
     t->pid = 0;
+    t->slurm_id[0] = 0;
     t->next = s->finished;
     s->finished = t;
     if (was_gpu)

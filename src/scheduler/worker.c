@@ -80,30 +80,6 @@ static void worker_argv(const char *worker, const stask_t *t, char *gpus, size_t
     argv[n] = NULL;
 }
 
-/* Starts the worker with argv in dir, in a process group of its own, with stdin from
- * /dev/null and stdout and stderr appended to the job's output files. */
-static int spawn(char **argv, const char *dir, pid_t *pid, cd_err_t *err)
-{
-    char out[PATH_MAX], errf[PATH_MAX];
-    jobdir_path(dir, JOBDIR_WORKER_OUT, out, sizeof out);
-    jobdir_path(dir, JOBDIR_WORKER_ERR, errf, sizeof errf);
-    char **env = spawn_worker_env();
-    if (!env)
-        return cd_err_set(err, CD_E_INTERNAL, "out of memory starting the worker for %s", dir);
-    sched_spawn_t sp = {
-        .argv = argv,
-        .dir = dir,
-        .env = env,
-        .fd = {{SCHED_FD_NULL}, {SCHED_FD_APPEND, out, -1}, {SCHED_FD_APPEND, errf, -1}},
-        .own_group = 1,
-        .what = "the worker",
-        .hint = "build it (cmake --build build) or start the server with --worker PATH",
-    };
-    int rc = sched_spawn(&sp, pid, err);
-    free(env);
-    return rc;
-}
-
 /* A growing buffer that yields complete lines of a file that is still being written. */
 typedef struct linebuf {
     int fd;
@@ -199,24 +175,6 @@ void worker_replay(sched_t *s, stask_t *t)
     free(lo.buf);
 }
 
-/* Whether the worker has exited: waitpid for our own child (status filled), /proc for
- * an adopted one, which is init's child now and is reaped there (status stays 0: the
- * exit is told by its last lines, sched_task_exited). */
-static int worker_exited(stask_t *t, int *status)
-{
-    if (t->adopted)
-        return proc_start_ticks(t->pid) != t->pid_start;
-    pid_t r;
-    do {
-        r = waitpid(t->pid, status, WNOHANG);
-    } while (r < 0 && errno == EINTR);
-    if (r < 0 && errno == ECHILD) {
-        cd_error("job %s: worker %d vanished (waitpid: %s)", t->job_id, (int)t->pid, strerror(errno));
-        *status = 0x7f00; /* reads as exited with 127 */
-    }
-    return r == t->pid || (r < 0 && errno == ECHILD);
-}
-
 /* Follows the worker's output files until it exits: inotify wakes the thread when they
  * grow (a line reaches the store and the event stream within a millisecond or so), a
  * pidfd when the worker exits (a pidfd works for an adopted worker too); a timeout covers
@@ -235,7 +193,7 @@ static void *reader_thread(void *arg)
         jobdir_path(t->dir, JOBDIR_WORKER_ERR, path, sizeof path);
         inotify_add_watch(ino, path, IN_MODIFY);
     }
-    int pidfd = (int)syscall(SYS_pidfd_open, t->pid, 0);
+    int pidfd = t->exec->exit_fd(t);
     if (lo.fd < 0)
         cd_error("job %s: cannot read the worker's output %s/%s: %s", t->job_id, t->dir, jobdir_name(JOBDIR_WORKER_OUT),
                  strerror(errno));
@@ -248,10 +206,10 @@ static void *reader_thread(void *arg)
             got += drain(s, t, &le, 1, 0);
         if (got)
             note_output(t);
-        if (worker_exited(t, &status))
+        if (t->exec->poll(s, t, &status))
             break;
         struct pollfd pf[2] = {{.fd = ino, .events = POLLIN}, {.fd = pidfd, .events = POLLIN}};
-        int rc = poll(pf, 2, ino >= 0 && pidfd >= 0 ? 1000 : 50);
+        int rc = poll(pf, 2, ino >= 0 && pidfd >= 0 ? 1000 : t->exec->idle_poll_ms);
         if (rc > 0 && (pf[0].revents & POLLIN)) {
             char ev[4096];
             while (read(ino, ev, sizeof ev) > 0)
@@ -322,15 +280,19 @@ int worker_adopt(sched_t *s, stask_t *t, cd_err_t *err)
      * stays in the file, and the log follows it from here */
     jobdir_path(t->dir, JOBDIR_WORKER_ERR, path, sizeof path);
     t->err_offset = file_size(path);
-    t->adopted = 1;
+    t->adopted = t->pid > 0; /* a Slurm job's exit status is Slurm's to tell */
     follow_from_now(s, t);
     recall_last_line(t);
     int rc = pthread_create(&t->reader, NULL, reader_thread, t);
     if (rc != 0)
         return cd_err_set(err, CD_E_INTERNAL, "cannot start a thread to read the worker: %s", strerror(rc));
     char msg[256];
-    snprintf(msg, sizeof msg, "Following worker %d again after a server restart (attempt %d)", (int)t->pid,
-             t->attempt);
+    if (t->pid > 0)
+        snprintf(msg, sizeof msg, "Following worker %d again after a server restart (attempt %d)", (int)t->pid,
+                 t->attempt);
+    else
+        snprintf(msg, sizeof msg, "Following Slurm job %s again after a server restart (attempt %d)", t->slurm_id,
+                 t->attempt);
     store_log_add(s->store, t->job_id, t->task_id, "info", msg, NULL);
     cd_info("job %s: %s", t->job_id, msg);
     return CD_OK;
@@ -345,38 +307,14 @@ int worker_start(sched_t *s, stask_t *t, cd_err_t *err)
     jobdir_path(t->dir, JOBDIR_WORKER_ERR, path, sizeof path);
     t->err_offset = file_size(path);
     store_task_set_out_offset(s->store, t->task_id, t->out_offset, NULL);
-    pid_t pid;
     char gpu_list[16 * SCHED_MAX_GPUS], *argv[WORKER_ARGV];
     worker_argv(s->cfg.worker, t, gpu_list, sizeof gpu_list, argv);
-    if (spawn(argv, t->dir, &pid, err) != CD_OK)
-        return CD_ERR;
-    t->pid = pid;
-    t->pid_start = proc_start_ticks(pid);
     follow_from_now(s, t);
-
-    char gpus[512] = "[";
-    for (int i = 0; i < t->ngpus; i++) {
-        size_t n = strlen(gpus);
-        snprintf(gpus + n, sizeof gpus - n, "%s%d", i ? "," : "", t->gpus[i]);
-    }
-    strncat(gpus, "]", sizeof gpus - strlen(gpus) - 1);
-    cd_err_t e2;
-    if (store_task_set_process(s->store, t->task_id, (int)pid, t->pid_start, gpus, t->attempt, &e2) != CD_OK)
-        cd_warn("job %s: %s", t->job_id, e2.msg);
-    char msg[256];
-    if (t->ngpus > 0)
-        snprintf(msg, sizeof msg, "Started worker %d on GPU%s %s", (int)pid, t->ngpus > 1 ? "s" : "", gpus);
-    else
-        snprintf(msg, sizeof msg, "Started worker %d on the CPU", (int)pid);
-    store_log_add(s->store, t->job_id, t->task_id, "info", msg, NULL);
-    sched_set_state(s, t->job_id, t->task_id, CD_ST_RUN, msg);
-    cd_info("job %s: %s (attempt %d)", t->job_id, msg, t->attempt);
-
+    if (t->exec->submit(s, t, argv, err) != CD_OK)
+        return CD_ERR;
     int rc = pthread_create(&t->reader, NULL, reader_thread, t);
     if (rc != 0) {
-        kill(-pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        t->pid = 0;
+        t->exec->abandon(s, t);
         return cd_err_set(err, CD_E_INTERNAL, "cannot start a thread to read the worker: %s", strerror(rc));
     }
     return CD_OK;

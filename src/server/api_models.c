@@ -85,7 +85,33 @@ static form_field_t g_model_form[] = {
     {"select_gpus_list", F_INTS, NULL, 0, SCHED_MAX_GPUS - 1, NULL, ALWAYS, 0, "GPUs"},
     {"select_gpu_count", F_INT, NULL, 1, SCHED_MAX_GPUS, NULL, ALWAYS, 0, "Use this many GPUs"},
     {"select_gpu", F_STRING, NULL, NAN, NAN, NULL, ALWAYS, 0, "GPU"},
+    /* where the job runs (docs/cluster.md): nodes (1) and worker ranks on each (the GPUs
+     * asked for on each node, 1 on the CPU) */
+    {"nodes", F_INT, NULL, 1, 4096, NULL, ALWAYS, 0, "Nodes"},
+    {"ranks_per_node", F_INT, NULL, 1, SCHED_MAX_GPUS, NULL, ALWAYS, 0, "Ranks per node"},
 };
+
+/* Adds nodes and ranks_per_node to the job's resources when the form gives either
+ * (the scheduler takes the same defaults when it gives neither). More than one node needs a
+ * worker rank per process (MPI), which is not built yet: a form error until it is. */
+static void placement_request(json_t *v, json_t *resources, json_t *errors)
+{
+    json_t *nodes = json_object_get(v, "nodes"), *ranks = json_object_get(v, "ranks_per_node");
+    json_int_t n = json_is_integer(nodes) ? json_integer_value(nodes) : 1;
+    if (n > 1)
+        form_add_error(errors, "nodes",
+                       "nodes: %lld asked for, but multi-node training needs MPI ranks, not built yet; use nodes=1 "
+                       "(docs/cluster.md)",
+                       (long long)n);
+    if (!resources || (!json_is_integer(nodes) && !json_is_integer(ranks)))
+        return; /* the defaults: the scheduler's, and the job's resources as they were */
+    json_t *ids = json_object_get(resources, "ids");
+    json_int_t gpus = json_is_array(ids) ? (json_int_t)json_array_size(ids)
+                                         : json_integer_value(json_object_get(resources, "count"));
+    json_int_t r = json_is_integer(ranks) ? json_integer_value(ranks) : gpus > 0 ? gpus : 1;
+    json_object_set_new(resources, "nodes", json_integer(n));
+    json_object_set_new(resources, "ranks_per_node", json_integer(r));
+}
 
 static const char *sval(json_t *v, const char *k)
 {
@@ -535,6 +561,7 @@ void api_model_create_fields(req_t *r, const fields_t *in)
         strcmp(sval(v, "method"), "custom") == 0)
         check_custom_network(r, v, &ns, dataset, errors);
     resources = gpu_request(srv, v, errors); /* its errors come with the others */
+    placement_request(v, resources, errors);
     if (json_object_size(errors) > 0) {
         reply_form_errors(r, errors);
         errors = NULL;

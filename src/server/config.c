@@ -90,6 +90,18 @@ static const option_spec_t g_options[] = {
      "failed logins per minute for one user or one address before 429 (5)"},
     {"secure-cookies", "CDIGITS_SECURE_COOKIES", O_FLAG, OFF(secure_cookies), 0, NULL,
      "mark cookies Secure (when a TLS proxy serves the server as https)"},
+    /* where training and dataset tasks run: docs/cluster.md */
+    {"executor", "CDIGITS_EXECUTOR", O_STR, OFF(executor), SZ(executor), "WHERE",
+     "local (workers on this machine) or slurm (submitted with sbatch; the data folder must be shared with the "
+     "nodes) (local)"},
+    {"slurm-partition", "CDIGITS_SLURM_PARTITION", O_STR, OFF(slurm_partition), SZ(slurm_partition), "NAME",
+     "Slurm partition of the jobs (Slurm's default)"},
+    {"slurm-account", "CDIGITS_SLURM_ACCOUNT", O_STR, OFF(slurm_account), SZ(slurm_account), "NAME",
+     "Slurm account the jobs are charged to (Slurm's default)"},
+    {"slurm-time", "CDIGITS_SLURM_TIME", O_STR, OFF(slurm_time), SZ(slurm_time), "LIMIT",
+     "time limit of each Slurm job, as sbatch --time takes it (MINUTES, H:M:S, D-H:M) (the partition's)"},
+    {"slurm-cpus-per-task", "CDIGITS_SLURM_CPUS_PER_TASK", O_INT, OFF(slurm_cpus_per_task), 0, "N",
+     "CPUs Slurm gives each worker (1)"},
 };
 
 void server_usage(FILE *out)
@@ -299,6 +311,8 @@ int server_config_parse(cd_server_config_t *cfg, int argc, char **argv, cd_err_t
     cfg->login_attempts = 5;
     cfg->model_idle = 300;
     cfg->model_workers = 4;
+    snprintf(cfg->executor, sizeof cfg->executor, "local");
+    cfg->slurm_cpus_per_task = 1;
 
     for (size_t i = 0; i < CD_ARRAY_LEN(g_options); i++) {
         const char *v = getenv(g_options[i].env);
@@ -354,6 +368,13 @@ int server_config_parse(cd_server_config_t *cfg, int argc, char **argv, cd_err_t
 
     if (check_exposure(cfg, err) != CD_OK)
         return CD_ERR;
+    if (strcmp(cfg->executor, "local") != 0 && strcmp(cfg->executor, "slurm") != 0)
+        return cd_err_set(err, CD_E_INVALID,
+                          "--executor %s: give local (workers on this machine) or slurm (jobs submitted with sbatch)",
+                          cfg->executor);
+    cfg->executor_slurm = strcmp(cfg->executor, "slurm") == 0;
+    if (cfg->slurm_cpus_per_task < 1)
+        return cd_err_set(err, CD_E_INVALID, "--slurm-cpus-per-task must be at least 1");
 
     char exe[PATH_MAX];
     exe_dir(exe, sizeof exe);

@@ -197,6 +197,8 @@ int server_run(const cd_server_config_t *cfg)
         .inference_slots = cfg->inference_slots,
         .abort_grace = cfg->abort_grace,
         .models = {.idle_s = cfg->model_idle, .max_workers = cfg->model_workers, .threads = cfg->model_threads},
+        .executor = cfg->executor_slurm ? SCHED_EXEC_SLURM : SCHED_EXEC_LOCAL,
+        .slurm = {srv->cfg.slurm_partition, srv->cfg.slurm_account, srv->cfg.slurm_time, cfg->slurm_cpus_per_task},
     };
     if (pick_gpus(srv, &sc, &err) != CD_OK)
         goto fail;

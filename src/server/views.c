@@ -148,6 +148,8 @@ static json_t *tasks_view(server_t *srv, json_t *job)
                               json_object_get(t, "finished"), "exit_status", json_object_get(t, "exit_status"));
         json_object_set(v, "error", json_object_get(t, "error"));
         json_object_set(v, "runtime", json_object_get(t, "runtime"));
+        json_object_set(v, "slurm_job_id", json_object_get(t, "slurm_job_id"));
+        json_object_set(v, "nodes", json_object_get(t, "nodes"));
         json_t *hist = store_task_history(srv->store, json_integer_value(json_object_get(t, "id")));
         json_object_set_new(v, "status_history", history_view(hist));
         json_decref(hist);
@@ -347,6 +349,10 @@ json_t *view_job_detail(server_t *srv, json_t *job)
     json_object_set_new(d, "status_history", history_view(hist));
     json_decref(hist);
     json_object_set_new(d, "tasks", tasks_view(srv, job));
+    /* where its task runs under --executor slurm (docs/cluster.md): null otherwise */
+    json_t *task0 = json_array_get(json_object_get(d, "tasks"), 0);
+    json_object_set(d, "slurm_job_id", task0 ? json_object_get(task0, "slurm_job_id") : json_null());
+    json_object_set(d, "nodes", task0 ? json_object_get(task0, "nodes") : json_null());
     if (is_model(job))
         model_details(srv, job, d);
     else

@@ -159,6 +159,10 @@ static const char *const g_migrations[] = {
     "  expires REAL,"
     "  last_used REAL);"
     "CREATE INDEX tokens_user ON tokens(username);",
+    /* 4: a task run by Slurm (--executor slurm): its Slurm job id, so that a restarted
+     * server follows it again, and the nodes Slurm gave it */
+    "ALTER TABLE tasks ADD COLUMN slurm_job_id TEXT;"
+    "ALTER TABLE tasks ADD COLUMN nodes TEXT;",
 };
 
 /* The statement table. Columns named *_json hold JSON text (see store_rows). */
@@ -170,7 +174,7 @@ static const char *const g_migrations[] = {
 #define TASK_COLS                                                                           \
     "id, job_id, kind, name, status AS state, progress, stage, attempt, pid, pid_start, "   \
     "gpus AS gpus_json, started, finished, exit_status, error, device AS device_json, out_offset, "  \
-    "runtime AS runtime_json"
+    "runtime AS runtime_json, slurm_job_id, nodes"
 
 static const char *const g_sql[Q_COUNT] = {
     [Q_BEGIN] = "BEGIN IMMEDIATE",
@@ -216,6 +220,7 @@ static const char *const g_sql[Q_COUNT] = {
     [Q_TASK_SET_PROCESS] = "UPDATE tasks SET pid = ?2, pid_start = ?3, gpus = ?4, attempt = ?5, "
                            "exit_status = NULL WHERE id = ?1",
     [Q_TASK_CLEAR_PROCESS] = "UPDATE tasks SET pid = NULL, pid_start = NULL, exit_status = ?2 WHERE id = ?1",
+    [Q_TASK_SET_SLURM] = "UPDATE tasks SET slurm_job_id = ?2, nodes = ?3 WHERE id = ?1",
     [Q_TASK_SET_PROGRESS] = "UPDATE tasks SET progress = ?2, stage = ?3 WHERE id = ?1",
     [Q_TASK_SET_ERROR] = "UPDATE tasks SET error = ?2 WHERE id = ?1",
     [Q_TASK_SET_DEVICE] = "UPDATE tasks SET device = ?2 WHERE id = ?1",

@@ -223,6 +223,13 @@ int store_task_clear_process(store_t *s, int64_t task_id, int exit_status, cd_er
                        STORE_ARGS(STORE_INT(task_id), STORE_INT(exit_status)));
 }
 
+int store_task_set_slurm(store_t *s, int64_t task_id, const char *slurm_job_id, const char *nodes, cd_err_t *err)
+{
+    return store_write(s, Q_TASK_SET_SLURM, "recording the task's Slurm job", NULL, err,
+                       STORE_ARGS(STORE_INT(task_id), STORE_TEXT(slurm_job_id && slurm_job_id[0] ? slurm_job_id : NULL),
+                                  STORE_TEXT(nodes && nodes[0] ? nodes : NULL)));
+}
+
 int store_task_set_progress(store_t *s, int64_t task_id, double progress, const char *stage, cd_err_t *err)
 {
     return store_write(s, Q_TASK_SET_PROGRESS, "setting the task's progress", NULL, err,
