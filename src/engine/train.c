@@ -817,6 +817,18 @@ static int search_batch(trainer *t, int effective, int *accumulation, int *large
     return CD_OK;
 }
 
+/* The batch of the train stage's Data layer when built at `batch` (0: the network's own),
+ * 0 without one. */
+static int network_batch(trainer *t, int batch, int *out, char *err, size_t errlen)
+{
+    cd_net *probe = build_stage(t, "train", batch, err, errlen);
+    if (!probe)
+        return CD_ERR;
+    *out = data_top(probe, 0) ? data_top(probe, 0)->dims[0] : 0;
+    cd_net_free(probe);
+    return CD_OK;
+}
+
 /*
  * The nets at the batch that fits. With batch_size auto, search_batch. Otherwise the
  * batch asked for (or the network's) and, when an allocation fails, half of it with
@@ -829,23 +841,16 @@ static int fit_nets(trainer *t, char *err, size_t errlen)
     int batch = c->batch_size, accumulation = c->iter_size > 0 ? c->iter_size : 1;
     if (c->batch_auto) {
         /* the network's batch tells the effective batch, where the search starts */
-        cd_net *probe = build_stage(t, "train", c->batch_size, err, errlen);
-        if (!probe)
+        if (network_batch(t, c->batch_size, &batch, err, errlen) != CD_OK)
             return CD_ERR;
-        batch = data_top(probe, 0) ? data_top(probe, 0)->dims[0] * accumulation : 0;
+        batch *= accumulation;
         accumulation = 1;
-        cd_net_free(probe);
     }
     if (t->group) {
         /* the batch asked for is the group's: each replica takes an equal slice */
         int full = batch;
-        if (full <= 0) {
-            cd_net *probe = build_stage(t, "train", 0, err, errlen);
-            if (!probe)
-                return CD_ERR;
-            full = data_top(probe, 0) ? data_top(probe, 0)->dims[0] : 0;
-            cd_net_free(probe);
-        }
+        if (full <= 0 && network_batch(t, 0, &full, err, errlen) != CD_OK)
+            return CD_ERR;
         t->group_error = 1; /* until the checks below pass */
         if (full < t->nranks) {
             snprintf(err, errlen, "batch %d can't be split over %d replicas (each needs at least one "
@@ -865,14 +870,9 @@ static int fit_nets(trainer *t, char *err, size_t errlen)
     if (t->mixed) {
         /* images of varying size: one per pass, as many passes per step as the batch asked */
         int images = batch;
-        if (images <= 0) {
-            cd_net *probe = build_stage(t, "train", 0, err, errlen);
-            if (!probe)
-                return CD_ERR;
-            images = data_top(probe, 0) ? data_top(probe, 0)->dims[0] : 1;
-            cd_net_free(probe);
-        }
-        accumulation *= images;
+        if (images <= 0 && network_batch(t, 0, &images, err, errlen) != CD_OK)
+            return CD_ERR;
+        accumulation *= images > 0 ? images : 1;
         batch = 1;
         search = 0;
         cd_jsonl_log("info", "the images are of varying size (force_same_shape 0): training at batch 1 x %d, "
