@@ -110,6 +110,21 @@ static void attachment_name(json_t *job, long iteration, double epoch, int kind,
                  kind_ext(kind));
 }
 
+/* Answers the file at path as the job's download of this kind (the reply reads from the
+ * open file, so the folder may go). */
+static void reply_attachment(req_t *r, const char *path, json_t *job, long iteration, double epoch, int kind,
+                             const char *mime)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        reply_error(r, 500, "cannot read %s: %s", path, strerror(errno));
+        return;
+    }
+    char filename[160];
+    attachment_name(job, iteration, epoch, kind, filename, sizeof filename);
+    infer_reply_fd(r, fd, mime, filename);
+}
+
 /* Writes text to dir/name; CD_OK or CD_ERR with err. */
 static int write_note(const char *dir, const char *name, const char *text, char *err, size_t errlen)
 {
@@ -147,7 +162,7 @@ void h_model_download(req_t *r)
     if (infer_snapshot(r, job, &iteration, &epoch) != CD_OK ||
         infer_request_dir(r, job, "export", 0, dir, sizeof dir) != CD_OK)
         goto out;
-    char onnx[PATH_MAX + 32], why[1024], filename[160];
+    char onnx[PATH_MAX + 32], why[1024];
     snprintf(onnx, sizeof onnx, "%s/%s", dir, ONNX_NAME);
     int refused, status;
     if (kind == DOWNLOAD_ONNX) {
@@ -158,13 +173,7 @@ void h_model_download(req_t *r)
                 reply_error(r, status, "the ONNX export did not run: %s", why);
             goto out;
         }
-        int fd = open(onnx, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            reply_error(r, 500, "cannot read %s: %s", onnx, strerror(errno));
-            goto out;
-        }
-        attachment_name(job, iteration, epoch, kind, filename, sizeof filename);
-        infer_reply_fd(r, fd, kind_mime(kind), filename);
+        reply_attachment(r, onnx, job, iteration, epoch, kind, kind_mime(kind));
         goto out;
     }
     const char *name = json_string_value(json_object_get(job, "name"));
@@ -198,13 +207,7 @@ void h_model_download(req_t *r)
         reply_error(r, 500, "%s", err);
         goto out;
     }
-    int fd = open(archive, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        reply_error(r, 500, "cannot read %s: %s", archive, strerror(errno));
-        goto out;
-    }
-    attachment_name(job, iteration, epoch, kind, filename, sizeof filename);
-    infer_reply_fd(r, fd, archive_mime(kind), filename);
+    reply_attachment(r, archive, job, iteration, epoch, kind, archive_mime(kind));
 out:
     if (dir[0])
         infer_remove_dir(dir); /* the reply reads from its open file */
