@@ -12,7 +12,7 @@
 
 void cd_input_prep_init(cd_input_prep *p, cd_backend_t *be, int c, int h, int w, float scale)
 {
-    *p = (cd_input_prep){.be = be, .c = c, .h = h, .w = w, .scale = scale,
+    *p = (cd_input_prep){.be = be, .c = c, .h = h, .w = w, .scale = scale, .mean_h = h, .mean_w = w,
                          .on_device = cd_be_supports(be, CD_BE_PREPARE_BATCH)};
 }
 
