@@ -165,12 +165,14 @@ const char *cd_split_name(int split); /* "train", "val", "test" */
 
 /* What a dataset holds: class folders or lists (classification), or a generic dataset
  * with a label db per split (docs/formats.md): label images (segmentation), float
- * targets (regression), or image pairs with a same/different target (pairs). */
+ * targets (regression), image pairs with a same/different target (pairs), or the
+ * boxes of KITTI labels (detection). */
 enum cd_dataset_task {
     CD_TASK_CLASSIFICATION = 0,
     CD_TASK_SEGMENTATION,
     CD_TASK_REGRESSION,
     CD_TASK_PAIRS,
+    CD_TASK_DETECTION,
     CD_TASK_COUNT
 };
 const char *cd_dataset_task_name(int task); /* "classification", "segmentation", ... */
@@ -206,6 +208,14 @@ typedef struct cd_dataset_config {
     char *targets_csv;        /* a CSV of `file,v1,...,vK` (a header line is allowed) */
     /* pairs: made from a classification source (folder_train or textfile_train) */
     int pairs_train, pairs_val; /* pairs to make per split */
+    /* detection (DIGITS's image-object-detection extension, its field names): images
+     * paired with IDENTIFIER.txt KITTI labels; no val folders: no val split */
+    char *train_image_folder, *train_label_folder;
+    char *val_image_folder, *val_label_folder;
+    int padding_image_width, padding_image_height; /* 0: not padded; else padded (top left) */
+    int resize_image_width, resize_image_height;   /* 0: not resized; else resized after padding */
+    int val_min_box_size;     /* val boxes narrower or lower than this become dontcare (0: none) */
+    char *custom_classes;     /* "dontcare,car,...": class n is name n ("": KITTI's mapping) */
 } cd_dataset_config_t;
 
 /* How label images give classes: their palette indices (or gray levels), or RGB

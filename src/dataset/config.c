@@ -44,7 +44,7 @@ static int colormap_parse(const char *name)
 #define F(field) offsetof(cd_dataset_config_t, field)
 static const key_def g_keys[] = {
     {"task", K_NAME, F(task), 0, 0, 0, CD_TASK_CLASSIFICATION,
-     "one of classification, segmentation, regression, pairs", cd_dataset_task_parse},
+     "one of classification, segmentation, regression, pairs, detection", cd_dataset_task_parse},
     {"folder_train", K_STRING, F(folder_train), 0, 0, 0, 0, "a folder of class folders", NULL},
     {"folder_val", K_STRING, F(folder_val), 0, 0, 0, 0, "a folder of class folders", NULL},
     {"folder_test", K_STRING, F(folder_test), 0, 0, 0, 0, "a folder of class folders", NULL},
@@ -85,6 +85,20 @@ static const key_def g_keys[] = {
     {"targets_csv", K_STRING, F(targets_csv), 0, 0, 0, 0, "a CSV file of `file,v1,...,vK` lines", NULL},
     {"pairs_train", K_INT, F(pairs_train), 1, 1e8, 1, 1000, "a whole number from 1 to 100000000", NULL},
     {"pairs_val", K_INT, F(pairs_val), 0, 1e8, 1, 1000, "a whole number from 0 to 100000000", NULL},
+    {"train_image_folder", K_STRING, F(train_image_folder), 0, 0, 0, 0, "a folder of images", NULL},
+    {"train_label_folder", K_STRING, F(train_label_folder), 0, 0, 0, 0, "a folder of KITTI label files", NULL},
+    {"val_image_folder", K_STRING, F(val_image_folder), 0, 0, 0, 0, "a folder of images", NULL},
+    {"val_label_folder", K_STRING, F(val_label_folder), 0, 0, 0, 0, "a folder of KITTI label files", NULL},
+    {"padding_image_width", K_INT, F(padding_image_width), 0, 8192, 1, 0, "a whole number from 0 (none) to 8192",
+     NULL},
+    {"padding_image_height", K_INT, F(padding_image_height), 0, 8192, 1, 0, "a whole number from 0 (none) to 8192",
+     NULL},
+    {"resize_image_width", K_INT, F(resize_image_width), 0, 8192, 1, 0, "a whole number from 0 (none) to 8192",
+     NULL},
+    {"resize_image_height", K_INT, F(resize_image_height), 0, 8192, 1, 0, "a whole number from 0 (none) to 8192",
+     NULL},
+    {"val_min_box_size", K_INT, F(val_min_box_size), 0, 1e6, 1, 25, "a whole number of pixels >= 0 (0: none)", NULL},
+    {"custom_classes", K_STRING, F(custom_classes), 0, 0, 0, 0, "a comma-separated list of class names", NULL},
 };
 #undef F
 
@@ -251,11 +265,37 @@ static int check_pairs(const cd_dataset_config_t *c, char *err, size_t errlen)
     return check_classification(c, err, errlen);
 }
 
+/* Both keys of a pair (a size, a pair of folders) given, or neither. */
+static int both_or_neither(int a, int b, const char *ka, const char *kb, const char *what, char *err,
+                           size_t errlen)
+{
+    if (!a == !b)
+        return CD_OK;
+    return ds_err(err, errlen, "dataset.json: %s is set but %s is not; give both (%s) or neither", a ? ka : kb,
+                  a ? kb : ka, what);
+}
+
+static int check_detection(const cd_dataset_config_t *c, char *err, size_t errlen)
+{
+    if (!c->train_image_folder[0] || !c->train_label_folder[0])
+        return ds_err(err, errlen, "dataset.json: a detection dataset needs train_image_folder (the images) "
+                      "and train_label_folder (a KITTI IDENTIFIER.txt per image IDENTIFIER.png)");
+    if (both_or_neither(c->val_image_folder[0], c->val_label_folder[0], "val_image_folder", "val_label_folder",
+                        "the validation images and their labels", err, errlen) != CD_OK ||
+        both_or_neither(c->padding_image_width, c->padding_image_height, "padding_image_width",
+                        "padding_image_height", "the padded size", err, errlen) != CD_OK ||
+        both_or_neither(c->resize_image_width, c->resize_image_height, "resize_image_width",
+                        "resize_image_height", "the size after padding", err, errlen) != CD_OK)
+        return CD_ERR;
+    return ds_detection_check_classes(c->custom_classes, err, errlen);
+}
+
 static int check_config(const cd_dataset_config_t *c, char *err, size_t errlen)
 {
     static int (*const checks[CD_TASK_COUNT])(const cd_dataset_config_t *, char *, size_t) = {
         [CD_TASK_CLASSIFICATION] = check_classification, [CD_TASK_SEGMENTATION] = check_segmentation,
         [CD_TASK_REGRESSION] = check_regression, [CD_TASK_PAIRS] = check_pairs,
+        [CD_TASK_DETECTION] = check_detection,
     };
     return checks[c->task](c, err, errlen);
 }

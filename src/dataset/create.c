@@ -236,7 +236,7 @@ out:
 
 static const char *const g_task_names[CD_TASK_COUNT] = {
     [CD_TASK_CLASSIFICATION] = "classification", [CD_TASK_SEGMENTATION] = "segmentation",
-    [CD_TASK_REGRESSION] = "regression", [CD_TASK_PAIRS] = "pairs",
+    [CD_TASK_REGRESSION] = "regression", [CD_TASK_PAIRS] = "pairs", [CD_TASK_DETECTION] = "detection",
 };
 
 const char *cd_dataset_task_name(int task)
@@ -261,6 +261,7 @@ static const ds_creator g_creators[CD_TASK_COUNT] = {
     [CD_TASK_SEGMENTATION] = ds_create_segmentation,
     [CD_TASK_REGRESSION] = ds_create_regression,
     [CD_TASK_PAIRS] = ds_create_pairs,
+    [CD_TASK_DETECTION] = ds_create_detection,
 };
 
 int cd_dataset_create(const cd_dataset_config_t *cfg, const char *outdir, FILE *progress,

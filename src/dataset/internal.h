@@ -151,6 +151,50 @@ int ds_create_regression(const struct cd_dataset_config *cfg, const char *outdir
                          cd_dataset_result_t *result, char *err, size_t errlen);
 int ds_create_pairs(const struct cd_dataset_config *cfg, const char *outdir, FILE *progress,
                     cd_dataset_result_t *result, char *err, size_t errlen);
+int ds_create_detection(const struct cd_dataset_config *cfg, const char *outdir, FILE *progress,
+                        cd_dataset_result_t *result, char *err, size_t errlen);
+
+/* ---- object detection (detection.c) -------------------------------------------------- */
+
+/* A KITTI label line's values: 16 floats in DIGITS's gt_to_lmdb_format order (x, y, w, h,
+ * alpha, class, 0, rotation_y, truncated, occlusion, length, width, height, loc_x, loc_y,
+ * loc_z), in the source image's pixels. */
+#define DS_DET_ROW 16
+#define DS_DET_MAX_CLASSES 256
+/* The class names of custom_classes ("" : KITTI's default mapping); CD_ERR names what is
+ * wrong (dontcare not first, an empty or repeated name, too many). */
+int ds_detection_check_classes(const char *custom_classes, char *err, size_t errlen);
+
+/* How label lines go wrong; each is counted, and the first few named in the log. */
+enum ds_det_bad {
+    DS_DET_BAD_COLUMNS = 0, /* not 15 values (16 with a score) */
+    DS_DET_BAD_NUMBER,      /* a value that is not a finite number */
+    DS_DET_BAD_EMPTY,       /* right <= left or bottom <= top */
+    DS_DET_BAD_OUTSIDE,     /* no part of the box in the image */
+    DS_DET_BAD_CLASS,       /* a name of no class: kept as dontcare (class 0), as DIGITS does */
+    DS_DET_BAD_COUNT
+};
+const char *ds_det_bad_name(int bad); /* "columns", "number", "empty", "outside", "unknown_class" */
+
+/* The class mapping: names[0..n) (names[0] "dontcare"), each label name's class. */
+typedef struct ds_det_classes {
+    char **names;
+    int n;
+    int custom; /* from custom_classes, else KITTI's */
+} ds_det_classes;
+int ds_det_classes_init(ds_det_classes *c, const char *custom_classes, char *err, size_t errlen);
+void ds_det_classes_free(ds_det_classes *c);
+/* The class of a label's type (any case); -1 for a name of no class. */
+int ds_det_class_of(const ds_det_classes *c, const char *type);
+
+/* One label line into row (DS_DET_ROW floats): CD_OK, or CD_ERR with *bad (enum
+ * ds_det_bad) and why. An unknown type gives class 0 and *bad DS_DET_BAD_CLASS with
+ * CD_OK. line is changed (split into words). */
+int ds_det_parse_line(const ds_det_classes *c, char *line, float *row, int *bad, char *why, size_t whylen);
+/* A box of row (x, y, w, h in the source image of src_w x src_h) into the stored image:
+ * clipped to the source image (*clipped 1 when it was), then scaled by sx, sy (stored
+ * size / padded size). CD_ERR when no part of it is in the image. */
+int ds_det_place_box(float *row, int src_w, int src_h, double sx, double sy, int *clipped);
 
 /* ---- the two .db files of a split of a generic dataset (split_dbs.c) ------------ */
 

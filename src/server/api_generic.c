@@ -128,6 +128,38 @@ static const gen_field_t g_pairs[] = {
     RESIZE_ROWS,
 };
 
+/* DIGITS's image-object-detection extension (its forms.py, its defaults) with
+ * GenericDatasetForm's dsopts_*: images with KITTI labels, padded then resized. The
+ * label db is f32 (boxes) whatever dsopts_label_encoding says; the images are one
+ * shape (padded, resized or as the first image), whatever dsopts_force_same_shape says. */
+static const gen_field_t g_detection[] = {
+    ROW("train_image_folder", F_DIR, NULL, NAN, NAN, NULL, ALWAYS, 1, "Training image folder", "train_image_folder",
+        0),
+    ROW("train_label_folder", F_DIR, NULL, NAN, NAN, NULL, ALWAYS, 1, "Training label folder", "train_label_folder",
+        0),
+    ROW("val_image_folder", F_DIR, NULL, NAN, NAN, NULL, ALWAYS, 0, "Validation image folder", "val_image_folder", 0),
+    ROW("val_label_folder", F_DIR, NULL, NAN, NAN, NULL, ALWAYS, 0, "Validation label folder", "val_label_folder", 0),
+    ROW("resize_image_width", F_INT, NULL, 1, 8192, NULL, ALWAYS, 0, "Resize Image Width", "resize_image_width", 0),
+    ROW("resize_image_height", F_INT, NULL, 1, 8192, NULL, ALWAYS, 0, "Resize Image Height", "resize_image_height",
+        0),
+    ROW("padding_image_width", F_INT, "1248", 1, 8192, NULL, ALWAYS, 0, "Padding Image Width",
+        "padding_image_width", 0),
+    ROW("padding_image_height", F_INT, "384", 1, 8192, NULL, ALWAYS, 0, "Padding Image Height",
+        "padding_image_height", 0),
+    ROW("channel_conversion", F_CHOICE, "RGB", NAN, NAN, "RGB|L|none", ALWAYS, 1, "Channel conversion",
+        "channel_conversion", 0),
+    ROW("val_min_box_size", F_INT, "25", 0, 1000000, NULL, ALWAYS, 1,
+        "Minimum box size (in pixels) for validation set", "val_min_box_size", 0),
+    ROW("custom_classes", F_STRING, NULL, NAN, NAN, NULL, ALWAYS, 0, "Custom classes", "custom_classes", 0),
+    ROW("dsopts_feature_encoding", F_CHOICE, "png", NAN, NAN, "none|png|jpg", ALWAYS, 1, "Feature Encoding",
+        "encoding", 0),
+    ROW("dsopts_label_encoding", F_CHOICE, "none", NAN, NAN, "none|png|jpg", ALWAYS, 1, "Label Encoding", NULL, 0),
+    ROW("dsopts_batch_size", F_INT, "32", 1, NAN, NULL, ALWAYS, 1, "Encoder batch size", NULL, 0),
+    ROW("dsopts_num_threads", F_INT, "4", 1, 1024, NULL, ALWAYS, 1, "Number of encoder threads", "threads", 0),
+    ROW("dsopts_backend", F_STRING, "lmdb", NAN, NAN, NULL, ALWAYS, 0, "DB backend", NULL, 0),
+    ROW("dsopts_force_same_shape", F_CHOICE, "1", NAN, NAN, "1|0", ALWAYS, 1, "Enforce same shape", NULL, 0),
+};
+
 typedef struct gen_ext {
     const char *id;    /* DIGITS's extension id */
     const char *title; /* DIGITS's get_title() */
@@ -140,6 +172,7 @@ static const gen_ext_t g_exts[] = {
     {"image-segmentation", "Segmentation", "segmentation", g_segmentation, CD_ARRAY_LEN(g_segmentation)},
     {"image-regression", "Regression", "regression", g_regression, CD_ARRAY_LEN(g_regression)},
     {"image-siamese", "Siamese pairs", "pairs", g_pairs, CD_ARRAY_LEN(g_pairs)},
+    {"image-object-detection", "Object Detection", "detection", g_detection, CD_ARRAY_LEN(g_detection)},
 };
 
 static const char *sval(json_t *v, const char *k)
@@ -246,12 +279,23 @@ static int library_check(json_t *cfg, char *msg, size_t len)
 /* The job's config row: what the views and the scheduler read. */
 static json_t *job_config(const gen_ext_t *ext, json_t *cfg)
 {
-    const char *val_keys[] = {"validation_feature_folder", "textfile_val"};
+    const char *val_keys[] = {"validation_feature_folder", "textfile_val", "val_image_folder"};
     int has_val = json_integer_value(json_object_get(cfg, "pct_val")) > 0;
     for (size_t i = 0; i < CD_ARRAY_LEN(val_keys); i++)
         has_val = has_val || json_is_string(json_object_get(cfg, val_keys[i]));
-    json_t *w = json_object_get(cfg, "width"), *h = json_object_get(cfg, "height"), *c = json_object_get(cfg, "channels");
+    /* the stored size: the resize keys, else (detection) the resize or padding ones */
+    static const char *const size_keys[][2] = {
+        {"width", "height"}, {"resize_image_width", "resize_image_height"},
+        {"padding_image_width", "padding_image_height"}};
+    json_t *w = NULL, *h = NULL, *c = json_object_get(cfg, "channels");
+    for (size_t i = 0; i < CD_ARRAY_LEN(size_keys) && !(w && h); i++)
+        w = json_object_get(cfg, size_keys[i][0]), h = json_object_get(cfg, size_keys[i][1]);
+    const char *conv = json_string_value(json_object_get(cfg, "channel_conversion"));
+    json_t *conv_c = conv && !c ? json_integer(!strcmp(conv, "RGB") ? 3 : !strcmp(conv, "L") ? 1 : 0) : NULL;
+    if (conv_c && json_integer_value(conv_c))
+        c = conv_c;
     json_t *dims = w && h && c ? json_pack("[O,O,O]", h, w, c) : json_null();
+    json_decref(conv_c);
     json_t *mode = json_object_get(cfg, "resize_mode");
     return json_pack("{s:s, s:s, s:s, s:o, s:O, s:O, s:b, s:b, s:{s:s}}", "extension_id", ext->id, "task", ext->task,
                      "method", "generic", "image_dims", dims, "resize_mode", mode ? mode : json_null(), "encoding",

@@ -6,6 +6,13 @@
         OUTDIR/labels/NNN.png  8-bit paletted: 0 background, 1 rectangle, 2 disc, 255 the
                                one-pixel ignore border around every shape
         OUTDIR/classes.txt     background, rectangle, disc
+    make_generic.py boxes OUTDIR [--count 40] [--size 64] [--seed 1]
+        OUTDIR/images/NNN.png  RGB: a textured background with 1 to 3 rectangles and discs,
+                               some cut by the image's edges
+        OUTDIR/labels/NNN.txt  KITTI: `type truncated occluded alpha x1 y1 x2 y2 h w l x y z
+                               rotation_y` a line, types rectangle, disc and DontCare (a patch
+                               of coarse noise); x2, y2 are the edges past the last pixel
+        OUTDIR/classes.txt     dontcare,rectangle,disc (DIGITS's custom_classes)
     make_generic.py dots OUTDIR [--count 200] [--size 32] [--seed 1]
         OUTDIR/images/NNN.png  gray noise with one bright 3x3 dot
         OUTDIR/train.txt       `images/NNN.png x y` (the dot's centre, in pixels)
@@ -87,6 +94,61 @@ def shapes(out, count, size, seed, max_size=None):
         png(os.path.join(out, "labels", name), wid, hgt, [bytes(row) for row in label], 3, palette)
     with open(os.path.join(out, "classes.txt"), "w") as f:
         f.write("background\nrectangle\ndisc\n")
+
+
+def boxes(out, count, size, seed):
+    rnd = random.Random(seed)
+    os.makedirs(os.path.join(out, "images"), exist_ok=True)
+    os.makedirs(os.path.join(out, "labels"), exist_ok=True)
+    for n in range(count):
+        img = [[(rnd.randint(20, 90), rnd.randint(20, 90), rnd.randint(20, 90)) for _ in range(size)]
+               for _ in range(size)]
+        lines = []
+        if rnd.random() < 0.3:
+            # a DontCare patch: coarse grey noise, neither class
+            w, h = rnd.randint(size // 8, size // 4), rnd.randint(size // 8, size // 4)
+            x1, y1 = rnd.randint(0, size - w), rnd.randint(0, size - h)
+            for y in range(y1, y1 + h):
+                for x in range(x1, x1 + w):
+                    v = rnd.choice((30, 220)) if (x // 2 + y // 2) % 2 else rnd.randint(90, 160)
+                    img[y][x] = (v, v, v)
+            lines.append("DontCare -1 -1 -10 %.2f %.2f %.2f %.2f -1 -1 -1 -1000 -1000 -1000 -10\n"
+                         % (x1, y1, x1 + w, y1 + h))
+        for _ in range(rnd.randint(1, 3)):
+            kind = rnd.choice(("rectangle", "disc"))
+            if kind == "rectangle":
+                hw, hh = rnd.randint(size // 10, size // 4), rnd.randint(size // 10, size // 4)
+            else:
+                hw = hh = rnd.randint(size // 10, size // 4)
+            if rnd.random() < 0.25:
+                # the centre up to half a shape past an edge: a truncated object
+                cx, cy = rnd.randint(-hw // 2, size - 1 + hw // 2), rnd.randint(-hh // 2, size - 1 + hh // 2)
+            else:
+                cx, cy = rnd.randint(hw, size - 1 - hw), rnd.randint(hh, size - 1 - hh)
+            base = (rnd.randint(170, 255), rnd.randint(0, 80), rnd.randint(0, 80)) if kind == "rectangle" else \
+                   (rnd.randint(0, 80), rnd.randint(170, 255), rnd.randint(0, 80))
+            xs, ys = [], []
+            for y in range(max(0, cy - hh), min(size, cy + hh + 1)):
+                for x in range(max(0, cx - hw), min(size, cx + hw + 1)):
+                    if kind == "disc" and (y - cy) ** 2 + (x - cx) ** 2 > hw * hw:
+                        continue
+                    img[y][x] = tuple(min(255, max(0, v + rnd.randint(-20, 20))) for v in base)
+                    xs.append(x)
+                    ys.append(y)
+            if not xs:
+                continue
+            full = (2 * hw + 1) * (2 * hh + 1)
+            seen = (max(xs) - min(xs) + 1) * (max(ys) - min(ys) + 1)
+            truncated = round(1.0 - seen / full, 2)
+            lines.append("%s %.2f 0 0 %.2f %.2f %.2f %.2f 1.5 1.6 3.9 0 1.7 20 0\n"
+                         % (kind, truncated, min(xs), min(ys), max(xs) + 1, max(ys) + 1))
+        name = "%03d" % n
+        png(os.path.join(out, "images", name + ".png"), size, size,
+            [bytes(v for p in row for v in p) for row in img], 2)
+        with open(os.path.join(out, "labels", name + ".txt"), "w") as f:
+            f.writelines(lines)
+    with open(os.path.join(out, "classes.txt"), "w") as f:
+        f.write("dontcare,rectangle,disc\n")
 
 
 def dots(out, count, size, seed):
@@ -187,15 +249,15 @@ def write_net(text):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("kind", choices=("shapes", "dots", "digits", "net-dot", "net-siamese"))
+    ap.add_argument("kind", choices=("shapes", "boxes", "dots", "digits", "net-dot", "net-siamese"))
     ap.add_argument("out")
     ap.add_argument("--count", type=int)
     ap.add_argument("--size", type=int)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-size", type=int, help="shapes: images of varying size, size to max-size a side")
     a = ap.parse_args()
-    defaults = {"shapes": (48, 32), "dots": (200, 32), "digits": (40, 16)}.get(a.kind, (0, 0))
-    make = {"shapes": shapes, "dots": dots, "digits": digits, "net-dot": write_net(DOT_NET),
+    defaults = {"shapes": (48, 32), "boxes": (40, 64), "dots": (200, 32), "digits": (40, 16)}.get(a.kind, (0, 0))
+    make = {"shapes": shapes, "boxes": boxes, "dots": dots, "digits": digits, "net-dot": write_net(DOT_NET),
             "net-siamese": write_net(SIAMESE_NET)}[a.kind]
     extra = {"max_size": a.max_size} if a.kind == "shapes" else {}
     make(a.out, a.count or defaults[0], a.size or defaults[1], a.seed, **extra)

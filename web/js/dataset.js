@@ -1,7 +1,7 @@
 /* A dataset's page: counts per split, the class distribution, the mean image, the
  * creation log, and an explorer that pages through the records of a split (a generic
- * dataset's with their label records: label images beside or over the images, targets
- * under them). */
+ * dataset's with their label records: label images beside or over the images, boxes
+ * over them, targets under them). */
 'use strict';
 
 (function () {
@@ -40,7 +40,17 @@
     row('Image type', dims.length ? (dims[2] === 1 ? 'Grayscale (1 channel)' : 'Color (3 channels)') : null);
     row('Resize transformation', {squash: 'Squash', crop: 'Crop', fill: 'Fill', half_crop: 'Half crop, half fill'}[job.resize_mode] || job.resize_mode);
     row('Encoding', {png: 'PNG (lossless)', jpg: 'JPEG (lossy)', none: 'None (raw pixels)'}[job.encoding] || job.encoding);
-    if (sourceFields && job.task === 'segmentation') {
+    if (sourceFields && job.task === 'detection') {
+      const f = sourceFields;
+      const size = (w, h) => (f[w] && f[h] ? f[w] + '×' + f[h] + ' pixels' : 'none');
+      row('Training images', el('span', {class: 'mono', text: f.train_image_folder || '–'}));
+      row('Training labels', el('span', {class: 'mono', text: f.train_label_folder || '–'}));
+      if (f.val_image_folder) row('Validation images', el('span', {class: 'mono', text: f.val_image_folder}));
+      if (f.val_label_folder) row('Validation labels', el('span', {class: 'mono', text: f.val_label_folder}));
+      row('Padding', size('padding_image_width', 'padding_image_height'));
+      row('Resize', size('resize_image_width', 'resize_image_height'));
+      row('Classes from', f.custom_classes ? 'custom_classes: ' + f.custom_classes : "KITTI's default mapping");
+    } else if (sourceFields && job.task === 'segmentation') {
       const f = sourceFields;
       row('Feature images', el('span', {class: 'mono', text: f.feature_folder || '–'}));
       row('Label images', el('span', {class: 'mono', text: f.label_folder || '–'}));
@@ -120,8 +130,9 @@
    * (GET /datasets/ID/labels/SPLIT/INDEX): a segmentation label image (coloured by the
    * dataset's palette) as the view select says (image, label, side by side, overlay), or
    * the targets of a regression or pairs record in the caption. */
-  function labelFigure(it, img, caption) {
+  function labelFigure(it, img, caption, dims) {
     const labelUrl = CD.url('datasets/' + encodeURIComponent(id) + '/labels/' + encodeURIComponent(ex.split) + '/' + it.index);
+    if (job.task === 'detection') return boxesFigure(it, img, caption, dims);
     if (job.task !== 'segmentation') {
       api('GET', '/datasets/' + encodeURIComponent(id) + '/labels/' + encodeURIComponent(ex.split) + '/' + it.index).then((d) => {
         const v = d.values || [];
@@ -139,6 +150,41 @@
     label.classList.add('label-over');
     label.style.opacity = String($('#ex-opacity').value / 100);
     return el('figure', {}, el('div', {class: 'label-overlay'}, img, label), caption);
+  }
+
+  /* A detection record's boxes over its image: its label record is 1 x B x 16 floats, a
+   * row per box (x, y, w, h in the stored image's pixels, ..., class at 5; class -1: no
+   * box), drawn in an SVG of the image's size laid over it as object-fit lays the image.
+   * A class's colour is BOX_COLOURS[class - 1]; dontcare (0) is dashed. */
+  const BOX_COLOURS = ['#ffd24d', '#4dd2ff', '#ff4dff', '#7dff4d', '#ff9d4d', '#4d7dff', '#ff4d4d', '#ffffff'];
+
+  function boxesFigure(it, img, caption, dims) {
+    const overlay = el('div', {class: 'label-overlay'}, img);
+    const fig = el('figure', {class: 'det-record'}, overlay, caption);
+    api('GET', '/datasets/' + encodeURIComponent(id) + '/labels/' + encodeURIComponent(ex.split) + '/' + it.index).then((d) => {
+      const [, rows, width] = d.shape || [1, 0, 16];
+      const v = d.values || [];
+      const [h, w] = dims;
+      const names = job.labels || [];
+      const svg = el('svg', {class: 'boxes', viewBox: '0 0 ' + (w || 1) + ' ' + (h || 1), 'aria-hidden': 'true'});
+      const counts = new Map();
+      for (let k = 0; k < rows; k++) {
+        const r = v.slice(k * width, (k + 1) * width);
+        const cls = Math.round(r[5]);
+        if (cls < 0) continue;
+        const name = names[cls] !== undefined ? names[cls] : 'class ' + cls;
+        counts.set(name, (counts.get(name) || 0) + 1);
+        svg.append(el('rect', {svg: true, x: r[0], y: r[1], width: r[2], height: r[3],
+          class: cls === 0 ? 'box dontcare' : 'box', stroke: cls === 0 ? '#d0d0d0' : BOX_COLOURS[(cls - 1) % BOX_COLOURS.length],
+          'data-class': cls}));
+      }
+      overlay.append(svg);
+      const text = [...counts].map(([n, c]) => c + ' ' + n).join(', ') || 'no boxes';
+      caption.textContent = '#' + it.index + ' ' + text;
+      caption.title = caption.textContent;
+      fig.dataset.boxes = String(svg.childElementCount);
+    }).catch((e) => { caption.textContent = '#' + it.index + ' (labels: ' + e.message + ')'; });
+    return fig;
   }
 
   function showNote(text) {
@@ -186,7 +232,7 @@
         width: w || null, height: h || null, decoding: 'async'});
       img.addEventListener('error', () => img.replaceWith(el('span', {class: 'small muted', text: 'cannot load record ' + it.index})), {once: true});
       if (job.extension_id) {
-        gallery.append(labelFigure(it, img, el('figcaption', {text: '#' + it.index})));
+        gallery.append(labelFigure(it, img, el('figcaption', {text: '#' + it.index}), [h, w]));
         continue;
       }
       gallery.append(el('figure', {}, img, el('figcaption', {title: name, text: '#' + it.index + ' ' + name})));
