@@ -729,6 +729,9 @@ static void test_pool(void)
         {0, 2, 16, 13, 13, 3, 3, 2, 2, 0, 0, 0, 0},  /* AlexNet pool5 */
         {0, 1, 2, 7, 5, 3, 2, 2, 1, 1, 0, 0, 0},     /* unequal kernel, stride, pad */
         {0, 3, 2, 11, 10, 5, 5, 3, 3, 2, 2, 0, 0},   /* AVE divisor clipped at h+ph */
+        {0, 2, 3, 24, 24, 2, 2, 2, 2, 0, 0, 0, 0},   /* LeNet's 2x2 s2 (MAX's own path) */
+        {0, 2, 3, 7, 9, 2, 2, 2, 2, 0, 0, 0, 0},     /* 2x2 s2 on odd sides: the last windows clipped */
+        {0, 1, 2, 1, 5, 2, 2, 2, 2, 0, 0, 0, 0},     /* 2x2 s2 on a single row */
     };
     for (size_t i = 0; i < CD_ARRAY_LEN(cases); i++)
         for (int mode = 0; mode < 2; mode++)

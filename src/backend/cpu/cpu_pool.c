@@ -108,6 +108,75 @@ static void ave_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy
         }
 }
 
+/*
+ * MAX 2x2 stride 2 without padding (LeNet's, VGG's): every window that lies inside the
+ * image is 4 cells no other window shares, so the forward is a branch-free max of 4
+ * and the backward writes each cell once (dy at the first maximum, 0 elsewhere) with
+ * no zeroing pass. The last row and column of an odd-sized plane (Caffe's rounded-up
+ * windows) go through the general code.
+ */
+static int max_2x2(const cd_pool_desc *d)
+{
+    return d->kh == 2 && d->kw == 2 && d->sh == 2 && d->sw == 2 && d->ph == 0 && d->pw == 0;
+}
+
+static void max2_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
+{
+    int fh = d->h / 2, fw = d->w / 2, w = d->w;
+    for (int oy = 0; oy < fh; oy++) {
+        const float *r0 = x + (size_t)2 * oy * w, *r1 = r0 + w;
+        float *out = y + (size_t)oy * d->ow;
+#pragma omp simd
+        for (int ox = 0; ox < fw; ox++) {
+            float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], e = r1[2 * ox + 1];
+            float m = b > a ? b : a;
+            m = c > m ? c : m;
+            out[ox] = e > m ? e : m;
+        }
+    }
+    for (int oy = 0; oy < d->oh; oy++)
+        for (int ox = oy < fh ? fw : 0; ox < d->ow; ox++) {
+            pool_window pw = pool_window_at(d, oy, ox);
+            y[oy * d->ow + ox] = pool_window_empty(&pw) ? 0.0f : x[pool_argmax(x, d->w, &pw)];
+        }
+}
+
+static void max2_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
+{
+    int fh = d->h / 2, fw = d->w / 2, w = d->w;
+    for (int oy = 0; oy < fh; oy++) {
+        const float *r0 = x + (size_t)2 * oy * w, *r1 = r0 + w;
+        float *d0 = dx + (size_t)2 * oy * w, *d1 = d0 + w;
+        const float *g = dy + (size_t)oy * d->ow;
+#pragma omp simd
+        for (int ox = 0; ox < fw; ox++) {
+            float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], e = r1[2 * ox + 1];
+            /* the first maximum in row-major order, as pool_argmax finds it */
+            int k = b > a ? 1 : 0;
+            float m = b > a ? b : a;
+            k = c > m ? 2 : k;
+            m = c > m ? c : m;
+            k = e > m ? 3 : k;
+            d0[2 * ox] = k == 0 ? g[ox] : 0.0f;
+            d0[2 * ox + 1] = k == 1 ? g[ox] : 0.0f;
+            d1[2 * ox] = k == 2 ? g[ox] : 0.0f;
+            d1[2 * ox + 1] = k == 3 ? g[ox] : 0.0f;
+        }
+    }
+    /* the cells no full window covers: the last column and row of odd sides */
+    for (int yy = 0; yy < 2 * fh; yy++)
+        for (int xx = 2 * fw; xx < d->w; xx++)
+            dx[yy * w + xx] = 0.0f;
+    for (int yy = 2 * fh; yy < d->h; yy++)
+        memset(dx + (size_t)yy * w, 0, (size_t)w * sizeof(float));
+    for (int oy = 0; oy < d->oh; oy++)
+        for (int ox = oy < fh ? fw : 0; ox < d->ow; ox++) {
+            pool_window pw = pool_window_at(d, oy, ox);
+            if (!pool_window_empty(&pw))
+                dx[pool_argmax(x, d->w, &pw)] += dy[oy * d->ow + ox];
+        }
+}
+
 static const struct {
     void (*fwd)(const cd_pool_desc *d, const float *x, float *y);
     void (*bwd)(const cd_pool_desc *d, const float *x, const float *dy, float *dx);
@@ -126,7 +195,8 @@ void cpu_pool_forward(cd_backend_t *be, const cd_pool_desc *d, const float *x, f
     int nt = cpu_threads(be);
     int planes = d->n * d->c;
     size_t in = (size_t)d->h * d->w, out = (size_t)d->oh * d->ow;
-    void (*fwd)(const cd_pool_desc *, const float *, float *) = pool_table[d->mode].fwd;
+    void (*fwd)(const cd_pool_desc *, const float *, float *) =
+        d->mode == CD_POOL_MAX && max_2x2(d) ? max2_plane_fwd : pool_table[d->mode].fwd;
 #pragma omp parallel for num_threads(nt) if ((size_t)planes * in > CPU_PAR_MIN / 4) schedule(static)
     for (int p = 0; p < planes; p++)
         fwd(d, x + p * in, y + p * out);
@@ -144,7 +214,7 @@ void cpu_pool_backward(cd_backend_t *be, const cd_pool_desc *d, const float *x, 
     int planes = d->n * d->c;
     size_t in = (size_t)d->h * d->w, out = (size_t)d->oh * d->ow;
     void (*bwd)(const cd_pool_desc *, const float *, const float *, float *) =
-        pool_table[d->mode].bwd;
+        d->mode == CD_POOL_MAX && max_2x2(d) ? max2_plane_bwd : pool_table[d->mode].bwd;
 #pragma omp parallel for num_threads(nt) if ((size_t)planes * in > CPU_PAR_MIN / 4) schedule(static)
     for (int p = 0; p < planes; p++)
         bwd(d, x + p * in, dy + p * out, dx + p * in);
