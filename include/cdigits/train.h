@@ -130,6 +130,16 @@ int cd_train_config_args(cd_train_config *c, int argc, char **argv, char *err, s
  * by a signal after saving a snapshot). Reports JSON lines on stdout. */
 int cd_train_run(const cd_train_config *c);
 
+/* cd_train_run as one rank of a group of processes (g: the MPI group, mpi_group.h): this
+ * process trains replica cd_group_rank(g) of cd_group_size(g) on its slice of every batch,
+ * with rank 0's seed, on the GPU of its local rank (gpus[local_rank], else GPU
+ * local_rank) when every rank has one, else on the CPU with the host's cores divided
+ * among its ranks. Rank 0 reports, validates and snapshots; the others print errors
+ * only. The exit status is cd_train_run's; a rank that fails ends every rank
+ * (cd_group_abort). */
+typedef struct cd_group cd_group_t;
+int cd_train_run_rank(const cd_train_config *c, cd_group_t *g);
+
 /* Ask a running cd_train_run to snapshot and stop (async-signal-safe). */
 void cd_train_request_stop(void);
 

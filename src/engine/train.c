@@ -10,6 +10,7 @@
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <pthread.h>
 #include <errno.h>
+#include <sched.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -70,7 +71,8 @@ typedef struct trainer {
     cd_input_prep prep;    /* mean, scale, crops and flips into the Data layer's top */
     int iter_size;         /* batch accumulation actually used (may grow on OOM) */
     int rank, nranks;      /* data-parallel replica (0 reports, validates, snapshots) */
-    int gpu_ranks;         /* replicas are GPUs (c->gpus[rank]) */
+    int gpu_ranks;         /* replicas are GPUs, this one on `gpu` */
+    int gpu;
     cd_group_t *group;
     staging st[2];
     int free_slot;         /* the staging slot validation may use: not the one holding the
@@ -543,6 +545,18 @@ static cd_backend_request backend_request(const cd_train_config *c, int kind, in
                                 .task = "training", .note = note_log};
 }
 
+/* A CPU replica's threads: the cores divided among the ranks on this host, and no more
+ * than this process may run on (mpirun and srun may bind a rank to some cores). */
+static int rank_threads(const cd_group_t *g)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = (int)(cores / (g->local_size > 0 ? g->local_size : 1));
+    cpu_set_t set;
+    if (cd_group_rank(g) >= 0 && sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) < threads)
+        threads = CPU_COUNT(&set);
+    return threads > 0 ? threads : 1;
+}
+
 static int choose_backend(trainer *t, char *err, size_t errlen)
 {
     const cd_train_config *c = t->c;
@@ -550,7 +564,7 @@ static int choose_backend(trainer *t, char *err, size_t errlen)
         /* one replica per GPU: its own CUDA backend, the gradients averaged by NCCL */
         char why[512] = "";
         cd_backend_request req = backend_request(c, CD_BACKEND_CUDA, 0);
-        req.gpu = c->gpus[t->rank];
+        req.gpu = t->gpu;
         t->be = cd_backend_select(&req, why, sizeof why);
         if (!t->be) {
             snprintf(err, errlen, "replica %d cannot train: %s", t->rank, why);
@@ -576,8 +590,7 @@ static int choose_backend(trainer *t, char *err, size_t errlen)
     } else if (t->group && c->backend != CD_BACKEND_CUDA) {
         /* replicas in one process: CPU backends sharing the cores, joined in a group
          * (a job that asked for a GPU on a machine without one fails below) */
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        int threads = c->threads > 0 ? c->threads : (int)(cores / t->nranks);
+        int threads = c->threads > 0 ? c->threads : rank_threads(t->group);
         cd_backend_request req = backend_request(c, CD_BACKEND_CPU, threads > 0 ? threads : 1);
         char why[256] = "";
         t->be = cd_backend_select(&req, why, sizeof why);
@@ -1240,9 +1253,9 @@ static void early_stop_warn(const trainer *t, long start)
 }
 
 /* One replica's training loop (the whole task when there is one). */
-static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ranks, cd_group_t *group)
+static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu, cd_group_t *group)
 {
-    trainer t = {.c = c, .rank = rank, .nranks = nranks, .gpu_ranks = gpu_ranks, .group = group};
+    trainer t = {.c = c, .rank = rank, .nranks = nranks, .gpu_ranks = gpu >= 0, .gpu = gpu, .group = group};
     char err[1024] = "";
     int rc = 1;
     cd_loader_t *ld = NULL;
@@ -1250,9 +1263,14 @@ static int train_rank(const cd_train_config *c, int rank, int nranks, int gpu_ra
     cd_grad_reduce reduce = {0};
     if (group && nranks > 1) {
         /* this replica's error lines, and a crash on its thread, say which it is */
-        char who[64];
-        if (gpu_ranks)
-            snprintf(who, sizeof who, "replica %d of %d (GPU %d)", rank, nranks, c->gpus[rank]);
+        char who[96], gpu_name[16] = "";
+        if (gpu >= 0)
+            snprintf(gpu_name, sizeof gpu_name, "GPU %d", gpu);
+        if (cd_group_rank(group) >= 0) /* a process of its own: which one, where */
+            snprintf(who, sizeof who, "rank %d of %d (host %s%s%s)", rank, nranks, group->host,
+                     gpu >= 0 ? ", " : "", gpu_name);
+        else if (gpu >= 0)
+            snprintf(who, sizeof who, "replica %d of %d (%s)", rank, nranks, gpu_name);
         else
             snprintf(who, sizeof who, "replica %d of %d", rank, nranks);
         cd_jsonl_set_speaker(who);
@@ -1487,12 +1505,11 @@ fail:
     }
     if (group) {
         /* the others wait for this replica at the next reduction, perhaps inside an
-         * NCCL kernel that will never finish: end the process at once, without the
-         * exit handlers that would tear the runtime down under them */
+         * NCCL kernel that will never finish: end every rank at once (threads: the
+         * process, without the exit handlers that would tear the runtime down under
+         * them; processes: MPI_Abort), after this rank has said why */
         cd_jsonl_error("%s", err[0] ? err : "training failed"); /* names the replica */
-        fflush(stdout);
-        fflush(stderr);
-        _exit(1);
+        cd_group_abort(group, 1);
     }
     cd_jsonl_error("%s", err[0] ? err : "training failed");
     rc = 1;
@@ -1508,7 +1525,7 @@ out:
 
 typedef struct rank_arg {
     const cd_train_config *c;
-    int rank, nranks, gpu_ranks;
+    int rank, nranks, gpu; /* gpu: the replica's GPU, or -1 */
     cd_group_t *group;
     int rc;
     pthread_t thread;
@@ -1521,18 +1538,59 @@ static void *rank_main(void *p)
     char name[16];
     snprintf(name, sizeof name, "cd-replica-%d", a->rank);
     pthread_setname_np(pthread_self(), name); /* top -H, gdb and the tests can tell them apart */
-    a->rc = train_rank(a->c, a->rank, a->nranks, a->gpu_ranks, a->group);
+    a->rc = train_rank(a->c, a->rank, a->nranks, a->gpu, a->group);
     return NULL;
+}
+
+/* SIGTERM and SIGINT: snapshot at the end of the step and exit 3 (every replica). So
+ * does SIGUSR1, the signal mpirun forwards to every rank: on SIGTERM it ends the job
+ * itself (SIGTERM to each rank, SIGKILL a second later). */
+static void catch_stop(void)
+{
+    static const int sigs[] = {SIGTERM, SIGINT, SIGUSR1};
+    g_stop = 0;
+    struct sigaction sa = {.sa_handler = on_term};
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < CD_ARRAY_LEN(sigs); i++)
+        if (sigaction(sigs[i], &sa, NULL) != 0)
+            cd_jsonl_log("warning", "cannot catch signal %d (%s): stopping by it will not snapshot",
+                         sigs[i], strerror(errno));
+}
+
+int cd_train_run_rank(const cd_train_config *c, cd_group_t *g)
+{
+    catch_stop();
+    int rank = cd_group_rank(g), n = cd_group_size(g);
+    cd_train_config shared = *c;
+    /* one seed for all: rank 0's (a long carries the 64 bits) */
+    if (!shared.has_seed)
+        shared.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    shared.has_seed = 1;
+    shared.seed = (uint64_t)cd_group_broadcast(g, rank, (long)shared.seed);
+    /* GPUs when every rank has one: the local rank's of "gpus", or GPU local_rank */
+    int gpus = c->backend == CD_BACKEND_CPU ? 0 : cd_backend_gpu_count();
+    int gpu = g->local_rank < c->ngpus ? c->gpus[g->local_rank] : g->local_rank;
+    int on_gpus = (int)cd_group_min(g, rank, gpus > 0 && gpu < gpus);
+    if (rank != 0)
+        cd_jsonl_set_quiet(1); /* rank 0 speaks for the group */
+    else if (c->replicas > 1)
+        cd_jsonl_log("info", "\"replicas\": %d is for threads of one process; under MPI the %d "
+                     "ranks are the replicas", c->replicas, n);
+    if (!on_gpus && c->backend == CD_BACKEND_CUDA && !(gpus > 0 && gpu < gpus)) {
+        /* the ranks that have theirs fail in choose_backend, if this abort is not first */
+        cd_jsonl_error("rank %d of %d (host %s) has no GPU of its own: local rank %d would train on GPU "
+                       "%d, and this host has %d; start at most as many ranks per host as it has GPUs, "
+                       "list theirs in \"gpus\", or use backend cpu", rank, n, g->host, g->local_rank,
+                       gpu, gpus);
+        cd_group_abort(g, 1);
+    }
+    cd_jsonl_catch_crashes();
+    return train_rank(&shared, rank, n, on_gpus ? gpu : -1, g);
 }
 
 int cd_train_run(const cd_train_config *c)
 {
-    /* SIGTERM and SIGINT: snapshot at the end of the step and exit 3 (every replica) */
-    g_stop = 0;
-    struct sigaction sa = {.sa_handler = on_term};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
+    catch_stop();
     int n = c->replicas > 1 ? c->replicas : 1, gpu = 0;
     int force = c->force_data_parallel && c->data_parallel;
     cd_train_config shared = *c;
@@ -1549,7 +1607,7 @@ int cd_train_run(const cd_train_config *c)
         }
     }
     if (n == 1 && !force)
-        return train_rank(c, 0, 1, 0, NULL);
+        return train_rank(c, 0, 1, -1, NULL);
     /* data parallel in one process: n replicas, one thread each, one seed for all */
     if (!shared.has_seed) {
         shared.has_seed = 1;
@@ -1563,14 +1621,14 @@ int cd_train_run(const cd_train_config *c)
     }
     rank_arg *args = cd_xcalloc((size_t)n, sizeof *args);
     for (int r = 1; r < n; r++) {
-        args[r] = (rank_arg){.c = &shared, .rank = r, .nranks = n, .gpu_ranks = gpu, .group = g};
+        args[r] = (rank_arg){.c = &shared, .rank = r, .nranks = n, .gpu = gpu ? shared.gpus[r] : -1, .group = g};
         if (pthread_create(&args[r].thread, NULL, rank_main, &args[r]) != 0) {
             cd_jsonl_error("cannot start replica %d", r);
             fflush(stdout);
             _exit(1);
         }
     }
-    int rc = train_rank(&shared, 0, n, gpu, g);
+    int rc = train_rank(&shared, 0, n, gpu ? shared.gpus[0] : -1, g);
     for (int r = 1; r < n; r++) {
         pthread_join(args[r].thread, NULL);
         if (args[r].rc != 0 && rc == 0)

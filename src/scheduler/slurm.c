@@ -220,6 +220,18 @@ static int put_quoted(char *out, size_t len, size_t *n, const char *arg)
  * quotes and expands % patterns in file names. */
 static int sbatch_safe(const char *v) { return v[strcspn(v, " \t\n\r\"'\\%#")] == 0; }
 
+static int job_gpus(const stask_t *t)
+{
+    return t->req.kind == SCHED_RES_GPU ? (t->req.nids ? t->req.nids : t->req.count) : 0;
+}
+
+/* Whether the worker runs as MPI ranks, one srun task each: more than one node, or
+ * several ranks of a CPU job (one node's GPUs are one process, a thread per GPU). */
+static int runs_ranks(const stask_t *t)
+{
+    return t->req.nodes > 1 || (job_gpus(t) == 0 && t->req.ranks_per_node > 1);
+}
+
 int slurm_script(const sched_config_t *cfg, const stask_t *t, char *const *argv, char *out, size_t len,
                  cd_err_t *err)
 {
@@ -236,7 +248,7 @@ int slurm_script(const sched_config_t *cfg, const stask_t *t, char *const *argv,
                               "the %s \"%s\" cannot be written in a Slurm batch script (it has a blank, a quote, "
                               "a backslash, # or %%); choose one without",
                               settings[i][0], settings[i][1]);
-    int gpus = t->req.kind == SCHED_RES_GPU ? (t->req.nids ? t->req.nids : t->req.count) : 0;
+    int gpus = job_gpus(t);
     size_t n = 0;
     int bad = put(out, len, &n,
                   "#!/bin/sh\n"
@@ -265,8 +277,10 @@ int slurm_script(const sched_config_t *cfg, const stask_t *t, char *const *argv,
         if (values[i] && values[i][0])
             bad |= put(out, len, &n, "#SBATCH --%s=%s\n", flags[i], values[i]);
     /* exec: the worker is the batch step itself, so Slurm's signals and its exit code
-     * are the worker's */
-    bad |= put(out, len, &n, "exec");
+     * are the worker's. Ranks as processes (more than one node, or several ranks of a
+     * CPU job) are one srun step, each task a rank over PMIx; one node's GPUs are one
+     * process, a thread per GPU (docs/architecture.md, data parallelism). */
+    bad |= put(out, len, &n, runs_ranks(t) ? "exec srun --mpi=pmix" : "exec");
     for (int i = 0; argv[i]; i++)
         bad |= put_quoted(out, len, &n, argv[i]);
     bad |= put(out, len, &n, "\n");
@@ -358,18 +372,22 @@ static int slurm_query(sched_t *s, stask_t *t, slurm_view_t *v, cd_err_t *err)
     return 0;
 }
 
-/* Runs scancel for t: SIGTERM to a running job's worker (scancel --signal=TERM --full),
- * or the end of the job (plain scancel, which also stops a pending one). */
+/* Runs scancel for t: SIGTERM to a running job's worker (scancel --signal=TERM --full,
+ * the worker being the batch step; ranks: to the srun step's tasks alone, as srun ends
+ * its step at once on a SIGTERM of its own), or the end of the job (plain scancel,
+ * which also stops a pending one). */
 static void slurm_cancel(sched_t *s, stask_t *t, int sig)
 {
     int term = sig == SIGTERM && strcmp(t->slurm_state, "PENDING") != 0;
     char *term_argv[] = {s->slurm_tool[SLURM_SCANCEL], "--signal=TERM", "--full", t->slurm_id, NULL};
+    char *ranks_argv[] = {s->slurm_tool[SLURM_SCANCEL], "--signal=TERM", t->slurm_id, NULL};
     char *kill_argv[] = {s->slurm_tool[SLURM_SCANCEL], t->slurm_id, NULL};
+    char **argv = !term ? kill_argv : runs_ranks(t) ? ranks_argv : term_argv;
     char out[2048];
     int code = 0;
     cd_err_t err;
     cd_info("job %s: %s Slurm job %s", t->job_id, term ? "scancel --signal=TERM" : "scancel", t->slurm_id);
-    if (slurm_run(term ? term_argv : kill_argv, NULL, NULL, out, sizeof out, &code, &err) != CD_OK)
+    if (slurm_run(argv, NULL, NULL, out, sizeof out, &code, &err) != CD_OK)
         cd_warn("job %s: scancel of Slurm job %s: %s", t->job_id, t->slurm_id, err.msg);
     else if (code != 0)
         cd_warn("job %s: scancel of Slurm job %s exited with %d: %s", t->job_id, t->slurm_id, code, out);

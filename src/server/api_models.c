@@ -92,17 +92,12 @@ static form_field_t g_model_form[] = {
 };
 
 /* Adds nodes and ranks_per_node to the job's resources when the form gives either
- * (the scheduler takes the same defaults when it gives neither). More than one node needs a
- * worker rank per process (MPI), which is not built yet: a form error until it is. */
-static void placement_request(json_t *v, json_t *resources, json_t *errors)
+ * (the scheduler takes the same defaults when it gives neither). More ranks than one
+ * process holds are worker ranks under MPI (docs/cluster.md). */
+static void placement_request(json_t *v, json_t *resources)
 {
     json_t *nodes = json_object_get(v, "nodes"), *ranks = json_object_get(v, "ranks_per_node");
     json_int_t n = json_is_integer(nodes) ? json_integer_value(nodes) : 1;
-    if (n > 1)
-        form_add_error(errors, "nodes",
-                       "nodes: %lld asked for, but multi-node training needs MPI ranks, not built yet; use nodes=1 "
-                       "(docs/cluster.md)",
-                       (long long)n);
     if (!resources || (!json_is_integer(nodes) && !json_is_integer(ranks)))
         return; /* the defaults: the scheduler's, and the job's resources as they were */
     json_t *ids = json_object_get(resources, "ids");
@@ -561,7 +556,7 @@ void api_model_create_fields(req_t *r, const fields_t *in)
         strcmp(sval(v, "method"), "custom") == 0)
         check_custom_network(r, v, &ns, dataset, errors);
     resources = gpu_request(srv, v, errors); /* its errors come with the others */
-    placement_request(v, resources, errors);
+    placement_request(v, resources);
     if (json_object_size(errors) > 0) {
         reply_form_errors(r, errors);
         errors = NULL;

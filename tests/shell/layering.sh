@@ -13,11 +13,12 @@ declare -A owner=(
   [util.h]=common [log.h]=common [jsonl.h]=common [events.h]=common [err.h]=common
   [jobdir.h]=common [base64.h]=common [list_line.h]=common [group.h]=common
   [image_kind.h]=common [spawn.h]=common
+  [mpi_group.h]=mpi
   [lr_policy.h]=core [train_keys.h]=core [augment.h]=core
   [dataset.h]=dataset [image.h]=dataset
   [backend.h]=backend_iface [cuda_check.h]=backend
   [net.h]=engine [prototxt.h]=engine [train.h]=engine [infer.h]=engine [loader.h]=engine [caffemodel.h]=engine [onnx_import.h]=engine [onnx_export.h]=engine
-  [backend_select.h]=engine
+  [backend_select.h]=engine [detect.h]=engine
   [store.h]=store
   [sched.h]=scheduler [model_server.h]=scheduler
   [server.h]=server [server_hw.h]=server
@@ -30,7 +31,8 @@ declare -A allowed=(
   [dataset]="common"
   [backend]="backend_iface core common"
   [engine]="backend_iface dataset core common"
-  [cli]="engine backend_iface dataset core common"
+  [mpi]="common"
+  [cli]="engine mpi backend_iface dataset core common"
   [store]="common"
   [scheduler]="store common"
   [server]="scheduler store dataset core common"

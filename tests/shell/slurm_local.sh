@@ -4,8 +4,9 @@
 # through Slurm to Done with a snapshot, the Slurm job id and its node in the job's JSON;
 # a job aborted through the API ends Aborted by scancel with nothing left in squeue; a
 # job cancelled from outside with scancel ends Aborted with Slurm's reason; a server
-# SIGKILLed while a job runs is started again and follows that job on to Done; a model
-# asking for 2 nodes is refused. Every wait polls for a state with a deadline.
+# SIGKILLed while a job runs is started again and follows that job on to Done; a model of
+# 2 ranks on the node trains as 2 MPI ranks under srun, and one asking for 2 nodes is
+# accepted. Every wait polls for a state with a deadline.
 . "$(dirname "$0")/server_lib.bash"
 exec </dev/null # srun, sbatch and friends must not read the test's stdin
 need_server
@@ -105,11 +106,23 @@ http GET "/jobs/$M/log/json?n=1000"
 check '[ "$(jv "any(\"Slurm job $SID ended COMPLETED\" in l[\"message\"] for l in d[\"log\"])")" = true ]' \
     "the log says Slurm job $SID ended COMPLETED"
 
-# ---- more than one node is refused until MPI ranks are built
+# ---- ranks as processes: 2 CPU ranks on the node are one srun step of 2 MPI ranks
+http POST /models/images/classification/json -F method=custom -F custom_network="<$T/short.prototxt" \
+    -F train_epochs=2 -F snapshot_interval=2 -F val_interval=2 -F model_name=ranks -F dataset="$DS" \
+    -F random_seed=1 -F lr_policy=fixed -F nodes=1 -F ranks_per_node=2 -F batch_size=8
+M=$(jv 'd["id"]')
+check '[ "$CODE" = 200 ] && wait_status "$M" Done 300' "a model of ranks_per_node 2 trains to Done"
+check 'grep -q -- "--ntasks-per-node=2" "$T/data/jobs/$M/slurm.sbatch" && grep -q "^exec srun --mpi=pmix " "$T/data/jobs/$M/slurm.sbatch"' \
+    "its slurm.sbatch starts the worker as 2 tasks of srun --mpi=pmix"
+http GET "/jobs/$M/log/json?n=1000"
+check '[ "$(jv "any(\"data parallel over 2 replicas\" in l[\"message\"] for l in d[\"log\"])")" = true ]' \
+    "its log says it trained data parallel over the 2 ranks"
+# more than one node is a job of ranks too: no longer refused
 http POST /models/images/classification/json -F method=custom -F custom_network="<$T/short.prototxt" \
     -F train_epochs=1 -F model_name=two -F dataset="$DS" -F nodes=2
-check '[ "$CODE" = 400 ] && printf %s "$BODY" | grep -q "multi-node training needs MPI ranks, not built yet"' \
-    "nodes=2 is refused: multi-node training needs MPI ranks"
+check '[ "$CODE" = 200 ]' "nodes=2 is accepted (a job of MPI ranks)"
+M2=$(jv 'd["id"]')
+[ -n "$M2" ] && http POST "/models/$M2/abort"
 
 # ---- abort through the API: scancel, Aborted, nothing left in squeue
 model aborted 400 long_net
