@@ -57,6 +57,7 @@ typedef struct cd_param {
 typedef struct cd_layer_type {
     const char *name;        /* "Convolution" */
     const char *param_field; /* "convolution_param", or NULL */
+    const char *param_field2; /* a second *_param message it reads, or NULL */
     int min_bottoms, max_bottoms, min_tops, max_tops;
     unsigned flags;          /* CD_LAYER_* */
     /* Read parameters, check bottoms, set top shapes, declare parameters with

@@ -37,6 +37,17 @@ extern const cd_layer_type cd_layers_shape[];
 extern const cd_layer_type cd_layers_loss[];
 extern const cd_layer_type cd_layers_spatial[];
 extern const cd_layer_type cd_layers_regress[];
+extern const cd_layer_type cd_layers_detect[];         /* layer_detect.c */
+extern const cd_layer_type cd_layers_detect_cluster[]; /* layer_detect_cluster.c: Python */
+
+/* DetectNet's validation measures (layer_detect_cluster.c). Is l a Python layer running
+ * mean_ap.py's mAP (its bottom is ScoreDetections' marked list (N, R, 5))? */
+int cd_detect_is_map_layer(const cd_layer *l);
+/* Adds the rows of a marked list marked 1 (true positive), 2 (false positive) and 3
+ * (missed true box) to counts[0..2]. */
+void cd_detect_count_scored(const float *scored, size_t rows, double counts[3]);
+/* mAP, precision and recall in percent from those counts, as mean_ap.py's calcmAP. */
+void cd_detect_map(const double counts[3], double out[3]);
 
 /* Writes line (stolen) to a list's results file as one compact JSON line, numbers to a
  * float's precision: cd_classify_list's lines (infer_list.c) and cd_infer_list's and

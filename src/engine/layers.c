@@ -10,6 +10,7 @@ static const cd_layer_type *const tables[] = {
     cd_layers_data, cd_layers_conv, cd_layers_act, cd_layers_norm, cd_layers_shape, cd_layers_loss,
     cd_layers_spatial,
     cd_layers_regress,
+    cd_layers_detect, cd_layers_detect_cluster,
 };
 
 const cd_layer_type *cd_layer_type_find(const char *name)

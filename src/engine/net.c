@@ -446,6 +446,7 @@ static int check_param_fields(const cd_layer *l, char *err, size_t errlen)
         if (n < 6 || strcmp(c->name + n - 6, "_param") != 0)
             continue;
         int ok = l->type->param_field && !strcmp(c->name, l->type->param_field);
+        ok |= l->type->param_field2 && !strcmp(c->name, l->type->param_field2);
         for (size_t i = 0; i < CD_ARRAY_LEN(always); i++)
             ok |= !strcmp(c->name, always[i]);
         if (l->type->flags & CD_LAYER_DATA)

@@ -38,6 +38,8 @@ static const char *const solver_type_enum[] = {"SGD", "NESTEROV", "ADAGRAD", "RM
                                                "ADADELTA", "ADAM", NULL};
 static const char *const solver_mode_enum[] = {"CPU", "GPU", NULL};
 static const char *const snapshot_format_enum[] = {"HDF5", "BINARYPROTO", NULL};
+static const char *const gridbox_type_enum[] = {"GRIDBOX_MAX", "GRIDBOX_MIN", NULL};
+static const char *const coverage_type_enum[] = {"RECTANGULAR", NULL};
 
 /* ---- shared messages ------------------------------------------------------------- */
 
@@ -95,6 +97,21 @@ MESSAGE(data_msg, "DataParameter",
         F("crop_size", UINT), F("mirror", BOOL), F("force_encoded_color", BOOL),
         F("prefetch", UINT));
 
+MESSAGE(class_mapping_msg, "ClassMapping", F("src", UINT), F("dst", UINT));
+
+/* NV-Caffe's DetectNet messages (image_size_x/y of 0.15, crop_size_x/y their older names) */
+MESSAGE(detectnet_groundtruth_msg, "DetectNetGroundTruthParameter",
+        F("stride", UINT), F("scale_cvg", FLOAT), E("gridbox_type", gridbox_type_enum),
+        F("max_cvg_len", UINT), F("min_cvg_len", UINT), E("coverage_type", coverage_type_enum),
+        F("image_size_x", UINT), F("image_size_y", UINT), F("crop_size_x", UINT), F("crop_size_y", UINT),
+        F("obj_norm", BOOL), F("crop_bboxes", BOOL), RM("object_class", class_mapping_msg));
+
+MESSAGE(detectnet_augmentation_msg, "DetectNetAugmentationParameter",
+        F("crop_prob", FLOAT), F("shift_x", UINT), F("shift_y", UINT), F("scale_prob", FLOAT),
+        F("scale_min", FLOAT), F("scale_max", FLOAT), F("flip_prob", FLOAT), F("rotation_prob", FLOAT),
+        F("max_rotate_degree", FLOAT), F("hue_rotation_prob", FLOAT), F("hue_rotation", FLOAT),
+        F("desaturation_prob", FLOAT), F("desaturation_max", FLOAT));
+
 MESSAGE(dropout_msg, "DropoutParameter", F("dropout_ratio", FLOAT));
 
 MESSAGE(eltwise_msg, "EltwiseParameter",
@@ -121,6 +138,9 @@ MESSAGE(pooling_msg, "PoolingParameter",
         E("engine", engine_enum), F("global_pooling", BOOL), E("round_mode", round_mode_enum));
 
 MESSAGE(power_msg, "PowerParameter", F("power", FLOAT), F("scale", FLOAT), F("shift", FLOAT));
+
+MESSAGE(python_msg, "PythonParameter",
+        F("module", STRING), F("layer", STRING), F("param_str", STRING), F("share_in_parallel", BOOL));
 
 MESSAGE(relu_msg, "ReLUParameter", F("negative_slope", FLOAT), E("engine", engine_enum));
 
@@ -155,7 +175,9 @@ MESSAGE(layer_msg, "LayerParameter",
         M("input_param", input_msg), M("lrn_param", lrn_msg), M("pooling_param", pooling_msg),
         M("power_param", power_msg), M("relu_param", relu_msg), M("scale_param", scale_msg),
         M("slice_param", slice_msg), M("contrastive_loss_param", contrastive_loss_msg),
-        M("sigmoid_param", sigmoid_msg), M("softmax_param", softmax_msg), M("tanh_param", tanh_msg));
+        M("sigmoid_param", sigmoid_msg), M("softmax_param", softmax_msg), M("tanh_param", tanh_msg),
+        M("python_param", python_msg), M("detectnet_groundtruth_param", detectnet_groundtruth_msg),
+        M("detectnet_augmentation_param", detectnet_augmentation_msg));
 
 static const cd_pt_field net_fields[] = {
     F("name", STRING), R("input", STRING), RM("input_shape", blob_shape_msg),

@@ -272,6 +272,8 @@ typedef struct val_sums {
     uint8_t *mask, *label;      /* one image's predicted and true classes */
     size_t plane_cap;           /* pixels mask and label hold */
     double abs_err, values;
+    double detections[3];       /* detection: true positives, false positives, missed boxes */
+    const cd_layer *map_layer;  /* the first mAP layer met, whose tops name the measures */
     float *host;         /* scores and labels copied down */
     size_t host_floats;
 } val_sums;
@@ -334,6 +336,41 @@ static void count_errors(trainer *t, cd_net *net, val_sums *v)
     v->values += (double)l->bottom[0]->count;
 }
 
+/* The marked lists (ScoreDetections' tops) below the net's mAP layers, counted over the
+ * whole pass as mean_ap.py's calcmAP counts one batch. */
+static void count_detections(trainer *t, cd_net *net, val_sums *v)
+{
+    for (int i = 0; i < net->nlayers; i++) {
+        cd_layer *l = net->layers[i];
+        if (!cd_detect_is_map_layer(l))
+            continue;
+        const cd_blob *b = l->bottom[0];
+        if (b->count > v->host_floats) {
+            v->host_floats = b->count;
+            v->host = cd_xrealloc(v->host, v->host_floats * sizeof(float));
+        }
+        t->be->iface->download(t->be, v->host, b->data, b->count * sizeof(float));
+        cd_detect_count_scored(v->host, b->count / 5, v->detections);
+        if (!v->map_layer)
+            v->map_layer = l;
+    }
+}
+
+/* mAP, precision and recall (percent, DetectNet's) under the mAP layer's top names. */
+static void report_detections(const val_sums *v, const char *phase, double e, long iter)
+{
+    if (!v->map_layer) {
+        cd_jsonl_log("warning", "%s: no precision, recall or mAP: the val stage has no Python layer of module "
+                     "caffe.layers.detectnet.mean_ap layer mAP; add DetectNet's cluster, score and mAP layers "
+                     "(models/detectnet.prototxt)", phase);
+        return;
+    }
+    double out[3];
+    cd_detect_map(v->detections, out);
+    for (int k = 0; k < v->map_layer->ntop && k < 3; k++)
+        metric(phase, v->map_layer->top[k]->name, out[k], e, iter);
+}
+
 static void add_batch(trainer *t, cd_net *net, val_sums *v)
 {
     switch (t->task) {
@@ -344,6 +381,7 @@ static void add_batch(trainer *t, cd_net *net, val_sums *v)
         break;
     case CD_TASK_SEGMENTATION: count_pixels(t, net, v); break;
     case CD_TASK_REGRESSION: count_errors(t, net, v); break;
+    case CD_TASK_DETECTION: count_detections(t, net, v); break;
     default: break; /* pairs: the contrastive loss says it */
     }
 }
@@ -421,6 +459,8 @@ static int evaluate(trainer *t, cd_db_t *db, cd_db_t *labels, const char *phase,
         report_pixels(&v, phase, e, iter);
     } else if (t->task == CD_TASK_REGRESSION && v.values > 0) {
         metric(phase, "mae", v.abs_err / v.values, e, iter);
+    } else if (t->task == CD_TASK_DETECTION) {
+        report_detections(&v, phase, e, iter);
     }
     if (t_events) /* once per validation: TensorBoard sees it while training goes on */
         cd_tfevents_flush(t_events);
@@ -696,6 +736,12 @@ static int make_nets(trainer *t, int batch, int *oom, char *err, size_t errlen)
     t->crop = data->dims[2] != t->h_in || data->dims[3] != t->w_in ? data->dims[2] : 0;
     int mirror = c->mirror >= 0 ? c->mirror : (tp && cd_pt_bool(tp, "mirror", 0));
     t->flip = (mirror ? CD_FLIP_LR : 0) | c->flip;
+    if (t->task == CD_TASK_DETECTION && (t->flip || t->crop || cd_aug_changes_pixels(&c->aug))) {
+        snprintf(err, errlen, "%s: the boxes of a detection dataset do not move with the data layer's crops, "
+                 "flips and augmentations; turn them off and augment in DetectNetTransformation "
+                 "(detectnet_augmentation_param)", c->network);
+        return CD_ERR;
+    }
     t->prep.scale = tp ? (float)cd_pt_float(tp, "scale", 1.0) : 1.0f;
     if (cd_net_alloc(t->train, t->be, NULL, err, errlen) != CD_OK) {
         *oom = t->train->out_of_memory;

@@ -23,7 +23,7 @@
  * few steps that straddles no kink (see test_lenet).
  *
  * Usage: test_grad [group...] runs only the named groups (conv, pool, ip, act, norm,
- * shape, loss, dropout, graph, lenet, regress, spatial); CD_TEST_VERBOSE=1 prints every sample.
+ * shape, loss, dropout, graph, lenet, regress, detect, spatial); CD_TEST_VERBOSE=1 prints every sample.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -1217,6 +1217,54 @@ static void test_regress(void)
     cd_pt_free(tree);
 }
 
+/* ---- DetectNet's L1Loss and its masked bbox loss -------------------------------------- */
+
+/* b[i] = a[i] - d with |d| in [0.05, 1]: no |a - b| within the step of L1's kink at 0 */
+static void fill_off_kink(gc_net *g, const char *a, const char *b)
+{
+    gc_fill_uniform(g, a, -2, 2);
+    gc_input *ia = gc_in(g, a), *ib = gc_in(g, b);
+    for (size_t i = 0; i < ia->blob->count; i++)
+        ib->host[i] = ia->host[i] - uniform_away(-1, 1, 0, 0.05);
+}
+
+static void test_detect(void)
+{
+    static const char l1[] = INPUT4("a", 3, 4, 2, 2) INPUT3("b", 3, 8, 2)
+        "layer { name: \"loss\" type: \"L1Loss\" bottom: \"a\" bottom: \"b\" "
+        "top: \"loss\" loss_weight: 2 }\n";
+    gc_net *g = gc_open("l1loss weight 2", l1, 0);
+    if (g) {
+        fill_off_kink(g, "a", "b");
+        gc_check(g, NULL);
+        gc_close(g);
+    }
+    /* DetectNet's bbox loss: predictions masked by the coverage block, normalized by the
+     * size and obj blocks (Eltwise PROD), against the label normalized the same way */
+    static const char head[] = INPUT4("bbox", 2, 4, 3, 3) INPUT4("cvgblock", 2, 4, 3, 3)
+        INPUT4("sizeblock", 2, 4, 3, 3) INPUT4("label", 2, 4, 3, 3)
+        "layer { name: \"mask\" type: \"Eltwise\" bottom: \"bbox\" bottom: \"cvgblock\" top: \"m\" "
+        "eltwise_param { operation: PROD } }\n"
+        "layer { name: \"norm\" type: \"Eltwise\" bottom: \"m\" bottom: \"sizeblock\" top: \"mn\" "
+        "eltwise_param { operation: PROD } }\n"
+        "layer { name: \"lnorm\" type: \"Eltwise\" bottom: \"label\" bottom: \"sizeblock\" top: \"ln\" "
+        "eltwise_param { operation: PROD } }\n"
+        "layer { name: \"loss\" type: \"L1Loss\" bottom: \"mn\" bottom: \"ln\" top: \"loss\" }\n";
+    g = gc_open("detectnet bbox loss", head, 0);
+    if (g) {
+        gc_fill_uniform(g, "cvgblock", 0.5, 1.5);
+        gc_fill_uniform(g, "sizeblock", 0.5, 1.5);
+        gc_fill_uniform(g, "bbox", -2, 2);
+        /* label = bbox * cvg - d / size: mn - ln = -d keeps |d| >= 0.05 away from the kink */
+        gc_input *b = gc_in(g, "bbox"), *c = gc_in(g, "cvgblock"), *sz = gc_in(g, "sizeblock"), *l = gc_in(g, "label");
+        for (size_t i = 0; i < l->blob->count; i++)
+            l->host[i] = b->host[i] * c->host[i] + uniform_away(-1, 1, 0, 0.2) / sz->host[i];
+        l->check = 0;
+        gc_check(g, NULL);
+        gc_close(g);
+    }
+}
+
 /* ---- Siamese: ContrastiveLoss and shared weights ------------------------------------ */
 
 /* loss by hand in double for pairs b = a + r_i u_i at distances r_i on both sides of the
@@ -1322,6 +1370,7 @@ int main(int argc, char **argv)
         {"norm", test_norm}, {"shape", test_shape}, {"loss", test_loss}, {"dropout", test_dropout},
         {"graph", test_graph}, {"lenet", test_lenet},
         {"regress", test_regress},
+        {"detect", test_detect},
         {"siamese", test_siamese},
         {"spatial", NULL},
     };
