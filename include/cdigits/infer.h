@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "cdigits/backend.h"
+#include "cdigits/detect.h"
 #include "cdigits/image.h"
 #include "cdigits/net.h"
 #include "cdigits/prototxt.h"
@@ -66,8 +67,14 @@ int cd_classifier_run(cd_classifier_t *c, const cd_image_t *img, float *probs, c
  * images of varying size stays at 1: read cd_classifier_batch after. */
 int cd_classifier_set_batch(cd_classifier_t *c, int batch, char *err, size_t errlen);
 int cd_classifier_batch(const cd_classifier_t *c); /* 1 when no batch net */
+/* How cd_classifier_prepare makes a width x height image the input of a detection model:
+ * its boxes go back to the image's pixels through cd_det_to_image. */
+cd_det_frame cd_classifier_det_frame(const cd_classifier_t *c, int width, int height);
 /* Converts and resizes one image to the dataset's shape on the host (thread-safe for
- * distinct images: it only reads c). out is allocated here. */
+ * distinct images: it only reads c). out is allocated here. A detection model's image
+ * is padded (black, at the top left) to the dataset's padding_image_width x _height and
+ * then resized, as the dataset's images were; one larger than the padding, or of a
+ * dataset without padding, is resized whole (cd_classifier_det_frame says which). */
 int cd_classifier_prepare(const cd_classifier_t *c, const cd_image_t *img, cd_image_t *out,
                           char *err, size_t errlen);
 /* Probabilities of n prepared images (1 <= n <= cd_classifier_batch()): probs is
@@ -310,6 +317,34 @@ json_t *cd_seg_confusion_json(const cd_seg_confusion *s, const cd_classifier_t *
 json_t *cd_infer_result_json(const cd_classifier_t *c, const cd_infer_tensor *outs, int nouts, int i, int whole,
                              const uint8_t (*rgb)[3], const uint8_t *label, cd_seg_confusion *conf, char *err,
                              size_t errlen);
+
+/* ---- detection (infer_generic.c, scored by cdigits/detect.h) ------------------------ */
+
+/* The boxes of image i of every clustering output of outs (a 3-D (n, boxes, 5 or 6)
+ * tensor, docs/layers.md), in the input's pixels: a 5-column output's class from its
+ * name ("bbox-list-class0" is class 1, DetectNet's first class after dontcare) or its
+ * place among them (the first is class 1), a 6-column one's from its class column. Up to
+ * max into out; returns how many. */
+int cd_det_output_boxes(const cd_infer_tensor *outs, int nouts, int i, cd_det_box *out, int max);
+/* A class's colour as "#rrggbb": DIGITS's bounding-box view's (class 1 red, 2 cyan, ...). */
+void cd_det_color(int cls, char hex[8]);
+/*
+ * A detection model's answer for image i of outs into out: "bboxes" (DIGITS's bounding-box
+ * view: [{blob: [x1, y1, x2, y2, confidence]}] in the input's pixels), "boxes" ([{"class",
+ * "label", "x1", "y1", "x2", "y2", "confidence"}] in the pixels of the image as given,
+ * through frame), "box_counts" ([{"class", "label", "color", "boxes"}] per class after
+ * dontcare) and "image_frame" {"image", "padded", "input"} ([w, h] each). With labels
+ * (nlabels boxes in the same pixels as the answer's "boxes"; NULL: none) the image is
+ * scored class by class (1..nclasses-1) into per_class[class] (may be NULL) and its
+ * "score" {"true_positives", "false_positives", "false_negatives"} added. Returns the
+ * number of boxes.
+ */
+int cd_det_fields(const cd_classifier_t *c, const cd_infer_tensor *outs, int nouts, int i, const cd_det_frame *frame,
+                  const cd_det_box *labels, int nlabels, cd_det_counts *per_class, int nclasses, json_t *out);
+/* {"iou_threshold", "mAP", "precision", "recall" (percent, 2 decimals, DetectNet's
+ * measures), "true_positives", "false_positives", "false_negatives", "per_class": [{"class",
+ * "label", "mAP", "precision", "recall", ...counts}]} of per_class[1..nclasses). */
+json_t *cd_det_summary_json(const cd_classifier_t *c, const cd_det_counts *per_class, int nclasses);
 
 typedef struct cd_infer_list_opts {
     int batch;         /* images per forward pass (64) */

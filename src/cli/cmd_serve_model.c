@@ -16,7 +16,10 @@
  * so with the answer).
  *   {"id": 5, "op": "infer", "image": PATH | "image_b64": BASE64}
  *                                  -> {"id": 5, "ok": true, "outputs": {blob: values},
- *                                      "task", and for segmentation "mask", "class_counts"}
+ *                                      "task", and for segmentation "mask", "class_counts";
+ *                                      for detection "bboxes", "boxes", "box_counts",
+ *                                      "image_frame" (cd_det_fields), which classify
+ *                                      answers too, with "predictions": []}
  *   {"id": 6, "op": "infer_list", "list": PATH, "out": PATH, "batch": 64, "limit": 0}
  *   {"id": 7, "op": "infer_db", "db": PATH, "labels_db": PATH, "out": PATH, "batch": 64,
  *    "limit": 0}                   -> {"id", "ok": true, "summary": {...}} (infer.h)
@@ -127,8 +130,17 @@ static json_t *request_image(server *s, json_t *req, json_t *id, cd_image_t *img
     return rc == CD_OK ? NULL : fail(id, "input", "cannot read the uploaded image: %s", err);
 }
 
+static json_t *op_infer(server *s, json_t *req, json_t *id);
+
 static json_t *op_classify(server *s, json_t *req, json_t *id)
 {
+    if (cd_classifier_task(s->c) == CD_TASK_DETECTION) {
+        /* a detection model classifies nothing: its answer is the boxes (docs/inference.md) */
+        json_t *out = op_infer(s, req, id);
+        if (json_is_true(json_object_get(out, "ok")))
+            json_object_set_new(out, "predictions", json_array());
+        return out;
+    }
     double t0 = cd_now();
     const char *vdir = json_string_value(json_object_get(req, "visualize"));
     json_t *topj = json_object_get(req, "top");
@@ -226,6 +238,10 @@ static json_t *op_infer(server *s, json_t *req, json_t *id)
     json_t *out = rc == CD_OK ? cd_infer_result_json(s->c, outs, n, 0, 1, (const uint8_t(*)[3])s->rgb, NULL, NULL, err,
                                                      sizeof err)
                               : NULL;
+    if (out && cd_classifier_task(s->c) == CD_TASK_DETECTION) {
+        cd_det_frame f = cd_classifier_det_frame(s->c, img.w, img.h);
+        cd_det_fields(s->c, outs, n, 0, &f, NULL, 0, NULL, 0, out);
+    }
     cd_infer_tensors_free(outs, n);
     json_t *size = json_pack("[i, i, i]", img.h, img.w, img.c);
     cd_image_free(&img);

@@ -36,6 +36,7 @@ struct cd_classifier {
                            * each image keeps its size (within c, h, w), one at a time, the
                            * net re-planned for it */
     int resize_mode;
+    int pad_w, pad_h;     /* a detection dataset's padding (dataset.json), 0 when none */
     int task;             /* enum cd_dataset_task of the dataset (stats.json) */
     int targets;          /* values per label of a regression dataset */
     cd_input_prep prep;   /* the mean, and the images into the input */
@@ -257,6 +258,8 @@ static int read_image_shape(cd_classifier_t *c, char *err, size_t errlen)
     c->w = image_key(o, stats, "width", 256);
     c->h = image_key(o, stats, "height", 256);
     c->resize_mode = mode ? cd_resize_mode_parse(mode) : CD_RESIZE_SQUASH;
+    c->pad_w = image_key(o, stats, "padding_image_width", 0);
+    c->pad_h = image_key(o, stats, "padding_image_height", 0);
     const char *task_name = cd_dataset_task_named(stats, o, &c->task);
     if (c->task < 0) {
         snprintf(err, errlen, "%s: task \"%s\" is not one this worker knows; update cdigits", spath, task_name);
@@ -378,6 +381,11 @@ void cd_classifier_image_shape(const cd_classifier_t *c, int *channels, int *hei
 const cd_backend_t *cd_classifier_backend(const cd_classifier_t *c) { return c->be; }
 int cd_classifier_batch(const cd_classifier_t *c) { return c->bnet ? c->batch : 1; }
 
+cd_det_frame cd_classifier_det_frame(const cd_classifier_t *c, int width, int height)
+{
+    return cd_det_frame_make(width, height, c->pad_w, c->pad_h, c->w, c->h);
+}
+
 double cd_classifier_macs(const cd_classifier_t *c)
 {
     double macs = 0;
@@ -422,7 +430,23 @@ int cd_classifier_prepare(const cd_classifier_t *c, const cd_image_t *img, cd_im
     if (cd_image_convert(img, c->c, &conv, err, errlen) != CD_OK)
         return CD_ERR;
     int rc;
-    if (c->mixed) {
+    cd_det_frame f = cd_classifier_det_frame(c, conv.w, conv.h);
+    if (c->task == CD_TASK_DETECTION && (f.pad_w != conv.w || f.pad_h != conv.h)) {
+        /* as the dataset was made: at the top left of the padding (black), then resized */
+        cd_image_t padded = {0};
+        rc = cd_image_alloc(&padded, conv.c, f.pad_h, f.pad_w, err, errlen);
+        if (rc == CD_OK) {
+            memset(padded.data, 0, (size_t)padded.c * (size_t)padded.h * (size_t)padded.w);
+            for (int ch = 0; ch < conv.c; ch++)
+                for (int y = 0; y < conv.h; y++)
+                    memcpy(padded.data + ((size_t)ch * padded.h + (size_t)y) * (size_t)padded.w,
+                           conv.data + ((size_t)ch * conv.h + (size_t)y) * (size_t)conv.w, (size_t)conv.w);
+            rc = cd_image_resize(&padded, c->w, c->h, CD_RESIZE_SQUASH, 0, out, err, errlen);
+        }
+        cd_image_free(&padded);
+    } else if (c->task == CD_TASK_DETECTION) {
+        rc = cd_image_resize(&conv, c->w, c->h, CD_RESIZE_SQUASH, 0, out, err, errlen);
+    } else if (c->mixed) {
         /* its own size, scaled down (aspect kept) only where it exceeds the largest the
          * model was made for */
         double f = fmin(1.0, fmin((double)c->w / conv.w, (double)c->h / conv.h));

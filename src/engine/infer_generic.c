@@ -391,6 +391,149 @@ json_t *cd_infer_result_json(const cd_classifier_t *c, const cd_infer_tensor *ou
     return out;
 }
 
+/* ---- detection ------------------------------------------------------------------------ */
+
+/* Whether outs[k] is a clustering output: (n, boxes, 5 or 6) rows of [x1, y1, x2, y2,
+ * confidence(, class)] (docs/layers.md, ClusterDetections). */
+static int is_cluster(const cd_infer_tensor *t)
+{
+    return t->ndim == 3 && (t->dims[2] == 5 || t->dims[2] == 6) && t->dims[1] > 0;
+}
+
+/* The class of a 5-column clustering output: DetectNet's "-class<K>" names K + 1 (its
+ * coverage channels are the classes after dontcare), otherwise the nth such output n. */
+static int cluster_class(const cd_infer_tensor *t, int nth)
+{
+    const char *p = strstr(t->name, "class");
+    char *end;
+    long k = p ? strtol(p + 5, &end, 10) : -1;
+    return p && end != p + 5 && !*end && k >= 0 && k < 4096 ? (int)k + 1 : nth;
+}
+
+int cd_det_output_boxes(const cd_infer_tensor *outs, int nouts, int i, cd_det_box *out, int max)
+{
+    int n = 0, nth = 0;
+    for (int k = 0; k < nouts && n < max; k++) {
+        const cd_infer_tensor *t = &outs[k];
+        if (!is_cluster(t) || i < 0 || i >= t->dims[0])
+            continue;
+        nth++;
+        int rows = t->dims[1], cols = t->dims[2];
+        n += cd_det_from_rows(t->data + (size_t)i * (size_t)rows * (size_t)cols, rows, cols,
+                              cols == 6 ? CD_DET_CLASS_COL : -1, cluster_class(t, nth), out + n, max - n);
+    }
+    return n;
+}
+
+void cd_det_color(int cls, char hex[8])
+{
+    /* DIGITS's bounding-box view: hue 0 for the first class, then halves, quarters, ... */
+    int i = cls > 0 ? cls - 1 : 0;
+    double h = 0;
+    if (i > 0) {
+        double d = pow(2, floor(log((double)i) / log(2.0)) + 1);
+        h = (2.0 * i - d + 1) / d;
+    }
+    double hp = h * 6, c = 1, x = c * (1 - fabs(fmod(hp, 2) - 1));
+    double rgb[6][3] = {{c, x, 0}, {x, c, 0}, {0, c, x}, {0, x, c}, {x, 0, c}, {c, 0, x}};
+    const double *v = rgb[(int)floor(fmod(hp, 6))];
+    snprintf(hex, 8, "#%02x%02x%02x", (int)lround(v[0] * 255), (int)lround(v[1] * 255), (int)lround(v[2] * 255));
+}
+
+/* A class's name: its label, or "class<k>" past the labels. */
+static json_t *det_class_name(const cd_classifier_t *c, int k)
+{
+    return k < cd_classifier_classes(c) ? json_string(cd_classifier_label(c, k)) : json_sprintf("class%d", k);
+}
+
+static json_t *px(float v) { return json_real(round((double)v * 100) / 100); }
+
+int cd_det_fields(const cd_classifier_t *c, const cd_infer_tensor *outs, int nouts, int i, const cd_det_frame *frame,
+                  const cd_det_box *labels, int nlabels, cd_det_counts *per_class, int nclasses, json_t *out)
+{
+    cd_det_box *b = cd_xmalloc(sizeof *b * CD_DET_MAX_BOXES);
+    int n = cd_det_output_boxes(outs, nouts, i, b, CD_DET_MAX_BOXES);
+    /* DIGITS's bounding-box view: {blob: [x1, y1, x2, y2, confidence]} per box, in the
+     * network input's pixels */
+    json_t *bboxes = json_array(), *boxes = json_array(), *counts = json_array();
+    int nth = 0;
+    for (int k = 0; k < nouts; k++) {
+        const cd_infer_tensor *t = &outs[k];
+        if (!is_cluster(t))
+            continue;
+        cd_det_box one[CD_DET_MAX_BOXES];
+        int rows = t->dims[1], cols = t->dims[2];
+        int m = cd_det_from_rows(t->data + (size_t)i * (size_t)rows * (size_t)cols, rows, cols,
+                                 cols == 6 ? CD_DET_CLASS_COL : -1, cluster_class(t, ++nth), one, CD_DET_MAX_BOXES);
+        for (int j = 0; j < m; j++)
+            json_array_append_new(bboxes, json_pack("{s:[f, f, f, f, f]}", t->name, one[j].x1, one[j].y1, one[j].x2,
+                                                    one[j].y2, one[j].confidence));
+    }
+    cd_det_to_image(frame, b, n);
+    int hi = cd_classifier_classes(c) - 1;
+    for (int j = 0; j < n; j++)
+        hi = b[j].cls > hi ? b[j].cls : hi;
+    long *per = cd_xcalloc((size_t)(hi > 0 ? hi + 1 : 1), sizeof *per);
+    for (int j = 0; j < n; j++) {
+        per[b[j].cls]++;
+        json_array_append_new(boxes, json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:o}", "class", b[j].cls, "label",
+                                               det_class_name(c, b[j].cls), "x1", px(b[j].x1), "y1", px(b[j].y1),
+                                               "x2", px(b[j].x2), "y2", px(b[j].y2), "confidence",
+                                               json_real(round((double)b[j].confidence * 1000) / 1000)));
+    }
+    for (int k = 1; k <= hi; k++) {
+        char hex[8];
+        cd_det_color(k, hex);
+        json_array_append_new(counts, json_pack("{s:i, s:o, s:s, s:I}", "class", k, "label", det_class_name(c, k),
+                                                "color", hex, "boxes", (json_int_t)per[k]));
+    }
+    json_object_set_new(out, "bboxes", bboxes);
+    json_object_set_new(out, "boxes", boxes);
+    json_object_set_new(out, "box_counts", counts);
+    json_object_set_new(out, "image_frame", json_pack("{s:[i, i], s:[i, i], s:[i, i]}", "image", frame->orig_w,
+                                                      frame->orig_h, "padded", frame->pad_w, frame->pad_h, "input",
+                                                      frame->net_w, frame->net_h));
+    if (labels) {
+        cd_det_counts one = {0};
+        for (int k = 1; k < nclasses; k++) {
+            cd_det_counts ck = {0};
+            cd_det_score(labels, nlabels, b, n, CD_DET_IOU, k, &ck);
+            one.tp += ck.tp, one.fp += ck.fp, one.fn += ck.fn;
+            if (per_class) {
+                per_class[k].tp += ck.tp, per_class[k].fp += ck.fp, per_class[k].fn += ck.fn;
+            }
+        }
+        json_object_set_new(out, "score", json_pack("{s:I, s:I, s:I}", "true_positives", (json_int_t)one.tp,
+                                                    "false_positives", (json_int_t)one.fp, "false_negatives",
+                                                    (json_int_t)one.fn));
+    }
+    free(per);
+    free(b);
+    return n;
+}
+
+json_t *cd_det_summary_json(const cd_classifier_t *c, const cd_det_counts *per_class, int nclasses)
+{
+    cd_det_counts all = {0};
+    json_t *list = json_array();
+    for (int k = 1; k < nclasses; k++) {
+        double p, r, m;
+        all.tp += per_class[k].tp, all.fp += per_class[k].fp, all.fn += per_class[k].fn;
+        cd_det_measures(&per_class[k], &p, &r, &m);
+        json_array_append_new(list, json_pack("{s:i, s:o, s:o, s:o, s:o, s:I, s:I, s:I}", "class", k, "label",
+                                              det_class_name(c, k), "mAP", percent(m / 100), "precision",
+                                              percent(p / 100), "recall", percent(r / 100), "true_positives",
+                                              (json_int_t)per_class[k].tp, "false_positives",
+                                              (json_int_t)per_class[k].fp, "false_negatives",
+                                              (json_int_t)per_class[k].fn));
+    }
+    double p, r, m;
+    cd_det_measures(&all, &p, &r, &m);
+    return json_pack("{s:f, s:o, s:o, s:o, s:I, s:I, s:I, s:o}", "iou_threshold", CD_DET_IOU, "mAP", percent(m / 100),
+                     "precision", percent(p / 100), "recall", percent(r / 100), "true_positives", (json_int_t)all.tp,
+                     "false_positives", (json_int_t)all.fp, "false_negatives", (json_int_t)all.fn, "per_class", list);
+}
+
 /* ---- lists and dbs -------------------------------------------------------------------- */
 
 /* One image of a list or db. */
@@ -402,6 +545,8 @@ typedef struct g_entry {
     cd_image_t img;     /* prepared */
     uint8_t *label_raw; /* a db's label record (1, lh, lw) */
     int lh, lw;
+    float *det_rows;    /* a detection label db's record (lh, CD_DET_LABEL_WIDTH) */
+    int orig_w, orig_h; /* the image as read, before cd_classifier_prepare */
 } g_entry;
 
 static void g_entry_free(g_entry *e)
@@ -411,6 +556,7 @@ static void g_entry_free(g_entry *e)
     free(e->label_path);
     free(e->error);
     free(e->label_raw);
+    free(e->det_rows);
     cd_image_free(&e->img);
     memset(e, 0, sizeof *e);
 }
@@ -422,7 +568,54 @@ typedef struct g_run {
     int classes;                   /* of the segmentation output, once known (0 before) */
     uint8_t rgb[CD_PALETTE_MAX][3];
     cd_seg_confusion conf;
+    cd_det_counts *det;            /* a detection model's counts per class (det_classes) */
+    int det_classes;               /* labels.txt's lines: dontcare and the classes */
+    const char **names;            /* the class names a KITTI file's types are looked up in */
 } g_run;
+
+/* A run over a model's images: a detection model's counts and class names ready. */
+static void g_run_init(g_run *g, cd_classifier_t *c, FILE *out)
+{
+    *g = (g_run){.c = c, .out = out};
+    if (cd_classifier_task(c) != CD_TASK_DETECTION)
+        return;
+    g->det_classes = cd_classifier_classes(c);
+    g->det = cd_xcalloc((size_t)(g->det_classes > 0 ? g->det_classes : 1), sizeof *g->det);
+    g->names = cd_xcalloc((size_t)(g->det_classes > 0 ? g->det_classes : 1), sizeof *g->names);
+    for (int k = 0; k < g->det_classes; k++)
+        g->names[k] = cd_classifier_label(c, k);
+}
+
+static void g_run_free(g_run *g)
+{
+    cd_seg_confusion_free(&g->conf);
+    free(g->det);
+    free(g->names);
+    g->det = NULL;
+    g->names = NULL;
+}
+
+/* A detection entry's label boxes (KITTI file in the image's pixels, or a label db's rows
+ * in the stored image's) into *labels (malloc'd): how many, 0 without labels, or -1 with
+ * e->error set. */
+static int entry_boxes(g_run *g, g_entry *e, cd_det_box **labels)
+{
+    *labels = NULL;
+    if (!e->det_rows && !e->label_path)
+        return 0;
+    cd_det_box *b = cd_xmalloc(sizeof *b * CD_DET_MAX_BOXES);
+    char msg[1024];
+    int n = e->det_rows ? cd_det_from_label_rows(e->det_rows, e->lh, b, CD_DET_MAX_BOXES)
+                        : cd_det_kitti_load(e->label_path, g->names, g->det_classes, b, CD_DET_MAX_BOXES, msg,
+                                            sizeof msg);
+    if (n < 0) {
+        e->error = cd_xstrdup(msg);
+        free(b);
+        return -1;
+    }
+    *labels = b;
+    return n;
+}
 
 /* The label of entry e as classes (h, w) into label, or CD_ERR with e->error set. */
 static int entry_label(g_run *g, g_entry *e, int h, int w, uint8_t *label)
@@ -473,6 +666,10 @@ static int run_batch(g_run *g, g_entry *b, int n, char *err, size_t errlen)
         int labelled = seg >= 0 && !e->error && (e->label_raw || e->label_path);
         if (labelled && entry_label(g, e, outs[seg].dims[2], outs[seg].dims[3], label) != CD_OK)
             labelled = 0;
+        cd_det_box *boxes = NULL;
+        int nboxes = g->det && !e->error ? entry_boxes(g, e, &boxes) : 0;
+        if (g->det && !e->error && (e->det_rows || e->label_path))
+            labelled = 1;
         json_t *res = NULL;
         if (!e->error) {
             char msg[1024];
@@ -481,6 +678,13 @@ static int run_batch(g_run *g, g_entry *b, int n, char *err, size_t errlen)
             if (!res)
                 e->error = cd_xstrdup(msg);
         }
+        if (res && g->det) {
+            /* a db's records are the stored images: their boxes stay in its pixels */
+            cd_det_frame f = e->orig_w > 0 ? cd_classifier_det_frame(g->c, e->orig_w, e->orig_h)
+                                           : cd_det_frame_make(e->img.w, e->img.h, 0, 0, e->img.w, e->img.h);
+            cd_det_fields(g->c, outs, nouts, slot[i], &f, labelled ? boxes : NULL, nboxes, g->det, g->det_classes, res);
+        }
+        free(boxes);
         if (!res) {
             g->failed++;
             cd_infer_result_line(g->out, json_pack("{s:I, s:s, s:s}", "line", (json_int_t)e->line, "path", e->key,
@@ -507,6 +711,13 @@ static json_t *run_summary(g_run *g)
                           (json_int_t)g->labelled, "task", cd_dataset_task_name(cd_classifier_task(g->c)));
     if (g->labelled && g->conf.m)
         json_object_set_new(s, "iou", cd_seg_confusion_json(&g->conf, g->c));
+    if (g->labelled && g->det) {
+        json_t *d = cd_det_summary_json(g->c, g->det, g->det_classes);
+        static const char *const top[] = {"mAP", "precision", "recall"};
+        for (size_t k = 0; k < CD_ARRAY_LEN(top); k++)
+            json_object_set(s, top[k], json_object_get(d, top[k]));
+        json_object_set_new(s, "detection", d);
+    }
     return s;
 }
 
@@ -541,7 +752,8 @@ json_t *cd_infer_list(cd_classifier_t *c, FILE *in, FILE *out, const cd_infer_li
         return NULL;
     batch = cd_classifier_batch(c);
     cd_classifier_image_shape(c, &ch, &h, &w);
-    g_run g = {.c = c, .out = out};
+    g_run g;
+    g_run_init(&g, c, out);
     g_entry *b = cd_xcalloc((size_t)batch, sizeof *b);
     char *line = NULL;
     size_t cap = 0;
@@ -564,6 +776,8 @@ json_t *cd_infer_list(cd_classifier_t *c, FILE *in, FILE *out, const cd_infer_li
                 if (cd_image_load(b[i].path, ch, &raw, msg, sizeof msg) != CD_OK ||
                     cd_classifier_prepare(c, &raw, &b[i].img, msg, sizeof msg) != CD_OK)
                     b[i].error = cd_xstrdup(msg);
+                b[i].orig_w = raw.w;
+                b[i].orig_h = raw.h;
                 cd_image_free(&raw);
             }
             if (rc == CD_OK)
@@ -580,7 +794,7 @@ json_t *cd_infer_list(cd_classifier_t *c, FILE *in, FILE *out, const cd_infer_li
         rc = CD_ERR;
     }
     json_t *s = rc == CD_OK ? run_summary(&g) : NULL;
-    cd_seg_confusion_free(&g.conf);
+    g_run_free(&g);
     free(line);
     free(b);
     return s;
@@ -603,8 +817,16 @@ json_t *cd_infer_db(cd_classifier_t *c, const char *db_path, const char *labels_
     }
     if (labels_db && !(ldb = cd_db_open(labels_db, err, errlen)))
         goto out;
-    if (ldb && (cd_db_count(ldb) != cd_db_count(db) || cd_db_channels(ldb) != 1 ||
-                cd_db_encoding(ldb) == CD_ENC_F32)) {
+    int det = cd_classifier_task(c) == CD_TASK_DETECTION;
+    if (ldb && det &&
+        (cd_db_count(ldb) != cd_db_count(db) || cd_db_channels(ldb) != 1 || cd_db_encoding(ldb) != CD_ENC_F32 ||
+         cd_db_width(ldb) != CD_DET_LABEL_WIDTH || cd_db_mixed(ldb))) {
+        snprintf(err, errlen, "%s is not a detection label db of %s: it needs %zu f32 records of 1 x boxes x %d",
+                 labels_db, db_path, cd_db_count(db), CD_DET_LABEL_WIDTH);
+        goto out;
+    }
+    if (ldb && !det && (cd_db_count(ldb) != cd_db_count(db) || cd_db_channels(ldb) != 1 ||
+                        cd_db_encoding(ldb) == CD_ENC_F32)) {
         snprintf(err, errlen, "%s is not a label db of %s: it needs %zu records of 1 x H x W class indices", labels_db,
                  db_path, cd_db_count(db));
         goto out;
@@ -612,7 +834,8 @@ json_t *cd_infer_db(cd_classifier_t *c, const char *db_path, const char *labels_
     if (cd_classifier_set_batch(c, batch, err, errlen) != CD_OK)
         goto out;
     batch = cd_classifier_batch(c);
-    g_run g = {.c = c, .out = out};
+    g_run g;
+    g_run_init(&g, c, out);
     g_entry *b = cd_xcalloc((size_t)batch, sizeof *b);
     size_t count = cd_db_count(db);
     if (o->limit > 0 && (size_t)o->limit < count)
@@ -636,7 +859,12 @@ json_t *cd_infer_db(cd_classifier_t *c, const char *db_path, const char *labels_
                 e->error = cd_xstrdup(msg);
                 continue;
             }
-            if (ldb) {
+            if (ldb && det) {
+                e->lh = cd_db_height(ldb);
+                e->det_rows = cd_xmalloc(sizeof(float) * (size_t)e->lh * CD_DET_LABEL_WIDTH);
+                if (cd_db_read_f32(ldb, rec, e->det_rows, msg, sizeof msg) != CD_OK)
+                    e->error = cd_xstrdup(msg);
+            } else if (ldb) {
                 if (cd_db_record_shape(ldb, rec, &e->lh, &e->lw, msg, sizeof msg) != CD_OK) {
                     e->error = cd_xstrdup(msg);
                     continue;
@@ -652,7 +880,7 @@ json_t *cd_infer_db(cd_classifier_t *c, const char *db_path, const char *labels_
     }
     if (rc == CD_OK)
         s = run_summary(&g);
-    cd_seg_confusion_free(&g.conf);
+    g_run_free(&g);
     free(b);
 out:
     cd_db_close(ldb);

@@ -400,6 +400,11 @@ void h_classify_one(req_t *r)
         goto out;
     }
     json_t *body = json_pack("{s:O}", "predictions", json_object_get(ans, "predictions"));
+    /* a detection model's answer is its boxes (serve-model's classify) */
+    static const char *const boxes[] = {"boxes", "bboxes", "box_counts", "image_frame"};
+    for (size_t i = 0; i < CD_ARRAY_LEN(boxes); i++)
+        if (json_object_get(ans, boxes[i]))
+            json_object_set(body, boxes[i], json_object_get(ans, boxes[i]));
     outputs_note(infer_snapshot_fields(body, iteration, epoch), ans);
     json_t *vis = json_object_get(ans, "visualizations");
     if (show && vis) {

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cdigits/dataset.h"
@@ -33,7 +34,8 @@ static const char *sval(json_t *o, const char *k)
 }
 
 /* The worker's answer fields a reply carries as they are. */
-static const char *const g_one_fields[] = {"outputs", "task", "mask", "mask_size", "class_counts"};
+static const char *const g_one_fields[] = {"outputs", "task", "mask", "mask_size", "class_counts",
+                                           "bboxes", "boxes", "box_counts", "image_frame"};
 
 /* ---- pages ------------------------------------------------------------------------------- */
 
@@ -106,6 +108,54 @@ static void legend(FILE *f, json_t *counts)
     fputs("</table>\n", f);
 }
 
+/* A detection's boxes (in the image's pixels): with over, outlined divs placed in percent
+ * of the image (frame's "image" size) inside its relative container, in their class's
+ * colour of counts; else the items of a list. */
+static void boxes_html(FILE *f, json_t *boxes, json_t *counts, json_t *frame, int over)
+{
+    json_t *size = json_object_get(frame, "image");
+    double iw = json_number_value(json_array_get(size, 0)), ih = json_number_value(json_array_get(size, 1));
+    size_t i;
+    json_t *b;
+    json_array_foreach(boxes, i, b)
+    {
+        const char *color = "#ff0000";
+        size_t k;
+        json_t *c;
+        json_array_foreach(counts, k, c) if (json_integer_value(json_object_get(c, "class")) ==
+                                             json_integer_value(json_object_get(b, "class"))) color = sval(c, "color");
+        double x1 = json_number_value(json_object_get(b, "x1")), y1 = json_number_value(json_object_get(b, "y1"));
+        double x2 = json_number_value(json_object_get(b, "x2")), y2 = json_number_value(json_object_get(b, "y2"));
+        if (over && iw > 0 && ih > 0) {
+            fprintf(f, "<div class=\"box\" style=\"position:absolute;left:%.3f%%;top:%.3f%%;width:%.3f%%;height:%.3f%%;"
+                       "border:2px solid ", 100 * x1 / iw, 100 * y1 / ih, 100 * (x2 - x1) / iw, 100 * (y2 - y1) / ih);
+            html_file_text(f, color);
+            fputs("\" title=\"", f);
+            html_file_text(f, sval(b, "label"));
+            fputs("\"></div>", f);
+        } else {
+            fputs("<li>", f);
+            html_file_text(f, sval(b, "label"));
+            fprintf(f, " %.1f, %.1f to %.1f, %.1f (%.3f)</li>\n", x1, y1, x2, y2,
+                    json_number_value(json_object_get(b, "confidence")));
+        }
+    }
+}
+
+/* The detection measures of a list or db with labels. */
+static void detection_block(FILE *f, json_t *d)
+{
+    if (!d)
+        return;
+    fprintf(f, "<p class=\"detection\">mAP %.2f, precision %.2f%%, recall %.2f%% at IoU %.2f (%lld true, %lld false "
+               "positives, %lld missed)</p>\n",
+            json_number_value(json_object_get(d, "mAP")), json_number_value(json_object_get(d, "precision")),
+            json_number_value(json_object_get(d, "recall")), json_number_value(json_object_get(d, "iou_threshold")),
+            (long long)json_integer_value(json_object_get(d, "true_positives")),
+            (long long)json_integer_value(json_object_get(d, "false_positives")),
+            (long long)json_integer_value(json_object_get(d, "false_negatives")));
+}
+
 /* The IoU summary of a list or db. */
 static void iou_block(FILE *f, json_t *iou)
 {
@@ -166,9 +216,18 @@ static void page_one(req_t *r, json_t *job, json_t *body, const char *dir, const
         html_file_text(f, mask);
         fputs("\">", f);
     }
+    json_t *boxes = json_object_get(body, "boxes");
+    if (boxes)
+        boxes_html(f, boxes, json_object_get(body, "box_counts"), json_object_get(body, "image_frame"), 1);
     fputs("</div>\n", f);
     if (*mask)
         legend(f, json_object_get(body, "class_counts"));
+    if (boxes) {
+        size_t n = json_array_size(boxes);
+        fprintf(f, "<h3>Boxes</h3><p class=\"box-count\">%zu box%s</p><ul class=\"boxes\">\n", n, n == 1 ? "" : "es");
+        boxes_html(f, boxes, NULL, NULL, 0);
+        fputs("</ul>\n", f);
+    }
     fputs("<h3>Outputs</h3><table class=\"table outputs\"><tr><th>Blob</th><th>Shape</th><th>Values</th></tr>\n", f);
     output_rows(f, json_object_get(body, "outputs"));
     fputs("</table></div>\n", f);
@@ -191,6 +250,7 @@ static void page_many(req_t *r, json_t *job, json_t *tail, const char *dir, FILE
             (long long)json_integer_value(json_object_get(tail, "failed")),
             (long long)json_integer_value(json_object_get(tail, "skipped_lines")));
     iou_block(f, json_object_get(tail, "iou"));
+    detection_block(f, json_object_get(tail, "detection"));
     fputs("<table class=\"table results\"><tr><th>Image</th><th>Mask</th><th>Outputs</th></tr>\n", f);
     char *line = NULL;
     size_t cap = 0;
@@ -210,6 +270,10 @@ static void page_many(req_t *r, json_t *job, json_t *tail, const char *dir, FILE
             fputs("<span class=\"error\">", f);
             html_file_text(f, sval(o, "error"));
             fputs("</span>", f);
+        } else if (json_object_get(o, "boxes")) {
+            fputs("<ul class=\"boxes\">", f);
+            boxes_html(f, json_object_get(o, "boxes"), NULL, NULL, 0);
+            fputs("</ul>", f);
         } else {
             fputs("<table class=\"table outputs\">", f);
             output_rows(f, json_object_get(o, "outputs"));
@@ -262,11 +326,17 @@ out:
 /* ---- infer_many and infer_db ------------------------------------------------------------- */
 
 /*
- * One line of the upload into the worker's list: `image [label image]` (the label image
- * the last word when it is an image name and something comes before it, or after a
- * tab), or DIGITS's `image [number]` (the number dropped). Both paths must lie in the
- * data roots.
+ * One line of the upload into the worker's list: `image [label]` (the label the last
+ * word when it is an image name, or a KITTI .txt file of a detection model's boxes, and
+ * something comes before it, or after a tab), or DIGITS's `image [number]` (the number
+ * dropped). Both paths must lie in the data roots.
  */
+static int label_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    return cd_image_name_ok(name) || (n > 4 && !strcasecmp(name + n - 4, ".txt"));
+}
+
 static void list_line(req_t *r, infer_list *g, FILE *out, char *text, long lineno, const char *folder)
 {
     char *tab = strchr(text, '\t'), *label = NULL, *image, *word;
@@ -279,7 +349,7 @@ static void list_line(req_t *r, infer_list *g, FILE *out, char *text, long linen
     } else {
         text[strcspn(text, "\r\n")] = 0;
         char *sp = strrchr(text, ' ');
-        if (sp && sp[1] && cd_image_name_ok(sp + 1)) {
+        if (sp && sp[1] && label_name_ok(sp + 1)) {
             label = sp + 1;
             while (sp > text && sp[-1] == ' ')
                 sp--;
@@ -341,12 +411,14 @@ static int pick_db(req_t *r, json_t *job, char *db, size_t len, char *labels, si
 }
 
 /* {"outputs": {key: {...}}, "masks"/"class_counts"/"ious" per key for segmentation,
+ * "boxes"/"bboxes" (and "scores" with labels) per key for detection,
  * "skipped", and the summary with the snapshot} assembled from the result lines into
  * dir/reply.json and sent from the file. */
 static void reply_many(req_t *r, infer_list *g, json_t *tail)
 {
     static const char *const per_image[][2] = {
-        {"outputs", "outputs"}, {"masks", "mask"}, {"class_counts", "class_counts"}, {"ious", "iou"}};
+        {"outputs", "outputs"}, {"masks", "mask"}, {"class_counts", "class_counts"}, {"ious", "iou"},
+        {"boxes", "boxes"}, {"bboxes", "bboxes"}, {"scores", "score"}};
     static const char *const refused[] = {"error"};
     char path[PATH_MAX + 32];
     FILE *res = fopen(g->results, "r"), *out = infer_list_reply_open(r, g, res, path, sizeof path);
@@ -391,7 +463,7 @@ static void infer_many(req_t *r, int from_db)
             infer_request_dir(r, job, "gdb", 0, g.dir, sizeof g.dir) != CD_OK)
             goto out;
         snprintf(g.results, sizeof g.results, "%s/results.jsonl", g.dir);
-    } else if (infer_list_prepare(r, job, "gmany", "image [label image]", "infer", list_line, &g) != CD_OK) {
+    } else if (infer_list_prepare(r, job, "gmany", "image [label image or KITTI .txt]", "infer", list_line, &g) != CD_OK) {
         goto out;
     }
     const char *nt = fields_get(r->fields, "num_test_images");

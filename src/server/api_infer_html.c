@@ -348,7 +348,23 @@ void infer_page_one(req_t *r, json_t *job, json_t *body, const infer_image *img)
         html_file_text(f, json_string_value(json_array_get(p, 0)));
         fputs("</li>\n", f);
     }
-    fputs("</ul>\n</div>\n</div>\n", f);
+    fputs("</ul>\n", f);
+    json_t *boxes = json_object_get(body, "boxes");
+    if (boxes) { /* a detection model's answer */
+        fputs("<h4>Boxes</h4>\n<ul class=\"list-group boxes\">\n", f);
+        json_array_foreach(boxes, i, p)
+        {
+            fputs("<li class=\"list-group-item\"><span class=\"badge\">", f);
+            number(f, json_object_get(p, "confidence"));
+            fputs("</span> ", f);
+            html_file_text(f, json_string_value(json_object_get(p, "label")));
+            fprintf(f, " %.1f, %.1f to %.1f, %.1f</li>\n", json_number_value(json_object_get(p, "x1")),
+                    json_number_value(json_object_get(p, "y1")), json_number_value(json_object_get(p, "x2")),
+                    json_number_value(json_object_get(p, "y2")));
+        }
+        fputs("</ul>\n", f);
+    }
+    fputs("</div>\n</div>\n", f);
     visualizations(f, json_object_get(body, "visualizations"));
     page_tail(f);
     mpage_send(r, &m, 200);

@@ -1,7 +1,7 @@
 // Browser tests of the cdigits UI in Debian's Chromium through playwright-core, against a
 // real server (tests/shell/ui_browser.sh starts it):
 //
-//   node tests/ui/ui.test.mjs --base URL --images DIR --shapes DIR --out DIR [--chromium PATH]
+//   node tests/ui/ui.test.mjs --base URL --images DIR --shapes DIR --boxes DIR --out DIR [--chromium PATH]
 //
 // A person's path through the UI: log in, pick a folder of class folders with the folder
 // picker (the resize preview then shows one of its images), make a dataset from it,
@@ -13,7 +13,10 @@
 // resume it, see it finish; see why the hardware panels have no GPU when NVML is not
 // loaded; make a segmentation dataset with DIGITS's generic form, see its label images
 // over its images, preview augmentations on it, train models/fcn_small.prototxt, see
-// its IoU charts and one image's mask with the legend; then the home page's groups, the
+// its IoU charts and one image's mask with the legend; make a detection dataset with
+// DIGITS's object-detection form, train models/detectnet_small.prototxt and see its
+// mAP, precision and recall charted, and see the boxes drawn over an image on the
+// classify page (by a detector of known weights, whose box is known); then the home page's groups, the
 // keyboard, the one top bar of every page, phone width, and the pages as a plain
 // `chromium --dump-dom` sees them. Every page's console is watched: a JavaScript error
 // anywhere fails the run. Screenshots of each page go to
@@ -33,10 +36,15 @@ const BASE = arg('base');
 const IMAGES = arg('images');
 const SHAPES = arg('shapes'); /* make_generic.py shapes: images/, labels/, classes.txt */
 const FCN = path.join(path.dirname(new URL(import.meta.url).pathname), '..', '..', 'models', 'fcn_small.prototxt');
+/* make_generic.py boxes: images/, labels/ (KITTI), classes.txt; and square.png, a white
+ * square at 8..40 on a black 48x48 image, which the known detector finds */
+const BOXES = arg('boxes');
+const DETECTNET = path.join(path.dirname(new URL(import.meta.url).pathname), '..', '..', 'models', 'detectnet_small.prototxt');
+const KNOWN = path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'shell', 'detect_known.prototxt');
 const OUT = arg('out', 'ui-screenshots');
 const CHROMIUM = arg('chromium', process.env.CHROMIUM || '/usr/bin/chromium');
 if (!BASE || !IMAGES) {
-  console.error('usage: ui.test.mjs --base URL --images DIR --shapes DIR --out DIR [--chromium PATH]');
+  console.error('usage: ui.test.mjs --base URL --images DIR --shapes DIR --boxes DIR --out DIR [--chromium PATH]');
   process.exit(2);
 }
 const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
@@ -685,6 +693,112 @@ try {
       await shot('classify-segmentation-phone');
     } finally {
       await page.setViewportSize({ width: 1280, height: 800 });
+    }
+  }, { needed: false });
+
+  /* ---- a detection dataset and models: DIGITS's object-detection form, DetectNet's
+   * mAP, precision and recall charts, the boxes drawn over an image ---------------------- */
+
+  await step('detection dataset form: image-object-detection fields, created, done', async () => {
+    check(BOXES, 'no --boxes folder (tests/shell/make_generic.py boxes) was given');
+    await page.goto(BASE + '/datasets/generic/new/image-object-detection', { waitUntil: 'load' });
+    check(await page.textContent('h1') === 'New Object Detection Dataset', `the heading reads "${await page.textContent('h1')}"`);
+    for (const id of ['#val_image_folder', '#val_label_folder'])
+      if (await page.isHidden(id)) await page.check('#has_val_folder');
+    await setFields({ '#train_image_folder': path.join(BOXES, 'images'), '#train_label_folder': path.join(BOXES, 'labels'),
+      '#val_image_folder': path.join(BOXES, 'images'), '#val_label_folder': path.join(BOXES, 'labels'),
+      '#padding_image_width': '64', '#padding_image_height': '64', '#resize_image_width': '128', '#resize_image_height': '128',
+      '#val_min_box_size': '0', '#custom_classes': 'dontcare,rectangle,disc', '#dataset_name': 'ui-boxes', '#group_name': 'ui-detection' });
+    await shot('dataset-detection-new');
+    await Promise.all([page.waitForURL(/\/datasets\/[^/]+$/), page.click('#create')]);
+    state.detDatasetUrl = page.url();
+    state.detDatasetId = decodeURIComponent(state.detDatasetUrl.split('/').pop());
+    await statusIs(['Done'], 90000);
+    await shot('dataset-detection');
+  }, { needed: false });
+
+  await step('detection model: DetectNet (small) trains; its page charts val mAP, precision and recall', async () => {
+    check(state.detDatasetId, 'no detection dataset (an earlier step failed)');
+    await page.goto(BASE + '/models/images/generic/new?dataset=' + encodeURIComponent(state.detDatasetId), { waitUntil: 'load' });
+    await page.waitForFunction((id) => document.querySelector('#dataset').value === id, state.detDatasetId);
+    await page.click('#tab-custom');
+    await page.fill('#custom_network', fs.readFileSync(DETECTNET, 'utf8'));
+    await setFields({ '#train_epochs': '2', '#val_interval': '1', '#snapshot_interval': '2', '#random_seed': '1',
+      '#use_mean': 'none', '#model_name': 'ui-detectnet', '#group_name': 'ui-detection' });
+    await Promise.all([page.waitForURL(/\/models\/[^/]+$/), page.click('#create')]);
+    state.detModelUrl = page.url();
+    state.detModelId = decodeURIComponent(state.detModelUrl.split('/').pop());
+    await statusIs(['Done'], 300000);
+    await page.goto(state.detModelUrl, { waitUntil: 'load' });
+    await page.waitForFunction(() => {
+      const c = document.querySelector('#chart-det .chart'), legend = document.querySelector('#chart-det .u-legend');
+      return c && legend && Number(c.dataset.points) === 6 &&
+        ['mAP (val)', 'precision (val)', 'recall (val)'].every((n) => legend.textContent.includes(n));
+    }).catch(() => { throw new Error('the detection chart does not show 2 validations of mAP, precision and recall'); });
+    const metrics = await (await context.request.get(BASE + '/models/' + encodeURIComponent(state.detModelId) + '/metrics/json')).json();
+    const last = (name) => metrics.metrics.filter((m) => m.phase === 'val' && m.name === name).pop();
+    const tiles = await page.textContent('#tiles');
+    check(new RegExp('Val\\. mAP\\s*' + last('mAP').value.toFixed(2).replace('.', '\\.')).test(tiles), `the tiles read "${tiles}"`);
+    await page.locator('#chart-det').scrollIntoViewIfNeeded();
+    await shot('model-detection');
+  }, { needed: false });
+
+  await step('classify page of a detection model: the boxes drawn over the image, the legend, the table', async () => {
+    check(state.detDatasetId, 'no detection dataset (an earlier step failed)');
+    /* a detector of known weights (tests/shell/detect_known.prototxt): its one box over the
+     * white square of square.png is 9..41 of its 48 pixels */
+    const made = await context.request.post(BASE + '/models/images/generic/json', { multipart: {
+      method: 'custom', custom_network: fs.readFileSync(KNOWN, 'utf8'), train_epochs: '1', batch_size: '4', use_mean: 'none',
+      lr_policy: 'fixed', random_seed: '1', model_name: 'ui-known-detector', group_name: 'ui-detection', dataset: state.detDatasetId } });
+    check(made.status() === 200, `the known detector was not created: ${made.status()} ${await made.text()}`);
+    const knownId = (await made.json()).id;
+    await page.goto(BASE + '/models/' + encodeURIComponent(knownId), { waitUntil: 'load' });
+    await statusIs(['Done'], 120000);
+    await page.goto(BASE + '/classify.html?job=' + encodeURIComponent(knownId), { waitUntil: 'load' });
+    await page.waitForFunction(() => document.querySelectorAll('#snapshot_epoch option').length === 1);
+    await page.fill('#image_path', path.join(BOXES, 'square.png'));
+    const answer = page.waitForResponse((r) => r.url().endsWith('/models/images/generic/infer_one/json'));
+    await page.click('#one-form button[type=submit]');
+    const r = await (await answer).json();
+    await page.waitForSelector('#det-stack[data-drawn="1"]');
+    check(r.boxes.length === 1 && r.boxes[0].label === 'rectangle', 'the known detector answers ' + JSON.stringify(r.boxes));
+    const b = r.boxes[0];
+    check(Math.abs(b.x1 - 9) < 1.5 && Math.abs(b.y1 - 9) < 1.5 && Math.abs(b.x2 - 41) < 1.5 && Math.abs(b.y2 - 41) < 1.5,
+      'the box is not over the square: ' + JSON.stringify(b));
+    const drawn = await page.evaluate((box) => {
+      const c = document.querySelector('#det-canvas');
+      const k = Number(c.dataset.scale), ctx = c.getContext('2d');
+      const at = (x, y) => Array.from(ctx.getImageData(Math.round(x), Math.round(y), 1, 1).data);
+      const my = (box.y1 + box.y2) / 2 * k, mx = (box.x1 + box.x2) / 2 * k;
+      return { tag: c.tagName, boxes: c.dataset.boxes, scale: k, width: c.width,
+        edges: [at(box.x1 * k + 1, my), at(box.x2 * k - 2, my), at(mx, box.y1 * k + 1), at(mx, box.y2 * k - 2)],
+        inside: at(mx, my), outside: at(box.x1 * k / 2, my) };
+    }, b);
+    const red = (p) => p[0] > 200 && p[1] < 60 && p[2] < 60;
+    check(drawn.tag === 'CANVAS' && drawn.boxes === '1' && drawn.scale === 10 && drawn.width === 480,
+      'the canvas is ' + JSON.stringify({ tag: drawn.tag, boxes: drawn.boxes, scale: drawn.scale, width: drawn.width }));
+    check(drawn.edges.every(red), 'the box\'s four edges are not drawn in class 1\'s red: ' + JSON.stringify(drawn.edges));
+    check(drawn.inside[0] > 200 && drawn.inside[1] > 150 && drawn.inside[1] < 250, 'the square inside the box is ' + drawn.inside);
+    check(drawn.outside.slice(0, 3).every((v) => v < 30), 'the black outside the box is ' + drawn.outside);
+    const legend = await page.$$eval('#det-legend tbody tr', (rows) => rows.map((row) => Array.from(row.cells).map((c) => c.textContent.trim())));
+    check(JSON.stringify(legend) === JSON.stringify([['#ff0000', 'rectangle', '1'], ['#00ffff', 'disc', '0']]), 'the legend reads ' + JSON.stringify(legend));
+    check(await page.locator('#det-table tbody tr').count() === 1, 'the box table does not list the one box');
+    check(/1 box/.test(await page.textContent('#det-count')), 'the count reads ' + await page.textContent('#det-count'));
+    await page.locator('#det-view').scrollIntoViewIfNeeded();
+    await shot('classify-detection');
+    /* the trained DetectNet: what it draws is what it answers */
+    if (state.detModelId) {
+      await page.goto(BASE + '/classify.html?job=' + encodeURIComponent(state.detModelId), { waitUntil: 'load' });
+      await page.waitForFunction(() => document.querySelectorAll('#snapshot_epoch option').length >= 1);
+      await page.fill('#image_path', path.join(BOXES, 'images', '000.png'));
+      const again = page.waitForResponse((res) => res.url().endsWith('/models/images/generic/infer_one/json'));
+      await page.click('#one-form button[type=submit]');
+      const d = await (await again).json();
+      await page.waitForSelector('#det-stack[data-drawn="1"]');
+      const n = await page.$eval('#det-canvas', (c) => c.dataset.boxes);
+      check(n === String(d.boxes.length) && await page.locator('#det-table tbody tr').count() === d.boxes.length,
+        `the page drew ${n} boxes of the ${d.boxes.length} the DetectNet answered`);
+      await shot('classify-detectnet');
     }
   }, { needed: false });
 

@@ -203,6 +203,74 @@
     stack.dataset.drawn = String(Number(stack.dataset.drawn || 0) + 1); /* how many masks it has shown */
   }
 
+  /* The picture of a one-image request: the upload, or the file the path names. */
+  async function requestPicture(file, path) {
+    try {
+      return file ? await CD.readPicture(file)
+        : await fetch(imageUrl(path), {credentials: 'same-origin'}).then((res) => (res.ok ? res.blob() : null)).then((b) => b && CD.readPicture(b));
+    } catch (e) {
+      return null; /* the boxes are drawn on an empty canvas of the image's size */
+    }
+  }
+
+  /* A detection model's boxes (in the image's pixels) drawn over the image in their
+   * class's colour with label and confidence, as DIGITS's bounding-box view draws them;
+   * the legend counts each class's boxes, the table lists them. The canvas says how many
+   * boxes it drew and at what scale (data-boxes, data-scale) once it has drawn them. */
+  async function showBoxes(r, file, path) {
+    $('#det-view').hidden = !r.boxes;
+    if (!r.boxes) return;
+    const canvas = $('#det-canvas');
+    const colors = new Map((r.box_counts || []).map((c) => [c.class, c.color]));
+    const colorOf = (k) => colors.get(k) || '#ff0000';
+    const legend = clear($('#det-legend tbody'));
+    for (const c of r.box_counts || []) {
+      const sw = el('span', {class: 'swatch', 'aria-hidden': 'true'});
+      Object.assign(sw.style, {display: 'inline-block', width: '1.2em', height: '1.2em', background: c.color, border: '1px solid #888'});
+      legend.append(el('tr', {'data-class': String(c.class)}, el('td', {}, sw, ' ' + c.color), el('td', {text: c.label}),
+        el('td', {class: 'num', text: CD.count(c.boxes)})));
+    }
+    const rows = clear($('#det-table tbody'));
+    for (const b of r.boxes)
+      rows.append(el('tr', {}, el('td', {text: b.label}), ...[b.x1, b.y1, b.x2, b.y2].map((v) => el('td', {class: 'num', text: CD.num(v, 1)})),
+        el('td', {class: 'num', text: CD.num(b.confidence, 3)})));
+    CD.setText('#det-count', r.boxes.length === 1 ? '1 box' : r.boxes.length + ' boxes');
+    const picture = await requestPicture(file, path);
+    const size = (r.image_frame && r.image_frame.image) || [picture ? picture.width : 256, picture ? picture.height : 256];
+    /* whole pixels, at most 512 wide: a small image is shown large enough to see its boxes */
+    const scale = size[0] >= 512 ? 512 / size[0] : Math.max(1, Math.floor(512 / Math.max(size[0], size[1])));
+    canvas.width = Math.round(size[0] * scale);
+    canvas.height = Math.round(size[1] * scale);
+    Object.assign(canvas.style, {display: 'block', maxWidth: '100%', height: 'auto'});
+    const ctx = canvas.getContext('2d');
+    ctx.imageSmoothingEnabled = false;
+    ctx.clearRect(0, 0, canvas.width, canvas.height);
+    if (picture) ctx.drawImage(picture, 0, 0, canvas.width, canvas.height);
+    ctx.lineWidth = 2;
+    ctx.font = '12px sans-serif';
+    for (const b of r.boxes) {
+      const x = b.x1 * scale, y = b.y1 * scale, w = (b.x2 - b.x1) * scale, h = (b.y2 - b.y1) * scale;
+      ctx.globalAlpha = 0.15;
+      ctx.fillStyle = colorOf(b.class);
+      ctx.fillRect(x, y, w, h);
+      ctx.globalAlpha = 1;
+      ctx.strokeStyle = colorOf(b.class);
+      /* the outline inside the box, so that its pixels lie on the box's edge */
+      ctx.strokeRect(x + 1, y + 1, Math.max(0, w - 2), Math.max(0, h - 2));
+      const text = b.label + ' ' + CD.num(b.confidence, 2);
+      const tw = ctx.measureText(text).width;
+      const ty = y >= 16 ? y - 3 : y + h + 13;
+      ctx.fillStyle = 'rgba(0, 0, 0, 0.6)';
+      ctx.fillRect(x, ty - 12, tw + 4, 15);
+      ctx.fillStyle = '#fff';
+      ctx.fillText(text, x + 2, ty);
+    }
+    canvas.dataset.scale = String(scale);
+    canvas.dataset.boxes = String(r.boxes.length);
+    const stack = $('#det-stack');
+    stack.dataset.drawn = String(Number(stack.dataset.drawn || 0) + 1); /* how many answers it has drawn */
+  }
+
   async function inferOne(fd, file, path) {
     const t0 = performance.now();
     const r = await api('POST', '/models/images/generic/infer_one/json', fd);
@@ -211,6 +279,7 @@
     $('#generic-result').hidden = false;
     outputsTable(r.outputs);
     await showMask(r, file, path);
+    await showBoxes(r, file, path);
   }
 
   async function classifyOne(ev) {

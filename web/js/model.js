@@ -21,6 +21,11 @@
 
   /* ---- metrics and charts ------------------------------------------------------------- */
 
+  /* A detection model's validation metrics (DetectNet's mean_ap layer's names), as the
+   * worker reports them: in percent. */
+  const DET_METRICS = [['mAP', 'mAP (val)', 'purple'], ['precision', 'precision (val)', 'green'], ['recall', 'recall (val)', 'orange']];
+  const DET_SCALE = 1;
+
   function series(phase, name, scale) {
     const out = [];
     for (const m of metrics.values()) {
@@ -48,7 +53,7 @@
   /* What the charts show depends on the metrics there are; they are made again when it changes. */
   function chartKinds() {
     return {top5: has('val', 'accuracy_top5'), test: has('test', 'loss') || has('test', 'accuracy'),
-      miou: has('val', 'mean_iou'), mae: has('val', 'mae'), classes: iouClasses()};
+      miou: has('val', 'mean_iou'), mae: has('val', 'mae'), classes: iouClasses(), det: has('val', 'mAP')};
   }
 
   function className(k) {
@@ -97,6 +102,19 @@
     } else if (box) {
       box.remove();
     }
+    /* a detection model's validation: DetectNet's mAP, precision and recall */
+    let det = $('#chart-det');
+    if (kinds.det) {
+      if (!det) {
+        det = el('div', {id: 'chart-det'});
+        ($('#chart-iou') || $('#chart-loss')).after(det);
+      }
+      clear(det);
+      charts.det = CD.chart(det, {title: 'Detection (val)', x: 'Epoch', y: 'Percent', height: 220, xrange,
+        series: DET_METRICS.map(([name, label, color]) => ({label, color, points: true}))});
+    } else if (det) {
+      det.remove();
+    }
   }
 
   function chartData() {
@@ -112,6 +130,7 @@
       speed: [series('train', 'images_per_sec'), series('train', 'data_wait', 100)],
     };
     if (charts.iou) d.iou = k.classes.map((c) => series('val', 'iou_class_' + c, 100));
+    if (charts.det) d.det = DET_METRICS.map(([name]) => series('val', name, DET_SCALE));
     return d;
   }
 
@@ -196,6 +215,10 @@
       box.append(tile('Val. mean IoU', (100 * last('val', 'mean_iou')).toFixed(2) + '%', best !== null ? 'best ' + (100 * best).toFixed(2) + '%' : null));
     }
     if (has('val', 'mae')) box.append(tile('Val. mean abs. error', CD.num(last('val', 'mae'), 4)));
+    if (has('val', 'mAP')) {
+      const best = maxOf('val', 'mAP');
+      box.append(tile('Val. mAP', (DET_SCALE * last('val', 'mAP')).toFixed(2), best !== null ? 'best ' + (DET_SCALE * best).toFixed(2) : null));
+    }
     box.append(tile('Images / s', CD.num(last('train', 'images_per_sec'), 3)));
     const wait = last('train', 'data_wait');
     box.append(tile('Waiting for data', wait === null ? '–' : (100 * wait).toFixed(1) + '%',
