@@ -4,8 +4,8 @@
  * image (padded, then resized, as the dataset made it) back to the image as given,
  * KITTI label files, and DetectNet's scoring of detections against ground truth
  * (python/caffe/layers/detectnet/mean_ap.py: precision, recall and its "mAP",
- * precision x recall). Validation (training) and inference (lists, dbs) score with the
- * same functions, so their numbers agree (docs/inference.md).
+ * precision x recall). Validation's ScoreDetections layer and inference (lists, dbs)
+ * match detections to labels with the same function, cd_det_match (docs/inference.md).
  */
 #ifndef CDIGITS_DETECT_H
 #define CDIGITS_DETECT_H
@@ -86,6 +86,16 @@ typedef struct cd_det_counts {
 } cd_det_counts;
 
 /*
+ * DetectNet's matching (mean_ap.py's score_det) of one image: each label box in order
+ * takes the first detection in order (the clustering's: by descending confidence) of
+ * its class, not yet taken, whose IoU with it is at least iou. gmatch[i] and dmatch[j]
+ * (set here) say which matched. Validation's ScoreDetections layer and cd_det_score
+ * both match through it.
+ */
+void cd_det_match(const cd_det_box *labels, int nlabels, const cd_det_box *dets, int ndets, double iou, char *gmatch,
+                  char *dmatch);
+
+/*
  * Scores the detections of one image against its label boxes, class by class: each
  * label box (in order) takes the first detection, by descending confidence, of its class
  * not yet taken whose IoU with it is at least iou (DetectNet's ScoreDetections). An
@@ -95,8 +105,8 @@ typedef struct cd_det_counts {
 void cd_det_score(const cd_det_box *labels, int nlabels, const cd_det_box *dets, int ndets, double iou, int cls,
                   cd_det_counts *c);
 
-/* DetectNet's measures in percent: precision tp/(tp+fp), recall tp/(tp+fn) (0 when the
- * denominator is 0) and mAP = precision x recall / 100. */
+/* DetectNet's measures in percent (mean_ap.py's calcmAP): precision tp/(tp+fp), recall
+ * tp/(tp+fn) (0 when the denominator is 0) and mAP = precision x recall / 100. */
 void cd_det_measures(const cd_det_counts *c, double *precision, double *recall, double *map);
 
 #ifdef __cplusplus

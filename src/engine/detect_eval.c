@@ -140,39 +140,52 @@ static int by_confidence(const void *a, const void *b)
     return *x < *y ? -1 : *x > *y;
 }
 
+void cd_det_match(const cd_det_box *labels, int nlabels, const cd_det_box *dets, int ndets, double iou, char *gmatch,
+                  char *dmatch)
+{
+    memset(gmatch, 0, (size_t)(nlabels > 0 ? nlabels : 0));
+    memset(dmatch, 0, (size_t)(ndets > 0 ? ndets : 0));
+    for (int i = 0; i < nlabels; i++)
+        for (int j = 0; j < ndets && !gmatch[i]; j++)
+            if (!dmatch[j] && dets[j].cls == labels[i].cls && cd_det_iou(&dets[j], &labels[i]) >= iou)
+                gmatch[i] = dmatch[j] = 1;
+}
+
 void cd_det_score(const cd_det_box *labels, int nlabels, const cd_det_box *dets, int ndets, double iou, int cls,
                   cd_det_counts *c)
 {
-    const cd_det_box **order = cd_xmalloc(sizeof *order * (size_t)(ndets > 0 ? ndets : 1));
-    char *taken = cd_xcalloc((size_t)(ndets > 0 ? ndets : 1), 1);
-    int m = 0;
+    size_t nd = (size_t)(ndets > 0 ? ndets : 1), ng = (size_t)(nlabels > 0 ? nlabels : 1);
+    const cd_det_box **order = cd_xmalloc(sizeof *order * nd);
+    cd_det_box *d = cd_xmalloc(sizeof *d * nd), *g = cd_xmalloc(sizeof *g * ng);
+    char *dmatch = cd_xmalloc(nd), *gmatch = cd_xmalloc(ng);
+    int m = 0, k = 0;
     for (int j = 0; j < ndets; j++)
         if (dets[j].cls > 0 && (cls == 0 || dets[j].cls == cls))
             order[m++] = &dets[j];
     qsort(order, (size_t)m, sizeof *order, by_confidence);
-    for (int i = 0; i < nlabels; i++) {
-        const cd_det_box *g = &labels[i];
-        if (g->cls <= 0 || (cls != 0 && g->cls != cls))
-            continue;
-        int hit = 0;
-        for (int j = 0; j < m && !hit; j++)
-            if (!taken[j] && order[j]->cls == g->cls && cd_det_iou(order[j], g) >= iou)
-                taken[j] = hit = 1;
-        if (hit)
-            c->tp++;
-        else
-            c->fn++;
+    for (int j = 0; j < m; j++)
+        d[j] = *order[j];
+    for (int i = 0; i < nlabels; i++)
+        if (labels[i].cls > 0 && (cls == 0 || labels[i].cls == cls))
+            g[k++] = labels[i];
+    cd_det_match(g, k, d, m, iou, gmatch, dmatch);
+    for (int i = 0; i < k; i++) {
+        c->tp += gmatch[i];
+        c->fn += !gmatch[i];
     }
     for (int j = 0; j < m; j++) {
-        if (taken[j])
+        if (dmatch[j])
             continue;
         int ignored = 0;
-        double a = area(order[j]);
+        double a = area(&d[j]);
         for (int i = 0; i < nlabels && !ignored; i++)
-            ignored = labels[i].cls == 0 && a > 0 && overlap(order[j], &labels[i]) >= 0.5 * a;
+            ignored = labels[i].cls == 0 && a > 0 && overlap(&d[j], &labels[i]) >= 0.5 * a;
         c->fp += !ignored;
     }
-    free(taken);
+    free(gmatch);
+    free(dmatch);
+    free(g);
+    free(d);
     free(order);
 }
 

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cdigits/detect.h"
 #include "cdigits/util.h"
 #include "engine_internal.h"
 
@@ -314,17 +315,6 @@ static void cluster_forward(cd_net *net, cd_layer *l)
 
 /* ---- ScoreDetections, mAP ------------------------------------------------------------ */
 
-static double box_iou(const float *d, const float *g)
-{
-    double xo = fmax(0, fmin(d[2], g[2]) - fmax(d[0], g[0]));
-    double yo = fmax(0, fmin(d[3], g[3]) - fmax(d[1], g[1]));
-    double overlap = xo * yo;
-    if (overlap == 0)
-        return 0;
-    double da = ((double)d[2] - d[0]) * ((double)d[3] - d[1]), ga = ((double)g[2] - g[0]) * ((double)g[3] - g[1]);
-    return overlap / (da + ga - overlap);
-}
-
 static int score_setup(cd_net *net, cd_layer *l, py_priv *p, char *err, size_t errlen)
 {
     char s[64];
@@ -347,38 +337,40 @@ static int score_setup(cd_net *net, cd_layer *l, py_priv *p, char *err, size_t e
     return CD_OK;
 }
 
-/* mean_ap.py's score_det for one image of one class: matched detections (1), the others
- * (2), then the true boxes no detection matched (3), appended at out; returns the rows. */
-static int score_image(const float *gt, int ng, const float *dt, int nd, double thr, float *out, char *dmatch,
-                       char *gmatch)
+/* The boxes of a list (N's image rows of [x1, y1, x2, y2, conf]) that are not all zeros,
+ * and which row each is. */
+static int list_boxes(const float *rows, int n, cd_det_box *out, int *row)
 {
-    memset(dmatch, 0, (size_t)nd);
-    memset(gmatch, 0, (size_t)ng);
-    for (int i = 0; i < ng; i++) {
-        const float *g = gt + (size_t)i * 5;
-        if (!g[0] && !g[1] && !g[2] && !g[3])
+    int k = 0;
+    for (int j = 0; j < n; j++) {
+        const float *b = rows + (size_t)j * 5;
+        if (!b[0] && !b[1] && !b[2] && !b[3])
             continue;
-        for (int j = 0; j < nd; j++) {
-            const float *d = dt + (size_t)j * 5;
-            if ((!d[0] && !d[1] && !d[2] && !d[3]) || dmatch[j])
-                continue;
-            if (box_iou(d, g) >= thr) {
-                gmatch[i] = dmatch[j] = 1;
-                break;
-            }
-        }
+        out[k] = (cd_det_box){b[0], b[1], b[2], b[3], b[4], 1};
+        row[k++] = j;
     }
+    return k;
+}
+
+/* mean_ap.py's score_det for one image of one class (cd_det_match): the matched
+ * detections (marked 1), the others (2), then the true boxes no detection matched (3),
+ * appended at out; returns the rows. scratch has room for ng + nd boxes, rows and marks. */
+static int score_image(const float *gt, int ng, const float *dt, int nd, double thr, float *out, cd_det_box *boxes,
+                       int *rows, char *marks)
+{
+    cd_det_box *g = boxes, *d = boxes + ng;
+    int *grow_ = rows, *drow = rows + ng;
+    int kg = list_boxes(gt, ng, g, grow_), kd = list_boxes(dt, nd, d, drow);
+    char *gmatch = marks, *dmatch = marks + ng;
+    cd_det_match(g, kg, d, kd, thr, gmatch, dmatch);
     int r = 0;
     for (int pass = 1; pass <= 3; pass++) {
-        const float *src = pass == 3 ? gt : dt;
-        int cnt = pass == 3 ? ng : nd;
+        int cnt = pass == 3 ? kg : kd;
         for (int j = 0; j < cnt; j++) {
-            const float *b = src + (size_t)j * 5;
-            if (!b[0] && !b[1] && !b[2] && !b[3])
-                continue;
             int matched = pass == 3 ? gmatch[j] : dmatch[j];
-            if ((pass == 1 && !matched) || (pass == 2 && matched) || (pass == 3 && matched))
+            if ((pass == 1 && !matched) || (pass != 1 && matched))
                 continue;
+            const float *b = (pass == 3 ? gt + (size_t)grow_[j] * 5 : dt + (size_t)drow[j] * 5);
             memcpy(out + (size_t)r * 5, b, 4 * sizeof(float));
             out[(size_t)r * 5 + 4] = (float)pass;
             r++;
@@ -402,17 +394,21 @@ static void score_forward(cd_net *net, cd_layer *l)
         o += (int)l->bottom[i]->count;
         maxr = l->bottom[i]->dims[1] > maxr ? l->bottom[i]->dims[1] : maxr;
     }
-    char *match = cd_xmalloc(2 * (size_t)maxr);
+    cd_det_box *boxes = cd_xmalloc(2 * (size_t)maxr * sizeof *boxes);
+    int *rowidx = cd_xmalloc(2 * (size_t)maxr * sizeof *rowidx);
+    char *marks = cd_xmalloc(2 * (size_t)maxr);
     for (int i = 0; i < n; i++) {
         int r = 0;
         for (int c = 0; c < p->pairs; c++) {
             const cd_blob *g = l->bottom[c], *d = l->bottom[p->pairs + c];
             r += score_image(h + off[c] + (size_t)i * g->dims[1] * 5, g->dims[1],
                              h + off[p->pairs + c] + (size_t)i * d->dims[1] * 5, d->dims[1], p->iou,
-                             out + ((size_t)i * rows + r) * 5, match, match + maxr);
+                             out + ((size_t)i * rows + r) * 5, boxes, rowidx, marks);
         }
     }
-    free(match);
+    free(marks);
+    free(rowidx);
+    free(boxes);
     OPS(net)->upload(BE(net), top->data, out, top->count * sizeof(float));
 }
 
@@ -427,10 +423,8 @@ void cd_detect_count_scored(const float *scored, size_t rows, double counts[3])
 
 void cd_detect_map(const double counts[3], double out[3])
 {
-    double tp = counts[0], fp = counts[1], missed = counts[2];
-    out[1] = tp + fp > 0 ? tp / (tp + fp) * 100.0 : 0.0;
-    out[2] = tp + missed > 0 ? tp / (tp + missed) * 100.0 : 0.0;
-    out[0] = out[1] * out[2] / 100.0;
+    cd_det_counts c = {(long)counts[0], (long)counts[1], (long)counts[2]};
+    cd_det_measures(&c, &out[1], &out[2], &out[0]);
 }
 
 static int map_setup(cd_net *net, cd_layer *l, py_priv *p, char *err, size_t errlen)
