@@ -70,6 +70,10 @@ int cd_image_load(const char *path, int channels, cd_image_t *out, char *err, si
 int cd_image_convert(const cd_image_t *src, int channels, cd_image_t *out, char *err,
                      size_t errlen);
 
+/* src at the top left of a black width x height image (DIGITS's pad_image for object
+ * detection); src must fit. out is allocated here. */
+int cd_image_pad(const cd_image_t *src, int width, int height, cd_image_t *out, char *err, size_t errlen);
+
 /* Resample src to exactly width x height (allocated into out) with the bilinear
  * (triangle) filter, widened when shrinking so every source pixel contributes
  * (the filter Pillow's BILINEAR uses). */

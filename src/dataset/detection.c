@@ -404,20 +404,13 @@ static int load_image(const cd_dataset_config_t *cfg, const uint8_t *buf, size_t
     return rc;
 }
 
-/* src at the top left of a black pad_w x pad_h image (DIGITS's pad_image). */
+/* src padded to pad_w x pad_h (cd_image_pad), or why not in the dataset's words. */
 static int pad_image(const cd_image_t *src, int pad_w, int pad_h, cd_image_t *out, char *err, size_t errlen)
 {
     if (src->w > pad_w || src->h > pad_h)
         return ds_err(err, errlen, "it is %dx%d, larger than the padding size %dx%d (padding_image_width x "
                       "padding_image_height); raise those, or shrink the image", src->w, src->h, pad_w, pad_h);
-    if (cd_image_alloc(out, src->c, pad_h, pad_w, err, errlen) != CD_OK)
-        return CD_ERR;
-    memset(out->data, 0, (size_t)src->c * pad_h * pad_w);
-    for (int ch = 0; ch < src->c; ch++)
-        for (int y = 0; y < src->h; y++)
-            memcpy(out->data + ((size_t)ch * pad_h + y) * pad_w, src->data + ((size_t)ch * src->h + y) * src->w,
-                   (size_t)src->w);
-    return CD_OK;
+    return cd_image_pad(src, pad_w, pad_h, out, err, errlen);
 }
 
 /* Read, pad, resize and encode image i (a worker of the pipeline). */

@@ -101,6 +101,22 @@ int cd_image_load(const char *path, int channels, cd_image_t *out, char *err, si
     return CD_OK;
 }
 
+int cd_image_pad(const cd_image_t *src, int width, int height, cd_image_t *out, char *err, size_t errlen)
+{
+    if (src->w > width || src->h > height) {
+        snprintf(err, errlen, "a %dx%d image does not fit a padding of %dx%d", src->w, src->h, width, height);
+        return CD_ERR;
+    }
+    if (cd_image_alloc(out, src->c, height, width, err, errlen) != CD_OK)
+        return CD_ERR;
+    memset(out->data, 0, (size_t)src->c * height * width);
+    for (int ch = 0; ch < src->c; ch++)
+        for (int y = 0; y < src->h; y++)
+            memcpy(out->data + ((size_t)ch * height + y) * width, src->data + ((size_t)ch * src->h + y) * src->w,
+                   (size_t)src->w);
+    return CD_OK;
+}
+
 int cd_image_convert(const cd_image_t *src, int channels, cd_image_t *out, char *err,
                      size_t errlen)
 {

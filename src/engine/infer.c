@@ -434,15 +434,9 @@ int cd_classifier_prepare(const cd_classifier_t *c, const cd_image_t *img, cd_im
     if (c->task == CD_TASK_DETECTION && (f.pad_w != conv.w || f.pad_h != conv.h)) {
         /* as the dataset was made: at the top left of the padding (black), then resized */
         cd_image_t padded = {0};
-        rc = cd_image_alloc(&padded, conv.c, f.pad_h, f.pad_w, err, errlen);
-        if (rc == CD_OK) {
-            memset(padded.data, 0, (size_t)padded.c * (size_t)padded.h * (size_t)padded.w);
-            for (int ch = 0; ch < conv.c; ch++)
-                for (int y = 0; y < conv.h; y++)
-                    memcpy(padded.data + ((size_t)ch * padded.h + (size_t)y) * (size_t)padded.w,
-                           conv.data + ((size_t)ch * conv.h + (size_t)y) * (size_t)conv.w, (size_t)conv.w);
+        rc = cd_image_pad(&conv, f.pad_w, f.pad_h, &padded, err, errlen);
+        if (rc == CD_OK)
             rc = cd_image_resize(&padded, c->w, c->h, CD_RESIZE_SQUASH, 0, out, err, errlen);
-        }
         cd_image_free(&padded);
     } else if (c->task == CD_TASK_DETECTION) {
         rc = cd_image_resize(&conv, c->w, c->h, CD_RESIZE_SQUASH, 0, out, err, errlen);
