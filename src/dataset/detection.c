@@ -387,22 +387,6 @@ typedef struct det_prep {
     const det_item *items;
 } det_prep;
 
-/* The image planar: channel_conversion's channel count, or its own (none). */
-static int load_image(const cd_dataset_config_t *cfg, const uint8_t *buf, size_t len, cd_image_t *img, char *err,
-                      size_t errlen)
-{
-    if (cfg->channel_conversion)
-        return cd_image_decode(buf, len, cfg->channel_conversion, img, err, errlen);
-    uint8_t *hwc = NULL;
-    int c = 0, h = 0, w = 0;
-    if (ds_image_decode_hwc(buf, len, 0, &hwc, &c, &h, &w, err, errlen) != CD_OK)
-        return CD_ERR;
-    int rc = cd_image_alloc(img, c, h, w, err, errlen);
-    if (rc == CD_OK)
-        ds_hwc_to_chw(hwc, img->data, c, h, w);
-    free(hwc);
-    return rc;
-}
 
 /* src padded to pad_w x pad_h (cd_image_pad), or why not in the dataset's words. */
 static int pad_image(const cd_image_t *src, int pad_w, int pad_h, cd_image_t *out, char *err, size_t errlen)
@@ -428,7 +412,7 @@ static void prepare_image(void *arg, size_t i, uint64_t *sum, ds_record *r)
         snprintf(r->msg, sizeof r->msg, "cannot read: %s", strerror(errno));
         return;
     }
-    int rc = load_image(cfg, (const uint8_t *)buf, len, &img, r->msg, sizeof r->msg);
+    int rc = ds_load_converted(cfg, (const uint8_t *)buf, len, &img, r->msg, sizeof r->msg);
     free(buf);
     if (rc != CD_OK)
         return;

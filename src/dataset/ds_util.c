@@ -189,3 +189,19 @@ char *ds_resolve_path(const char *root, const char *path)
     sprintf(p, "%s/%s", root, path);
     return p;
 }
+
+int ds_load_converted(const cd_dataset_config_t *cfg, const uint8_t *buf, size_t len, cd_image_t *img, char *err,
+                      size_t errlen)
+{
+    if (cfg->channel_conversion)
+        return cd_image_decode(buf, len, cfg->channel_conversion, img, err, errlen);
+    uint8_t *hwc = NULL;
+    int c = 0, h = 0, w = 0;
+    if (ds_image_decode_hwc(buf, len, 0, &hwc, &c, &h, &w, err, errlen) != CD_OK)
+        return CD_ERR;
+    int rc = cd_image_alloc(img, c, h, w, err, errlen);
+    if (rc == CD_OK)
+        ds_hwc_to_chw(hwc, img->data, c, h, w);
+    free(hwc);
+    return rc;
+}

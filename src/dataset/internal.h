@@ -75,6 +75,10 @@ int ds_png_decode_indexed(const uint8_t *buf, size_t len, uint8_t **index, int *
  * except JPEG, which gives 3). */
 int ds_image_decode_hwc(const uint8_t *buf, size_t len, int want_c, uint8_t **pixels, int *c,
                         int *h, int *w, char *err, size_t errlen);
+/* An image file's bytes decoded planar with channel_conversion's channel count (cfg's:
+ * 1 or 3), or its own count when none is asked (the generic datasets' features). */
+int ds_load_converted(const struct cd_dataset_config *cfg, const uint8_t *buf, size_t len, cd_image_t *img,
+                      char *err, size_t errlen);
 int ds_png_encode(const uint8_t *hwc, int c, int h, int w, int level, uint8_t **buf, size_t *len,
                   char *err, size_t errlen);
 int ds_jpeg_encode(const uint8_t *hwc, int c, int h, int w, int quality, uint8_t **buf,

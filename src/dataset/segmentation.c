@@ -98,22 +98,6 @@ typedef struct seg_prep {
 
 /* ---- decoding ------------------------------------------------------------------ */
 
-/* The feature image planar: channel_conversion's count, or its own (none). */
-static int load_feature(const cd_dataset_config_t *cfg, const uint8_t *buf, size_t len, cd_image_t *img,
-                        char *err, size_t errlen)
-{
-    if (cfg->channel_conversion)
-        return cd_image_decode(buf, len, cfg->channel_conversion, img, err, errlen);
-    uint8_t *hwc = NULL;
-    int c = 0, h = 0, w = 0;
-    if (ds_image_decode_hwc(buf, len, 0, &hwc, &c, &h, &w, err, errlen) != CD_OK)
-        return CD_ERR;
-    int rc = cd_image_alloc(img, c, h, w, err, errlen);
-    if (rc == CD_OK)
-        ds_hwc_to_chw(hwc, img->data, c, h, w);
-    free(hwc);
-    return rc;
-}
 
 /* A label image's class indices as stored (colormap label): palette indices or gray
  * levels, with its palette (*npalette 0: grayscale). */
@@ -225,7 +209,7 @@ static void prepare_pair(void *arg, size_t i, uint64_t *sum, ds_record *r)
         snprintf(r->msg, sizeof r->msg, "cannot read: %s", strerror(errno));
         return;
     }
-    int rc = load_feature(p->cfg, (const uint8_t *)fbuf, len, &img, r->msg, sizeof r->msg);
+    int rc = ds_load_converted(p->cfg, (const uint8_t *)fbuf, len, &img, r->msg, sizeof r->msg);
     free(fbuf);
     if (rc != CD_OK)
         return;
@@ -428,7 +412,7 @@ static int reference_pair(const cd_dataset_config_t *cfg, const seg_pairs *train
         const char *bad = p->feature;
         cd_image_t img = {0}, rgb = {0};
         int lh = 0, lw = 0;
-        int rc = fbuf ? load_feature(cfg, fbuf, flen, &img, why, sizeof why)
+        int rc = fbuf ? ds_load_converted(cfg, fbuf, flen, &img, why, sizeof why)
                       : ds_err(why, sizeof why, "cannot read: %s", strerror(errno));
         if (rc == CD_OK) {
             bad = p->label;
