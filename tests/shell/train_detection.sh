@@ -52,34 +52,13 @@ job() {
         "$tmp/ds" "$2" "$3" >"$1/train.json"
 }
 
-# reaches LOG NAME VALUE: the last val metric NAME is at least VALUE
-reaches() {
-    python3 - "$@" <<'EOF'
-import json, sys
-log, name, want = sys.argv[1], sys.argv[2], float(sys.argv[3])
-vals = []
-for line in open(log):
-    try:
-        l = json.loads(line)
-    except ValueError:
-        continue
-    if l.get("type") == "metric" and l.get("phase") == "val" and l.get("name") == name:
-        vals.append(l["value"])
-if not vals:
-    print("no val %s in %s" % (name, log))
-    sys.exit(1)
-print("val %s: first %.2f, last %.2f (want >= %g)" % (name, vals[0], vals[-1], want))
-sys.exit(0 if vals[-1] >= want else 1)
-EOF
-}
-
 # (a) training to mAP 70
 job "$tmp/det" 30 '"validation_interval": 10, "random_seed": 1'
 run "$tmp/det"
 check "detection: the job succeeds" [ "$(python3 "$lib" rc "$tmp/det.log")" = 0 ]
-check "detection: val mAP >= 70" reaches "$tmp/det.log" mAP 70
-check "detection: val precision reported" reaches "$tmp/det.log" precision 0
-check "detection: val recall reported" reaches "$tmp/det.log" recall 0
+check "detection: val mAP >= 70" reaches "$tmp/det.log" mAP ge 70
+check "detection: val precision reported" reaches "$tmp/det.log" precision ge 0
+check "detection: val recall reported" reaches "$tmp/det.log" recall ge 0
 
 # (b) exact resume
 det_case_job() { job "$1" "$2" '"snapshot_interval": 1, "validation_interval": 1, "random_seed": 3'; }

@@ -48,27 +48,6 @@ job() {
     printf '{"dataset_dir": "%s", %s}\n' "$tmp/$3" "$4" >"$1/train.json"
 }
 
-# reaches LOG NAME OP VALUE: the last val metric NAME compares with OP (ge, le) to VALUE
-reaches() {
-    python3 - "$@" <<'EOF'
-import json, sys
-log, name, op, want = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-vals = []
-for line in open(log):
-    try:
-        l = json.loads(line)
-    except ValueError:
-        continue
-    if l.get("type") == "metric" and l.get("phase") == "val" and l.get("name") == name:
-        vals.append(l["value"])
-if not vals:
-    print("no val %s in %s" % (name, log))
-    sys.exit(1)
-print("val %s: first %.4f, last %.4f (want %s %g)" % (name, vals[0], vals[-1], op, want))
-sys.exit(0 if (vals[-1] >= want if op == "ge" else vals[-1] <= want) else 1)
-EOF
-}
-
 # resume_case NAME NETFILE DATASET FIELDS: resume_check (train_lib.bash) on jobs of
 # NETFILE on DATASET with FIELDS, a snapshot and a validation every epoch
 resume_case() {

@@ -104,6 +104,28 @@ resume_check() {
     check "$name: resume equality" python3 "$lib" resume "$a.log" "$b.stop.log" "$b.log" "$a" "$b"
 }
 
+# reaches LOG NAME OP VALUE: the last val metric NAME of the job log LOG compares with OP
+# (ge, le) to VALUE
+reaches() {
+    python3 - "$@" <<'EOF'
+import json, sys
+log, name, op, want = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+vals = []
+for line in open(log):
+    try:
+        l = json.loads(line)
+    except ValueError:
+        continue
+    if l.get("type") == "metric" and l.get("phase") == "val" and l.get("name") == name:
+        vals.append(l["value"])
+if not vals:
+    print("no val %s in %s" % (name, log))
+    sys.exit(1)
+print("val %s: first %.4f, last %.4f (want %s %g)" % (name, vals[0], vals[-1], op, want))
+sys.exit(0 if (vals[-1] >= want if op == "ge" else vals[-1] <= want) else 1)
+EOF
+}
+
 train_finish() {
     echo "time: $(($(date +%s) - t0)) s"
     echo "$TRAIN_NAME: $passed passed, $failed failed"
