@@ -218,13 +218,23 @@ static int tensor_values(const Onnx__TensorProto *t, value *v, char *why, size_t
         return CD_ERR;
     }
     v->dtype = dt;
-    v->k = cd_xcalloc(count + 1, sizeof *v->k);
+    /* the values the file holds, checked against the shape before any room is made for
+     * them: a shape alone (a few bytes) must not size an allocation */
+    int raw = t->has_raw_data && t->raw_data.len;
+    size_t have = raw ? t->raw_data.len / (size_t)kinds[k].size
+                : dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT  ? t->n_float_data
+                : dt == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE ? t->n_double_data
+                : dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64  ? t->n_int64_data
+                                                              : t->n_int32_data;
+    if (have != count) {
+        snprintf(why, wlen, "holds %zu values for its shape of %zu; the file is damaged", have, count);
+        return CD_ERR;
+    }
+    v->k = cd_xcalloc(count ? count : 1, sizeof *v->k);
     v->kcount = count;
-    size_t have = 0;
-    if (t->has_raw_data && t->raw_data.len) {
-        have = t->raw_data.len / (size_t)kinds[k].size;
+    if (raw) {
         const uint8_t *p = t->raw_data.data;
-        for (size_t i = 0; i < count && i < have; i++, p += kinds[k].size) {
+        for (size_t i = 0; i < count; i++, p += kinds[k].size) {
             switch (dt) {
             case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: { float f; memcpy(&f, p, 4); v->k[i] = f; break; }
             case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: { double d; memcpy(&d, p, 8); v->k[i] = d; break; }
@@ -237,25 +247,17 @@ static int tensor_values(const Onnx__TensorProto *t, value *v, char *why, size_t
             }
         }
     } else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
-        have = t->n_float_data;
-        for (size_t i = 0; i < count && i < have; i++)
+        for (size_t i = 0; i < count; i++)
             v->k[i] = t->float_data[i];
     } else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE) {
-        have = t->n_double_data;
-        for (size_t i = 0; i < count && i < have; i++)
+        for (size_t i = 0; i < count; i++)
             v->k[i] = t->double_data[i];
     } else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
-        have = t->n_int64_data;
-        for (size_t i = 0; i < count && i < have; i++)
+        for (size_t i = 0; i < count; i++)
             v->k[i] = (double)t->int64_data[i];
     } else {
-        have = t->n_int32_data;
-        for (size_t i = 0; i < count && i < have; i++)
+        for (size_t i = 0; i < count; i++)
             v->k[i] = kinds[k].is_signed ? (double)t->int32_data[i] : (double)(uint32_t)t->int32_data[i];
-    }
-    if (have != count) {
-        snprintf(why, wlen, "holds %zu values for its shape of %zu; the file is damaged", have, count);
-        return CD_ERR;
     }
     return CD_OK;
 }
@@ -1425,6 +1427,15 @@ static int find_op(const char *op)
 static int run_graph(imp *m, const Onnx__GraphProto *g)
 {
     char why[256];
+    /* names are optional in the schema; the graph's values are found by them */
+    for (size_t i = 0; i < g->n_input + g->n_output; i++) {
+        const Onnx__ValueInfoProto *vi = i < g->n_input ? g->input[i] : g->output[i - g->n_input];
+        if (!vi->name || !vi->name[0]) {
+            snprintf(m->err, m->errlen, "%s: graph %s %zu has no name; the file is damaged or not a model",
+                     m->path, i < g->n_input ? "input" : "output", i < g->n_input ? i : i - g->n_input);
+            return CD_ERR;
+        }
+    }
     for (size_t i = 0; i < g->n_initializer; i++) {
         value *v = new_value(m, g->initializer[i]->name ? g->initializer[i]->name : "");
         if (tensor_values(g->initializer[i], v, why, sizeof why) != CD_OK) {
