@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cdigits/util.h"
@@ -168,13 +169,24 @@ static int slurm_run(char *const *argv, const char *dir, char *const *env, char 
         n += keep;
     }
     close(p[0]);
-    if (timed_out)
-        kill(-pid, SIGKILL);
+    /* the output is closed; the client still has until the deadline to exit */
     int st = 0;
     pid_t r;
-    do {
-        r = waitpid(pid, &st, 0);
-    } while (r < 0 && errno == EINTR);
+    for (;;) {
+        r = timed_out ? 0 : waitpid(pid, &st, WNOHANG);
+        if (r == pid || (r < 0 && errno != EINTR))
+            break;
+        if (timed_out || cd_now() >= deadline) {
+            timed_out = 1;
+            kill(-pid, SIGKILL);
+            do
+                r = waitpid(pid, &st, 0);
+            while (r < 0 && errno == EINTR);
+            break;
+        }
+        struct timespec nap = {0, 10 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
     out[n] = 0;
     while (n && (out[n - 1] == '\n' || out[n - 1] == '\r'))
         out[--n] = 0;
@@ -430,10 +442,20 @@ static int slurm_submit(sched_t *s, stask_t *t, char *const *argv, cd_err_t *err
     free(env);
     if (rc != CD_OK)
         return CD_ERR;
-    size_t digits = strspn(out, "0123456789");
-    if (code != 0 || digits == 0 || digits >= sizeof t->slurm_id)
+    /* --parsable prints "ID" or "ID;CLUSTER" on a line of its own; a note on stderr may
+     * come before or after it */
+    const char *id = NULL;
+    size_t digits = 0;
+    for (const char *line = out; code == 0 && line && *line;) {
+        size_t d = strspn(line, "0123456789");
+        if (d && (line[d] == 0 || line[d] == ';' || line[d] == '\n' || line[d] == '\r'))
+            id = line, digits = d;
+        const char *nl = strchr(line, '\n');
+        line = nl ? nl + 1 : NULL;
+    }
+    if (code != 0 || !id || digits >= sizeof t->slurm_id)
         return cd_err_set(err, CD_E_INVALID, "sbatch refused %s (exit status %d): %.600s", path, code, out);
-    copy_field(t->slurm_id, sizeof t->slurm_id, out, digits);
+    copy_field(t->slurm_id, sizeof t->slurm_id, id, digits);
     t->pending = 1;
     snprintf(t->slurm_state, sizeof t->slurm_state, "PENDING");
     t->nodes[0] = 0;
