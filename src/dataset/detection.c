@@ -168,7 +168,7 @@ int ds_det_parse_line(const ds_det_classes *c, char *line, float *row, int *bad,
         char *end;
         errno = 0;
         v[i] = strtod(w[i], &end);
-        if (end == w[i] || *end || errno == ERANGE || !isfinite(v[i])) {
+        if (end == w[i] || *end || errno == ERANGE || !isfinite(v[i]) || fabs(v[i]) > 1e30) {
             *bad = DS_DET_BAD_NUMBER;
             snprintf(why, whylen, "%s (value %d) is \"%.40s\", not a number", g_columns[i], i + 1, w[i]);
             return CD_ERR;

@@ -196,14 +196,18 @@ static void mean_fit(cd_input_prep *p, int h, int w)
 {
     if (!p->mean || (h == p->mean_h && w == p->mean_w))
         return;
-    if (!p->mean_pixel)
-        cd_die("internal error: %dx%d images against a %dx%d mean image", w, h, p->mean_w, p->mean_h);
+    if (!p->mean_pixel) {
+        /* a mean image does not fit images of another size: its mean pixel does */
+        cd_mean_to_pixel(p->mean_host, p->c, p->mean_h, p->mean_w);
+        p->mean_pixel = 1;
+    }
     size_t plane_old = (size_t)p->mean_h * p->mean_w, plane = (size_t)h * w;
-    float pixel[CD_AUG_MAX_CHANNELS];
-    for (int c = 0; c < p->c && c < CD_AUG_MAX_CHANNELS; c++)
+    float *pixel = cd_xmalloc((size_t)p->c * sizeof *pixel);
+    for (int c = 0; c < p->c; c++)
         pixel[c] = p->mean_host[(size_t)c * plane_old];
     for (size_t i = 0; i < (size_t)p->c * plane; i++)
         p->mean_host[i] = pixel[i / plane];
+    free(pixel);
     p->be->iface->sync(p->be);
     p->be->iface->upload(p->be, p->mean, p->mean_host, (size_t)p->c * plane * sizeof(float));
     p->mean_h = h;

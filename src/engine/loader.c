@@ -176,6 +176,12 @@ static void fill(cd_loader_t *l, slot *sl, long index)
             }
             b->h = h;
             b->w = w;
+            int lh = h, lw = w;
+            if (o->label_db && l->label.spatial &&
+                (cd_db_record_shape(o->label_db, rec, &lh, &lw, e, sizeof e) != CD_OK || lh != h || lw != w)) {
+                snprintf(e, sizeof e, "its label is %dx%d but the image %dx%d; recreate the dataset", lw, lh, w, h);
+                fail(l, "record", rec, e);
+            }
         }
         const uint8_t *raw = cd_db_raw(o->db, rec);
         if (raw) {

@@ -1024,6 +1024,7 @@ int cd_net_reshape(cd_net *net, int h, int w, int label_h, int label_w, char *er
         return fail(err, errlen, net->filename, "cannot take inputs of %dx%d", h, w);
     net->reshape_h = h;
     net->reshape_w = w;
+    net->out_of_memory = 0;
     if (label_h > 0) {
         net->opts.label_h = label_h;
         net->opts.label_w = label_w;
@@ -1052,6 +1053,8 @@ int cd_net_reshape(cd_net *net, int h, int w, int label_h, int label_w, char *er
                                 net->be->iface->name, h, w);
     }
     net->reshaping = 0;
+    if (rc != CD_OK)
+        net->allocated = 0; /* half re-planned: not to be run (cd_net_reshape says: free it) */
     if (rc != CD_OK && strncmp(err, net->filename, strlen(net->filename)) != 0) {
         char inner[1024];
         snprintf(inner, sizeof inner, "%s", err);
