@@ -231,6 +231,11 @@ else:
         fails.append("exit status %s" % p.returncode)
     if "rank 1" not in rest[1]:
         fails.append("stderr does not name rank 1: %r" % rest[1][-400:])
+    # the launcher's exit may come a moment before its ranks are reaped: they must be
+    # gone within a bounded time, not at once
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and ([pid for pid in pids.values() if running(pid)] or ranks()):
+        time.sleep(0.05)
     left = [pid for pid in pids.values() if running(pid)]
     if left or ranks():
         fails.append("processes left: %s %s" % (left, ranks()))
