@@ -329,8 +329,60 @@ static void test_refusals(void)
     cd_onnx_model_free(&m);
 }
 
+/* Damaged files: an initializer whose shape claims more values than it holds (dims whose
+ * product is the largest size, with a few raw bytes), and a graph input without a name,
+ * are refused, neither crashing nor allocating by the shape. */
+static void test_damaged(void)
+{
+    static int64_t dims[] = {3, 5, 17, 257, 641, 65537, 6700417}; /* product: 2^64 - 1 */
+    uint8_t raw[64] = {0};
+    Onnx__TensorProto t = ONNX__TENSOR_PROTO__INIT;
+    t.name = "w";
+    t.n_dims = CD_ARRAY_LEN(dims);
+    t.dims = dims;
+    t.has_data_type = 1;
+    t.data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    t.has_raw_data = 1;
+    t.raw_data = (ProtobufCBinaryData){sizeof raw, raw};
+    Onnx__TensorProto *inits[] = {&t};
+    Onnx__ValueInfoProto in = ONNX__VALUE_INFO_PROTO__INIT; /* no name */
+    Onnx__ValueInfoProto *ins[] = {&in};
+    Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
+    g.name = "damaged";
+    Onnx__OperatorSetIdProto op = ONNX__OPERATOR_SET_ID_PROTO__INIT;
+    op.has_version = 1;
+    op.version = 13;
+    Onnx__OperatorSetIdProto *ops[] = {&op};
+    Onnx__ModelProto mp = ONNX__MODEL_PROTO__INIT;
+    mp.has_ir_version = 1;
+    mp.ir_version = 7;
+    mp.graph = &g;
+    mp.n_opset_import = 1;
+    mp.opset_import = ops;
+    static const struct {
+        int with_init, with_input;
+        const char *why;
+    } cases[] = {{1, 0, "initializer 'w' holds 16 values for its shape of 18446744073709551615"},
+                 {0, 1, "graph input 0 has no name"}};
+    for (size_t i = 0; i < CD_ARRAY_LEN(cases); i++) {
+        g.n_initializer = cases[i].with_init ? 1 : 0;
+        g.initializer = inits;
+        g.n_input = cases[i].with_input ? 1 : 0;
+        g.input = ins;
+        size_t len = onnx__model_proto__get_packed_size(&mp);
+        uint8_t *buf = malloc(len);
+        onnx__model_proto__pack(&mp, buf);
+        char err[1024] = "";
+        cd_onnx_model m;
+        CHECK(cd_onnx_import(buf, len, "damaged.onnx", &m, err, sizeof err) == CD_ERR && strstr(err, cases[i].why),
+              "damaged case %zu refused saying \"%s\": %s", i, cases[i].why, err);
+        cd_onnx_model_free(&m);
+        free(buf);
+    }
+}
+
 int main(void)
 {
-    void (*const tests[])(void) = {test_node_tests, test_refusals};
+    void (*const tests[])(void) = {test_node_tests, test_refusals, test_damaged};
     return cd_test_main_cpu("onnx_import", 2, &g_be, tests, CD_ARRAY_LEN(tests));
 }
