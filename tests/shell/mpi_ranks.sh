@@ -48,55 +48,14 @@ run_mpi() {
 
 # ---- data -----------------------------------------------------------------------------
 
-python3 "$lib" make-idx "$tmp/images.idx" "$tmp/labels.idx"
-if ! "$worker" import-idx --images "$tmp/images.idx" --labels "$tmp/labels.idx" \
-        --out "$tmp/png" >"$tmp/import.log" 2>&1; then
-    cat "$tmp/import.log"
-    echo "FAIL: import-idx"
-    echo "mpi_ranks: 0 passed, 1 failed"
-    exit 1
-fi
-for enc in none png; do
-    mkdir -p "$tmp/dataset-$enc"
-    cat >"$tmp/dataset-$enc/dataset.json" <<EOF
-{"folder_train": "$tmp/png", "pct_val": 25, "channels": 1, "width": 16, "height": 16,
- "resize_mode": "squash", "encoding": "$enc", "seed": 1}
-EOF
-    if ! "$worker" dataset "$tmp/dataset-$enc" >"$tmp/dataset-$enc.log" 2>&1; then
-        cat "$tmp/dataset-$enc.log"
-        echo "FAIL: the dataset job ($enc)"
-        echo "mpi_ranks: 0 passed, 1 failed"
-        exit 1
-    fi
-done
+small_dataset "$tmp/dataset-none" none
+small_dataset "$tmp/dataset-png" png
 
 # job DIR JSON-FIELDS [DATASET]: a fresh job folder with a small LeNet and train.json
 job() {
     rm -rf "$1" "$1.log"*
     mkdir -p "$1"
-    cat >"$1/network.prototxt" <<EOF
-name: "tiny"
-$(data_layers 32 50)
-layer { name: "scale" type: "Power" bottom: "data" top: "scaled" power_param { scale: 0.0125 } }
-layer { name: "conv1" type: "Convolution" bottom: "scaled" top: "conv1"
-  param { lr_mult: 1 } param { lr_mult: 2 }
-  convolution_param { num_output: 4 kernel_size: 3
-    weight_filler { type: "xavier" } bias_filler { type: "constant" } } }
-layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1"
-  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
-layer { name: "ip1" type: "InnerProduct" bottom: "pool1" top: "ip1"
-  param { lr_mult: 1 } param { lr_mult: 2 }
-  inner_product_param { num_output: 16
-    weight_filler { type: "xavier" } bias_filler { type: "constant" } } }
-layer { name: "relu1" type: "ReLU" bottom: "ip1" top: "ip1" }
-layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
-  param { lr_mult: 1 } param { lr_mult: 2 }
-  inner_product_param { weight_filler { type: "xavier" } bias_filler { type: "constant" } } }
-layer { name: "accuracy" type: "Accuracy" bottom: "ip2" bottom: "label" top: "accuracy"
-  include { stage: "val" } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss"
-  exclude { stage: "deploy" } }
-EOF
+    tiny_net "$1/network.prototxt"
     printf '{"dataset_dir": "%s", %s}\n' "${3:-$tmp/dataset-none}" "$2" >"$1/train.json"
 }
 

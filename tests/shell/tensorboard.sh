@@ -27,27 +27,7 @@ train_setup tensorboard
 
 # ---- data and job ----------------------------------------------------------------------
 
-python3 "$lib" make-idx "$tmp/images.idx" "$tmp/labels.idx"
-if ! "$worker" import-idx --images "$tmp/images.idx" --labels "$tmp/labels.idx" \
-        --out "$tmp/png" >"$tmp/import.log" 2>&1; then
-    cat "$tmp/import.log"
-    echo "FAIL: import-idx"
-    failed=1
-    train_finish
-    exit 1
-fi
-mkdir -p "$tmp/dataset"
-cat >"$tmp/dataset/dataset.json" <<JSON
-{"folder_train": "$tmp/png", "pct_val": 25, "channels": 1, "width": 16, "height": 16,
- "resize_mode": "squash", "encoding": "none", "seed": 1}
-JSON
-if ! "$worker" dataset "$tmp/dataset" >"$tmp/dataset.log" 2>&1 || [ ! -f "$tmp/dataset/stats.json" ]; then
-    cat "$tmp/dataset.log"
-    echo "FAIL: the dataset job"
-    failed=1
-    train_finish
-    exit 1
-fi
+small_dataset "$tmp/dataset" none
 
 job=$tmp/job
 mkdir -p "$job"

@@ -31,70 +31,17 @@ train_setup train_cpu
 
 # ---- data -----------------------------------------------------------------------------
 
-python3 "$lib" make-idx "$tmp/images.idx" "$tmp/labels.idx"
-if ! "$worker" import-idx --images "$tmp/images.idx" --labels "$tmp/labels.idx" \
-        --out "$tmp/png" >"$tmp/import.log" 2>&1; then
-    cat "$tmp/import.log"
-    echo "FAIL: import-idx"
-    failed=1
-    echo "train_cpu: 0 passed, 1 failed"
-    exit 1
-fi
-mkdir -p "$tmp/dataset"
-cat >"$tmp/dataset/dataset.json" <<EOF
-{"folder_train": "$tmp/png", "pct_val": 25, "channels": 1, "width": 16, "height": 16,
- "resize_mode": "squash", "encoding": "none", "seed": 1}
-EOF
-if ! "$worker" dataset "$tmp/dataset" >"$tmp/dataset.log" 2>&1 || [ ! -f "$tmp/dataset/stats.json" ]; then
-    cat "$tmp/dataset.log"
-    echo "FAIL: the dataset job"
-    failed=1
-    echo "train_cpu: 0 passed, 1 failed"
-    exit 1
-fi
+small_dataset "$tmp/dataset" none
 echo "data: $(grep -o '"splits":{[^}]*}' "$tmp/dataset.log")"
 
 # ---- jobs ---------------------------------------------------------------------------
-
-# write_net FILE [dropout]: LeNet's shape at a smaller size, in DIGITS's one-file form
-write_net() {
-    local drop=""
-    if [ "${2:-}" = dropout ]; then
-        drop='layer { name: "drop1" type: "Dropout" bottom: "ip1" top: "ip1" dropout_param { dropout_ratio: 0.3 } }'
-    fi
-    cat >"$1" <<EOF
-name: "tiny"
-$(data_layers 32 50)
-layer { name: "scale" type: "Power" bottom: "data" top: "scaled" power_param { scale: 0.0125 } }
-layer { name: "conv1" type: "Convolution" bottom: "scaled" top: "conv1"
-  param { lr_mult: 1 } param { lr_mult: 2 }
-  convolution_param { num_output: 4 kernel_size: 3
-    weight_filler { type: "xavier" } bias_filler { type: "constant" } } }
-layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1"
-  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
-layer { name: "ip1" type: "InnerProduct" bottom: "pool1" top: "ip1"
-  param { lr_mult: 1 } param { lr_mult: 2 }
-  inner_product_param { num_output: 16
-    weight_filler { type: "xavier" } bias_filler { type: "constant" } } }
-layer { name: "relu1" type: "ReLU" bottom: "ip1" top: "ip1" }
-$drop
-layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
-  param { lr_mult: 1 } param { lr_mult: 2 }
-  inner_product_param { weight_filler { type: "xavier" } bias_filler { type: "constant" } } }
-layer { name: "accuracy" type: "Accuracy" bottom: "ip2" bottom: "label" top: "accuracy"
-  include { stage: "val" } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss"
-  exclude { stage: "deploy" } }
-layer { name: "softmax" type: "Softmax" bottom: "ip2" top: "softmax" include { stage: "deploy" } }
-EOF
-}
 
 # job DIR NETKIND JSON-FIELDS [DATASET]: a fresh job folder with network.prototxt and
 # train.json (on $tmp/dataset unless DATASET is given)
 job() {
     rm -rf "$1" "$1.log"*
     mkdir -p "$1"
-    write_net "$1/network.prototxt" "$2"
+    tiny_net "$1/network.prototxt" "$2"
     printf '{"dataset_dir": "%s", %s}\n' "${4:-$tmp/dataset}" "$3" >"$1/train.json"
 }
 

@@ -11,6 +11,8 @@
 #                          the test's
 #   data_layers TRAIN [VAL]  the train and val Data layers of a one-file network, with
 #                          batch sizes TRAIN and VAL (default TRAIN)
+#   small_dataset DIR ENC  a small synthetic classification dataset job in DIR
+#   tiny_net FILE [dropout]  a small LeNet-like network in DIGITS's one-file form
 #   set_resume DIR         the same train.json with "resume": true
 #   resume_check NAME MAKE a job made by `MAKE DIR EPOCHS`, stopped at its first
 #                          snapshot and resumed, against the same job never stopped
@@ -123,6 +125,66 @@ if not vals:
     sys.exit(1)
 print("val %s: first %.4f, last %.4f (want %s %g)" % (name, vals[0], vals[-1], op, want))
 sys.exit(0 if (vals[-1] >= want if op == "ge" else vals[-1] <= want) else 1)
+EOF
+}
+
+# small_dataset DIR ENCODING: a dataset job in DIR (encoding none, png or jpg) of 600
+# synthetic 16x16 gray images in 4 classes (lib_train.py make-idx, imported by the worker
+# into $tmp/png once), 25% validation; a failure ends the test
+small_dataset() {
+    if [ ! -d "$tmp/png" ]; then
+        python3 "$lib" make-idx "$tmp/images.idx" "$tmp/labels.idx"
+        if ! "$worker" import-idx --images "$tmp/images.idx" --labels "$tmp/labels.idx" \
+                --out "$tmp/png" >"$tmp/import.log" 2>&1; then
+            cat "$tmp/import.log"
+            echo "FAIL: import-idx"
+            failed=$((failed + 1))
+            train_finish
+            exit 1
+        fi
+    fi
+    mkdir -p "$1"
+    printf '{"folder_train": "%s", "pct_val": 25, "channels": 1, "width": 16, "height": 16,\n "resize_mode": "squash", "encoding": "%s", "seed": 1}\n' \
+        "$tmp/png" "$2" >"$1/dataset.json"
+    if ! "$worker" dataset "$1" >"$1.log" 2>&1 || [ ! -f "$1/stats.json" ]; then
+        cat "$1.log"
+        echo "FAIL: the dataset job ($1)"
+        failed=$((failed + 1))
+        train_finish
+        exit 1
+    fi
+}
+
+# tiny_net FILE [dropout]: LeNet's shape at a smaller size, in DIGITS's one-file form
+tiny_net() {
+    local drop=""
+    if [ "${2:-}" = dropout ]; then
+        drop='layer { name: "drop1" type: "Dropout" bottom: "ip1" top: "ip1" dropout_param { dropout_ratio: 0.3 } }'
+    fi
+    cat >"$1" <<EOF
+name: "tiny"
+$(data_layers 32 50)
+layer { name: "scale" type: "Power" bottom: "data" top: "scaled" power_param { scale: 0.0125 } }
+layer { name: "conv1" type: "Convolution" bottom: "scaled" top: "conv1"
+  param { lr_mult: 1 } param { lr_mult: 2 }
+  convolution_param { num_output: 4 kernel_size: 3
+    weight_filler { type: "xavier" } bias_filler { type: "constant" } } }
+layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1"
+  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "ip1" type: "InnerProduct" bottom: "pool1" top: "ip1"
+  param { lr_mult: 1 } param { lr_mult: 2 }
+  inner_product_param { num_output: 16
+    weight_filler { type: "xavier" } bias_filler { type: "constant" } } }
+layer { name: "relu1" type: "ReLU" bottom: "ip1" top: "ip1" }
+$drop
+layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
+  param { lr_mult: 1 } param { lr_mult: 2 }
+  inner_product_param { weight_filler { type: "xavier" } bias_filler { type: "constant" } } }
+layer { name: "accuracy" type: "Accuracy" bottom: "ip2" bottom: "label" top: "accuracy"
+  include { stage: "val" } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss"
+  exclude { stage: "deploy" } }
+layer { name: "softmax" type: "Softmax" bottom: "ip2" top: "softmax" include { stage: "deploy" } }
 EOF
 }
 
