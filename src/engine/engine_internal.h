@@ -16,6 +16,9 @@ int cd_filler_check(const cd_pt_node *f, char *err, size_t errlen);
 /* cd_layer_buffer for a layer's init: *out gets n floats. CD_OK, or CD_ERR with an
  * out-of-memory message naming the layer. */
 int cd_layer_buffer_init(cd_net *net, cd_layer *l, size_t n, float **out, char *err, size_t errlen);
+/* The setup both two-bottom losses share (EuclideanLoss, L1Loss): the same batch and
+ * count of values in both bottoms, a scalar top; *num gets the batch (layer_regress.c). */
+int cd_loss_pair_setup(cd_layer *l, int *num, char *err, size_t errlen);
 
 /* Layer tables, one per file of layers; each ends with a {NULL} row. */
 extern const cd_layer_type cd_layers_data[];

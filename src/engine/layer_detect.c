@@ -30,20 +30,10 @@ typedef struct l1_priv {
 
 static int l1_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
 {
-    const cd_blob *a = l->bottom[0], *b = l->bottom[1];
-    char sa[64], sb[64];
     (void)net;
-    if (a->ndim < 1 || b->ndim < 1 || a->dims[0] != b->dims[0] || a->count != b->count)
-        return cd_layer_error(l, err, errlen,
-                              "%s (%s) and %s (%s) must have the same batch and the same number of values "
-                              "per item; check the bottoms",
-                              a->name, cd_blob_shape_str(a, sa, sizeof sa), b->name,
-                              cd_blob_shape_str(b, sb, sizeof sb));
     l1_priv *p = cd_xcalloc(1, sizeof *p);
     l->priv = p;
-    p->num = a->dims[0] > 0 ? a->dims[0] : 1;
-    cd_blob_set_shape(l->top[0], 0, NULL);
-    return CD_OK;
+    return cd_loss_pair_setup(l, &p->num, err, errlen);
 }
 
 static int l1_init(cd_net *net, cd_layer *l, char *err, size_t errlen)

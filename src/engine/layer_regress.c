@@ -14,11 +14,10 @@ typedef struct euclid_priv {
     int num;     /* N, the first axis */
 } euclid_priv;
 
-static int euclid_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
+int cd_loss_pair_setup(cd_layer *l, int *num, char *err, size_t errlen)
 {
     const cd_blob *a = l->bottom[0], *b = l->bottom[1];
     char sa[64], sb[64];
-    (void)net;
     if (a->ndim < 1 || b->ndim < 1 || a->dims[0] != b->dims[0])
         return cd_layer_error(l, err, errlen,
                               "%s (%s) and %s (%s) must have the same first dimension (the batch)",
@@ -30,11 +29,17 @@ static int euclid_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
                               "reshape one of them",
                               a->name, cd_blob_shape_str(a, sa, sizeof sa), b->name,
                               cd_blob_shape_str(b, sb, sizeof sb));
-    euclid_priv *e = cd_xcalloc(1, sizeof *e);
-    l->priv = e;
-    e->num = a->dims[0] > 0 ? a->dims[0] : 1;
+    *num = a->dims[0] > 0 ? a->dims[0] : 1;
     cd_blob_set_shape(l->top[0], 0, NULL);
     return CD_OK;
+}
+
+static int euclid_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
+{
+    (void)net;
+    euclid_priv *e = cd_xcalloc(1, sizeof *e);
+    l->priv = e;
+    return cd_loss_pair_setup(l, &e->num, err, errlen);
 }
 
 static int euclid_init(cd_net *net, cd_layer *l, char *err, size_t errlen)
