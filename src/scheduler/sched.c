@@ -406,6 +406,15 @@ void sched_free(sched_t *s)
     free(s);
 }
 
+/* t at the end of the running tasks (the lock held). */
+static void append_task(sched_t *s, stask_t *t)
+{
+    stask_t **pp = &s->tasks;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = t;
+}
+
 /* ---- queue operations ------------------------------------------------------------- */
 
 int sched_enqueue(sched_t *s, const char *job_id, cd_err_t *err)
@@ -458,10 +467,7 @@ int sched_enqueue(sched_t *s, const char *job_id, cd_err_t *err)
         cd_err_set(err, CD_E_INVALID, "%s", why);
         goto err;
     }
-    stask_t **pp = &s->tasks;
-    while (*pp)
-        pp = &(*pp)->next;
-    *pp = t;
+    append_task(s, t);
     /* a Slurm job of an earlier attempt is not this one's: a restart must not follow it */
     store_task_set_slurm(s->store, t->task_id, NULL, NULL, NULL);
     sched_set_state(s, job_id, t->task_id, CD_ST_WAIT, NULL);
@@ -693,26 +699,38 @@ static void stop_orphan(sched_t *s, const char *job_id, const char *dir, pid_t p
     }
 }
 
-/* Follows again the live worker of a running task (recovery, before the scheduling
- * thread starts): it holds the GPUs it runs on, or its slot, in the pools, and the job
- * stays Running. CD_ERR with why when it cannot be followed (the pools of this server
- * cannot hold what it uses, its output cannot be read): the caller stops it then. */
-static int adopt_worker(sched_t *s, json_t *job, json_t *task, cd_err_t *err)
+/* A task found again after a restart: what the store says of its job and task, run by
+ * exec, asking what its job asks; NULL (err set) when memory runs out. */
+static stask_t *adopted_task(sched_t *s, json_t *job, json_t *task, const sched_executor_t *exec, cd_err_t *err)
 {
     stask_t *t = calloc(1, sizeof *t);
-    if (!t)
-        return cd_err_set(err, CD_E_INTERNAL, "out of memory");
+    if (!t) {
+        cd_err_set(err, CD_E_INTERNAL, "out of memory");
+        return NULL;
+    }
     snprintf(t->job_id, sizeof t->job_id, "%s", jstr(job, "id"));
     snprintf(t->type, sizeof t->type, "%s", jstr(job, "type"));
     snprintf(t->dataset_id, sizeof t->dataset_id, "%s", jstr(job, "dataset_id"));
     snprintf(t->dir, sizeof t->dir, "%s", jstr(job, "dir"));
     t->task_id = json_integer_value(json_object_get(task, "id"));
     t->attempt = (int)json_integer_value(json_object_get(task, "attempt"));
+    t->out_offset = json_integer_value(json_object_get(task, "out_offset"));
+    t->exec = exec;
+    sched_job_request(s, job, &t->req);
+    return t;
+}
+
+/* Follows again the live worker of a running task (recovery, before the scheduling
+ * thread starts): it holds the GPUs it runs on, or its slot, in the pools, and the job
+ * stays Running. CD_ERR with why when it cannot be followed (the pools of this server
+ * cannot hold what it uses, its output cannot be read): the caller stops it then. */
+static int adopt_worker(sched_t *s, json_t *job, json_t *task, cd_err_t *err)
+{
+    stask_t *t = adopted_task(s, job, task, &sched_exec_local, err);
+    if (!t)
+        return CD_ERR;
     t->pid = (pid_t)json_integer_value(json_object_get(task, "pid"));
     t->pid_start = json_integer_value(json_object_get(task, "pid_start"));
-    t->out_offset = json_integer_value(json_object_get(task, "out_offset"));
-    t->exec = &sched_exec_local;
-    sched_job_request(s, job, &t->req);
     json_t *gpus = json_object_get(task, "gpus");
     if (json_array_size(gpus) > 0) {
         if (t->req.kind != SCHED_RES_GPU) {
@@ -746,10 +764,7 @@ static int adopt_worker(sched_t *s, json_t *job, json_t *task, cd_err_t *err)
         free(t);
         return CD_ERR;
     }
-    stask_t **pp = &s->tasks;
-    while (*pp)
-        pp = &(*pp)->next;
-    *pp = t;
+    append_task(s, t);
     if (t->req.kind == SCHED_RES_GPU)
         sched_publish_gpus(s);
     pthread_mutex_unlock(&s->lock);
@@ -764,32 +779,20 @@ static int adopt_slurm(sched_t *s, json_t *job, json_t *task, cd_err_t *err)
 {
     if (!s->slurm_tool[0][0] && slurm_init(s, err) != CD_OK)
         return CD_ERR;
-    stask_t *t = calloc(1, sizeof *t);
+    stask_t *t = adopted_task(s, job, task, &sched_exec_slurm, err);
     if (!t)
-        return cd_err_set(err, CD_E_INTERNAL, "out of memory");
-    snprintf(t->job_id, sizeof t->job_id, "%s", jstr(job, "id"));
-    snprintf(t->type, sizeof t->type, "%s", jstr(job, "type"));
-    snprintf(t->dataset_id, sizeof t->dataset_id, "%s", jstr(job, "dataset_id"));
-    snprintf(t->dir, sizeof t->dir, "%s", jstr(job, "dir"));
+        return CD_ERR;
     snprintf(t->slurm_id, sizeof t->slurm_id, "%s", jstr(task, "slurm_job_id"));
     snprintf(t->nodes, sizeof t->nodes, "%s", jstr(task, "nodes"));
-    t->task_id = json_integer_value(json_object_get(task, "id"));
-    t->attempt = (int)json_integer_value(json_object_get(task, "attempt"));
-    t->out_offset = json_integer_value(json_object_get(task, "out_offset"));
-    t->exec = &sched_exec_slurm;
     t->pending = json_integer_value(json_object_get(task, "state")) == CD_ST_WAIT;
     snprintf(t->slurm_state, sizeof t->slurm_state, "%s", t->pending ? "PENDING" : "RUNNING");
-    sched_job_request(s, job, &t->req);
     pthread_mutex_lock(&s->lock);
     if (worker_adopt(s, t, err) != CD_OK) {
         pthread_mutex_unlock(&s->lock);
         free(t);
         return CD_ERR;
     }
-    stask_t **pp = &s->tasks;
-    while (*pp)
-        pp = &(*pp)->next;
-    *pp = t;
+    append_task(s, t);
     pthread_mutex_unlock(&s->lock);
     return CD_OK;
 }
