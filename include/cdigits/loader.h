@@ -51,8 +51,10 @@ typedef struct cd_batch {
     int h, w;           /* their stored size: the db's, or in a db of records of varying
                          * size (cd_db_mixed, one per batch) this record's */
     uint8_t *pixels;    /* n x (c, h, w) uint8 at the stored size */
-    float *labels;      /* n x cd_label_size(the label shape); a spatial label of a record of varying
-                         * size holds its delivered size (crop, or h x w) from the start */
+    float *labels;      /* n x label_floats */
+    size_t label_floats; /* floats of one image's label: cd_label_size of the label shape, or
+                         * a spatial label of a record of varying size at its delivered size
+                         * (crop, or h x w) */
     int *oy, *ox;       /* crop offsets */
     uint8_t *mirror;    /* n: the enum cd_flip bits drawn for each image */
     cd_aug_params *aug; /* n: each image's augmentation, or NULL when opts.aug changes no

@@ -158,6 +158,7 @@ static void fill(cd_loader_t *l, slot *sl, long index)
     b->n = n;
     b->h = l->h;
     b->w = l->w;
+    b->label_floats = l->label_size;
     for (int j = 0; j < n; j++) {
         uint64_t k = first + (uint64_t)j;
         size_t rec = cd_loader_record(o->seed, o->shuffle, l->n, k);
@@ -176,6 +177,8 @@ static void fill(cd_loader_t *l, slot *sl, long index)
             }
             b->h = h;
             b->w = w;
+            if (l->label.spatial) /* this record's label at its delivered size */
+                b->label_floats = (size_t)l->label.c * (o->crop > 0 ? (size_t)o->crop * o->crop : (size_t)h * w);
             int lh = h, lw = w;
             if (o->label_db && l->label.spatial &&
                 (cd_db_record_shape(o->label_db, rec, &lh, &lw, e, sizeof e) != CD_OK || lh != h || lw != w)) {

@@ -157,11 +157,7 @@ static void stage(trainer *t, staging *st, const cd_batch *b)
     cd_input_batch in = {.n = b->n, .h = b->h, .w = b->w, .pixels = b->pixels, .oy = b->oy, .ox = b->ox,
                          .mirror = b->mirror, .aug = b->aug};
     cd_input_stage_upload(&t->prep, &st->in, &in);
-    /* a spatial label of an image of varying size has the size it is delivered at */
-    size_t label = cd_label_size(&t->label);
-    if (t->mixed && t->label.spatial)
-        label = (size_t)t->label.c * (t->crop > 0 ? (size_t)t->crop * t->crop : (size_t)b->h * b->w);
-    cd_be_upload_async(t->be, st->labels, b->labels, (size_t)b->n * label * sizeof(float));
+    cd_be_upload_async(t->be, st->labels, b->labels, (size_t)b->n * b->label_floats * sizeof(float));
 }
 
 /* Crop, flip, subtract the mean and scale into the net's data; the labels into its
