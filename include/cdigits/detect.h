@@ -96,6 +96,14 @@ void cd_det_match(const cd_det_box *labels, int nlabels, const cd_det_box *dets,
                   char *dmatch);
 
 /*
+ * KITTI's DontCare rule, the one rule of validation (ScoreDetections) and inference: an
+ * unmatched detection whose area lies at least half inside a DontCare box (class 0) of
+ * boxes (n of them; boxes of other classes are passed over) is neither a true nor a
+ * false positive. Returns 1 when det is such a detection.
+ */
+int cd_det_in_dontcare(const cd_det_box *det, const cd_det_box *boxes, int n);
+
+/*
  * Scores the detections of one image against its label boxes, class by class: each
  * label box (in order) takes the first detection, by descending confidence, of its class
  * not yet taken whose IoU with it is at least iou (DetectNet's ScoreDetections). An

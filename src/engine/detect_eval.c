@@ -151,6 +151,15 @@ void cd_det_match(const cd_det_box *labels, int nlabels, const cd_det_box *dets,
                 gmatch[i] = dmatch[j] = 1;
 }
 
+int cd_det_in_dontcare(const cd_det_box *det, const cd_det_box *boxes, int n)
+{
+    double a = area(det);
+    for (int i = 0; i < n; i++)
+        if (boxes[i].cls == 0 && a > 0 && overlap(det, &boxes[i]) >= 0.5 * a)
+            return 1;
+    return 0;
+}
+
 void cd_det_score(const cd_det_box *labels, int nlabels, const cd_det_box *dets, int ndets, double iou, int cls,
                   cd_det_counts *c)
 {
@@ -176,11 +185,7 @@ void cd_det_score(const cd_det_box *labels, int nlabels, const cd_det_box *dets,
     for (int j = 0; j < m; j++) {
         if (dmatch[j])
             continue;
-        int ignored = 0;
-        double a = area(&d[j]);
-        for (int i = 0; i < nlabels && !ignored; i++)
-            ignored = labels[i].cls == 0 && a > 0 && overlap(&d[j], &labels[i]) >= 0.5 * a;
-        c->fp += !ignored;
+        c->fp += !cd_det_in_dontcare(&d[j], labels, nlabels);
     }
     free(gmatch);
     free(dmatch);

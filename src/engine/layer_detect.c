@@ -85,6 +85,12 @@ static void l1_backward(cd_net *net, cd_layer *l)
  *          image_size_x / stride): foreground, bbox x1 y1 x2 y2 relative to the cell's top
  *          left, 1/w and 1/h, obj_norm, then one coverage plane per mapped class (K =
  *          the largest object_class dst + 1), NV-Caffe's CoverageGenerator.
+ *          Optionally (cdigits's, for DontCare masking) a third top, the care plane (N, 1,
+ *          grid): 0 in a cell at least half covered by a DontCare box (class 0) that no
+ *          object covers, else 1, to multiply the coverage loss by; and a fourth, the
+ *          DontCare boxes (N, label rows, 5) as [x1, y1, x2, y2, 0] in the transformed
+ *          image's pixels, zero rows after, for ScoreDetections to leave detections in
+ *          them out.
  * TRAIN: hue rotation, desaturation, mean, scale, rotation, flip and a random crop (or a
  * centred one) to the image size, as NV-Caffe in that order; other stages scale the
  * image to the size. Images are handled as 0..1 floats, as NV-Caffe's OpenCV code, and
@@ -119,6 +125,7 @@ typedef struct dnt_priv {
     int n, ih, iw, rows;
     uint64_t seed;
     float *in, *lab, *out, *tl; /* host copies: bottoms and tops */
+    float *extra[2];            /* the care plane and DontCare list tops' host copies */
     dnt_img a, b;
     dnt_box *boxes;
 } dnt_priv;
@@ -364,6 +371,48 @@ static void coverage(const dnt_priv *p, const dnt_box *boxes, int nbox, float *o
     }
 }
 
+/* The care plane (gy, gx) of one image: out is its coverage label (foreground first). */
+static void care_plane(const dnt_priv *p, const dnt_box *boxes, int nbox, const float *label, float *care)
+{
+    size_t area = (size_t)p->gx * p->gy;
+    float stride = (float)p->stride, cell_area = stride * stride;
+    for (size_t k = 0; k < area; k++)
+        care[k] = 1.0f;
+    for (int i = 0; i < nbox; i++) {
+        if (boxes[i].cls != 0)
+            continue;
+        rectf bb = {boxes[i].x, boxes[i].y, boxes[i].w, boxes[i].h};
+        int x0 = imax(0, (int)floorf(bb.x / stride)), y0 = imax(0, (int)floorf(bb.y / stride));
+        int x1 = imin(p->gx, (int)ceilf((bb.x + bb.w) / stride));
+        int y1 = imin(p->gy, (int)ceilf((bb.y + bb.h) / stride));
+        for (int gy = y0; gy < y1; gy++)
+            for (int gx = x0; gx < x1; gx++) {
+                rectf in = rect_and(bb, (rectf){gx * stride, gy * stride, stride, stride});
+                size_t at = (size_t)gy * p->gx + gx;
+                if (in.w * in.h >= 0.5f * cell_area && label[at] == 0.0f)
+                    care[at] = 0.0f;
+            }
+    }
+}
+
+/* The DontCare boxes of one image as list rows [x1, y1, x2, y2, 0] (rows of them),
+ * cropped to the transformed image; zero rows after. */
+static void dontcare_list(const dnt_priv *p, const dnt_box *boxes, int nbox, float *out, int rows)
+{
+    memset(out, 0, (size_t)rows * 5 * sizeof(float));
+    rectf image = {0, 0, (float)p->ox, (float)p->oy};
+    for (int i = 0, r = 0; i < nbox && r < rows; i++) {
+        rectf bb = rect_and((rectf){boxes[i].x, boxes[i].y, boxes[i].w, boxes[i].h}, image);
+        if (boxes[i].cls != 0 || bb.w * bb.h < FLT_EPSILON)
+            continue;
+        float *o = out + (size_t)r++ * 5;
+        o[0] = bb.x;
+        o[1] = bb.y;
+        o[2] = bb.x + bb.w;
+        o[3] = bb.y + bb.h;
+    }
+}
+
 /* ---- setup, forward ---- */
 
 static float fparam(const cd_pt_node *m, const char *name, double dflt)
@@ -462,6 +511,14 @@ static int dnt_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
     cd_blob_set_shape(l->top[0], 4, dims);
     int ldims[4] = {p->n, 8 + p->nclass, p->gy, p->gx};
     cd_blob_set_shape(l->top[1], 4, ldims);
+    if (l->ntop > 2) {
+        int cdims[4] = {p->n, 1, p->gy, p->gx};
+        cd_blob_set_shape(l->top[2], 4, cdims);
+    }
+    if (l->ntop > 3) {
+        int bdims[3] = {p->n, p->rows, 5};
+        cd_blob_set_shape(l->top[3], 3, bdims);
+    }
     net->host_reads = 1;
     return CD_OK;
 }
@@ -474,6 +531,8 @@ static int dnt_init(cd_net *net, cd_layer *l, char *err, size_t errlen)
     p->lab = cd_xrealloc(p->lab, l->bottom[1]->count * sizeof(float));
     p->out = cd_xrealloc(p->out, l->top[0]->count * sizeof(float));
     p->tl = cd_xrealloc(p->tl, l->top[1]->count * sizeof(float));
+    for (int t = 2; t < l->ntop; t++)
+        p->extra[t - 2] = cd_xrealloc(p->extra[t - 2], l->top[t]->count * sizeof(float));
     p->boxes = cd_xrealloc(p->boxes, (size_t)p->rows * sizeof *p->boxes);
     return CD_OK;
 }
@@ -564,9 +623,15 @@ static void dnt_forward(cd_net *net, cd_layer *l)
         for (size_t k = 0; k < out_img; k++)
             dst[k] = p->a.px[k] * 255.0f;
         coverage(p, p->boxes, nbox, p->tl + (size_t)i * label_img);
+        if (l->ntop > 2)
+            care_plane(p, p->boxes, nbox, p->tl + (size_t)i * label_img, p->extra[0] + (size_t)i * p->gx * p->gy);
+        if (l->ntop > 3)
+            dontcare_list(p, p->boxes, nbox, p->extra[1] + (size_t)i * p->rows * 5, p->rows);
     }
     o->upload(be, l->top[0]->data, p->out, l->top[0]->count * sizeof(float));
     o->upload(be, l->top[1]->data, p->tl, l->top[1]->count * sizeof(float));
+    for (int t = 2; t < l->ntop; t++)
+        o->upload(be, l->top[t]->data, p->extra[t - 2], l->top[t]->count * sizeof(float));
 }
 
 static void dnt_destroy(cd_net *net, cd_layer *l)
@@ -579,6 +644,8 @@ static void dnt_destroy(cd_net *net, cd_layer *l)
     free(p->lab);
     free(p->out);
     free(p->tl);
+    free(p->extra[0]);
+    free(p->extra[1]);
     free(p->a.px);
     free(p->b.px);
     free(p->boxes);
@@ -590,7 +657,7 @@ const cd_layer_type cd_layers_detect[] = {
      .backward = l1_backward},
     {.name = "DetectNetTransformation", .param_field = "detectnet_groundtruth_param",
      .param_field2 = "detectnet_augmentation_param", .min_bottoms = 2,
-     .max_bottoms = 2, .min_tops = 2, .max_tops = 2, .setup = dnt_setup, .init = dnt_init,
+     .max_bottoms = 2, .min_tops = 2, .max_tops = 4, .setup = dnt_setup, .init = dnt_init,
      .forward = dnt_forward, .destroy = dnt_destroy},
     {.name = NULL},
 };

@@ -17,10 +17,12 @@
  *     covers, removed), confidence 0. param_str "image_size_x, image_size_y, stride
  *     [, num_classes [, max_boxes]]".
  *   caffe.layers.detectnet.mean_ap ScoreDetections: true boxes and detections of one
- *     class (or K of each: the K true lists, then the K detection lists) -> the marked
+ *     class (or K of each: the K true lists, then the K detection lists), and optionally
+ *     last the DontCare boxes (DetectNetTransformation's fourth top) -> the marked
  *     list (N, R, 5), column 4 being 1 (a true positive), 2 (a false positive) or 3 (a
  *     missed true box); a detection matches the first unmatched true box with IoU >=
- *     param_str (default 0.7, as mean_ap.py).
+ *     param_str (default 0.7, as mean_ap.py), and an unmatched one in a DontCare box is
+ *     left out (cd_det_in_dontcare, inference's rule).
  *   caffe.layers.detectnet.mean_ap mAP: the marked list -> tops mAP, precision and
  *     recall of the batch in percent, as mean_ap.py's calcmAP: precision = TP / (TP +
  *     FP), recall = TP / (TP + missed), mAP = precision * recall / 100.
@@ -54,7 +56,7 @@ struct py_priv {
     double cvg_thresh, eps;
     /* scoring */
     double iou;
-    int pairs;
+    int pairs, dontcare; /* dontcare: the last bottom lists DontCare boxes */
     float *host;    /* the bottoms, downloaded one after the other */
     float *out;     /* the tops' values */
     size_t host_cap, out_cap;
@@ -319,10 +321,13 @@ static int score_setup(cd_net *net, cd_layer *l, py_priv *p, char *err, size_t e
 {
     char s[64];
     p->iou = p->nargs > 0 ? p->args[0] : 0.7;
-    if (l->nbottom % 2)
-        return cd_layer_error(l, err, errlen, "has %d bottoms; give the true box lists, then as many detection "
-                              "lists (one of each per class)", l->nbottom);
+    /* an odd count: the last bottom is the DontCare box list (DetectNetTransformation's
+     * fourth top) */
     p->pairs = l->nbottom / 2;
+    p->dontcare = l->nbottom % 2;
+    if (p->pairs < 1)
+        return cd_layer_error(l, err, errlen, "has %d bottom; give the true box lists, then as many detection "
+                              "lists (one of each per class), then optionally the DontCare boxes", l->nbottom);
     int n = l->bottom[0]->dims[0], rows = 0;
     for (int i = 0; i < l->nbottom; i++) {
         const cd_blob *b = l->bottom[i];
@@ -353,10 +358,11 @@ static int list_boxes(const float *rows, int n, cd_det_box *out, int *row)
 }
 
 /* mean_ap.py's score_det for one image of one class (cd_det_match): the matched
- * detections (marked 1), the others (2), then the true boxes no detection matched (3),
- * appended at out; returns the rows. scratch has room for ng + nd boxes, rows and marks. */
-static int score_image(const float *gt, int ng, const float *dt, int nd, double thr, float *out, cd_det_box *boxes,
-                       int *rows, char *marks)
+ * detections (marked 1), the others (2) but those in a DontCare box of dc (ndc boxes,
+ * class 0: cd_det_in_dontcare), then the true boxes no detection matched (3), appended
+ * at out; returns the rows. scratch has room for ng + nd boxes, rows and marks. */
+static int score_image(const float *gt, int ng, const float *dt, int nd, const cd_det_box *dc, int ndc, double thr,
+                       float *out, cd_det_box *boxes, int *rows, char *marks)
 {
     cd_det_box *g = boxes, *d = boxes + ng;
     int *grow_ = rows, *drow = rows + ng;
@@ -369,6 +375,8 @@ static int score_image(const float *gt, int ng, const float *dt, int nd, double 
         for (int j = 0; j < cnt; j++) {
             int matched = pass == 3 ? gmatch[j] : dmatch[j];
             if ((pass == 1 && !matched) || (pass != 1 && matched))
+                continue;
+            if (pass == 2 && cd_det_in_dontcare(&d[j], dc, ndc))
                 continue;
             const float *b = (pass == 3 ? gt + (size_t)grow_[j] * 5 : dt + (size_t)drow[j] * 5);
             memcpy(out + (size_t)r * 5, b, 4 * sizeof(float));
@@ -394,15 +402,22 @@ static void score_forward(cd_net *net, cd_layer *l)
         o += (int)l->bottom[i]->count;
         maxr = l->bottom[i]->dims[1] > maxr ? l->bottom[i]->dims[1] : maxr;
     }
-    cd_det_box *boxes = cd_xmalloc(2 * (size_t)maxr * sizeof *boxes);
-    int *rowidx = cd_xmalloc(2 * (size_t)maxr * sizeof *rowidx);
+    cd_det_box *boxes = cd_xmalloc(3 * (size_t)maxr * sizeof *boxes), *dc = boxes + 2 * maxr;
+    int *rowidx = cd_xmalloc(3 * (size_t)maxr * sizeof *rowidx);
     char *marks = cd_xmalloc(2 * (size_t)maxr);
     for (int i = 0; i < n; i++) {
-        int r = 0;
+        int r = 0, ndc = 0;
+        if (p->dontcare) {
+            const cd_blob *b = l->bottom[2 * p->pairs];
+            ndc = list_boxes(h + off[2 * p->pairs] + (size_t)i * b->dims[1] * 5, b->dims[1], dc,
+                             rowidx + 2 * maxr);
+            for (int k = 0; k < ndc; k++)
+                dc[k].cls = 0;
+        }
         for (int c = 0; c < p->pairs; c++) {
             const cd_blob *g = l->bottom[c], *d = l->bottom[p->pairs + c];
             r += score_image(h + off[c] + (size_t)i * g->dims[1] * 5, g->dims[1],
-                             h + off[p->pairs + c] + (size_t)i * d->dims[1] * 5, d->dims[1], p->iou,
+                             h + off[p->pairs + c] + (size_t)i * d->dims[1] * 5, d->dims[1], dc, ndc, p->iou,
                              out + ((size_t)i * rows + r) * 5, boxes, rowidx, marks);
         }
     }

@@ -5,7 +5,8 @@
  * being a pure function of the stream position (the same counter draws the same, another
  * counter another); L1Loss's value; ClusterDetections (a box proposed by several cells,
  * grouped into one with confidence log(cells)), ClusterGroundtruth (one box per object),
- * ScoreDetections and mAP against counts done by hand; and the refusals (a Python layer
+ * ScoreDetections and mAP against counts done by hand; DontCare masking (the care
+ * plane, the DontCare list, ScoreDetections leaving detections in them out); and the refusals (a Python layer
  * cdigits does not run, wrong bottoms). L1Loss's gradient is checked in test_grad.
  */
 #include <math.h>
@@ -313,6 +314,73 @@ static void test_cluster_map(void)
     cd_pt_free(tree);
 }
 
+/* DontCare masking: the transformation's care plane is 0 in cells at least half under a
+ * DontCare box that no object covers, and its DontCare list holds those boxes cropped to
+ * the image; ScoreDetections given that list leaves an unmatched detection lying in one
+ * out, and still counts one elsewhere as a false positive. */
+static void test_dontcare(void)
+{
+    static const char text[] = INPUTS
+        "layer { name: \"t\" type: \"DetectNetTransformation\" bottom: \"data\" bottom: \"label\" "
+        "top: \"tdata\" top: \"tlabel\" top: \"care\" top: \"dc\"\n" GT_PARAM("") "}\n"
+        "layer { name: \"in2\" type: \"Input\" top: \"gt\" top: \"det\" "
+        "input_param { shape { dim: 2 dim: 1 dim: 5 } shape { dim: 2 dim: 3 dim: 5 } } }\n"
+        "layer { name: \"score\" type: \"Python\" bottom: \"gt\" bottom: \"det\" bottom: \"dc\" top: \"scored\" "
+        "python_param { module: 'caffe.layers.detectnet.mean_ap' layer: 'ScoreDetections' param_str: '0.5' } }\n"
+        "layer { name: \"mAP\" type: \"Python\" bottom: \"scored\" top: \"mAP\" top: \"precision\" "
+        "top: \"recall\" python_param { module: 'caffe.layers.detectnet.mean_ap' layer: 'mAP' } }\n";
+    cd_pt_node *tree;
+    cd_net *net = build(text, "dontcare", "val", &tree);
+    if (!net)
+        return;
+    cd_blob *care = cd_net_blob(net, "care"), *dc = cd_net_blob(net, "dc");
+    CHECK(care->ndim == 4 && care->dims[0] == 2 && care->dims[1] == 1 && care->dims[2] == 4 && care->dims[3] == 6,
+          "care is (2, 1, 32/8, 48/8)");
+    CHECK(dc->ndim == 3 && dc->dims[0] == 2 && dc->dims[1] == 3 && dc->dims[2] == 5, "dc is (2, label rows, 5)");
+    float *l = cd_net_blob(net, "label")->data;
+    label_row(l + 0, 3.5f, 2, 20, 14, 1); /* covers cells x 1..2, y 0..1 */
+    label_row(l + 16, 0, 0, 16, 16, 0);   /* cells x 0..1, y 0..1; (1, y) is the object's */
+    label_row(l + 32, 29, 8, 19, 16, 0);  /* x 3 only 3/8 under it; x 4..5, y 1..2 */
+    label_row(l + 48, 40, 20, 20, 20, 0); /* past the corner: cropped to 40, 20, 48, 32 */
+    label_row(l + 64, 0, 0, 0, 0, -1);
+    label_row(l + 80, 0, 0, 0, 0, -1);
+    /* image 0: the truth A; detections: A, B inside the second DontCare box, C elsewhere */
+    float *gt = cd_net_blob(net, "gt")->data, *det = cd_net_blob(net, "det")->data;
+    const float a[5] = {4, 2, 24, 16, 0}, da[5] = {4, 2, 24, 17, 2}, db[5] = {32, 10, 44, 20, 1},
+                dcc[5] = {2, 20, 14, 30, 1};
+    memcpy(gt, a, sizeof a);
+    memcpy(det, da, sizeof da);
+    memcpy(det + 5, db, sizeof db);
+    memcpy(det + 10, dcc, sizeof dcc);
+    cd_net_forward(net);
+    static const float want[2][24] = {
+        {0, 1, 1, 1, 1, 1, 0, 1, 1, 1, 0, 0, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1},
+        {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0},
+    };
+    int bad = 0;
+    for (int i = 0; i < 48 && bad < 4; i++)
+        if (care->data[i] != want[i / 24][i % 24]) {
+            CHECK(0, "care image %d cell (%d, %d) = %g, want %g", i / 24, i % 24 % 6, i % 24 / 6, care->data[i],
+                  want[i / 24][i % 24]);
+            bad++;
+        }
+    CHECK(!bad, "care plane: 0 under DontCare, 1 where an object is or under half a cell is covered");
+    const float *d = dc->data;
+    CHECK(d[0] == 0 && d[1] == 0 && d[2] == 16 && d[3] == 16 && d[4] == 0 && d[5] == 29 && d[6] == 8 &&
+              d[7] == 48 && d[8] == 24 && d[10] == 0 && d[14] == 0,
+          "image 0's DontCare list: (0 0 16 16), (29 8 48 24), a zero row; got %g %g %g %g, %g %g %g %g", d[0],
+          d[1], d[2], d[3], d[5], d[6], d[7], d[8]);
+    CHECK(d[15] == 40 && d[16] == 20 && d[17] == 48 && d[18] == 32 && d[20] == 0,
+          "image 1's DontCare box is cropped to the image: got %g %g %g %g", d[15], d[16], d[17], d[18]);
+    const float *sc = cd_net_blob(net, "scored")->data;
+    CHECK(sc[4] == 1 && sc[9] == 2 && sc[5] == 2 && sc[14] == 0, "marks %g %g %g, want A matched, C false, B left out",
+          sc[4], sc[9], sc[14]);
+    CHECK_NEAR(cd_net_blob(net, "precision")->data[0], 50, 1e-4, "precision: A of A and C, B not counted");
+    CHECK_NEAR(cd_net_blob(net, "recall")->data[0], 100, 1e-4, "recall: A found");
+    cd_net_free(net);
+    cd_pt_free(tree);
+}
+
 static void expect_refusal(const char *text, const char *name, const char *stage, const char *want)
 {
     char err[1024] = "";
@@ -348,6 +416,6 @@ static void test_refusals(void)
 int main(void)
 {
     void (*const tests[])(void) = {test_groundtruth, test_flip, test_augment_stream, test_l1, test_cluster_map,
-                                   test_refusals};
+                                   test_dontcare, test_refusals};
     return cd_test_main_cpu("test_detect", 1, &g_be, tests, CD_ARRAY_LEN(tests));
 }
