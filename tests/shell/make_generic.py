@@ -6,9 +6,11 @@
         OUTDIR/labels/NNN.png  8-bit paletted: 0 background, 1 rectangle, 2 disc, 255 the
                                one-pixel ignore border around every shape
         OUTDIR/classes.txt     background, rectangle, disc
-    make_generic.py boxes OUTDIR [--count 40] [--size 64] [--seed 1]
+    make_generic.py boxes OUTDIR [--count 40] [--size 64] [--seed 1] [--apart]
         OUTDIR/images/NNN.png  RGB: a textured background with 1 to 3 rectangles and discs,
-                               some cut by the image's edges
+                               some cut by the image's edges; with --apart no two shapes
+                               (nor a shape and the DontCare patch) overlap, shapes that
+                               find no free place after 50 tries being left out
         OUTDIR/labels/NNN.txt  KITTI: `type truncated occluded alpha x1 y1 x2 y2 h w l x y z
                                rotation_y` a line, types rectangle, disc and DontCare (a patch
                                of coarse noise); x2, y2 are the edges past the last pixel
@@ -96,7 +98,7 @@ def shapes(out, count, size, seed, max_size=None):
         f.write("background\nrectangle\ndisc\n")
 
 
-def boxes(out, count, size, seed):
+def boxes(out, count, size, seed, apart=False):
     rnd = random.Random(seed)
     os.makedirs(os.path.join(out, "images"), exist_ok=True)
     os.makedirs(os.path.join(out, "labels"), exist_ok=True)
@@ -104,6 +106,7 @@ def boxes(out, count, size, seed):
         img = [[(rnd.randint(20, 90), rnd.randint(20, 90), rnd.randint(20, 90)) for _ in range(size)]
                for _ in range(size)]
         lines = []
+        taken = []  # apart: the boxes placed so far, each shape kept a few pixels from them
         if rnd.random() < 0.3:
             # a DontCare patch: coarse grey noise, neither class
             w, h = rnd.randint(size // 8, size // 4), rnd.randint(size // 8, size // 4)
@@ -114,17 +117,26 @@ def boxes(out, count, size, seed):
                     img[y][x] = (v, v, v)
             lines.append("DontCare -1 -1 -10 %.2f %.2f %.2f %.2f -1 -1 -1 -1000 -1000 -1000 -10\n"
                          % (x1, y1, x1 + w, y1 + h))
+            taken.append((x1, y1, x1 + w, y1 + h))
         for _ in range(rnd.randint(1, 3)):
             kind = rnd.choice(("rectangle", "disc"))
             if kind == "rectangle":
                 hw, hh = rnd.randint(size // 10, size // 4), rnd.randint(size // 10, size // 4)
             else:
                 hw = hh = rnd.randint(size // 10, size // 4)
-            if rnd.random() < 0.25:
-                # the centre up to half a shape past an edge: a truncated object
-                cx, cy = rnd.randint(-hw // 2, size - 1 + hw // 2), rnd.randint(-hh // 2, size - 1 + hh // 2)
+            for _ in range(50 if apart else 1):
+                if rnd.random() < 0.25:
+                    # the centre up to half a shape past an edge: a truncated object
+                    cx, cy = rnd.randint(-hw // 2, size - 1 + hw // 2), rnd.randint(-hh // 2, size - 1 + hh // 2)
+                else:
+                    cx, cy = rnd.randint(hw, size - 1 - hw), rnd.randint(hh, size - 1 - hh)
+                gap = 4
+                if not apart or not any(cx - hw - gap < t[2] and t[0] < cx + hw + 1 + gap and
+                           cy - hh - gap < t[3] and t[1] < cy + hh + 1 + gap for t in taken):
+                    break
             else:
-                cx, cy = rnd.randint(hw, size - 1 - hw), rnd.randint(hh, size - 1 - hh)
+                continue
+            taken.append((cx - hw, cy - hh, cx + hw + 1, cy + hh + 1))
             base = (rnd.randint(170, 255), rnd.randint(0, 80), rnd.randint(0, 80)) if kind == "rectangle" else \
                    (rnd.randint(0, 80), rnd.randint(170, 255), rnd.randint(0, 80))
             xs, ys = [], []
@@ -255,11 +267,13 @@ def main():
     ap.add_argument("--size", type=int)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-size", type=int, help="shapes: images of varying size, size to max-size a side")
+    ap.add_argument("--apart", action="store_true",
+                    help="boxes: shapes never overlap one another or the DontCare patch")
     a = ap.parse_args()
     defaults = {"shapes": (48, 32), "boxes": (40, 64), "dots": (200, 32), "digits": (40, 16)}.get(a.kind, (0, 0))
     make = {"shapes": shapes, "boxes": boxes, "dots": dots, "digits": digits, "net-dot": write_net(DOT_NET),
             "net-siamese": write_net(SIAMESE_NET)}[a.kind]
-    extra = {"max_size": a.max_size} if a.kind == "shapes" else {}
+    extra = {"shapes": {"max_size": a.max_size}, "boxes": {"apart": a.apart}}.get(a.kind, {})
     make(a.out, a.count or defaults[0], a.size or defaults[1], a.seed, **extra)
 
 
