@@ -1,6 +1,8 @@
 /* classify: the top classes of images with a trained model job, for scripts that run
  * no server. Images on the command line print one JSON object: {"iteration": N,
- * "classifications": {path: [[label, percent], ...]}} (DIGITS's shape). A list
+ * "classifications": {path: [[label, percent], ...]}} (DIGITS's shape); a detection
+ * model's, {"iteration": N, "detections": {path: [{class, label, x1, y1, x2, y2,
+ * confidence}, ...]}} in each image's pixels. A list
  * (--list FILE of `path [label]` lines) is classified in batches in bounded memory;
  * with labels the object adds the top-1 and top-5 accuracy, the confusion matrix and
  * the accuracy per class (docs/inference.md); the list code is the engine's
@@ -13,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "cdigits/dataset.h"
 #include "cdigits/infer.h"
 #include "cdigits/util.h"
 #include "commands.h"
@@ -98,6 +101,25 @@ static int classify_list(cd_classifier_t *c, const char *list, const cd_list_opt
     return rc;
 }
 
+/* A detection model's boxes of one image, in its pixels (cd_det_fields' "boxes"); NULL
+ * with err on a failure. */
+static json_t *detect_one(cd_classifier_t *c, const cd_image_t *img, char *err, size_t errlen)
+{
+    cd_infer_tensor *outs = NULL;
+    int n = 0;
+    if (cd_infer_image(c, img, &outs, &n, err, errlen) != CD_OK)
+        return NULL;
+    cd_det_frame f = cd_classifier_det_frame(c, img->w, img->h);
+    json_t *fields = json_object(), *boxes = NULL;
+    if (cd_det_fields(c, outs, n, 0, &f, NULL, 0, NULL, 0, fields) >= 0)
+        boxes = json_incref(json_object_get(fields, "boxes"));
+    if (!boxes)
+        snprintf(err, errlen, "the model's outputs hold no detections (no ClusterDetections output)");
+    json_decref(fields);
+    cd_infer_tensors_free(outs, n);
+    return boxes;
+}
+
 int cd_cmd_classify(int argc, char **argv)
 {
     const char *model = NULL, *list = NULL, *folder = NULL;
@@ -163,24 +185,34 @@ int cd_cmd_classify(int argc, char **argv)
         cd_classifier_close(c);
         return rc;
     }
+    int task = cd_classifier_task(c);
+    if (task != CD_TASK_CLASSIFICATION && task != CD_TASK_DETECTION) {
+        fprintf(stderr, "classify: %s is a %s model, which has no classes to answer; run serve-model's infer "
+                "request on it (docs/inference.md)\n", model, cd_dataset_task_name(task));
+        cd_classifier_close(c);
+        return 2;
+    }
     int n = cd_classifier_classes(c), ch, h, w;
     cd_classifier_image_shape(c, &ch, &h, &w);
     float *probs = cd_xcalloc((size_t)n, sizeof *probs);
     json_t *out = json_object(), *all = json_object();
     for (int i = first; i < argc; i++) {
         cd_image_t img = {0};
-        if (cd_image_load(argv[i], ch, &img, err, sizeof err) != CD_OK ||
-            cd_classifier_run(c, &img, probs, err, sizeof err) != CD_OK) {
+        json_t *answer = NULL;
+        if (cd_image_load(argv[i], ch, &img, err, sizeof err) == CD_OK)
+            answer = task == CD_TASK_DETECTION ? detect_one(c, &img, err, sizeof err)
+                     : cd_classifier_run(c, &img, probs, err, sizeof err) == CD_OK ? cd_predictions_json(c, probs, top)
+                                                                                  : NULL;
+        cd_image_free(&img);
+        if (!answer) {
             fprintf(stderr, "classify: %s\n", err);
-            cd_image_free(&img);
             rc = 1;
             continue;
         }
-        cd_image_free(&img);
-        json_object_set_new(all, argv[i], cd_predictions_json(c, probs, top));
+        json_object_set_new(all, argv[i], answer);
     }
     json_object_set_new(out, "iteration", json_integer(cd_classifier_iteration(c)));
-    json_object_set_new(out, "classifications", all);
+    json_object_set_new(out, task == CD_TASK_DETECTION ? "detections" : "classifications", all);
     char *s = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(10));
     if (s)
         puts(s);

@@ -81,6 +81,10 @@ http POST /models/images/classification/classify_one/json -F job_id="$M" -F imag
 check '[ "$CODE" = 200 ] && py "a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
 assert a[\"predictions\"] == [] and a[\"boxes\"] == b[\"boxes\"] and a[\"bboxes\"] == b[\"bboxes\"], a" "$T/body" "$T/one.json"' \
     "classify_one on the detection model answers the same boxes"
+"$WORKER" classify --model "$T/data/jobs/$M" "$T/mine/square.png" >"$T/cli.json" 2>"$T/cli.err"
+check 'py "a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
+assert \"classifications\" not in a and a[\"detections\"] == {sys.argv[3]: b[\"boxes\"]}, a" "$T/cli.json" "$T/one.json" "$T/mine/square.png"' \
+    "the worker's classify command answers the detection model's boxes"
 http POST /models/images/generic/infer_one/json -F job_id="$M" -F image_path="$T/mine/black.png"
 check '[ "$CODE" = 200 ] && [ "$(jv "[d[\"boxes\"], d[\"bboxes\"]]")" = "[[], []]" ]' "a black image has no box"
 http POST /models/images/generic/infer_one -F job_id="$M" -F image_path="$T/mine/square.png"
