@@ -609,7 +609,9 @@ static void test_conv(void)
 {
     /* n, c, h, w, k, kh, kw, sh, sw, ph, pw, dh, dw, group */
     const cd_conv_desc cases[] = {
-        {5, 1, 28, 28, 20, 5, 5, 1, 1, 0, 0, 1, 1, 1, 0, 0},   /* LeNet conv1 */
+        {5, 1, 28, 28, 20, 5, 5, 1, 1, 0, 0, 1, 1, 1, 0, 0},   /* LeNet conv1 (one image per thread) */
+        /* LeNet conv2, 19 images: the filter gradient's 8 partial sums over 2 or 3 each */
+        {19, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 1, 1, 1, 0, 0},
         {1, 3, 7, 9, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0},      /* odd sizes, stride 2, pad */
         {2, 2, 11, 10, 3, 3, 3, 1, 1, 2, 2, 2, 2, 1, 0, 0},    /* dilation 2 */
         {5, 4, 6, 7, 6, 3, 2, 1, 1, 1, 0, 1, 1, 2, 0, 0},      /* groups 2, 3x2 kernel */

@@ -163,65 +163,74 @@ static conv_tap conv_tap_of(const cd_conv_desc *d, int q)
     return t;
 }
 
-/* Unfolds nb images into columns: row (ch,ki,kj), column (b,oy,ox); padding reads 0. */
-// x is (nb, c, h, w); col is (c*kh*kw, nb*oh*ow)
-static void im2col(int nt, const cd_conv_desc *d, int nb, const float *x, float *col)
+/* Unfolds one (image, channel) plane xi into its taps' rows of col, row q at
+ * col + q * ld (ld: the column matrix's row length); padding reads 0. */
+static void im2col_plane(const cd_conv_desc *d, const float *xi, float *col, size_t ld)
 {
-    const int c = d->c, h = d->h, w = d->w, oh = d->oh, ow = d->ow, taps = d->kh * d->kw;
-    const size_t P = (size_t)oh * ow, ld = (size_t)nb * P;
-#pragma omp parallel for num_threads(nt) collapse(2) schedule(static)
-    for (int b = 0; b < nb; b++) {
-        for (int ch = 0; ch < c; ch++) {
-            const float *xi = x + ((size_t)b * c + ch) * h * w;
-            for (int q = 0; q < taps; q++) {
-                conv_tap t = conv_tap_of(d, q);
-                float *row = col + ((size_t)ch * taps + q) * ld + b * P;
-                memset(row, 0, (size_t)t.ylo * ow * sizeof(float));
-                for (int oy = t.ylo; oy < t.yhi; oy++) {
-                    float *r = row + (size_t)oy * ow;
-                    const float *src = xi + (size_t)(oy * d->sh + t.yoff) * w;
-                    for (int ox = 0; ox < t.xlo; ox++)
-                        r[ox] = 0.0f;
-                    if (d->sw == 1) {
-                        memcpy(r + t.xlo, src + t.xlo + t.xoff,
-                               (size_t)(t.xhi - t.xlo) * sizeof(float));
-                    } else {
-                        for (int ox = t.xlo; ox < t.xhi; ox++)
-                            r[ox] = src[ox * d->sw + t.xoff];
-                    }
-                    for (int ox = t.xhi; ox < ow; ox++)
-                        r[ox] = 0.0f;
-                }
-                memset(row + (size_t)t.yhi * ow, 0, (size_t)(oh - t.yhi) * ow * sizeof(float));
+    const int w = d->w, oh = d->oh, ow = d->ow, taps = d->kh * d->kw;
+    for (int q = 0; q < taps; q++) {
+        conv_tap t = conv_tap_of(d, q);
+        float *row = col + (size_t)q * ld;
+        memset(row, 0, (size_t)t.ylo * ow * sizeof(float));
+        for (int oy = t.ylo; oy < t.yhi; oy++) {
+            float *r = row + (size_t)oy * ow;
+            const float *src = xi + (size_t)(oy * d->sh + t.yoff) * w;
+            for (int ox = 0; ox < t.xlo; ox++)
+                r[ox] = 0.0f;
+            if (d->sw == 1) {
+                memcpy(r + t.xlo, src + t.xlo + t.xoff, (size_t)(t.xhi - t.xlo) * sizeof(float));
+            } else {
+                for (int ox = t.xlo; ox < t.xhi; ox++)
+                    r[ox] = src[ox * d->sw + t.xoff];
             }
+            for (int ox = t.xhi; ox < ow; ox++)
+                r[ox] = 0.0f;
+        }
+        memset(row + (size_t)t.yhi * ow, 0, (size_t)(oh - t.yhi) * ow * sizeof(float));
+    }
+}
+
+/* The adjoint of im2col_plane: the taps' rows of col added back into the plane xi,
+ * which is overwritten. */
+static void col2im_plane(const cd_conv_desc *d, const float *col, size_t ld, float *xi)
+{
+    const int h = d->h, w = d->w, ow = d->ow, taps = d->kh * d->kw;
+    memset(xi, 0, (size_t)h * w * sizeof(float));
+    for (int q = 0; q < taps; q++) {
+        conv_tap t = conv_tap_of(d, q);
+        const float *row = col + (size_t)q * ld;
+        for (int oy = t.ylo; oy < t.yhi; oy++) {
+            const float *r = row + (size_t)oy * ow;
+            float *dst = xi + (size_t)(oy * d->sh + t.yoff) * w;
+            for (int ox = t.xlo; ox < t.xhi; ox++)
+                dst[ox * d->sw + t.xoff] += r[ox];
         }
     }
 }
 
-/* The adjoint of im2col: each column entry is added back to the pixel it came from.
- * dx is overwritten; one thread owns each (image, channel) plane, so no races. */
+/* Unfolds nb images into columns: row (ch,ki,kj), column (b,oy,ox). */
+// x is (nb, c, h, w); col is (c*kh*kw, nb*oh*ow)
+static void im2col(int nt, const cd_conv_desc *d, int nb, const float *x, float *col)
+{
+    const int c = d->c, taps = d->kh * d->kw;
+    const size_t P = (size_t)d->oh * d->ow, ld = (size_t)nb * P, hw = (size_t)d->h * d->w;
+#pragma omp parallel for num_threads(nt) collapse(2) schedule(static)
+    for (int b = 0; b < nb; b++)
+        for (int ch = 0; ch < c; ch++)
+            im2col_plane(d, x + ((size_t)b * c + ch) * hw, col + (size_t)ch * taps * ld + (size_t)b * P, ld);
+}
+
+/* The adjoint of im2col: dx is overwritten; one thread owns each (image, channel)
+ * plane, so no races. */
 // col is (c*kh*kw, nb*oh*ow); dx is (nb, c, h, w)
 static void col2im(int nt, const cd_conv_desc *d, int nb, const float *col, float *dx)
 {
-    const int c = d->c, h = d->h, w = d->w, ow = d->ow, taps = d->kh * d->kw;
-    const size_t P = (size_t)d->oh * ow, ld = (size_t)nb * P;
+    const int c = d->c, taps = d->kh * d->kw;
+    const size_t P = (size_t)d->oh * d->ow, ld = (size_t)nb * P, hw = (size_t)d->h * d->w;
 #pragma omp parallel for num_threads(nt) collapse(2) schedule(static)
-    for (int b = 0; b < nb; b++) {
-        for (int ch = 0; ch < c; ch++) {
-            float *xi = dx + ((size_t)b * c + ch) * h * w;
-            memset(xi, 0, (size_t)h * w * sizeof(float));
-            for (int q = 0; q < taps; q++) {
-                conv_tap t = conv_tap_of(d, q);
-                const float *row = col + ((size_t)ch * taps + q) * ld + b * P;
-                for (int oy = t.ylo; oy < t.yhi; oy++) {
-                    const float *r = row + (size_t)oy * ow;
-                    float *dst = xi + (size_t)(oy * d->sh + t.yoff) * w;
-                    for (int ox = t.xlo; ox < t.xhi; ox++)
-                        dst[ox * d->sw + t.xoff] += r[ox];
-                }
-            }
-        }
-    }
+    for (int b = 0; b < nb; b++)
+        for (int ch = 0; ch < c; ch++)
+            col2im_plane(d, col + (size_t)ch * taps * ld + (size_t)b * P, ld, dx + ((size_t)b * c + ch) * hw);
 }
 
 /* Moves nb images between the batch layout (nb, k, P) and the gemm layout (k, nb*P). */
@@ -321,11 +330,112 @@ static void add_bias(int nt, int k, size_t P, const float *bias, float *y)
     }
 }
 
+/* ---- small convolutions: one image at a time per thread -------------------------------
+ * A layer whose image unfolds into few columns (LeNet's: 58 and 125 KB) runs one image
+ * per step of a single parallel loop: each thread unfolds its image into its own
+ * cache-sized columns and multiplies them on its own (OpenBLAS is single-threaded here),
+ * with no batch-wide column matrix to stream through memory and no parallel region per
+ * step. The filter gradient sums into CONV_FILTER_SLOTS partial gradients, each over a
+ * fixed range of images, added in order at the end, so the result does not depend on the
+ * thread count; which layers take this path depends on their shapes alone. */
+
+#define CONV_IMAGE_COL_MAX ((size_t)256 << 10) /* bytes of one image's columns */
+#define CONV_IMAGE_DW_MAX ((size_t)1 << 18)    /* floats of the filter gradient */
+#define CONV_FILTER_SLOTS 8
+
+static int conv_per_image(const cd_conv_desc *d, const conv_geom *g)
+{
+    return d->n >= 2 && d->group == 1 && !g->direct && (size_t)g->Kg * g->P * sizeof(float) <= CONV_IMAGE_COL_MAX &&
+           (size_t)d->k * g->Kg <= CONV_IMAGE_DW_MAX;
+}
+
+/* image b's columns (Kg, P) into col */
+static void image_columns(const cd_conv_desc *d, const conv_geom *g, const float *x, int b, float *col)
+{
+    const size_t hw = (size_t)d->h * d->w, taps = (size_t)d->kh * d->kw;
+    for (int ch = 0; ch < d->c; ch++)
+        im2col_plane(d, x + (size_t)b * g->chw + ch * hw, col + ch * taps * g->P, g->P);
+}
+
+static void forward_per_image(cd_backend_t *be, const cd_conv_desc *d, const conv_geom *g, const float *x,
+                              const float *w, const float *bias, float *y)
+{
+    int nt = cpu_threads(be);
+    size_t colf = (size_t)g->Kg * g->P;
+    float *scratch = cpu_scratch_acquire(be, colf * (size_t)nt);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int b = 0; b < d->n; b++) {
+        float *col = scratch + colf * (size_t)omp_get_thread_num();
+        float *yb = y + (size_t)b * g->kP;
+        image_columns(d, g, x, b, col);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d->k, (int)g->P, g->Kg, 1.0f, w, g->Kg, col,
+                    (int)g->P, 0.0f, yb, (int)g->P);
+        if (bias)
+            for (int kk = 0; kk < d->k; kk++)
+                for (size_t p = 0; p < g->P; p++)
+                    yb[(size_t)kk * g->P + p] += bias[kk];
+    }
+    cpu_scratch_release(be);
+}
+
+static void backward_data_per_image(cd_backend_t *be, const cd_conv_desc *d, const conv_geom *g, const float *w,
+                                    const float *dy, float *dx)
+{
+    int nt = cpu_threads(be);
+    size_t colf = (size_t)g->Kg * g->P, hw = (size_t)d->h * d->w, taps = (size_t)d->kh * d->kw;
+    float *scratch = cpu_scratch_acquire(be, colf * (size_t)nt);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int b = 0; b < d->n; b++) {
+        float *col = scratch + colf * (size_t)omp_get_thread_num();
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g->Kg, (int)g->P, d->k, 1.0f, w, g->Kg,
+                    dy + (size_t)b * g->kP, (int)g->P, 0.0f, col, (int)g->P);
+        for (int ch = 0; ch < d->c; ch++)
+            col2im_plane(d, col + ch * taps * g->P, g->P, dx + (size_t)b * g->chw + ch * hw);
+    }
+    cpu_scratch_release(be);
+}
+
+static void backward_filter_per_image(cd_backend_t *be, const cd_conv_desc *d, const conv_geom *g, const float *x,
+                                      const float *dy, float *dw)
+{
+    int nt = cpu_threads(be), slots = d->n < CONV_FILTER_SLOTS ? d->n : CONV_FILTER_SLOTS;
+    size_t colf = (size_t)g->Kg * g->P, dwf = (size_t)d->k * g->Kg;
+    float *scratch = cpu_scratch_acquire(be, colf * (size_t)nt + dwf * (size_t)slots);
+    float *part = scratch + colf * (size_t)nt;
+#pragma omp parallel num_threads(nt)
+    {
+        float *col = scratch + colf * (size_t)omp_get_thread_num();
+#pragma omp for schedule(static)
+        for (int sl = 0; sl < slots; sl++) {
+            int lo = (int)((long)d->n * sl / slots), hi = (int)((long)d->n * (sl + 1) / slots);
+            for (int b = lo; b < hi; b++) {
+                image_columns(d, g, x, b, col);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d->k, g->Kg, (int)g->P, 1.0f,
+                            dy + (size_t)b * g->kP, (int)g->P, col, (int)g->P, b == lo ? 0.0f : 1.0f,
+                            part + dwf * (size_t)sl, g->Kg);
+            }
+        }
+#pragma omp for schedule(static)
+        for (size_t i = 0; i < dwf; i++) {
+            float acc = dw[i];
+            for (int sl = 0; sl < slots; sl++)
+                acc += part[dwf * (size_t)sl + i];
+            dw[i] = acc;
+        }
+    }
+    cpu_scratch_release(be);
+}
+
 /* y = conv(x, w) + bias, overwritten. */
 // x is (n,c,h,w); w is (k, c/group, kh, kw); bias is (k) or NULL; y is (n,k,oh,ow)
 void cpu_conv_forward(cd_backend_t *be, const cd_conv_desc *d, const float *x, const float *w,
                       const float *bias, float *y)
 {
+    conv_geom pg = conv_geom_of(d);
+    if (conv_per_image(d, &pg)) {
+        forward_per_image(be, d, &pg, x, w, bias, y);
+        return;
+    }
     conv_work wk = conv_work_begin(be, d);
     const conv_geom g = wk.g;
     for (int i0 = 0; i0 < d->n; i0 += g.nb) {
@@ -351,6 +461,11 @@ void cpu_conv_forward(cd_backend_t *be, const cd_conv_desc *d, const float *x, c
 void cpu_conv_backward_data(cd_backend_t *be, const cd_conv_desc *d, const float *w,
                             const float *dy, float *dx)
 {
+    conv_geom pg = conv_geom_of(d);
+    if (conv_per_image(d, &pg)) {
+        backward_data_per_image(be, d, &pg, w, dy, dx);
+        return;
+    }
     conv_work wk = conv_work_begin(be, d);
     const conv_geom g = wk.g;
     for (int i0 = 0; i0 < d->n; i0 += g.nb) {
@@ -373,17 +488,24 @@ void cpu_conv_backward_data(cd_backend_t *be, const cd_conv_desc *d, const float
 void cpu_conv_backward_filter(cd_backend_t *be, const cd_conv_desc *d, const float *x,
                               const float *dy, float *dw, float *db)
 {
-    conv_work wk = conv_work_begin(be, d);
-    const conv_geom g = wk.g;
-    for (int i0 = 0; i0 < d->n; i0 += g.nb) {
-        int nb = conv_chunk_images(d, &wk, i0);
-        size_t N = (size_t)nb * g.P;
-        const float *col = conv_columns(&wk, d, nb, x + (size_t)i0 * g.chw);
-        const float *dym = conv_dy_gemm(&wk, d, nb, dy + (size_t)i0 * g.kP);
-        group_gemm(be, d->group, 0, 1, g.kg, g.Kg, (int)N, dym, g.kg * N, col, g.Kg * N, 1.0f,
-                   dw, (size_t)g.kg * g.Kg);
+    conv_geom pg = conv_geom_of(d);
+    conv_work wk = {.nt = cpu_threads(be), .g = pg};
+    if (conv_per_image(d, &pg)) {
+        backward_filter_per_image(be, d, &pg, x, dy, dw);
+    } else {
+        wk = conv_work_begin(be, d);
+        const conv_geom g = wk.g;
+        for (int i0 = 0; i0 < d->n; i0 += g.nb) {
+            int nb = conv_chunk_images(d, &wk, i0);
+            size_t N = (size_t)nb * g.P;
+            const float *col = conv_columns(&wk, d, nb, x + (size_t)i0 * g.chw);
+            const float *dym = conv_dy_gemm(&wk, d, nb, dy + (size_t)i0 * g.kP);
+            group_gemm(be, d->group, 0, 1, g.kg, g.Kg, (int)N, dym, g.kg * N, col, g.Kg * N, 1.0f, dw,
+                       (size_t)g.kg * g.Kg);
+        }
+        cpu_scratch_release(be);
     }
-    cpu_scratch_release(be);
+    const conv_geom g = wk.g;
     if (!db)
         return;
     size_t total = (size_t)d->n * g.kP;
