@@ -12,6 +12,10 @@
  */
 #include <string.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #include "cpu_internal.h"
 
 typedef struct pool_window {
@@ -141,6 +145,40 @@ static void max2_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
         }
 }
 
+#ifdef __SSE2__
+/* Four windows of a row pair at a time (x86-64's baseline SSE2): the cells are split
+ * into the windows' a b / c e planes, the first maximum chosen by masks, and the
+ * gradient rows written back interleaved with contiguous stores. Returns the windows
+ * done (a multiple of 4). */
+static int max2_row_bwd_sse(const float *r0, const float *r1, const float *g, float *d0, float *d1, int fw)
+{
+    int ox = 0;
+    for (; ox + 4 <= fw; ox += 4) {
+        __m128 t0 = _mm_loadu_ps(r0 + 2 * ox), t1 = _mm_loadu_ps(r0 + 2 * ox + 4);
+        __m128 u0 = _mm_loadu_ps(r1 + 2 * ox), u1 = _mm_loadu_ps(r1 + 2 * ox + 4);
+        __m128 a = _mm_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0)), b = _mm_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));
+        __m128 c = _mm_shuffle_ps(u0, u1, _MM_SHUFFLE(2, 0, 2, 0)), e = _mm_shuffle_ps(u0, u1, _MM_SHUFFLE(3, 1, 3, 1));
+        __m128 mb = _mm_cmpgt_ps(b, a);
+        __m128 m = _mm_or_ps(_mm_and_ps(mb, b), _mm_andnot_ps(mb, a));
+        __m128 mc = _mm_cmpgt_ps(c, m);
+        m = _mm_or_ps(_mm_and_ps(mc, c), _mm_andnot_ps(mc, m));
+        __m128 me = _mm_cmpgt_ps(e, m);
+        __m128 gv = _mm_loadu_ps(g + ox);
+        __m128 ve = _mm_and_ps(me, gv);
+        __m128 rest = _mm_andnot_ps(me, gv);       /* g where e is not the maximum */
+        __m128 vc = _mm_and_ps(mc, rest);
+        rest = _mm_andnot_ps(mc, rest);            /* ... nor c */
+        __m128 vb = _mm_and_ps(mb, rest);
+        __m128 va = _mm_andnot_ps(mb, rest);
+        _mm_storeu_ps(d0 + 2 * ox, _mm_unpacklo_ps(va, vb));
+        _mm_storeu_ps(d0 + 2 * ox + 4, _mm_unpackhi_ps(va, vb));
+        _mm_storeu_ps(d1 + 2 * ox, _mm_unpacklo_ps(vc, ve));
+        _mm_storeu_ps(d1 + 2 * ox + 4, _mm_unpackhi_ps(vc, ve));
+    }
+    return ox;
+}
+#endif
+
 static void max2_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
 {
     int fh = d->h / 2, fw = d->w / 2, w = d->w;
@@ -148,8 +186,11 @@ static void max2_plane_bwd(const cd_pool_desc *d, const float *x, const float *d
         const float *r0 = x + (size_t)2 * oy * w, *r1 = r0 + w;
         float *d0 = dx + (size_t)2 * oy * w, *d1 = d0 + w;
         const float *g = dy + (size_t)oy * d->ow;
-#pragma omp simd
-        for (int ox = 0; ox < fw; ox++) {
+        int done = 0;
+#ifdef __SSE2__
+        done = max2_row_bwd_sse(r0, r1, g, d0, d1, fw);
+#endif
+        for (int ox = done; ox < fw; ox++) {
             float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], e = r1[2 * ox + 1];
             /* the first maximum in row-major order, as pool_argmax finds it */
             int k = b > a ? 1 : 0;
