@@ -163,13 +163,27 @@ static conv_tap conv_tap_of(const cd_conv_desc *d, int q)
     return t;
 }
 
+/* The taps of a kernel of at most CONV_TAPS_MAX taps into buf, computed once per op;
+ * NULL for a larger kernel, whose taps are computed where they are used. */
+#define CONV_TAPS_MAX 256
+static const conv_tap *conv_taps(const cd_conv_desc *d, conv_tap *buf)
+{
+    int taps = d->kh * d->kw;
+    if (taps > CONV_TAPS_MAX)
+        return NULL;
+    for (int q = 0; q < taps; q++)
+        buf[q] = conv_tap_of(d, q);
+    return buf;
+}
+
 /* Unfolds one (image, channel) plane xi into its taps' rows of col, row q at
- * col + q * ld (ld: the column matrix's row length); padding reads 0. */
-static void im2col_plane(const cd_conv_desc *d, const float *xi, float *col, size_t ld)
+ * col + q * ld (ld: the column matrix's row length); padding reads 0. tv: the taps
+ * (conv_taps) or NULL. */
+static void im2col_plane(const cd_conv_desc *d, const conv_tap *tv, const float *xi, float *col, size_t ld)
 {
     const int w = d->w, oh = d->oh, ow = d->ow, taps = d->kh * d->kw;
     for (int q = 0; q < taps; q++) {
-        conv_tap t = conv_tap_of(d, q);
+        conv_tap t = tv ? tv[q] : conv_tap_of(d, q);
         float *row = col + (size_t)q * ld;
         memset(row, 0, (size_t)t.ylo * ow * sizeof(float));
         for (int oy = t.ylo; oy < t.yhi; oy++) {
@@ -192,12 +206,12 @@ static void im2col_plane(const cd_conv_desc *d, const float *xi, float *col, siz
 
 /* The adjoint of im2col_plane: the taps' rows of col added back into the plane xi,
  * which is overwritten. */
-static void col2im_plane(const cd_conv_desc *d, const float *col, size_t ld, float *xi)
+static void col2im_plane(const cd_conv_desc *d, const conv_tap *tv, const float *col, size_t ld, float *xi)
 {
     const int h = d->h, w = d->w, ow = d->ow, taps = d->kh * d->kw;
     memset(xi, 0, (size_t)h * w * sizeof(float));
     for (int q = 0; q < taps; q++) {
-        conv_tap t = conv_tap_of(d, q);
+        conv_tap t = tv ? tv[q] : conv_tap_of(d, q);
         const float *row = col + (size_t)q * ld;
         for (int oy = t.ylo; oy < t.yhi; oy++) {
             const float *r = row + (size_t)oy * ow;
@@ -214,10 +228,12 @@ static void im2col(int nt, const cd_conv_desc *d, int nb, const float *x, float 
 {
     const int c = d->c, taps = d->kh * d->kw;
     const size_t P = (size_t)d->oh * d->ow, ld = (size_t)nb * P, hw = (size_t)d->h * d->w;
+    conv_tap buf[CONV_TAPS_MAX];
+    const conv_tap *tv = conv_taps(d, buf);
 #pragma omp parallel for num_threads(nt) collapse(2) schedule(static)
     for (int b = 0; b < nb; b++)
         for (int ch = 0; ch < c; ch++)
-            im2col_plane(d, x + ((size_t)b * c + ch) * hw, col + (size_t)ch * taps * ld + (size_t)b * P, ld);
+            im2col_plane(d, tv, x + ((size_t)b * c + ch) * hw, col + (size_t)ch * taps * ld + (size_t)b * P, ld);
 }
 
 /* The adjoint of im2col: dx is overwritten; one thread owns each (image, channel)
@@ -227,10 +243,12 @@ static void col2im(int nt, const cd_conv_desc *d, int nb, const float *col, floa
 {
     const int c = d->c, taps = d->kh * d->kw;
     const size_t P = (size_t)d->oh * d->ow, ld = (size_t)nb * P, hw = (size_t)d->h * d->w;
+    conv_tap buf[CONV_TAPS_MAX];
+    const conv_tap *tv = conv_taps(d, buf);
 #pragma omp parallel for num_threads(nt) collapse(2) schedule(static)
     for (int b = 0; b < nb; b++)
         for (int ch = 0; ch < c; ch++)
-            col2im_plane(d, col + (size_t)ch * taps * ld + (size_t)b * P, ld, dx + ((size_t)b * c + ch) * hw);
+            col2im_plane(d, tv, col + (size_t)ch * taps * ld + (size_t)b * P, ld, dx + ((size_t)b * c + ch) * hw);
 }
 
 /* Moves nb images between the batch layout (nb, k, P) and the gemm layout (k, nb*P). */
@@ -350,16 +368,19 @@ static int conv_per_image(const cd_conv_desc *d, const conv_geom *g)
 }
 
 /* image b's columns (Kg, P) into col */
-static void image_columns(const cd_conv_desc *d, const conv_geom *g, const float *x, int b, float *col)
+static void image_columns(const cd_conv_desc *d, const conv_tap *tv, const conv_geom *g, const float *x, int b,
+                          float *col)
 {
     const size_t hw = (size_t)d->h * d->w, taps = (size_t)d->kh * d->kw;
     for (int ch = 0; ch < d->c; ch++)
-        im2col_plane(d, x + (size_t)b * g->chw + ch * hw, col + ch * taps * g->P, g->P);
+        im2col_plane(d, tv, x + (size_t)b * g->chw + ch * hw, col + ch * taps * g->P, g->P);
 }
 
 static void forward_per_image(cd_backend_t *be, const cd_conv_desc *d, const conv_geom *g, const float *x,
                               const float *w, const float *bias, float *y)
 {
+    conv_tap buf[CONV_TAPS_MAX];
+    const conv_tap *tv = conv_taps(d, buf);
     int nt = cpu_threads(be);
     size_t colf = (size_t)g->Kg * g->P;
     float *scratch = cpu_scratch_acquire(be, colf * (size_t)nt);
@@ -367,7 +388,7 @@ static void forward_per_image(cd_backend_t *be, const cd_conv_desc *d, const con
     for (int b = 0; b < d->n; b++) {
         float *col = scratch + colf * (size_t)omp_get_thread_num();
         float *yb = y + (size_t)b * g->kP;
-        image_columns(d, g, x, b, col);
+        image_columns(d, tv, g, x, b, col);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d->k, (int)g->P, g->Kg, 1.0f, w, g->Kg, col,
                     (int)g->P, 0.0f, yb, (int)g->P);
         if (bias)
@@ -381,6 +402,8 @@ static void forward_per_image(cd_backend_t *be, const cd_conv_desc *d, const con
 static void backward_data_per_image(cd_backend_t *be, const cd_conv_desc *d, const conv_geom *g, const float *w,
                                     const float *dy, float *dx)
 {
+    conv_tap buf[CONV_TAPS_MAX];
+    const conv_tap *tv = conv_taps(d, buf);
     int nt = cpu_threads(be);
     size_t colf = (size_t)g->Kg * g->P, hw = (size_t)d->h * d->w, taps = (size_t)d->kh * d->kw;
     float *scratch = cpu_scratch_acquire(be, colf * (size_t)nt);
@@ -390,7 +413,7 @@ static void backward_data_per_image(cd_backend_t *be, const cd_conv_desc *d, con
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g->Kg, (int)g->P, d->k, 1.0f, w, g->Kg,
                     dy + (size_t)b * g->kP, (int)g->P, 0.0f, col, (int)g->P);
         for (int ch = 0; ch < d->c; ch++)
-            col2im_plane(d, col + ch * taps * g->P, g->P, dx + (size_t)b * g->chw + ch * hw);
+            col2im_plane(d, tv, col + ch * taps * g->P, g->P, dx + (size_t)b * g->chw + ch * hw);
     }
     cpu_scratch_release(be);
 }
@@ -398,6 +421,8 @@ static void backward_data_per_image(cd_backend_t *be, const cd_conv_desc *d, con
 static void backward_filter_per_image(cd_backend_t *be, const cd_conv_desc *d, const conv_geom *g, const float *x,
                                       const float *dy, float *dw)
 {
+    conv_tap buf[CONV_TAPS_MAX];
+    const conv_tap *tv = conv_taps(d, buf);
     int nt = cpu_threads(be), slots = d->n < CONV_FILTER_SLOTS ? d->n : CONV_FILTER_SLOTS;
     size_t colf = (size_t)g->Kg * g->P, dwf = (size_t)d->k * g->Kg;
     float *scratch = cpu_scratch_acquire(be, colf * (size_t)nt + dwf * (size_t)slots);
@@ -409,7 +434,7 @@ static void backward_filter_per_image(cd_backend_t *be, const cd_conv_desc *d, c
         for (int sl = 0; sl < slots; sl++) {
             int lo = (int)((long)d->n * sl / slots), hi = (int)((long)d->n * (sl + 1) / slots);
             for (int b = lo; b < hi; b++) {
-                image_columns(d, g, x, b, col);
+                image_columns(d, tv, g, x, b, col);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d->k, g->Kg, (int)g->P, 1.0f,
                             dy + (size_t)b * g->kP, (int)g->P, col, (int)g->P, b == lo ? 0.0f : 1.0f,
                             part + dwf * (size_t)sl, g->Kg);
