@@ -1,17 +1,28 @@
 /*
- * Forward+backward time of a network on the CPU backend, per layer and in total, and
- * the share of the machine's measured sgemm rate it reaches.
+ * Forward+backward time of a network on the CPU backend, per layer and in total, beside
+ * the ceilings this machine measures here: the sgemm rate (OpenBLAS, both cores) for the
+ * convolutions and inner products, and a two-thread triad (a = b + s*c) at each
+ * memory-bound layer's own working-set size for ReLU, pooling, LRN, BatchNorm, Eltwise,
+ * Dropout and the like, each layer's share of its ceiling printed beside its time. Then
+ * a whole training step (forward, backward and the SGD update with DIGITS's momentum and
+ * weight decay) against forward+backward alone, and the update's own share of the triad.
  *
  *   build/bench/bench_net [--net models/lenet.prototxt --input 1x28x28 --batch 64]
- *                         [--iters N] [--threads N]
+ *                         [--iters N]
  * Without --net it measures LeNet (batch 64) and AlexNet (batch 32) one after another.
+ * A memory-bound layer's bytes: forward, its bottoms read and its tops written; backward,
+ * its tops' gradients and its bottoms read and its bottoms' gradients written (in-place
+ * blobs counted once). The update's: each parameter, its gradient and its momentum read,
+ * the parameter and the momentum written.
  */
 #include <cblas.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cdigits/net.h"
+#include "cdigits/train.h"
 #include "cdigits/util.h"
 
 /* Best of a few runs of a large square sgemm, in GFLOP/s. */
@@ -39,21 +50,86 @@ static double sgemm_rate(void)
     return best;
 }
 
-/* Multiply-adds of the gemm-shaped layers of one forward pass. */
+/* GB/s of a two-thread triad a = b + s*c over arrays of a working set of `bytes` (the
+ * three arrays together), best of enough repetitions to take about 20 ms. */
+static double triad_rate(double bytes)
+{
+    size_t n = (size_t)(bytes / 12.0);
+    if (n < 1024)
+        n = 1024;
+    float *a = cd_xcalloc(n, sizeof(float)), *b = cd_xcalloc(n, sizeof(float)), *c = cd_xcalloc(n, sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        b[i] = (float)(i % 7), c[i] = (float)(i % 5);
+    int reps = (int)(2e8 / (double)(12 * n)) + 1;
+    double best = 0;
+    for (int round = 0; round < 5; round++) {
+        double t0 = cd_now();
+        for (int r = 0; r < reps; r++) {
+#pragma omp parallel for num_threads(2) schedule(static)
+            for (size_t i = 0; i < n; i++)
+                a[i] = b[i] + 0.5f * c[i];
+        }
+        double rate = 12.0 * (double)n * reps / (cd_now() - t0) / 1e9;
+        best = rate > best ? rate : best;
+    }
+    free(a);
+    free(b);
+    free(c);
+    return best;
+}
+
+static const char *const memory_bound[] = {"ReLU", "Pooling", "LRN", "BatchNorm", "Scale", "Eltwise",
+                                           "Dropout", "Sigmoid", "TanH", "Power", "Concat", "Softmax"};
+
+static int is_memory_bound(const cd_layer *l)
+{
+    for (size_t i = 0; i < sizeof memory_bound / sizeof memory_bound[0]; i++)
+        if (!strcmp(l->type->name, memory_bound[i]))
+            return 1;
+    return 0;
+}
+
+/* Bytes a memory-bound layer moves forward (bwd 0) or backward (bwd 1): see the top. */
+static double layer_bytes(const cd_layer *l, int bwd)
+{
+    double n = 0;
+    for (int b = 0; b < l->nbottom; b++)
+        n += (double)l->bottom[b]->count * (bwd ? 2 : 1); /* data, and its gradient written */
+    for (int t = 0; t < l->ntop; t++) {
+        int inplace = 0;
+        for (int b = 0; b < l->nbottom; b++)
+            inplace |= l->top[t] == l->bottom[b];
+        if (!inplace || bwd)
+            n += (double)l->top[t]->count; /* data written, or its gradient read */
+    }
+    return n * sizeof(float);
+}
+
+/* Floating-point operations of one forward pass of a gemm-shaped layer (0 for others). */
+static double layer_flops(const cd_layer *l)
+{
+    if (!strcmp(l->type->name, "Convolution"))
+        return 2.0 * l->top[0]->count * (double)(l->params[0]->count / (size_t)l->params[0]->dims[0]);
+    if (!strcmp(l->type->name, "InnerProduct"))
+        return 2.0 * (double)l->top[0]->dims[0] * l->params[0]->count;
+    return 0;
+}
+
 static double forward_flops(const cd_net *net)
 {
     double f = 0;
-    for (int i = 0; i < net->nlayers; i++) {
-        const cd_layer *l = net->layers[i];
-        if (!strcmp(l->type->name, "Convolution")) {
-            const cd_blob *y = l->top[0];
-            const cd_param *w = l->params[0];
-            f += 2.0 * y->count * (double)(w->count / (size_t)w->dims[0]);
-        } else if (!strcmp(l->type->name, "InnerProduct")) {
-            f += 2.0 * (double)l->top[0]->dims[0] * l->params[0]->count;
-        }
-    }
+    for (int i = 0; i < net->nlayers; i++)
+        f += layer_flops(net->layers[i]);
     return f;
+}
+
+static double param_floats(const cd_net *net)
+{
+    double n = 0;
+    for (int i = 0; i < net->nlayers; i++)
+        for (int p = 0; p < net->layers[i]->nparam; p++)
+            n += (double)net->layers[i]->params[p]->count;
+    return n;
 }
 
 static int bench(const char *file, int c, int h, int w, int batch, int iters, double gflops)
@@ -111,14 +187,52 @@ static int bench(const char *file, int c, int h, int w, int batch, int iters, do
             total += cd_now() - t0;
     }
     double per = total / iters, flops = 3.0 * forward_flops(net);
+    /* whole training steps: forward, backward, the update (which zeroes the gradients) */
+    cd_solver_opts so = {0};
+    cd_solver_opts_defaults(&so, CD_SOLVER_SGD, 0.01);
+    so.iter_size = 1;
+    double step = 0, update = 0;
+    for (int it = -2; it < iters; it++) {
+        double t0 = cd_now();
+        cd_net_forward(net);
+        cd_net_backward(net);
+        double t1 = cd_now();
+        cd_solver_step(net, &so, it + 2);
+        if (it >= 0) {
+            step += cd_now() - t0;
+            update += cd_now() - t1;
+        }
+    }
+    step /= iters;
+    update /= iters;
     printf("\n%s, batch %d, %dx%dx%d: forward+backward %.2f ms (%.0f images/s), %.2f GFLOP per "
            "pass, %.1f GFLOP/s = %.0f%% of sgemm\n", net->name, batch, c, h, w, per * 1e3, batch / per,
            flops / 1e9, flops / per / 1e9, 100.0 * flops / per / 1e9 / gflops);
-    printf("  %-22s %-14s %10s %10s\n", "layer", "type", "fwd ms", "bwd ms");
-    for (int i = 0; i < net->nlayers; i++)
-        if (fwd[i] + bwd[i] > 0.02 * total)
-            printf("  %-22s %-14s %10.2f %10.2f\n", net->layers[i]->name, net->layers[i]->type->name,
-                   fwd[i] / iters * 1e3, bwd[i] / iters * 1e3);
+    printf("  %-22s %-14s %9s %9s  %s\n", "layer", "type", "fwd ms", "bwd ms",
+           "rate (share of its ceiling: sgemm, or the triad at the layer's bytes)");
+    for (int i = 0; i < net->nlayers; i++) {
+        const cd_layer *l = net->layers[i];
+        double tf = fwd[i] / iters, tb = bwd[i] / iters;
+        if (tf + tb < 1e-6)
+            continue;
+        char rate[160] = "";
+        double fl = layer_flops(l);
+        if (fl > 0) {
+            double r = 3.0 * fl / (tf + tb) / 1e9;
+            snprintf(rate, sizeof rate, "%6.1f GFLOP/s (%3.0f%% of sgemm)", r, 100.0 * r / gflops);
+        } else if (is_memory_bound(l)) {
+            double bf = layer_bytes(l, 0), bb = l->need_backward ? layer_bytes(l, 1) : 0;
+            double r = (bf + bb) / (tf + tb) / 1e9, ceil = triad_rate(bf > bb ? bf : bb);
+            snprintf(rate, sizeof rate, "%6.1f GB/s    (%3.0f%% of the triad's %.0f GB/s at %.1f MB)", r,
+                     100.0 * r / ceil, ceil, (bf > bb ? bf : bb) / 1e6);
+        }
+        printf("  %-22s %-14s %9.3f %9.3f  %s\n", l->name, l->type->name, tf * 1e3, tb * 1e3, rate);
+    }
+    double ub = 5.0 * param_floats(net) * sizeof(float), uceil = triad_rate(ub);
+    printf("  %-22s %-14s %9.3f %9s  %6.1f GB/s    (%3.0f%% of the triad's %.0f GB/s at %.1f MB)\n", "update",
+           "SGD", update * 1e3, "", ub / update / 1e9, 100.0 * ub / update / 1e9 / uceil, uceil, ub / 1e6);
+    printf("  training step %.2f ms (%.0f images/s) = %.2fx forward+backward\n", step * 1e3, batch / step,
+           step / per);
     free(fwd);
     free(bwd);
     cd_net_free(net);
