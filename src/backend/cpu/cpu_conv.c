@@ -392,9 +392,7 @@ static void forward_per_image(cd_backend_t *be, const cd_conv_desc *d, const con
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d->k, (int)g->P, g->Kg, 1.0f, w, g->Kg, col,
                     (int)g->P, 0.0f, yb, (int)g->P);
         if (bias)
-            for (int kk = 0; kk < d->k; kk++)
-                for (size_t p = 0; p < g->P; p++)
-                    yb[(size_t)kk * g->P + p] += bias[kk];
+            add_bias(1, d->k, g->P, bias, yb);
     }
     cpu_scratch_release(be);
 }
@@ -508,42 +506,51 @@ void cpu_conv_backward_data(cd_backend_t *be, const cd_conv_desc *d, const float
     cpu_scratch_release(be);
 }
 
-/* dw += dy (x) columns of x; db += sum of dy over images and positions. */
-// x is (n,c,h,w); dy is (n,k,oh,ow); dw is (k, c/group, kh, kw); db is (k) or NULL
-void cpu_conv_backward_filter(cd_backend_t *be, const cd_conv_desc *d, const float *x,
-                              const float *dy, float *dw, float *db)
+/* dw += dy (x) columns of x, in chunks of images unfolded batch-wide. */
+static void backward_filter_batched(cd_backend_t *be, const cd_conv_desc *d, const float *x, const float *dy,
+                                    float *dw)
 {
-    conv_geom pg = conv_geom_of(d);
-    conv_work wk = {.nt = cpu_threads(be), .g = pg};
-    if (conv_per_image(d, &pg)) {
-        backward_filter_per_image(be, d, &pg, x, dy, dw);
-    } else {
-        wk = conv_work_begin(be, d);
-        const conv_geom g = wk.g;
-        for (int i0 = 0; i0 < d->n; i0 += g.nb) {
-            int nb = conv_chunk_images(d, &wk, i0);
-            size_t N = (size_t)nb * g.P;
-            const float *col = conv_columns(&wk, d, nb, x + (size_t)i0 * g.chw);
-            const float *dym = conv_dy_gemm(&wk, d, nb, dy + (size_t)i0 * g.kP);
-            group_gemm(be, d->group, 0, 1, g.kg, g.Kg, (int)N, dym, g.kg * N, col, g.Kg * N, 1.0f, dw,
-                       (size_t)g.kg * g.Kg);
-        }
-        cpu_scratch_release(be);
-    }
+    conv_work wk = conv_work_begin(be, d);
     const conv_geom g = wk.g;
-    if (!db)
-        return;
-    size_t total = (size_t)d->n * g.kP;
-#pragma omp parallel for num_threads(wk.nt) if (total > CPU_PAR_MIN) schedule(static)
+    for (int i0 = 0; i0 < d->n; i0 += g.nb) {
+        int nb = conv_chunk_images(d, &wk, i0);
+        size_t N = (size_t)nb * g.P;
+        const float *col = conv_columns(&wk, d, nb, x + (size_t)i0 * g.chw);
+        const float *dym = conv_dy_gemm(&wk, d, nb, dy + (size_t)i0 * g.kP);
+        group_gemm(be, d->group, 0, 1, g.kg, g.Kg, (int)N, dym, g.kg * N, col, g.Kg * N, 1.0f, dw,
+                   (size_t)g.kg * g.Kg);
+    }
+    cpu_scratch_release(be);
+}
+
+/* db += sum of dy over images and positions. */
+static void bias_grad(int nt, const cd_conv_desc *d, const conv_geom *g, const float *dy, float *db)
+{
+    size_t total = (size_t)d->n * g->kP;
+#pragma omp parallel for num_threads(nt) if (total > CPU_PAR_MIN) schedule(static)
     for (int kk = 0; kk < d->k; kk++) {
         double s = 0.0;
         for (int i = 0; i < d->n; i++) {
-            const float *r = dy + (size_t)i * g.kP + (size_t)kk * g.P;
+            const float *r = dy + (size_t)i * g->kP + (size_t)kk * g->P;
             float part = 0.0f;
-            for (size_t p = 0; p < g.P; p++)
+            for (size_t p = 0; p < g->P; p++)
                 part += r[p];
             s += part;
         }
         db[kk] += (float)s;
     }
+}
+
+/* dw += dy (x) columns of x; db += sum of dy over images and positions. */
+// x is (n,c,h,w); dy is (n,k,oh,ow); dw is (k, c/group, kh, kw); db is (k) or NULL
+void cpu_conv_backward_filter(cd_backend_t *be, const cd_conv_desc *d, const float *x,
+                              const float *dy, float *dw, float *db)
+{
+    conv_geom g = conv_geom_of(d);
+    if (conv_per_image(d, &g))
+        backward_filter_per_image(be, d, &g, x, dy, dw);
+    else
+        backward_filter_batched(be, d, x, dy, dw);
+    if (db)
+        bias_grad(cpu_threads(be), d, &g, dy, db);
 }
