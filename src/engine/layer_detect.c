@@ -320,6 +320,16 @@ static int class_dst(const dnt_priv *p, float cls)
     return -1;
 }
 
+/* The grid cells [x0, x1) x [y0, y1) that rectangle r touches, clipped to the grid. */
+static void cells_of(const dnt_priv *p, rectf r, int *x0, int *y0, int *x1, int *y1)
+{
+    float stride = (float)p->stride;
+    *x0 = imax(0, (int)floorf(r.x / stride));
+    *y0 = imax(0, (int)floorf(r.y / stride));
+    *x1 = imin(p->gx, (int)ceilf((r.x + r.w) / stride));
+    *y1 = imin(p->gy, (int)ceilf((r.y + r.h) / stride));
+}
+
 /* out is (8 + nclass, gy, gx) */
 static void coverage(const dnt_priv *p, const dnt_box *boxes, int nbox, float *out)
 {
@@ -346,9 +356,8 @@ static void coverage(const dnt_priv *p, const dnt_box *boxes, int nbox, float *o
         rectf cov = {cx - sw * 0.5f, cy - sh * 0.5f, sw, sh};
         float norm = cov.w * cov.h > 0 ? cell_area / (cov.w * cov.h) : 0.0f;
         float obj = fmaxf(p->obj_norm ? 0.0f : 1.0f, norm);
-        int x0 = imax(0, (int)floorf(cov.x / stride)), y0 = imax(0, (int)floorf(cov.y / stride));
-        int x1 = imin(p->gx, (int)ceilf((cov.x + cov.w) / stride));
-        int y1 = imin(p->gy, (int)ceilf((cov.y + cov.h) / stride));
+        int x0, y0, x1, y1;
+        cells_of(p, cov, &x0, &y0, &x1, &y1);
         for (int gy = y0; gy < y1; gy++)
             for (int gx = x0; gx < x1; gx++) {
                 rectf cell = {gx * stride, gy * stride, stride, stride};
@@ -382,9 +391,8 @@ static void care_plane(const dnt_priv *p, const dnt_box *boxes, int nbox, const 
         if (boxes[i].cls != 0)
             continue;
         rectf bb = {boxes[i].x, boxes[i].y, boxes[i].w, boxes[i].h};
-        int x0 = imax(0, (int)floorf(bb.x / stride)), y0 = imax(0, (int)floorf(bb.y / stride));
-        int x1 = imin(p->gx, (int)ceilf((bb.x + bb.w) / stride));
-        int y1 = imin(p->gy, (int)ceilf((bb.y + bb.h) / stride));
+        int x0, y0, x1, y1;
+        cells_of(p, bb, &x0, &y0, &x1, &y1);
         for (int gy = y0; gy < y1; gy++)
             for (int gx = x0; gx < x1; gx++) {
                 rectf in = rect_and(bb, (rectf){gx * stride, gy * stride, stride, stride});

@@ -321,13 +321,10 @@ static int score_setup(cd_net *net, cd_layer *l, py_priv *p, char *err, size_t e
 {
     char s[64];
     p->iou = p->nargs > 0 ? p->args[0] : 0.7;
-    /* an odd count: the last bottom is the DontCare box list (DetectNetTransformation's
-     * fourth top) */
+    /* at least 2 (py_impls); an odd count: the last bottom is the DontCare box list
+     * (DetectNetTransformation's fourth top) */
     p->pairs = l->nbottom / 2;
     p->dontcare = l->nbottom % 2;
-    if (p->pairs < 1)
-        return cd_layer_error(l, err, errlen, "has %d bottom; give the true box lists, then as many detection "
-                              "lists (one of each per class), then optionally the DontCare boxes", l->nbottom);
     int n = l->bottom[0]->dims[0], rows = 0;
     for (int i = 0; i < l->nbottom; i++) {
         const cd_blob *b = l->bottom[i];
