@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Training throughput of LeNet on Fashion-MNIST (28x28 gray, batch 64) with the data
-# pipeline included, cdigits's CPU backend against PyTorch (Debian's python3-torch) on
-# the same machine, with the same network, solver and batch, both with their data in
-# memory. PyTorch runs in the configurations that matter on a small CPU:
+# Training throughput with the data pipeline included, cdigits's CPU backend against
+# PyTorch (Debian's python3-torch) on the same machine, with the same network, solver
+# and batch, both with their data in memory as uint8. Two networks:
+#   lenet    models/lenet.prototxt on Fashion-MNIST (28x28 gray), batch 64
+#   alexnet  models/alexnet.prototxt on 1,280 Fashion-MNIST images scaled to 256x256
+#            color, random 227x227 crops and mirroring, batch 32
+# PyTorch runs in the configurations that matter on a small CPU:
 #   a  1 thread, oneDNN on
 #   b  one thread per core, oneDNN on
 #   c  one thread per core, oneDNN off (torch.backends.mkldnn.enabled = False), OpenBLAS
@@ -17,15 +20,26 @@
 # both sides as they are set.
 #
 #   bench/bench_train.sh [BUILD_DIR]      (default build; needs cdigits-worker built)
-#   CDIGITS_BENCH_ITERS=300 CDIGITS_BENCH_BATCH=64 CDIGITS_BENCH_REPEATS=3
+#   CDIGITS_BENCH_NET=lenet|alexnet (lenet) CDIGITS_BENCH_REPEATS=3
+#   CDIGITS_BENCH_ITERS (lenet 300, alexnet 12) CDIGITS_BENCH_BATCH (lenet 64, alexnet 32)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-iters=${CDIGITS_BENCH_ITERS:-300}
-batch=${CDIGITS_BENCH_BATCH:-64}
+net=${CDIGITS_BENCH_NET:-lenet}
+# per network: name|default batch|default measured iterations|PyTorch warm-up iterations|
+# images per class in the dataset (all: 0)|channels|side
+case "$net" in
+  lenet) spec="LeNet|64|300|20|0|1|28" ;;
+  alexnet) spec="AlexNet|32|12|3|128|3|256" ;;
+  *) echo "bench_train: CDIGITS_BENCH_NET is lenet or alexnet, not '$net'"; exit 1 ;;
+esac
+IFS='|' read -r title batch0 iters0 torch_warm per_class channels side <<<"$spec"
+iters=${CDIGITS_BENCH_ITERS:-$iters0}
+batch=${CDIGITS_BENCH_BATCH:-$batch0}
 repeats=${CDIGITS_BENCH_REPEATS:-3}
 worker="$build/cdigits-worker"
 work="$build/bench-data"
+[[ "$net" == lenet ]] || work="$build/bench-data-$net"
 fm=/usr/share/datasets/fashion-mnist
 torch_py=/usr/bin/python3
 cores=$(nproc)
@@ -34,23 +48,35 @@ cores=$(nproc)
 "$torch_py" -c 'import torch' 2>/dev/null || { echo "bench_train: apt-get install python3-torch"; exit 1; }
 [[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "bench_train: CDIGITS_BENCH_REPEATS must be a positive integer"; exit 1; }
 
+# The dataset: Fashion-MNIST's training images as PNG folders, all of them or the first
+# per_class of each class (symlinked), at side x side with the given channels.
 if [[ ! -f "$work/dataset/stats.json" ]]; then
   rm -rf "$work" && mkdir -p "$work/dataset"
   "$worker" import-idx --images "$fm/train-images-idx3-ubyte.gz" --labels "$fm/train-labels-idx1-ubyte.gz" \
     --out "$work/images" >/dev/null
+  folder="$work/images"
+  if ((per_class > 0)); then
+    folder="$work/subset"
+    for d in "$work/images"/*/; do
+      c=$(basename "$d") && mkdir -p "$folder/$c"
+      find "$d" -name '*.png' | sort >"$work/list"
+      head -n "$per_class" "$work/list" | while read -r f; do ln -s "$(pwd)/$f" "$folder/$c/$(basename "$f")"; done
+    done
+  fi
   cat >"$work/dataset/dataset.json" <<JSON
-{"folder_train": "$(pwd)/$work/images", "pct_val": 25, "channels": 1, "width": 28, "height": 28,
- "encoding": "none"}
+{"folder_train": "$(pwd)/$folder", "pct_val": 25, "channels": $channels, "width": $side, "height": $side,
+ "resize_mode": "squash", "encoding": "none"}
 JSON
   "$worker" dataset "$work/dataset" >/dev/null
 fi
 
 job="$work/train"
 rm -rf "$job" && mkdir -p "$job"
-cp models/lenet.prototxt "$job/network.prototxt"
+cp "models/$net.prototxt" "$job/network.prototxt"
 # The worker reports images/s once per window of min(iterations per epoch / 8,
 # ceil(5000 / batch)) iterations (79 at batch 64); the first window is the warm-up and is
-# left out, the next $iters iterations are measured. PyTorch's peer warms up for 20.
+# left out, the next $iters iterations are measured (a whole number of windows). PyTorch's
+# peer warms up for $torch_warm iterations.
 ntrain=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["splits"]["train"])' "$work/dataset/stats.json")
 warm=$(( (ntrain + batch - 1) / batch / 8 )); by_images=$(( (5000 + batch - 1) / batch ))
 (( by_images < warm )) && warm=$by_images
@@ -108,12 +134,13 @@ PY
 configs=("a||--threads 1 --mkldnn on"
          "b||--threads $cores --mkldnn on"
          "c|OPENBLAS_NUM_THREADS=1|--threads $cores --mkldnn off")
-run_torch() { # env flags: prints torch_lenet.py's JSON line with "others" added
+run_torch() { # env flags: prints torch_train.py's JSON line with "others" added
   local envv flags others
   read -r -a envv <<<"$1"
   read -r -a flags <<<"$2"
   others=$(env ${envv[@]+"${envv[@]}"} python3 -c "$others_py" "$work/torch.json" \
-    "$torch_py" bench/torch_lenet.py --limit "$torch_limit" --batch "$batch" --iters "$iters" "${flags[@]}")
+    "$torch_py" bench/torch_train.py --net "$net" --limit "$torch_limit" --batch "$batch" --iters "$iters" \
+    --warmup "$torch_warm" "${flags[@]}")
   python3 -c 'import json, sys; o = json.load(open(sys.argv[1])); o["others"] = float(sys.argv[2]); print(json.dumps(o))' \
     "$work/torch.json" "$others"
 }
@@ -131,9 +158,9 @@ for ((r = 1; r <= repeats; r++)); do
   done
 done
 
-python3 - "$results" "$batch" "$iters" "$cores" <<'PY'
+python3 - "$results" "$batch" "$iters" "$cores" "$title" "$side" <<'PY'
 import json, os, statistics, sys
-path, batch, iters, cores = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+path, batch, iters, cores, title, side = sys.argv[1:7]
 runs = {}
 for line in open(path):
     o = json.loads(line)
@@ -147,18 +174,22 @@ label = {"cdigits": "cdigits, CPU backend (%s threads)" % cores,
 med = {s: statistics.median(r["images_per_sec"] for r in runs[s].values()) for s in runs}
 env = ", ".join("%s=%s" % (k, os.environ[k]) for k in sorted(os.environ) if k.startswith("OPENBLAS_"))
 measured = sorted({r["iters"] for side in runs.values() for r in side.values()})
-print("LeNet training, Fashion-MNIST 28x28, batch %s, data in memory and its pipeline included, "
+data = ("Fashion-MNIST 28x28" if title == "LeNet" else
+        "Fashion-MNIST at %sx%s color, random 227x227 crops and mirroring" % (side, side))
+print("%s training, %s, batch %s, data in memory and its pipeline included, "
       "CPU (%s cores), %d interleaved rounds of %s measured iterations after warm-up" % (
-          batch, cores, len(rounds), "/".join(map(str, measured))))
+          title, data, batch, cores, len(rounds), "/".join(map(str, measured))))
 print("environment as set: %s" % (env or "no OPENBLAS_* variables"))
 lw = max(map(len, label.values()))
 print("  %-*s %9s %13s %9s  %s" % (lw, "", "median/s", "spread", "data wait",
                                    "per run: images/s (CPU share taken by other processes)"))
+def rate(v):  # images/s: a decimal where the rate is small (AlexNet's)
+    return "%.0f" % v if v >= 100 else "%.1f" % v
 for s in ("cdigits", "a", "b", "c"):
     v = [runs[s][r]["images_per_sec"] for r in rounds]
     w = statistics.median(runs[s][r]["data_wait"] for r in rounds)
-    print("  %-*s %9.0f %6.0f-%-6.0f %8.1f%%  %s" % (lw, label[s], med[s], min(v), max(v), 100 * w,
-        " ".join("%.0f (%.0f%%)" % (runs[s][r]["images_per_sec"], 100 * runs[s][r]["others"]) for r in rounds)))
+    print("  %-*s %9s %6s-%-6s %8.1f%%  %s" % (lw, label[s], rate(med[s]), rate(min(v)), rate(max(v)), 100 * w,
+        " ".join("%s (%.0f%%)" % (rate(runs[s][r]["images_per_sec"]), 100 * runs[s][r]["others"]) for r in rounds)))
 best = max(("a", "b", "c"), key=lambda s: med[s])
 ratios = [runs["cdigits"][r]["images_per_sec"] / runs[best][r]["images_per_sec"] for r in rounds]
 print("  PyTorch best by median: %s; per-round ratios cdigits / %s: %s" % (
