@@ -729,6 +729,8 @@ static void test_pool(void)
         {0, 5, 4, 6, 5, 6, 5, 1, 1, 0, 0, 0, 0},     /* global pooling */
         {0, 2, 3, 9, 9, 3, 3, 1, 1, 1, 1, 0, 0},     /* GoogLeNet's 3x3 s1 p1 */
         {0, 2, 16, 13, 13, 3, 3, 2, 2, 0, 0, 0, 0},  /* AlexNet pool5 */
+        {0, 2, 3, 55, 55, 3, 3, 2, 2, 0, 0, 0, 0},   /* AlexNet pool1: inner windows only */
+        {0, 2, 2, 12, 11, 3, 3, 2, 2, 1, 2, 0, 0},   /* inner windows with a border on each side */
         {0, 1, 2, 7, 5, 3, 2, 2, 1, 1, 0, 0, 0},     /* unequal kernel, stride, pad */
         {0, 3, 2, 11, 10, 5, 5, 3, 3, 2, 2, 0, 0},   /* AVE divisor clipped at h+ph */
         {0, 2, 3, 24, 24, 2, 2, 2, 2, 0, 0, 0, 0},   /* LeNet's 2x2 s2 (MAX's own path) */

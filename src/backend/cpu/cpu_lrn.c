@@ -17,12 +17,17 @@
 
 #include "cpu_internal.h"
 
-/* scale^-beta; AlexNet's beta = 0.75 is worth avoiding powf for. */
-static inline float pow_neg_beta(float s, float beta)
+/* out[p] = s[p]^-beta for p < n; AlexNet's beta = 0.75 is worth avoiding powf for, and
+ * its loop (two square roots and a division) vectorizes. s and out may be the same. */
+static void pow_neg_beta(const float *s, float beta, float *out, size_t n)
 {
-    if (beta == 0.75f)
-        return 1.0f / sqrtf(s * sqrtf(s));
-    return powf(s, -beta);
+    if (beta == 0.75f) {
+        for (size_t p = 0; p < n; p++)
+            out[p] = 1.0f / sqrtf(s[p] * sqrtf(s[p]));
+        return;
+    }
+    for (size_t p = 0; p < n; p++)
+        out[p] = powf(s[p], -beta);
 }
 
 /* ACROSS: scale of every position of channel ch: k + alpha/size * sum over channels. */
@@ -131,8 +136,9 @@ void cpu_lrn_forward(cd_backend_t *be, const cd_lrn_desc *d, const float *x, flo
             for (int ch = 0; ch < d->c; ch++) {
                 size_t off = (size_t)i * chw + (size_t)ch * hw;
                 lrn_table[d->mode].scale(d, x + (size_t)i * chw, ch, scale);
+                pow_neg_beta(scale, d->beta, scale, hw);
                 for (size_t p = 0; p < hw; p++)
-                    y[off + p] = x[off + p] * pow_neg_beta(scale[p], d->beta);
+                    y[off + p] = x[off + p] * scale[p];
             }
         }
     }
@@ -169,10 +175,9 @@ void cpu_lrn_backward(cd_backend_t *be, const cd_lrn_desc *d, const float *x, co
                 size_t goff = (size_t)i0 * chw + off;
                 float *sb = sb_all + off, *ratio = ratio_all + off;
                 lrn_table[d->mode].scale(d, x + (size_t)(i0 + b) * chw, ch, ratio);
-                for (size_t p = 0; p < hw; p++) {
-                    sb[p] = pow_neg_beta(ratio[p], d->beta);
+                pow_neg_beta(ratio, d->beta, sb, hw);
+                for (size_t p = 0; p < hw; p++)
                     ratio[p] = dy[goff + p] * x[goff + p] * sb[p] / ratio[p];
-                }
             }
         }
         /* pass 2: dx = dy * sb - coef * x * (sum of ratio over the windows holding p) */

@@ -218,6 +218,99 @@ static void max2_plane_bwd(const cd_pool_desc *d, const float *x, const float *d
         }
 }
 
+/*
+ * MAX of any other shape (AlexNet's 3x3 stride 2): the windows that lie wholly inside
+ * the image, outputs [ylo, yhi) x [xlo, xhi), go through loops with no clipping and a
+ * branch-free scan (the first maximum kept by a strict >, as pool_argmax keeps it); the
+ * border windows through the general code.
+ */
+typedef struct pool_inner {
+    int ylo, yhi, xlo, xhi;
+} pool_inner;
+
+/* the outputs o in [lo, hi) along one axis whose window [o*s - p, o*s - p + k) is in [0, n) */
+static void inner_range(int n, int k, int s, int p, int on, int *lo, int *hi)
+{
+    int a = (p + s - 1) / s, b = n + p - k < 0 ? 0 : (n + p - k) / s + 1;
+    *lo = a < on ? a : on;
+    *hi = b < *lo ? *lo : b > on ? on : b;
+}
+
+static pool_inner pool_inner_of(const cd_pool_desc *d)
+{
+    pool_inner in;
+    inner_range(d->h, d->kh, d->sh, d->ph, d->oh, &in.ylo, &in.yhi);
+    inner_range(d->w, d->kw, d->sw, d->pw, d->ow, &in.xlo, &in.xhi);
+    return in;
+}
+
+/* The first output column after ox (-1: before the row) of row oy that is not inner;
+ * d->ow when there is none. */
+static inline int border_next(const cd_pool_desc *d, const pool_inner *in, int oy, int ox)
+{
+    ox++;
+    if (oy >= in->ylo && oy < in->yhi && ox >= in->xlo && ox < in->xhi)
+        ox = in->xhi;
+    return ox < d->ow ? ox : d->ow;
+}
+
+/* the first maximum of the k x k window at x + base (plane index), branch-free */
+static inline int inner_argmax(const float *x, int w, int kh, int kw, int base)
+{
+    int best = base;
+    float m = x[base];
+    for (int ki = 0; ki < kh; ki++)
+        for (int kj = 0; kj < kw; kj++) {
+            int i = base + ki * w + kj;
+            float v = x[i];
+            best = v > m ? i : best;
+            m = v > m ? v : m;
+        }
+    return best;
+}
+
+static void maxk_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
+{
+    pool_inner in = pool_inner_of(d);
+    const int w = d->w;
+    for (int oy = in.ylo; oy < in.yhi; oy++) {
+        const float *r = x + (size_t)(oy * d->sh - d->ph) * w - d->pw;
+        float *out = y + (size_t)oy * d->ow;
+        for (int ox = in.xlo; ox < in.xhi; ox++) {
+            const float *p = r + ox * d->sw;
+            float m = p[0];
+            for (int ki = 0; ki < d->kh; ki++)
+                for (int kj = 0; kj < d->kw; kj++)
+                    m = p[ki * w + kj] > m ? p[ki * w + kj] : m;
+            out[ox] = m;
+        }
+    }
+    for (int oy = 0; oy < d->oh; oy++)
+        for (int ox = border_next(d, &in, oy, -1); ox < d->ow; ox = border_next(d, &in, oy, ox)) {
+            pool_window pw = pool_window_at(d, oy, ox);
+            y[oy * d->ow + ox] = pool_window_empty(&pw) ? 0.0f : x[pool_argmax(x, d->w, &pw)];
+        }
+}
+
+static void maxk_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
+{
+    pool_inner in = pool_inner_of(d);
+    const int w = d->w;
+    memset(dx, 0, (size_t)d->h * w * sizeof(float));
+    for (int oy = in.ylo; oy < in.yhi; oy++) {
+        int row = (oy * d->sh - d->ph) * w - d->pw;
+        const float *g = dy + (size_t)oy * d->ow;
+        for (int ox = in.xlo; ox < in.xhi; ox++)
+            dx[inner_argmax(x, w, d->kh, d->kw, row + ox * d->sw)] += g[ox];
+    }
+    for (int oy = 0; oy < d->oh; oy++)
+        for (int ox = border_next(d, &in, oy, -1); ox < d->ow; ox = border_next(d, &in, oy, ox)) {
+            pool_window pw = pool_window_at(d, oy, ox);
+            if (!pool_window_empty(&pw))
+                dx[pool_argmax(x, d->w, &pw)] += dy[oy * d->ow + ox];
+        }
+}
+
 static const struct {
     void (*fwd)(const cd_pool_desc *d, const float *x, float *y);
     void (*bwd)(const cd_pool_desc *d, const float *x, const float *dy, float *dx);
@@ -237,7 +330,7 @@ void cpu_pool_forward(cd_backend_t *be, const cd_pool_desc *d, const float *x, f
     int planes = d->n * d->c;
     size_t in = (size_t)d->h * d->w, out = (size_t)d->oh * d->ow;
     void (*fwd)(const cd_pool_desc *, const float *, float *) =
-        d->mode == CD_POOL_MAX && max_2x2(d) ? max2_plane_fwd : pool_table[d->mode].fwd;
+        d->mode == CD_POOL_MAX ? (max_2x2(d) ? max2_plane_fwd : maxk_plane_fwd) : pool_table[d->mode].fwd;
 #pragma omp parallel for num_threads(nt) if ((size_t)planes * in > CPU_PAR_MIN / 4) schedule(static)
     for (int p = 0; p < planes; p++)
         fwd(d, x + p * in, y + p * out);
@@ -255,7 +348,7 @@ void cpu_pool_backward(cd_backend_t *be, const cd_pool_desc *d, const float *x, 
     int planes = d->n * d->c;
     size_t in = (size_t)d->h * d->w, out = (size_t)d->oh * d->ow;
     void (*bwd)(const cd_pool_desc *, const float *, const float *, float *) =
-        d->mode == CD_POOL_MAX && max_2x2(d) ? max2_plane_bwd : pool_table[d->mode].bwd;
+        d->mode == CD_POOL_MAX ? (max_2x2(d) ? max2_plane_bwd : maxk_plane_bwd) : pool_table[d->mode].bwd;
 #pragma omp parallel for num_threads(nt) if ((size_t)planes * in > CPU_PAR_MIN / 4) schedule(static)
     for (int p = 0; p < planes; p++)
         bwd(d, x + p * in, dy + p * out, dx + p * in);
