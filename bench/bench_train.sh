@@ -19,6 +19,12 @@
 # comparable). OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE and the like are passed through to
 # both sides as they are set.
 #
+# With CDIGITS_BENCH_API=1 cdigits trains through its REST API instead: a server on a
+# free loopback port (needs cdigits built too), the same dataset created through the API
+# once, then each round posts a model for CDIGITS_BENCH_EPOCHS epochs (1) and times it
+# from the POST to Done (bench/api_train.py): the worker's start, every validation and
+# snapshot included, against PyTorch's steady rate.
+#
 #   bench/bench_train.sh [BUILD_DIR]      (default build; needs cdigits-worker built)
 #   CDIGITS_BENCH_NET=lenet|alexnet (lenet) CDIGITS_BENCH_REPEATS=3
 #   CDIGITS_BENCH_ITERS (lenet 300, alexnet 12) CDIGITS_BENCH_BATCH (lenet 64, alexnet 32)
@@ -87,6 +93,31 @@ cat >"$job/train.json" <<JSON
  "max_iterations": $((warm + iters)), "validation_interval": 0, "snapshot_interval": 0}
 JSON
 
+api=${CDIGITS_BENCH_API:-0}
+epochs=${CDIGITS_BENCH_EPOCHS:-1}
+if [[ "$api" == 1 ]]; then
+  [[ -x "$build/cdigits" ]] || { echo "bench_train: CDIGITS_BENCH_API=1 needs $build/cdigits built"; exit 1; }
+  [[ "$epochs" =~ ^[1-9][0-9]*$ ]] || { echo "bench_train: CDIGITS_BENCH_EPOCHS must be a positive integer"; exit 1; }
+  SRC=$(pwd) BENCH_NAME=bench_train BUILD=$(cd "$build" && pwd)
+  # shellcheck source=bench/http_bench_lib.bash
+  . bench/http_bench_lib.bash
+  T=$(mktemp -d "${TMPDIR:-/tmp}/cdigits-bench-XXXXXX")
+  trap 'kill "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; rm -rf "$T"' EXIT
+  folder=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["folder_train"])' "$work/dataset/dataset.json")
+  BENCH_DATA_ROOT=$folder bench_serve bench --worker "$(cd "$build" && pwd)/cdigits-worker"
+  api_ds=$(curl -s -b "$J" -X POST "$B/datasets/images/classification/json" -F folder_train="$folder" \
+    -F encoding=none -F resize_channels="$channels" -F resize_width="$side" -F resize_height="$side" \
+    -F resize_mode=squash -F folder_pct_val=25 -F dataset_name="bench-$net" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')
+  for _ in $(seq 6000); do
+    st=$(curl -s "$B/jobs/$api_ds/status" | python3 -c 'import json, sys; print(json.load(sys.stdin)["status"])')
+    [[ "$st" == Done || "$st" == Error ]] && break
+    sleep 0.1
+  done
+  [[ "$st" == Done ]] || { echo "bench_train: the API's dataset ended $st"; tail "$T/server.log"; exit 1; }
+  api_train=$(curl -s "$B/datasets/$api_ds/json" | python3 -c 'import json, sys; print(json.load(sys.stdin)["ParseFolderTasks"][0]["train_count"])')
+fi
+
 # Runs a command with its stdout into a file, and prints the share of the machine's CPU
 # time (all cores, from /proc/stat, steal included) that went to anything else meanwhile.
 others_py='
@@ -106,6 +137,10 @@ sys.exit(rc)
 # One cdigits run: prints {"images_per_sec", "data_wait", "iters", "others"} over the train
 # metric windows after the first, each window weighted by its time.
 run_cdigits() {
+  if [[ "$api" == 1 ]]; then
+    python3 bench/api_train.py "$B" "$api_ds" "$PID" "$net" "$epochs" "$batch" "$api_train"
+    return
+  fi
   local others
   others=$(python3 -c "$others_py" "$job/out.jsonl" "$worker" train "$job" 2>"$job/err.log") ||
     { cat "$job/err.log" >&2; return 1; }
@@ -158,27 +193,33 @@ for ((r = 1; r <= repeats; r++)); do
   done
 done
 
-python3 - "$results" "$batch" "$iters" "$cores" "$title" "$side" <<'PY'
+python3 - "$results" "$batch" "$iters" "$cores" "$title" "$side" "$api" "$epochs" <<'PY'
 import json, os, statistics, sys
-path, batch, iters, cores, title, side = sys.argv[1:7]
+path, batch, iters, cores, title, side, api, epochs = sys.argv[1:9]
 runs = {}
 for line in open(path):
     o = json.loads(line)
     runs.setdefault(o["side"], {})[o["round"]] = o["run"]
 rounds = sorted(runs["cdigits"])
 version = next(iter(runs["a"].values()))["framework"].replace("pytorch", "PyTorch")
-label = {"cdigits": "cdigits, CPU backend (%s threads)" % cores,
+label = {"cdigits": ("cdigits, CPU backend, REST API end to end" if api == "1" else
+                     "cdigits, CPU backend (%s threads)" % cores),
          "a": "%s a: 1 thread, oneDNN" % version,
          "b": "%s b: %s threads, oneDNN" % (version, cores),
          "c": "%s c: %s threads, no oneDNN, OpenBLAS 1 thread" % (version, cores)}
 med = {s: statistics.median(r["images_per_sec"] for r in runs[s].values()) for s in runs}
 env = ", ".join("%s=%s" % (k, os.environ[k]) for k in sorted(os.environ) if k.startswith("OPENBLAS_"))
-measured = sorted({r["iters"] for side in runs.values() for r in side.values()})
+measured = sorted({r["iters"] for name, side in runs.items() for r in side.values()
+                   if name != "cdigits" or api != "1"})
 data = ("Fashion-MNIST 28x28" if title == "LeNet" else
         "Fashion-MNIST at %sx%s color, random 227x227 crops and mirroring" % (side, side))
 print("%s training, %s, batch %s, data in memory and its pipeline included, "
       "CPU (%s cores), %d interleaved rounds of %s measured iterations after warm-up" % (
           title, data, batch, cores, len(rounds), "/".join(map(str, measured))))
+if api == "1":
+    print("cdigits through its REST API: a model of %s epoch(s) posted on the dataset, timed from the POST "
+          "to Done (worker start, validation and snapshots included): median %.1f s; PyTorch's rates are "
+          "its steady ones" % (epochs, statistics.median(r["wall"] for r in runs["cdigits"].values())))
 print("environment as set: %s" % (env or "no OPENBLAS_* variables"))
 lw = max(map(len, label.values()))
 print("  %-*s %9s %13s %9s  %s" % (lw, "", "median/s", "spread", "data wait",

@@ -20,13 +20,14 @@ need_tools() {
 }
 
 # bench_serve USER [serve flags]: starts BUILD's server on a free loopback port with its
-# data in $T/data and $T/images as its data root, and logs in as USER: sets PID (the
-# server), B (its base URL) and J (the cookie jar). Exits 1 when it does not start.
+# data in $T/data and $T/images (or $BENCH_DATA_ROOT) as its data root, and logs in as
+# USER: sets PID (the server), B (its base URL) and J (the cookie jar). Exits 1 when it
+# does not start.
 # shellcheck disable=SC2034 # PID, B and J are the caller's
 bench_serve() {
     local user=$1
     shift
-    "$BUILD/cdigits" serve --port 0 --port-file "$T/port" --data "$T/data" --data-root "$T/images" \
+    "$BUILD/cdigits" serve --port 0 --port-file "$T/port" --data "$T/data" --data-root "${BENCH_DATA_ROOT:-$T/images}" \
         --log-level warning "$@" >"$T/server.log" 2>&1 &
     PID=$!
     for _ in $(seq 200); do [ -s "$T/port" ] && break; sleep 0.05; done
