@@ -25,6 +25,12 @@
 # from the POST to Done (bench/api_train.py): the worker's start, every validation and
 # snapshot included, against PyTorch's steady rate.
 #
+# With CDIGITS_BENCH_CLASSIFY=1 it times inference instead: cdigits-worker classify --list
+# over CDIGITS_BENCH_IMAGES (10,000) of the dataset's PNG files at the same batch, the
+# whole process timed (its start, the model's loading and every PNG's decoding
+# included), against PyTorch's eval (--eval: forward and softmax under no_grad) over as
+# many images held in memory as uint8.
+#
 #   bench/bench_train.sh [BUILD_DIR]      (default build; needs cdigits-worker built)
 #   CDIGITS_BENCH_NET=lenet|alexnet (lenet) CDIGITS_BENCH_REPEATS=3
 #   CDIGITS_BENCH_ITERS (lenet 300, alexnet 12) CDIGITS_BENCH_BATCH (lenet 64, alexnet 32)
@@ -93,6 +99,15 @@ cat >"$job/train.json" <<JSON
  "max_iterations": $((warm + iters)), "validation_interval": 0, "snapshot_interval": 0}
 JSON
 
+classify=${CDIGITS_BENCH_CLASSIFY:-0}
+n_classify=${CDIGITS_BENCH_IMAGES:-10000}
+if [[ "$classify" == 1 ]]; then
+  [[ "$n_classify" =~ ^[1-9][0-9]*$ ]] || { echo "bench_train: CDIGITS_BENCH_IMAGES must be a positive integer"; exit 1; }
+  # a model to classify with: the network after the warm-up window's iterations
+  "$worker" train "$job" >"$job/out.jsonl" 2>"$job/err.log" || { cat "$job/err.log" >&2; exit 1; }
+  python3 bench/image_list.py "$work/dataset/dataset.json" "$n_classify" >"$work/classify.list"
+  torch_limit=$n_classify torch_eval=--eval
+fi
 api=${CDIGITS_BENCH_API:-0}
 epochs=${CDIGITS_BENCH_EPOCHS:-1}
 if [[ "$api" == 1 ]]; then
@@ -137,6 +152,17 @@ sys.exit(rc)
 # One cdigits run: prints {"images_per_sec", "data_wait", "iters", "others"} over the train
 # metric windows after the first, each window weighted by its time.
 run_cdigits() {
+  if [[ "$classify" == 1 ]]; then
+    local t0 t1 others
+    t0=$(date +%s.%N)
+    others=$(python3 -c "$others_py" "$job/classify.jsonl" "$worker" classify --model "$job" \
+      --list "$work/classify.list" --batch "$batch" --jsonl 2>"$job/err.log") || { cat "$job/err.log" >&2; return 1; }
+    t1=$(date +%s.%N)
+    python3 -c 'import json, sys; n, t, o = int(sys.argv[1]), float(sys.argv[3]) - float(sys.argv[2]), float(sys.argv[4])
+print(json.dumps({"images_per_sec": n / t, "data_wait": 0.0, "iters": 0, "wall": t, "others": o}))' \
+      "$n_classify" "$t0" "$t1" "$others"
+    return
+  fi
   if [[ "$api" == 1 ]]; then
     python3 bench/api_train.py "$B" "$api_ds" "$PID" "$net" "$epochs" "$batch" "$api_train"
     return
@@ -175,7 +201,7 @@ run_torch() { # env flags: prints torch_train.py's JSON line with "others" added
   read -r -a flags <<<"$2"
   others=$(env ${envv[@]+"${envv[@]}"} python3 -c "$others_py" "$work/torch.json" \
     "$torch_py" bench/torch_train.py --net "$net" --limit "$torch_limit" --batch "$batch" --iters "$iters" \
-    --warmup "$torch_warm" "${flags[@]}")
+    --warmup "$torch_warm" "${flags[@]}" ${torch_eval:+"$torch_eval"})
   python3 -c 'import json, sys; o = json.load(open(sys.argv[1])); o["others"] = float(sys.argv[2]); print(json.dumps(o))' \
     "$work/torch.json" "$others"
 }
@@ -193,9 +219,9 @@ for ((r = 1; r <= repeats; r++)); do
   done
 done
 
-python3 - "$results" "$batch" "$iters" "$cores" "$title" "$side" "$api" "$epochs" <<'PY'
+python3 - "$results" "$batch" "$iters" "$cores" "$title" "$side" "$api" "$epochs" "$classify" "$n_classify" <<'PY'
 import json, os, statistics, sys
-path, batch, iters, cores, title, side, api, epochs = sys.argv[1:9]
+path, batch, iters, cores, title, side, api, epochs, classify, n_classify = sys.argv[1:11]
 runs = {}
 for line in open(path):
     o = json.loads(line)
@@ -203,6 +229,7 @@ for line in open(path):
 rounds = sorted(runs["cdigits"])
 version = next(iter(runs["a"].values()))["framework"].replace("pytorch", "PyTorch")
 label = {"cdigits": ("cdigits, CPU backend, REST API end to end" if api == "1" else
+                     "cdigits, CPU backend, classify --list" if classify == "1" else
                      "cdigits, CPU backend (%s threads)" % cores),
          "a": "%s a: 1 thread, oneDNN" % version,
          "b": "%s b: %s threads, oneDNN" % (version, cores),
@@ -213,9 +240,16 @@ measured = sorted({r["iters"] for name, side in runs.items() for r in side.value
                    if name != "cdigits" or api != "1"})
 data = ("Fashion-MNIST 28x28" if title == "LeNet" else
         "Fashion-MNIST at %sx%s color, random 227x227 crops and mirroring" % (side, side))
-print("%s training, %s, batch %s, data in memory and its pipeline included, "
-      "CPU (%s cores), %d interleaved rounds of %s measured iterations after warm-up" % (
-          title, data, batch, cores, len(rounds), "/".join(map(str, measured))))
+if classify == "1":
+    print("%s inference, %s, batch %s, %s images, CPU (%s cores), %d interleaved rounds" % (
+        title, data, batch, n_classify, cores, len(rounds)))
+    print("cdigits: cdigits-worker classify --list, the whole process timed (start, model load, PNG decoding "
+          "included; median %.2f s); PyTorch: eval forward and softmax over uint8 images held in memory" % (
+              statistics.median(r["wall"] for r in runs["cdigits"].values())))
+else:
+    print("%s training, %s, batch %s, data in memory and its pipeline included, "
+          "CPU (%s cores), %d interleaved rounds of %s measured iterations after warm-up" % (
+              title, data, batch, cores, len(rounds), "/".join(map(str, measured))))
 if api == "1":
     print("cdigits through its REST API: a model of %s epoch(s) posted on the dataset, timed from the POST "
           "to Done (worker start, validation and snapshots included): median %.1f s; PyTorch's rates are "

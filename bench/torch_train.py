@@ -21,6 +21,10 @@ threads are of cdigits's). Run with Debian's python3-torch:
 False (convolutions then run as im2col + OpenBLAS gemm; OpenBLAS's own threads are set
 by OPENBLAS_NUM_THREADS, which has to be in the environment before torch loads).
 
+--eval times inference instead (bench/bench_classify.sh): net.eval() under
+torch.no_grad(), the softmax of batches of the held images, each batch less the mean,
+no solver.
+
 Prints one JSON line: {"images_per_sec": ..., "data_wait": ..., ...}.
 """
 import argparse
@@ -114,6 +118,32 @@ def batch_of(images, mean, idx, crop):
     return out
 
 
+def evaluate(a, net, images, mean, crop):
+    """Inference over the held images in order, batch after batch (the last one short),
+    after a.warmup batches not counted; a crop is the center one."""
+    net.eval()
+    off = (images.shape[-1] - crop) // 2 if crop else 0
+
+    def batch(i):
+        x = images[i:i + a.batch].float() - mean
+        return x[:, :, off:off + crop, off:off + crop] if crop else x
+
+    with torch.no_grad():
+        for _ in range(a.warmup):
+            F.softmax(net(batch(0)), 1)
+        t0, done = time.perf_counter(), 0
+        for i in range(0, len(images), a.batch):
+            x = batch(i)
+            F.softmax(net(x), 1)
+            done += len(x)
+        dt = time.perf_counter() - t0
+    print(json.dumps({"framework": "pytorch " + torch.__version__, "net": a.net, "eval": True,
+                      "threads": torch.get_num_threads(), "mkldnn": torch.backends.mkldnn.enabled,
+                      "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+                      "batch": a.batch, "iters": 0, "images": done, "images_per_sec": done / dt,
+                      "data_wait": 0.0}))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--net", choices=sorted(NETS), default="lenet")
@@ -125,6 +155,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--mkldnn", choices=("on", "off"), default="on")
+    ap.add_argument("--eval", action="store_true", help="time inference (forward and softmax) instead")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.backends.mkldnn.enabled = a.mkldnn == "on"
@@ -140,6 +171,8 @@ def main():
     biases = [p for n, p in net.named_parameters() if n.endswith("bias")]
     opt = torch.optim.SGD([{"params": weights}, {"params": biases, "lr": 0.02}],
                           lr=0.01, momentum=0.9, weight_decay=1e-4)
+    if a.eval:
+        return evaluate(a, net, images, mean, crop)
     order = torch.randperm(len(images))
     pos, waited = 0, 0.0
     t0 = None
