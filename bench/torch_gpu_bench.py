@@ -498,7 +498,6 @@ def cmd_scaling(a):
 
 def cmd_torch(a):
     import torch
-    import torch.nn as nn
     import torch.nn.functional as F
 
     dev = torch.device(a.device)
@@ -531,36 +530,7 @@ def cmd_torch(a):
         images = images.pin_memory()
         labels = labels.pin_memory()
 
-    class LeNet(nn.Module):  # models/lenet.prototxt
-        def __init__(self, classes):
-            super().__init__()
-            self.conv1, self.conv2 = nn.Conv2d(1, 20, 5), nn.Conv2d(20, 50, 5)
-            self.ip1, self.ip2 = nn.Linear(800, 500), nn.Linear(500, classes)
-
-        def forward(self, x):
-            x = F.max_pool2d(self.conv1(x * 0.0125), 2, 2)
-            x = F.max_pool2d(self.conv2(x), 2, 2)
-            return self.ip2(F.relu(self.ip1(x.flatten(1))))
-
-    class AlexNet(nn.Module):  # models/alexnet.prototxt: LRN, groups, dropout
-        def __init__(self, classes):
-            super().__init__()
-            self.features = nn.Sequential(
-                nn.Conv2d(3, 96, 11, stride=4), nn.ReLU(inplace=True),
-                nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=1.0), nn.MaxPool2d(3, 2),
-                nn.Conv2d(96, 256, 5, padding=2, groups=2), nn.ReLU(inplace=True),
-                nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=1.0), nn.MaxPool2d(3, 2),
-                nn.Conv2d(256, 384, 3, padding=1), nn.ReLU(inplace=True),
-                nn.Conv2d(384, 384, 3, padding=1, groups=2), nn.ReLU(inplace=True),
-                nn.Conv2d(384, 256, 3, padding=1, groups=2), nn.ReLU(inplace=True),
-                nn.MaxPool2d(3, 2))
-            self.classifier = nn.Sequential(
-                nn.Linear(256 * 6 * 6, 4096), nn.ReLU(inplace=True), nn.Dropout(0.5),
-                nn.Linear(4096, 4096), nn.ReLU(inplace=True), nn.Dropout(0.5),
-                nn.Linear(4096, classes))
-
-        def forward(self, x):
-            return self.classifier(self.features(x).flatten(1))
+    from torch_nets import AlexNet, LeNet  # models/lenet.prototxt, models/alexnet.prototxt
 
     net = (LeNet if a.net == "lenet" else AlexNet)(a.classes).to(dev)
     weights = [p for name, p in net.named_parameters() if name.endswith("weight")]

@@ -35,8 +35,9 @@ import struct
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+
+from torch_nets import AlexNet, LeNet
 
 
 def load_idx(path, limit):
@@ -49,43 +50,6 @@ def load_idx(path, limit):
     else:
         t = torch.frombuffer(bytearray(data[8:]), dtype=torch.uint8).view(n).long()
     return t[:limit]
-
-
-class LeNet(nn.Module):
-    def __init__(self, classes):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 20, 5)
-        self.conv2 = nn.Conv2d(20, 50, 5)
-        self.ip1 = nn.Linear(800, 500)
-        self.ip2 = nn.Linear(500, classes)
-
-    def forward(self, x):
-        x = x * 0.0125
-        x = F.max_pool2d(self.conv1(x), 2, 2)
-        x = F.max_pool2d(self.conv2(x), 2, 2)
-        x = F.relu(self.ip1(x.flatten(1)))
-        return self.ip2(x)
-
-
-class AlexNet(nn.Module):
-    def __init__(self, classes):
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 96, 11, stride=4), nn.ReLU(inplace=True),
-            nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75), nn.MaxPool2d(3, 2),
-            nn.Conv2d(96, 256, 5, padding=2, groups=2), nn.ReLU(inplace=True),
-            nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75), nn.MaxPool2d(3, 2),
-            nn.Conv2d(256, 384, 3, padding=1), nn.ReLU(inplace=True),
-            nn.Conv2d(384, 384, 3, padding=1, groups=2), nn.ReLU(inplace=True),
-            nn.Conv2d(384, 256, 3, padding=1, groups=2), nn.ReLU(inplace=True),
-            nn.MaxPool2d(3, 2))
-        self.classifier = nn.Sequential(
-            nn.Linear(256 * 6 * 6, 4096), nn.ReLU(inplace=True), nn.Dropout(0.5),
-            nn.Linear(4096, 4096), nn.ReLU(inplace=True), nn.Dropout(0.5),
-            nn.Linear(4096, classes))
-
-    def forward(self, x):
-        return self.classifier(self.features(x).flatten(1))
 
 
 # name: (network, image side in the dataset, crop side or None)
