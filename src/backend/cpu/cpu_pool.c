@@ -59,26 +59,19 @@ static inline int pool_argmax(const float *x, int w, const pool_window *pw)
     return best;
 }
 
-// x is (h,w) of one plane; y is (oh,ow)
-static void max_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
+/* MAX at output (oy, ox) of one plane by the clipped scan: its value, and its backward
+ * (dy routed to the first maximum). */
+static inline float max_at(const cd_pool_desc *d, const float *x, int oy, int ox)
 {
-    for (int oy = 0; oy < d->oh; oy++)
-        for (int ox = 0; ox < d->ow; ox++) {
-            pool_window pw = pool_window_at(d, oy, ox);
-            y[oy * d->ow + ox] = pool_window_empty(&pw) ? 0.0f : x[pool_argmax(x, d->w, &pw)];
-        }
+    pool_window pw = pool_window_at(d, oy, ox);
+    return pool_window_empty(&pw) ? 0.0f : x[pool_argmax(x, d->w, &pw)];
 }
 
-// x, dx are (h,w) of one plane; dy is (oh,ow); dx is overwritten
-static void max_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
+static inline void max_route_at(const cd_pool_desc *d, const float *x, const float *dy, float *dx, int oy, int ox)
 {
-    memset(dx, 0, (size_t)d->h * d->w * sizeof(float));
-    for (int oy = 0; oy < d->oh; oy++)
-        for (int ox = 0; ox < d->ow; ox++) {
-            pool_window pw = pool_window_at(d, oy, ox);
-            if (!pool_window_empty(&pw))
-                dx[pool_argmax(x, d->w, &pw)] += dy[oy * d->ow + ox];
-        }
+    pool_window pw = pool_window_at(d, oy, ox);
+    if (!pool_window_empty(&pw))
+        dx[pool_argmax(x, d->w, &pw)] += dy[oy * d->ow + ox];
 }
 
 // x is (h,w) of one plane; y is (oh,ow)
@@ -139,10 +132,8 @@ static void max2_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
         }
     }
     for (int oy = 0; oy < d->oh; oy++)
-        for (int ox = oy < fh ? fw : 0; ox < d->ow; ox++) {
-            pool_window pw = pool_window_at(d, oy, ox);
-            y[oy * d->ow + ox] = pool_window_empty(&pw) ? 0.0f : x[pool_argmax(x, d->w, &pw)];
-        }
+        for (int ox = oy < fh ? fw : 0; ox < d->ow; ox++)
+            y[oy * d->ow + ox] = max_at(d, x, oy, ox);
 }
 
 #ifdef __SSE2__
@@ -211,18 +202,16 @@ static void max2_plane_bwd(const cd_pool_desc *d, const float *x, const float *d
     for (int yy = 2 * fh; yy < d->h; yy++)
         memset(dx + (size_t)yy * w, 0, (size_t)w * sizeof(float));
     for (int oy = 0; oy < d->oh; oy++)
-        for (int ox = oy < fh ? fw : 0; ox < d->ow; ox++) {
-            pool_window pw = pool_window_at(d, oy, ox);
-            if (!pool_window_empty(&pw))
-                dx[pool_argmax(x, d->w, &pw)] += dy[oy * d->ow + ox];
-        }
+        for (int ox = oy < fh ? fw : 0; ox < d->ow; ox++)
+            max_route_at(d, x, dy, dx, oy, ox);
 }
 
 /*
- * MAX of any other shape (AlexNet's 3x3 stride 2): the windows that lie wholly inside
- * the image, outputs [ylo, yhi) x [xlo, xhi), go through loops with no clipping and a
- * branch-free scan (the first maximum kept by a strict >, as pool_argmax keeps it); the
- * border windows through the general code.
+ * MAX of any shape (pool_table's entry; 2x2 stride 2 takes max2_plane_* above instead):
+ * the windows that lie wholly inside the image, outputs [ylo, yhi) x [xlo, xhi), go
+ * through loops with no clipping and a branch-free scan (the first maximum kept by a
+ * strict >, as pool_argmax keeps it); the border windows through max_at and
+ * max_route_at.
  */
 typedef struct pool_inner {
     int ylo, yhi, xlo, xhi;
@@ -269,7 +258,8 @@ static inline int inner_argmax(const float *x, int w, int kh, int kw, int base)
     return best;
 }
 
-static void maxk_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
+// x is (h,w) of one plane; y is (oh,ow)
+static void max_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
 {
     pool_inner in = pool_inner_of(d);
     const int w = d->w;
@@ -286,13 +276,12 @@ static void maxk_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
         }
     }
     for (int oy = 0; oy < d->oh; oy++)
-        for (int ox = border_next(d, &in, oy, -1); ox < d->ow; ox = border_next(d, &in, oy, ox)) {
-            pool_window pw = pool_window_at(d, oy, ox);
-            y[oy * d->ow + ox] = pool_window_empty(&pw) ? 0.0f : x[pool_argmax(x, d->w, &pw)];
-        }
+        for (int ox = border_next(d, &in, oy, -1); ox < d->ow; ox = border_next(d, &in, oy, ox))
+            y[oy * d->ow + ox] = max_at(d, x, oy, ox);
 }
 
-static void maxk_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
+// x, dx are (h,w) of one plane; dy is (oh,ow); dx is overwritten
+static void max_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
 {
     pool_inner in = pool_inner_of(d);
     const int w = d->w;
@@ -304,11 +293,8 @@ static void maxk_plane_bwd(const cd_pool_desc *d, const float *x, const float *d
             dx[inner_argmax(x, w, d->kh, d->kw, row + ox * d->sw)] += g[ox];
     }
     for (int oy = 0; oy < d->oh; oy++)
-        for (int ox = border_next(d, &in, oy, -1); ox < d->ow; ox = border_next(d, &in, oy, ox)) {
-            pool_window pw = pool_window_at(d, oy, ox);
-            if (!pool_window_empty(&pw))
-                dx[pool_argmax(x, d->w, &pw)] += dy[oy * d->ow + ox];
-        }
+        for (int ox = border_next(d, &in, oy, -1); ox < d->ow; ox = border_next(d, &in, oy, ox))
+            max_route_at(d, x, dy, dx, oy, ox);
 }
 
 static const struct {
@@ -330,7 +316,7 @@ void cpu_pool_forward(cd_backend_t *be, const cd_pool_desc *d, const float *x, f
     int planes = d->n * d->c;
     size_t in = (size_t)d->h * d->w, out = (size_t)d->oh * d->ow;
     void (*fwd)(const cd_pool_desc *, const float *, float *) =
-        d->mode == CD_POOL_MAX ? (max_2x2(d) ? max2_plane_fwd : maxk_plane_fwd) : pool_table[d->mode].fwd;
+        d->mode == CD_POOL_MAX && max_2x2(d) ? max2_plane_fwd : pool_table[d->mode].fwd;
 #pragma omp parallel for num_threads(nt) if ((size_t)planes * in > CPU_PAR_MIN / 4) schedule(static)
     for (int p = 0; p < planes; p++)
         fwd(d, x + p * in, y + p * out);
@@ -348,7 +334,7 @@ void cpu_pool_backward(cd_backend_t *be, const cd_pool_desc *d, const float *x, 
     int planes = d->n * d->c;
     size_t in = (size_t)d->h * d->w, out = (size_t)d->oh * d->ow;
     void (*bwd)(const cd_pool_desc *, const float *, const float *, float *) =
-        d->mode == CD_POOL_MAX ? (max_2x2(d) ? max2_plane_bwd : maxk_plane_bwd) : pool_table[d->mode].bwd;
+        d->mode == CD_POOL_MAX && max_2x2(d) ? max2_plane_bwd : pool_table[d->mode].bwd;
 #pragma omp parallel for num_threads(nt) if ((size_t)planes * in > CPU_PAR_MIN / 4) schedule(static)
     for (int p = 0; p < planes; p++)
         bwd(d, x + p * in, dy + p * out, dx + p * in);
