@@ -101,14 +101,15 @@ JSON
 
 classify=${CDIGITS_BENCH_CLASSIFY:-0}
 n_classify=${CDIGITS_BENCH_IMAGES:-10000}
+api=${CDIGITS_BENCH_API:-0}
+[[ "$api" == 1 && "$classify" == 1 ]] && { echo "bench_train: set CDIGITS_BENCH_API or CDIGITS_BENCH_CLASSIFY, not both"; exit 1; }
 if [[ "$classify" == 1 ]]; then
   [[ "$n_classify" =~ ^[1-9][0-9]*$ ]] || { echo "bench_train: CDIGITS_BENCH_IMAGES must be a positive integer"; exit 1; }
-  # a model to classify with: the network after the warm-up window's iterations
+  # a model to classify with: the network after train.json's max_iterations
   "$worker" train "$job" >"$job/out.jsonl" 2>"$job/err.log" || { cat "$job/err.log" >&2; exit 1; }
   python3 bench/image_list.py "$work/dataset/dataset.json" "$n_classify" >"$work/classify.list"
   torch_limit=$n_classify torch_eval=--eval
 fi
-api=${CDIGITS_BENCH_API:-0}
 epochs=${CDIGITS_BENCH_EPOCHS:-1}
 if [[ "$api" == 1 ]]; then
   [[ -x "$build/cdigits" ]] || { echo "bench_train: CDIGITS_BENCH_API=1 needs $build/cdigits built"; exit 1; }
