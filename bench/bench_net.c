@@ -115,11 +115,20 @@ static double layer_flops(const cd_layer *l)
     return 0;
 }
 
-static double forward_flops(const cd_net *net)
+/* How many gemm-sized passes a training step makes through a gemm-shaped layer: the
+ * forward, the weight gradient, and the data gradient where its bottom needs one (not
+ * for the first convolution, whose bottom is the data). */
+static double layer_passes(const cd_layer *l)
+{
+    return 2.0 + (l->nbottom > 0 && l->bottom[0]->need_backward ? 1.0 : 0.0);
+}
+
+/* Floating-point operations of one forward plus backward pass. */
+static double step_flops(const cd_net *net)
 {
     double f = 0;
     for (int i = 0; i < net->nlayers; i++)
-        f += layer_flops(net->layers[i]);
+        f += layer_passes(net->layers[i]) * layer_flops(net->layers[i]);
     return f;
 }
 
@@ -186,7 +195,7 @@ static int bench(const char *file, int c, int h, int w, int batch, int iters, do
         if (it >= 0)
             total += cd_now() - t0;
     }
-    double per = total / iters, flops = 3.0 * forward_flops(net);
+    double per = total / iters, flops = step_flops(net);
     /* whole training steps: forward, backward, the update (which zeroes the gradients) */
     cd_solver_opts so = {0};
     cd_solver_opts_defaults(&so, CD_SOLVER_SGD, 0.01);
@@ -218,7 +227,7 @@ static int bench(const char *file, int c, int h, int w, int batch, int iters, do
         char rate[160] = "";
         double fl = layer_flops(l);
         if (fl > 0) {
-            double r = 3.0 * fl / (tf + tb) / 1e9;
+            double r = layer_passes(l) * fl / (tf + tb) / 1e9;
             snprintf(rate, sizeof rate, "%6.1f GFLOP/s (%3.0f%% of sgemm)", r, 100.0 * r / gflops);
         } else if (is_memory_bound(l)) {
             double bf = layer_bytes(l, 0), bb = l->need_backward ? layer_bytes(l, 1) : 0;
