@@ -621,6 +621,8 @@ static void test_conv(void)
         {1, 8, 4, 5, 6, 1, 1, 1, 1, 0, 0, 1, 1, 2, 0, 0},      /* 1x1, one image, groups 2 */
         {2, 5, 9, 8, 3, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0, 0},      /* 1x1 stride 2 */
         {2, 3, 37, 35, 5, 11, 11, 4, 4, 0, 0, 1, 1, 1, 0, 0},  /* AlexNet conv1-like */
+        /* AlexNet conv2-like: a group's 23 channels unfold 73 KB each, in chunks of 8, 8 and 7 */
+        {3, 46, 27, 27, 6, 5, 5, 1, 1, 2, 2, 1, 1, 2, 0, 0},
         {1, 2, 5, 5, 3, 5, 5, 1, 1, 2, 2, 1, 1, 1, 0, 0},      /* kernel as large as the image */
         {5, 2, 3, 4, 3, 3, 3, 3, 2, 2, 1, 2, 1, 1, 0, 0},      /* stride 3, dilation 2 x 1 */
         /* one image's columns are 3.6M floats: 4 images per gemm, then a chunk of 1 */
