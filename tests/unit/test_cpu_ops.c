@@ -812,6 +812,8 @@ static void test_lrn(void)
         {CD_LRN_ACROSS, 2, 7, 5, 4, 5, 1e-1f, 0.75f, 2.0f},
         {CD_LRN_ACROSS, 1, 3, 3, 3, 5, 0.5f, 0.6f, 1.0f},   /* fewer channels than size */
         {CD_LRN_ACROSS, 5, 6, 2, 3, 3, 0.9f, 0.75f, 1.0f},
+        /* AlexNet's norm1-like: planes of 3 blocks (256 + 256 + 63 positions), 12 channels */
+        {CD_LRN_ACROSS, 2, 12, 23, 25, 5, 0.8f, 0.75f, 1.0f},
         {CD_LRN_WITHIN, 2, 3, 6, 5, 3, 0.5f, 0.75f, 1.0f},
         {CD_LRN_WITHIN, 1, 2, 7, 4, 5, 2.0f, 0.6f, 1.0f},   /* window larger than w */
         /* even sizes (Caffe rejects them; the windows are then asymmetric, which

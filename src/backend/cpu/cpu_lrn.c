@@ -11,6 +11,12 @@
  * with N = size (ACROSS) or size^2 (WITHIN). The sum runs over the windows that
  * contain p, which is the window of p mirrored: [p+pre-size+1, p+pre]. This is the exact
  * gradient and equals Caffe's (which shifts its accumulation window the same way).
+ *
+ * ACROSS runs the way Caffe's CPU layer does: a block of positions of one image walks
+ * its channels in order, and each channel's window sum is the previous one's plus the
+ * channel entering the window minus the one leaving it (2 planes read per channel
+ * instead of size). The block's planes of scale^-beta and ratio stay in the core's
+ * cache between the backward's two walks. WITHIN computes each plane on its own.
  */
 #include <math.h>
 #include <omp.h>
@@ -28,44 +34,6 @@ static void pow_neg_beta(const float *s, float beta, float *out, size_t n)
     }
     for (size_t p = 0; p < n; p++)
         out[p] = powf(s[p], -beta);
-}
-
-/* ACROSS: scale of every position of channel ch: k + alpha/size * sum over channels. */
-// xi is (c,h,w) of one image; scale is (h,w)
-static void across_scale(const cd_lrn_desc *d, const float *xi, int ch, float *scale)
-{
-    size_t hw = (size_t)d->h * d->w;
-    int pre = (d->size - 1) / 2;
-    int c0 = ch - pre < 0 ? 0 : ch - pre;
-    int c1 = ch - pre + d->size > d->c ? d->c : ch - pre + d->size;
-    for (size_t p = 0; p < hw; p++)
-        scale[p] = 0.0f;
-    for (int cc = c0; cc < c1; cc++) {
-        const float *xc = xi + (size_t)cc * hw;
-        for (size_t p = 0; p < hw; p++)
-            scale[p] += xc[p] * xc[p];
-    }
-    float a = d->alpha / (float)d->size;
-    for (size_t p = 0; p < hw; p++)
-        scale[p] = d->k + a * scale[p];
-}
-
-/* ACROSS adjoint: g = sum of ratio over the channels whose window holds ch,
- * [ch+pre-size+1, ch+pre] clipped. */
-// ratio is (c,h,w) of one image; g is (h,w)
-static void across_window_sum(const cd_lrn_desc *d, const float *ratio, int ch, float *g)
-{
-    size_t hw = (size_t)d->h * d->w;
-    int pre = (d->size - 1) / 2;
-    int c0 = ch + pre - d->size + 1 < 0 ? 0 : ch + pre - d->size + 1;
-    int c1 = ch + pre + 1 > d->c ? d->c : ch + pre + 1;
-    for (size_t p = 0; p < hw; p++)
-        g[p] = 0.0f;
-    for (int cc = c0; cc < c1; cc++) {
-        const float *r = ratio + (size_t)cc * hw;
-        for (size_t p = 0; p < hw; p++)
-            g[p] += r[p];
-    }
 }
 
 /* Sum of a square window of one plane: rows [y0,y1) x columns [x0,x1), clipped. */
@@ -107,26 +75,132 @@ static void within_window_sum(const cd_lrn_desc *d, const float *ratio, int ch, 
             g[yy * d->w + xx] = plane_window_sum(d, r, yy - back, xx - back, 0);
 }
 
-static const struct {
-    void (*scale)(const cd_lrn_desc *d, const float *xi, int ch, float *scale);
-    void (*window_sum)(const cd_lrn_desc *d, const float *ratio, int ch, float *g);
-    int square; /* the divisor N is size^2 rather than size */
-} lrn_table[] = {
-    [CD_LRN_ACROSS] = {across_scale, across_window_sum, 0},
-    [CD_LRN_WITHIN] = {within_scale, within_window_sum, 1},
-};
+/* ---- ACROSS ---------------------------------------------------------------------- */
 
-#define LRN_MODES ((int)(sizeof lrn_table / sizeof lrn_table[0]))
+/* Positions per block: the backward's, whose c planes of two buffers must stay in L2, and
+ * the forward's, which keeps only two planes and streams through longer runs of each channel. */
+#define LRN_BLOCK 256
+#define LRN_FWD_BLOCK 1024
 
-/* y = x * scale^-beta. x and y must not overlap (the window reads other channels). */
-// x, y are (n,c,h,w)
-void cpu_lrn_forward(cd_backend_t *be, const cd_lrn_desc *d, const float *x, float *y)
+/* acc[j] += sign * v[j]^2 (squares) or sign * v[j], for j < n */
+static inline void add_plane(float *restrict acc, const float *restrict v, size_t n, float sign, int squares)
 {
-    if (d->mode < 0 || d->mode >= LRN_MODES)
-        return;
-    int nt = cpu_threads(be);
+    if (squares)
+        for (size_t j = 0; j < n; j++)
+            acc[j] += sign * (v[j] * v[j]);
+    else
+        for (size_t j = 0; j < n; j++)
+            acc[j] += sign * v[j];
+}
+
+/* The running window sum over channels of v (channel ch at v + ch * stride, bn positions):
+ * on entry acc holds channel ch-1's window [lo, lo+size) clipped to [0, c); on return
+ * channel ch's, the window one channel on (lo + 1). */
+static inline void slide_window(const cd_lrn_desc *d, const float *v, size_t stride, int lo, size_t bn,
+                                float *acc, int squares)
+{
+    int out = lo, in = lo + d->size;
+    if (out >= 0 && out < d->c)
+        add_plane(acc, v + (size_t)out * stride, bn, -1.0f, squares);
+    if (in >= 0 && in < d->c)
+        add_plane(acc, v + (size_t)in * stride, bn, 1.0f, squares);
+}
+
+/* acc = the window sum of the window [lo, lo+size) clipped to [0, c) */
+static void start_window(const cd_lrn_desc *d, const float *v, size_t stride, int lo, size_t bn, float *acc,
+                         int squares)
+{
+    for (size_t j = 0; j < bn; j++)
+        acc[j] = 0.0f;
+    for (int ch = lo < 0 ? 0 : lo; ch < lo + d->size && ch < d->c; ch++)
+        add_plane(acc, v + (size_t)ch * stride, bn, 1.0f, squares);
+}
+
+/* scale = k + alpha/size * sum, a sum below 0 (the running sum rounding) taken as 0; NaN stays */
+static inline void scale_of(const cd_lrn_desc *d, const float *sum, size_t bn, float *scale)
+{
+    float a = d->alpha / (float)d->size;
+    for (size_t j = 0; j < bn; j++)
+        scale[j] = d->k + a * (sum[j] < 0.0f ? 0.0f : sum[j]);
+}
+
+/* Each task is a block of positions [p0, p0 + bn) of one image, walking its channels. */
+static void across_forward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, float *y)
+{
+    (void)be;
+    size_t hw = (size_t)d->h * d->w, chw = (size_t)d->c * hw, blocks = (hw + LRN_FWD_BLOCK - 1) / LRN_FWD_BLOCK;
+    int pre = (d->size - 1) / 2;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t t = 0; t < (size_t)d->n * blocks; t++) {
+        float sum[LRN_FWD_BLOCK], sb[LRN_FWD_BLOCK];
+        size_t p0 = t % blocks * LRN_FWD_BLOCK, bn = hw - p0 < LRN_FWD_BLOCK ? hw - p0 : LRN_FWD_BLOCK;
+        const float *xb = x + t / blocks * chw + p0;
+        float *yb = y + t / blocks * chw + p0;
+        start_window(d, xb, hw, -pre, bn, sum, 1);
+        for (int ch = 0; ch < d->c; ch++) {
+            if (ch > 0)
+                slide_window(d, xb, hw, ch - 1 - pre, bn, sum, 1);
+            scale_of(d, sum, bn, sb);
+            pow_neg_beta(sb, d->beta, sb, bn);
+            for (size_t j = 0; j < bn; j++)
+                yb[(size_t)ch * hw + j] = xb[(size_t)ch * hw + j] * sb[j];
+        }
+    }
+}
+
+/* Walk 1 keeps every channel's scale^-beta and ratio = dy * x * scale^(-beta-1) of the
+ * block (c planes of LRN_BLOCK each, per thread); walk 2 slides the mirrored window over
+ * ratio: dx = dy * sb - coef * x * (sum of ratio over [ch+pre-size+1, ch+pre]). */
+static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, const float *dy,
+                            float *dx)
+{
+    size_t hw = (size_t)d->h * d->w, chw = (size_t)d->c * hw, blocks = (hw + LRN_BLOCK - 1) / LRN_BLOCK;
+    size_t per = (size_t)2 * d->c * LRN_BLOCK;
+    int pre = (d->size - 1) / 2;
+    float coef = 2.0f * d->alpha * d->beta / (float)d->size;
+    float *ws = cpu_scratch_acquire(be, per * (size_t)nt);
+#pragma omp parallel num_threads(nt)
+    {
+        float *sb_all = ws + per * (size_t)omp_get_thread_num(), *ratio_all = sb_all + (size_t)d->c * LRN_BLOCK;
+#pragma omp for schedule(static)
+        for (size_t t = 0; t < (size_t)d->n * blocks; t++) {
+            float acc[LRN_BLOCK];
+            size_t p0 = t % blocks * LRN_BLOCK, bn = hw - p0 < LRN_BLOCK ? hw - p0 : LRN_BLOCK;
+            size_t off = t / blocks * chw + p0;
+            const float *xb = x + off, *dyb = dy + off;
+            start_window(d, xb, hw, -pre, bn, acc, 1);
+            for (int ch = 0; ch < d->c; ch++) {
+                float *sb = sb_all + (size_t)ch * LRN_BLOCK, *ratio = ratio_all + (size_t)ch * LRN_BLOCK;
+                const float *xc = xb + (size_t)ch * hw, *dyc = dyb + (size_t)ch * hw;
+                if (ch > 0)
+                    slide_window(d, xb, hw, ch - 1 - pre, bn, acc, 1);
+                scale_of(d, acc, bn, ratio);
+                pow_neg_beta(ratio, d->beta, sb, bn);
+                for (size_t j = 0; j < bn; j++)
+                    ratio[j] = dyc[j] * xc[j] * sb[j] / ratio[j];
+            }
+            /* the windows holding ch start at ch + pre - size + 1 */
+            start_window(d, ratio_all, LRN_BLOCK, pre - d->size + 1, bn, acc, 0);
+            for (int ch = 0; ch < d->c; ch++) {
+                const float *sb = sb_all + (size_t)ch * LRN_BLOCK;
+                const float *xc = xb + (size_t)ch * hw, *dyc = dyb + (size_t)ch * hw;
+                float *dxc = dx + off + (size_t)ch * hw;
+                if (ch > 0)
+                    slide_window(d, ratio_all, LRN_BLOCK, ch + pre - d->size, bn, acc, 0);
+                for (size_t j = 0; j < bn; j++)
+                    dxc[j] = dyc[j] * sb[j] - coef * xc[j] * acc[j];
+            }
+        }
+    }
+    cpu_scratch_release(be);
+}
+
+/* ---- WITHIN ---------------------------------------------------------------------- */
+
+/* each plane needs hw floats for its scale: one slice of the scratch per thread */
+static void within_forward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, float *y)
+{
     size_t hw = (size_t)d->h * d->w, chw = (size_t)d->c * hw;
-    /* each plane needs hw floats for its scale: one slice of the scratch per thread */
     float *ws = cpu_scratch_acquire(be, (size_t)nt * hw);
 #pragma omp parallel num_threads(nt)
     {
@@ -135,7 +209,7 @@ void cpu_lrn_forward(cd_backend_t *be, const cd_lrn_desc *d, const float *x, flo
         for (int i = 0; i < d->n; i++) {
             for (int ch = 0; ch < d->c; ch++) {
                 size_t off = (size_t)i * chw + (size_t)ch * hw;
-                lrn_table[d->mode].scale(d, x + (size_t)i * chw, ch, scale);
+                within_scale(d, x + (size_t)i * chw, ch, scale);
                 pow_neg_beta(scale, d->beta, scale, hw);
                 for (size_t p = 0; p < hw; p++)
                     y[off + p] = x[off + p] * scale[p];
@@ -145,26 +219,16 @@ void cpu_lrn_forward(cd_backend_t *be, const cd_lrn_desc *d, const float *x, flo
     cpu_scratch_release(be);
 }
 
-/* dx is overwritten and must not overlap x or dy. y is not read: the scale is
- * recomputed from x, so the gradient is exact for the forward computed here. Images go
- * in chunks whose scale^-beta and ratio planes fit the conv workspace bound. */
-// x, y, dy, dx are (n,c,h,w)
-void cpu_lrn_backward(cd_backend_t *be, const cd_lrn_desc *d, const float *x, const float *y,
-                      const float *dy, float *dx)
+/* Images go in chunks whose scale^-beta and ratio planes fit the conv workspace bound. */
+static void within_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, const float *dy,
+                            float *dx)
 {
-    (void)y;
-    if (d->mode < 0 || d->mode >= LRN_MODES)
-        return;
-    int nt = cpu_threads(be);
     size_t hw = (size_t)d->h * d->w, chw = (size_t)d->c * hw;
-    if (!chw || d->n <= 0)
-        return;
     size_t fit = CPU_CONV_WORKSPACE_BYTES / sizeof(float) / (2 * chw);
     int nb = fit < 1 ? 1 : fit > (size_t)d->n ? d->n : (int)fit;
     float *ws = cpu_scratch_acquire(be, 2 * chw * nb);
     float *sb_all = ws, *ratio_all = ws + chw * nb;
-    float coef = 2.0f * d->alpha * d->beta /
-                 (float)(lrn_table[d->mode].square ? d->size * d->size : d->size);
+    float coef = 2.0f * d->alpha * d->beta / (float)(d->size * d->size);
     for (int i0 = 0; i0 < d->n; i0 += nb) {
         int cnt = d->n - i0 < nb ? d->n - i0 : nb;
         /* pass 1: sb = scale^-beta and ratio = dy * x * scale^(-beta-1) of every plane */
@@ -174,7 +238,7 @@ void cpu_lrn_backward(cd_backend_t *be, const cd_lrn_desc *d, const float *x, co
                 size_t off = (size_t)b * chw + (size_t)ch * hw;
                 size_t goff = (size_t)i0 * chw + off;
                 float *sb = sb_all + off, *ratio = ratio_all + off;
-                lrn_table[d->mode].scale(d, x + (size_t)(i0 + b) * chw, ch, ratio);
+                within_scale(d, x + (size_t)(i0 + b) * chw, ch, ratio);
                 pow_neg_beta(ratio, d->beta, sb, hw);
                 for (size_t p = 0; p < hw; p++)
                     ratio[p] = dy[goff + p] * x[goff + p] * sb[p] / ratio[p];
@@ -188,11 +252,45 @@ void cpu_lrn_backward(cd_backend_t *be, const cd_lrn_desc *d, const float *x, co
                 size_t goff = (size_t)i0 * chw + off;
                 const float *sb = sb_all + off;
                 float *g = dx + goff;
-                lrn_table[d->mode].window_sum(d, ratio_all + (size_t)b * chw, ch, g);
+                within_window_sum(d, ratio_all + (size_t)b * chw, ch, g);
                 for (size_t p = 0; p < hw; p++)
                     g[p] = dy[goff + p] * sb[p] - coef * x[goff + p] * g[p];
             }
         }
     }
     cpu_scratch_release(be);
+}
+
+static const struct {
+    void (*forward)(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, float *y);
+    void (*backward)(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, const float *dy, float *dx);
+} lrn_table[] = {
+    [CD_LRN_ACROSS] = {across_forward, across_backward},
+    [CD_LRN_WITHIN] = {within_forward, within_backward},
+};
+
+#define LRN_MODES ((int)(sizeof lrn_table / sizeof lrn_table[0]))
+
+static int lrn_runs(const cd_lrn_desc *d)
+{
+    return d->mode >= 0 && d->mode < LRN_MODES && d->n > 0 && d->c > 0 && d->h > 0 && d->w > 0;
+}
+
+/* y = x * scale^-beta. x and y must not overlap (the window reads other channels). */
+// x, y are (n,c,h,w)
+void cpu_lrn_forward(cd_backend_t *be, const cd_lrn_desc *d, const float *x, float *y)
+{
+    if (lrn_runs(d))
+        lrn_table[d->mode].forward(be, cpu_threads(be), d, x, y);
+}
+
+/* dx is overwritten and must not overlap x or dy. y is not read: the scale is
+ * recomputed from x, so the gradient is exact for the forward computed here. */
+// x, y, dy, dx are (n,c,h,w)
+void cpu_lrn_backward(cd_backend_t *be, const cd_lrn_desc *d, const float *x, const float *y,
+                      const float *dy, float *dx)
+{
+    (void)y;
+    if (lrn_runs(d))
+        lrn_table[d->mode].backward(be, cpu_threads(be), d, x, dy, dx);
 }
