@@ -258,23 +258,35 @@ static inline int inner_argmax(const float *x, int w, int kh, int kw, int base)
     return best;
 }
 
-// x is (h,w) of one plane; y is (oh,ow)
-static void max_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
+/* The inner windows' forward, kh x kw given as arguments: max_plane_fwd passes AlexNet's
+ * and VGG's 3x3 as constants, which unrolls the scan (pool1 2.5-3x faster). Unrolled
+ * the same way, the backward's index-keeping scan ran 1.5-2x slower. */
+static inline void max_inner_fwd(const cd_pool_desc *d, const pool_inner *in, const float *x, float *y, int kh,
+                                 int kw)
 {
-    pool_inner in = pool_inner_of(d);
     const int w = d->w;
-    for (int oy = in.ylo; oy < in.yhi; oy++) {
+    for (int oy = in->ylo; oy < in->yhi; oy++) {
         const float *r = x + (size_t)(oy * d->sh - d->ph) * w - d->pw;
         float *out = y + (size_t)oy * d->ow;
-        for (int ox = in.xlo; ox < in.xhi; ox++) {
+        for (int ox = in->xlo; ox < in->xhi; ox++) {
             const float *p = r + ox * d->sw;
             float m = p[0];
-            for (int ki = 0; ki < d->kh; ki++)
-                for (int kj = 0; kj < d->kw; kj++)
+            for (int ki = 0; ki < kh; ki++)
+                for (int kj = 0; kj < kw; kj++)
                     m = p[ki * w + kj] > m ? p[ki * w + kj] : m;
             out[ox] = m;
         }
     }
+}
+
+// x is (h,w) of one plane; y is (oh,ow)
+static void max_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
+{
+    pool_inner in = pool_inner_of(d);
+    if (d->kh == 3 && d->kw == 3)
+        max_inner_fwd(d, &in, x, y, 3, 3);
+    else
+        max_inner_fwd(d, &in, x, y, d->kh, d->kw);
     for (int oy = 0; oy < d->oh; oy++)
         for (int ox = border_next(d, &in, oy, -1); ox < d->ow; ox = border_next(d, &in, oy, ox))
             y[oy * d->ow + ox] = max_at(d, x, oy, ox);
