@@ -1,22 +1,9 @@
 /* Dropout with the counter-based generator of backend.h, so the CPU and the GPU drop
- * the same elements for the same (seed, counter): the functions below are device
- * copies of cd_mix64 and cd_rand_uniform, bit for bit (integer arithmetic and an exact
- * power-of-two scaling). */
+ * the same elements for the same (seed, counter): cd_rand_uniform is the host's own
+ * inline function (cdigits/util.h), integer arithmetic and an exact power-of-two scaling. */
 #include "cdk_common.cuh"
 
-__device__ inline uint64_t cdk_mix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-__device__ inline float cdk_rand_uniform(uint64_t seed, uint64_t counter, uint64_t index)
-{
-    uint64_t z = cdk_mix64(seed ^ cdk_mix64(counter ^ cdk_mix64(index)));
-    return (float)(z >> 40) * (1.0f / 16777216.0f);
-}
+#include "cdigits/util.h"
 
 /* In a replayed step (see cdk_replay_tick) counter is the captured one plus the
  * replay number *delta; delta is NULL outside replays. */
@@ -29,7 +16,7 @@ k_dropout_forward(size_t n, float ratio, float scale, uint64_t seed,
         counter += (uint64_t)*delta;
     CDK_LOOP(i, n)
     {
-        float m = cdk_rand_uniform(seed, counter, (uint64_t)i) >= ratio ? scale : 0.0f;
+        float m = cd_rand_uniform(seed, counter, (uint64_t)i) >= ratio ? scale : 0.0f;
         mask[i] = m;
         y[i] = x[i] * m;
     }
