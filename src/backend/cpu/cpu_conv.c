@@ -410,7 +410,8 @@ static void fill_bias(int k, size_t P, const float *bias, float *y)
  * are 3.5 MB) runs its three products 1.4-2x faster in chunks of 10 channels (730 KB)
  * than whole, and LeNet's layers are one chunk. The filter gradient sums into
  * CONV_FILTER_SLOTS partial gradients, each over a fixed range of images, added in order
- * at the end, so the result does not depend on the thread count. */
+ * at the end, so the result does not depend on the thread count (from 1 to the batch,
+ * at most CONV_FILTER_SLOTS: the threads this path runs on). */
 
 #define CONV_CHUNK_BYTES ((size_t)768 << 10)   /* columns unfolded per gemm */
 #define CONV_CHANNEL_MAX ((size_t)4 << 20)     /* bytes of one channel's columns */

@@ -93,20 +93,8 @@ static inline void add_plane(float *restrict acc, const float *restrict v, size_
             acc[j] += sign * v[j];
 }
 
-/* The running window sum over channels of v (channel ch at v + ch * stride, bn positions):
- * on entry acc holds channel ch-1's window [lo, lo+size) clipped to [0, c); on return
- * channel ch's, the window one channel on (lo + 1). */
-static inline void slide_window(const cd_lrn_desc *d, const float *v, size_t stride, int lo, size_t bn,
-                                float *acc, int squares)
-{
-    int out = lo, in = lo + d->size;
-    if (out >= 0 && out < d->c)
-        add_plane(acc, v + (size_t)out * stride, bn, -1.0f, squares);
-    if (in >= 0 && in < d->c)
-        add_plane(acc, v + (size_t)in * stride, bn, 1.0f, squares);
-}
-
-/* acc = the window sum of the window [lo, lo+size) clipped to [0, c) */
+/* acc = the window [lo, lo+size) of v's channels (channel ch at v + ch * stride, bn
+ * positions), clipped to [0, c) */
 static void start_window(const cd_lrn_desc *d, const float *v, size_t stride, int lo, size_t bn, float *acc,
                          int squares)
 {
@@ -114,6 +102,23 @@ static void start_window(const cd_lrn_desc *d, const float *v, size_t stride, in
         acc[j] = 0.0f;
     for (int ch = lo < 0 ? 0 : lo; ch < lo + d->size && ch < d->c; ch++)
         add_plane(acc, v + (size_t)ch * stride, bn, 1.0f, squares);
+}
+
+/* The running window sum of channel ch, whose window starts at lo0 + ch: summed for
+ * channel 0; for a later one, acc holds channel ch-1's and the channel leaving the
+ * window is taken out and the one entering it added. Called for ch = 0, 1, ... in turn. */
+static inline void window_at(const cd_lrn_desc *d, const float *v, size_t stride, int lo0, int ch, size_t bn,
+                             float *acc, int squares)
+{
+    if (ch == 0) {
+        start_window(d, v, stride, lo0, bn, acc, squares);
+        return;
+    }
+    int out = lo0 + ch - 1, in = out + d->size;
+    if (out >= 0 && out < d->c)
+        add_plane(acc, v + (size_t)out * stride, bn, -1.0f, squares);
+    if (in >= 0 && in < d->c)
+        add_plane(acc, v + (size_t)in * stride, bn, 1.0f, squares);
 }
 
 /* scale = k + alpha/size * sum, a sum below 0 (the running sum rounding) taken as 0; NaN stays */
@@ -136,10 +141,8 @@ static void across_forward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const
         size_t p0 = t % blocks * LRN_FWD_BLOCK, bn = hw - p0 < LRN_FWD_BLOCK ? hw - p0 : LRN_FWD_BLOCK;
         const float *xb = x + t / blocks * chw + p0;
         float *yb = y + t / blocks * chw + p0;
-        start_window(d, xb, hw, -pre, bn, sum, 1);
         for (int ch = 0; ch < d->c; ch++) {
-            if (ch > 0)
-                slide_window(d, xb, hw, ch - 1 - pre, bn, sum, 1);
+            window_at(d, xb, hw, -pre, ch, bn, sum, 1);
             scale_of(d, sum, bn, sb);
             pow_neg_beta(sb, d->beta, sb, bn);
             for (size_t j = 0; j < bn; j++)
@@ -168,25 +171,21 @@ static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, cons
             size_t p0 = t % blocks * LRN_BLOCK, bn = hw - p0 < LRN_BLOCK ? hw - p0 : LRN_BLOCK;
             size_t off = t / blocks * chw + p0;
             const float *xb = x + off, *dyb = dy + off;
-            start_window(d, xb, hw, -pre, bn, acc, 1);
             for (int ch = 0; ch < d->c; ch++) {
                 float *sb = sb_all + (size_t)ch * LRN_BLOCK, *ratio = ratio_all + (size_t)ch * LRN_BLOCK;
                 const float *xc = xb + (size_t)ch * hw, *dyc = dyb + (size_t)ch * hw;
-                if (ch > 0)
-                    slide_window(d, xb, hw, ch - 1 - pre, bn, acc, 1);
+                window_at(d, xb, hw, -pre, ch, bn, acc, 1);
                 scale_of(d, acc, bn, ratio);
                 pow_neg_beta(ratio, d->beta, sb, bn);
                 for (size_t j = 0; j < bn; j++)
                     ratio[j] = dyc[j] * xc[j] * sb[j] / ratio[j];
             }
-            /* the windows holding ch start at ch + pre - size + 1 */
-            start_window(d, ratio_all, LRN_BLOCK, pre - d->size + 1, bn, acc, 0);
             for (int ch = 0; ch < d->c; ch++) {
                 const float *sb = sb_all + (size_t)ch * LRN_BLOCK;
                 const float *xc = xb + (size_t)ch * hw, *dyc = dyb + (size_t)ch * hw;
                 float *dxc = dx + off + (size_t)ch * hw;
-                if (ch > 0)
-                    slide_window(d, ratio_all, LRN_BLOCK, ch + pre - d->size, bn, acc, 0);
+                /* the windows holding ch start at ch + pre - size + 1 */
+                window_at(d, ratio_all, LRN_BLOCK, pre - d->size + 1, ch, bn, acc, 0);
                 for (size_t j = 0; j < bn; j++)
                     dxc[j] = dyc[j] * sb[j] - coef * xc[j] * acc[j];
             }
