@@ -58,6 +58,9 @@ const char *cd_lr_type_list(void);
 const char *cd_lr_field(int type, int arg);
 /* DIGITS's defaults for a policy (gamma, power, steps), keeping base_lr and max_iter. */
 void cd_lr_policy_defaults(cd_lr_policy *p, int type);
+/* pct percent of a max_iter-iteration training as the iteration DIGITS gives Caffe
+ * (ceil(pct * max_iter / 100)), the conversion cd_lr_at uses. */
+long cd_lr_pct_iter(double pct, long max_iter);
 /* Learning rate at solver iteration iter (0-based), exactly as Caffe computes it from
  * the parameters DIGITS derives (see docs/training.md). */
 double cd_lr_at(const cd_lr_policy *p, long iter);

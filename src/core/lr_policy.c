@@ -6,7 +6,17 @@
 
 #include "cdigits/lr_policy.h"
 
-static long pct_to_iter(double pct, double scale) { return (long)ceil(pct * scale); }
+/* pct percent of training at scale iterations per percent, as an iteration; a value no
+ * iteration reaches (beyond 1e15, or NaN) saturates rather than overflowing a long */
+static long pct_to_iter(double pct, double scale)
+{
+    double it = ceil(pct * scale);
+    return it >= -1e15 && it <= 1e15 ? (long)it : it < 0 ? -1000000000000000L : 1000000000000000L;
+}
+
+static double iter_scale(long max_iter) { return (double)(max_iter > 0 ? max_iter : 1) / 100.0; }
+
+long cd_lr_pct_iter(double pct, long max_iter) { return pct_to_iter(pct, iter_scale(max_iter)); }
 
 typedef double (*lr_fn)(const cd_lr_policy *p, long iter, double scale);
 
@@ -128,7 +138,7 @@ void cd_lr_policy_defaults(cd_lr_policy *p, int type)
 
 double cd_lr_at(const cd_lr_policy *p, long iter)
 {
-    double scale = (double)(p->max_iter > 0 ? p->max_iter : 1) / 100.0;
+    double scale = iter_scale(p->max_iter);
     if (p->type < 0 || p->type >= CD_LR_COUNT)
         return p->base_lr;
     return lr_defs[p->type].fn(p, iter, scale);

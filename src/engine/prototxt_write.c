@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cdigits/infer.h"
+#include "cdigits/lr_policy.h"
 #include "cdigits/util.h"
 
 static void indent(cd_buf *b, int depth)
@@ -148,9 +149,6 @@ static const char *const caffe_solver[CD_SOLVER_COUNT] = {
     [CD_SOLVER_RMSPROP] = "RMSProp", [CD_SOLVER_ADADELTA] = "AdaDelta", [CD_SOLVER_ADAM] = "Adam",
 };
 
-/* Percent of the training to iterations, as DIGITS converts them for Caffe. */
-static long pct_iter(double pct, long max_iter) { return (long)ceil(pct * (double)max_iter / 100.0); }
-
 char *cd_solver_write(const cd_train_config *tc, double iters_per_epoch, const char *net_file)
 {
     cd_buf b = {0};
@@ -173,19 +171,19 @@ char *cd_solver_write(const cd_train_config *tc, double iters_per_epoch, const c
     cd_buf_printf(&b, "lr_policy: \"%s\"\n", cd_lr_type_name(lr->type));
     switch (lr->type) {
     case CD_LR_STEP:
-        cd_buf_printf(&b, "gamma: %.9g\nstepsize: %ld\n", lr->gamma, pct_iter(lr->step_pct, max_iter) > 0
-                                                                      ? pct_iter(lr->step_pct, max_iter) : 1);
+        cd_buf_printf(&b, "gamma: %.9g\nstepsize: %ld\n", lr->gamma, cd_lr_pct_iter(lr->step_pct, max_iter) > 0
+                                                                      ? cd_lr_pct_iter(lr->step_pct, max_iter) : 1);
         break;
     case CD_LR_MULTISTEP:
         cd_buf_printf(&b, "gamma: %.9g\n", lr->gamma);
         for (int i = 0; i < lr->nsteps; i++)
-            cd_buf_printf(&b, "stepvalue: %ld\n", pct_iter(lr->steps_pct[i], max_iter));
+            cd_buf_printf(&b, "stepvalue: %ld\n", cd_lr_pct_iter(lr->steps_pct[i], max_iter));
         break;
     case CD_LR_EXP: cd_buf_printf(&b, "gamma: %.9g\n", pow(lr->gamma, 1.0 / scale)); break;
     case CD_LR_INV: cd_buf_printf(&b, "gamma: %.9g\npower: %.9g\n", lr->gamma / scale, lr->power); break;
     case CD_LR_POLY: cd_buf_printf(&b, "power: %.9g\n", lr->power); break;
     case CD_LR_SIGMOID:
-        cd_buf_printf(&b, "gamma: %.9g\nstepsize: %ld\n", -lr->gamma / scale, pct_iter(lr->step_pct, max_iter));
+        cd_buf_printf(&b, "gamma: %.9g\nstepsize: %ld\n", -lr->gamma / scale, cd_lr_pct_iter(lr->step_pct, max_iter));
         break;
     default: break;
     }

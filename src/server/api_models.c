@@ -91,6 +91,15 @@ static form_field_t g_model_form[] = {
     {"ranks_per_node", F_INT, NULL, 1, SCHED_MAX_GPUS, NULL, ALWAYS, 0, "Ranks per node"},
 };
 
+/* The model form's row for field name; every caller names a row the table has. */
+static const form_field_t *model_form_row(const char *name)
+{
+    for (size_t i = 0; i < CD_ARRAY_LEN(g_model_form); i++)
+        if (!strcmp(g_model_form[i].name, name))
+            return &g_model_form[i];
+    abort();
+}
+
 /* Adds nodes and ranks_per_node to the job's resources when the form gives either
  * (the scheduler takes the same defaults when it gives neither). More ranks than one
  * process holds are worker ranks under MPI (docs/cluster.md). */
@@ -120,30 +129,22 @@ static double fval(json_t *v, const char *k, double def)
     return json_is_number(x) ? json_number_value(x) : def;
 }
 
-/* A policy's parameters from the model form: each field the policy reads (cd_lr_field),
- * as text in f (a raw form) or else as the validated number or list in v, and the
- * worker's default (cd_lr_policy_defaults) for a field the form leaves out. base_lr
- * and max_iter are 0. */
-static void lr_from_form(cd_lr_policy *p, int type, const fields_t *f, json_t *v)
+/* A policy's parameters from the validated model form v: each field the policy reads
+ * (cd_lr_field), and the worker's default (cd_lr_policy_defaults) for a field the form
+ * leaves out. base_lr and max_iter are 0. */
+static void lr_from_form(cd_lr_policy *p, int type, json_t *v)
 {
     memset(p, 0, sizeof *p);
     cd_lr_policy_defaults(p, type);
     double *num[CD_LR_ARG_COUNT] = {[CD_LR_ARG_STEP] = &p->step_pct, [CD_LR_ARG_GAMMA] = &p->gamma,
                                     [CD_LR_ARG_POWER] = &p->power};
     for (int a = 0; a < CD_LR_ARG_COUNT; a++) {
-        const char *k = cd_lr_field(type, a), *text = k && f ? fields_get(f, k) : NULL;
+        const char *k = cd_lr_field(type, a);
         if (!k)
             continue;
         if (a != CD_LR_ARG_STEPS) {
-            *num[a] = f ? (text ? atof(text) : *num[a]) : fval(v, k, *num[a]);
-        } else if (f && text) {
-            /* the worker's separators (train_config.c): commas or spaces */
-            char *copy = cd_xstrdup(text), *save = NULL;
-            p->nsteps = 0;
-            for (char *t = strtok_r(copy, ", ", &save); t && p->nsteps < CD_LR_MAX_STEPS; t = strtok_r(NULL, ", ", &save))
-                p->steps_pct[p->nsteps++] = atof(t);
-            free(copy);
-        } else if (!f && json_is_array(json_object_get(v, k))) {
+            *num[a] = fval(v, k, *num[a]);
+        } else if (json_is_array(json_object_get(v, k))) {
             size_t i;
             json_t *x;
             p->nsteps = 0;
@@ -158,7 +159,7 @@ static json_t *lr_policy(json_t *v)
 {
     const char *name = sval(v, "lr_policy");
     cd_lr_policy p;
-    lr_from_form(&p, cd_lr_type_parse(name), NULL, v);
+    lr_from_form(&p, cd_lr_type_parse(name), v);
     char steps[512] = "";
     size_t n = 0;
     for (int i = 0; i < p.nsteps; i++)
@@ -679,11 +680,19 @@ void h_visualize_lr(req_t *r)
         reply_error(r, 400, "Invalid policy \"%s\": use fixed, step, multistep, exp, inv, poly or sigmoid", policy);
         return;
     }
-    /* the learning rates as the model form reads them: commas or DIGITS's bracketed list */
-    static const form_field_t lr_field[] = {
-        {"learning_rate", F_FLOATS, NULL, NAN, NAN, NULL, ALWAYS, 1, "Base learning rate"}};
+    /* the rates and the policy's fields checked as the model form checks them (their
+     * rows in g_model_form: types and bounds), a field left out taking its default */
+    form_field_t spec[1 + CD_LR_ARG_COUNT];
+    size_t n = 0;
+    spec[n++] = *model_form_row("learning_rate");
+    for (int a = 0; a < CD_LR_ARG_COUNT; a++)
+        if (cd_lr_field(type, a)) {
+            spec[n] = *model_form_row(cd_lr_field(type, a));
+            spec[n].when = ALWAYS;
+            spec[n++].required = 0;
+        }
     json_t *v = NULL, *errors = NULL;
-    form_validate(r->srv, lr_field, 1, f, &v, &errors);
+    form_validate(r->srv, spec, n, f, &v, &errors);
     if (json_object_size(errors) > 0) {
         json_decref(v);
         reply_form_errors(r, errors);
@@ -691,7 +700,7 @@ void h_visualize_lr(req_t *r)
     }
     json_decref(errors);
     cd_lr_policy p;
-    lr_from_form(&p, type, f, NULL);
+    lr_from_form(&p, type, v);
     json_t *columns = json_array(), *lr;
     size_t j;
     json_array_foreach(json_object_get(v, "learning_rate"), j, lr) {

@@ -398,6 +398,14 @@ check '[ "$(jv "(s := d[\"server\"]) and 1 << 20 < s[\"resident_bytes\"] < 1 << 
 http POST /models/visualize-lr -F lr_policy=step -F learning_rate=0.1 -F lr_step_size=50 -F lr_step_gamma=0.5
 check '[ "$(jv "len(d[\"data\"][\"columns\"][0])")" = 102 ] && [ "$(jv "d[\"data\"][\"columns\"][0][100]")" = 0.05 ]' "visualize-lr draws the step policy"
 
+http POST /models/visualize-lr -F lr_policy=multistep -F learning_rate=0.1,0.01 -F lr_multistep_values=10,5888888888888888888888,90 -F lr_multistep_gamma=0.5
+check '[ "$CODE" = 400 ] && [[ "$BODY" == *lr_multistep_values* ]]' "visualize-lr refuses a step value outside 0-100, naming the field"
+http POST /models/visualize-lr -F lr_policy=sigmoid -F learning_rate=0.1 -F lr_sigmoid_step=-1e300
+check '[ "$CODE" = 400 ] && [[ "$BODY" == *lr_sigmoid_step* ]]' "visualize-lr refuses a sigmoid step outside 0-100, naming the field"
+http POST /models/visualize-lr -F lr_policy=multistep -F learning_rate=0.1 -F lr_multistep_values=50,75 -F lr_multistep_gamma=0.5
+check '[ "$CODE" = 200 ] && [ "$(jv "[d[\"data\"][\"columns\"][0][i] for i in (50, 51, 75, 76, 101)]")" = "[0.1, 0.05, 0.05, 0.025, 0.025]" ]' \
+    "visualize-lr draws multistep: 0.1 up to 50%, 0.05 from 50%, 0.025 from 75% (label first) ($(jv "d.get(\"data\")" | head -c 200))"
+
 http POST /logout
 check '[ "$CODE" = 302 ]' "logout redirects"
 srv_stop

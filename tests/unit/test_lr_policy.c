@@ -377,6 +377,25 @@ static void test_fields(void)
           CD_LR_TEXT(CD_LR_DEFAULT_MULTISTEP_GAMMA), CD_LR_DEFAULT_MULTISTEP_VALUES);
 }
 
+/* percent to iteration: DIGITS's ceil(pct * max_iter / 100), saturating where no
+ * iteration is reached instead of overflowing (a multistep value of 1e117 percent) */
+static void test_pct_iter(void)
+{
+    static const struct {
+        double pct;
+        long max_iter, want;
+    } rows[] = {{33, 300, 99}, {33, 100, 33}, {50, 1, 1}, {0, 1000, 0}, {100, 937, 937}, {1, 150, 2},
+                {5.88e117, 100, 1000000000000000L}, {-1e300, 100, -1000000000000000L}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        CHECK(cd_lr_pct_iter(rows[i].pct, rows[i].max_iter) == rows[i].want, "%g%% of %ld: %ld, want %ld",
+              rows[i].pct, rows[i].max_iter, cd_lr_pct_iter(rows[i].pct, rows[i].max_iter), rows[i].want);
+    CHECK(cd_lr_pct_iter(NAN, 100) == 1000000000000000L, "NaN%%: %ld", cd_lr_pct_iter(NAN, 100));
+    cd_lr_policy p = {.type = CD_LR_MULTISTEP, .base_lr = 1, .gamma = 0.5, .nsteps = 2,
+                      .steps_pct = {10, 5.88e117}, .max_iter = 100};
+    CHECK(cd_lr_at(&p, 50) == 0.5 && cd_lr_at(&p, 5) == 1, "a step no iteration reaches: %g %g",
+          cd_lr_at(&p, 5), cd_lr_at(&p, 50));
+}
+
 int main(void)
 {
     cd_test_init("test_lr_policy");
@@ -386,5 +405,6 @@ int main(void)
     test_hand_values();
     test_formulas();
     test_preview();
+    test_pct_iter();
     return cd_test_finish();
 }
