@@ -161,8 +161,8 @@ static const char *const g_migrations[] = {
     "CREATE INDEX tokens_user ON tokens(username);",
     /* 4: a task run by Slurm (--executor slurm): its Slurm job id, so that a restarted
      * server follows it again, and the nodes Slurm gave it */
-    "ALTER TABLE tasks ADD COLUMN slurm_job_id TEXT;"
-    "ALTER TABLE tasks ADD COLUMN nodes TEXT;",
+    ("ALTER TABLE tasks ADD COLUMN slurm_job_id TEXT;"
+     "ALTER TABLE tasks ADD COLUMN nodes TEXT;"),
 };
 
 /* The statement table. Columns named *_json hold JSON text (see store_rows). */
