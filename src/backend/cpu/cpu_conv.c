@@ -265,7 +265,7 @@ static void tap_rows_unit(float *restrict r, const float *restrict src, int rows
 /* Unfolds one (image, channel) plane xi into its taps' rows of col, row q at
  * col + q * ld (ld: the column matrix's row length); padding reads 0. tv: the taps
  * (conv_taps) or NULL. */
-static void im2col_plane(const cd_conv_desc *d, const conv_tap *tv, const float *xi, float *col, size_t ld)
+CD_CLONES static void im2col_plane(const cd_conv_desc *d, const conv_tap *tv, const float *xi, float *col, size_t ld)
 {
     const int w = d->w, oh = d->oh, ow = d->ow, taps = d->kh * d->kw;
     for (int q = 0; q < taps; q++) {
@@ -293,7 +293,7 @@ static void im2col_plane(const cd_conv_desc *d, const conv_tap *tv, const float 
 
 /* The adjoint of im2col_plane: the taps' rows of col added back into the plane xi,
  * which is overwritten. */
-static void col2im_plane(const cd_conv_desc *d, const conv_tap *tv, const float *col, size_t ld, float *xi)
+CD_CLONES static void col2im_plane(const cd_conv_desc *d, const conv_tap *tv, const float *col, size_t ld, float *xi)
 {
     const int h = d->h, w = d->w, ow = d->ow, taps = d->kh * d->kw;
     memset(xi, 0, (size_t)h * w * sizeof(float));
@@ -347,7 +347,7 @@ static void col2im(int nt, const cd_conv_desc *d, int nb, const float *col, floa
 
 /* Moves nb images between the batch layout (nb, k, P) and the gemm layout (k, nb*P). */
 // t is (nb, k, P); m is (k, nb*P)
-static void batch_to_gemm(int nt, int nb, int k, size_t P, const float *t, float *m)
+CD_CLONES static void batch_to_gemm(int nt, int nb, int k, size_t P, const float *t, float *m)
 {
 #pragma omp parallel for num_threads(nt) collapse(2) schedule(static)
     for (int b = 0; b < nb; b++)
@@ -357,7 +357,7 @@ static void batch_to_gemm(int nt, int nb, int k, size_t P, const float *t, float
 
 /* The reverse of batch_to_gemm, adding bias[kk] (when not NULL) on the way. */
 // m is (k, nb*P); t is (nb, k, P); bias is (k)
-static void gemm_to_batch(int nt, int nb, int k, size_t P, const float *m, const float *bias,
+CD_CLONES static void gemm_to_batch(int nt, int nb, int k, size_t P, const float *m, const float *bias,
                           float *t)
 {
 #pragma omp parallel for num_threads(nt) collapse(2) schedule(static)
@@ -432,7 +432,7 @@ static void group_gemm(cd_backend_t *be, int groups, int ta, int tb, int m, int 
 }
 
 // y is (k, P) of one image; bias is (k)
-static void add_bias(int nt, int k, size_t P, const float *bias, float *y)
+CD_CLONES static void add_bias(int nt, int k, size_t P, const float *bias, float *y)
 {
 #pragma omp parallel for num_threads(nt) if ((size_t)k * P > CPU_PAR_MIN) schedule(static)
     for (int kk = 0; kk < k; kk++) {
@@ -443,7 +443,7 @@ static void add_bias(int nt, int k, size_t P, const float *bias, float *y)
 }
 
 // y is (k, P) of one image, overwritten with bias[kk] in row kk
-static void fill_bias(int k, size_t P, const float *bias, float *y)
+CD_CLONES static void fill_bias(int k, size_t P, const float *bias, float *y)
 {
     for (int kk = 0; kk < k; kk++) {
         float *r = y + (size_t)kk * P;
@@ -591,7 +591,7 @@ static void backward_filter_per_image(cd_backend_t *be, const cd_conv_desc *d, c
             int lo = (int)((long)d->n * sl / slots), hi = (int)((long)d->n * (sl + 1) / slots);
             for (int b = lo; b < hi; b++) {
                 for (int q = 0; q < chunks; q++) {
-            conv_chunk ch = conv_chunk_at(g, cc, q);
+                    conv_chunk ch = conv_chunk_at(g, cc, q);
                     chunk_columns(d, tv, g, x, b, ch, col);
                     sgemm(CblasNoTrans, CblasTrans, g->kg, ch.cc * taps, (int)g->P, 1.0f,
                           dy + (size_t)b * g->kP + (size_t)ch.gr * g->kg * g->P, (int)g->P, col, (int)g->P,
@@ -701,7 +701,7 @@ static float sum_floats(const float *r, size_t n)
 }
 
 /* db += sum of dy over images and positions. */
-static void bias_grad(int nt, const cd_conv_desc *d, const conv_geom *g, const float *dy, float *db)
+CD_CLONES static void bias_grad(int nt, const cd_conv_desc *d, const conv_geom *g, const float *dy, float *db)
 {
     size_t total = (size_t)d->n * g->kP;
 #pragma omp parallel for num_threads(nt) if (total > CPU_PAR_MIN) schedule(static)

@@ -75,7 +75,7 @@ static inline void max_route_at(const cd_pool_desc *d, const float *x, const flo
 }
 
 // x is (h,w) of one plane; y is (oh,ow)
-static void ave_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
+CD_CLONES static void ave_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
 {
     for (int oy = 0; oy < d->oh; oy++)
         for (int ox = 0; ox < d->ow; ox++) {
@@ -89,7 +89,7 @@ static void ave_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
 }
 
 // dx is (h,w) of one plane, overwritten; dy is (oh,ow)
-static void ave_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
+CD_CLONES static void ave_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
 {
     (void)x;
     memset(dx, 0, (size_t)d->h * d->w * sizeof(float));
@@ -117,7 +117,7 @@ static int max_2x2(const cd_pool_desc *d)
     return d->kh == 2 && d->kw == 2 && d->sh == 2 && d->sw == 2 && d->ph == 0 && d->pw == 0;
 }
 
-static void max2_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
+CD_CLONES static void max2_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
 {
     int fh = d->h / 2, fw = d->w / 2, w = d->w;
     for (int oy = 0; oy < fh; oy++) {
@@ -170,7 +170,7 @@ static int max2_row_bwd_sse(const float *r0, const float *r1, const float *g, fl
 }
 #endif
 
-static void max2_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
+CD_CLONES static void max2_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
 {
     int fh = d->h / 2, fw = d->w / 2, w = d->w;
     for (int oy = 0; oy < fh; oy++) {
@@ -280,7 +280,7 @@ static inline void max_inner_fwd(const cd_pool_desc *d, const pool_inner *in, co
 }
 
 // x is (h,w) of one plane; y is (oh,ow)
-static void max_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
+CD_CLONES static void max_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
 {
     pool_inner in = pool_inner_of(d);
     if (d->kh == 3 && d->kw == 3)
@@ -293,7 +293,7 @@ static void max_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
 }
 
 // x, dx are (h,w) of one plane; dy is (oh,ow); dx is overwritten
-static void max_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
+CD_CLONES static void max_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
 {
     pool_inner in = pool_inner_of(d);
     const int w = d->w;
