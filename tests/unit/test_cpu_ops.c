@@ -460,10 +460,11 @@ static void test_copy_strided(void)
 static void test_gemm(void)
 {
     const cd_backend_iface *f = be->iface;
-    /* the last four are large enough to be split across threads: by columns, by rows,
-     * and (small C, long k) by ranges of k */
-    const int shapes[][3] = {{1, 1, 1},     {3, 5, 7},      {65, 77, 129}, {17, 1, 33},
-                             {33, 301, 41}, {301, 70, 53},  {20, 25, 1001}, {7, 3, 20011}};
+    /* the next four are large enough to be split across threads: by columns, by rows,
+     * and (small C, long k) by ranges of k; the last is a few rows of C against a large
+     * B, which with B transposed and beta 0 is computed as its transpose (gemm_flipped) */
+    const int shapes[][3] = {{1, 1, 1},     {3, 5, 7},     {65, 77, 129},  {17, 1, 33},   {33, 301, 41},
+                             {301, 70, 53}, {20, 25, 1001}, {7, 3, 20011}, {5, 2101, 2003}};
     char what[96];
     for (size_t s = 0; s < CD_ARRAY_LEN(shapes); s++) {
         int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
@@ -472,7 +473,7 @@ static void test_gemm(void)
                 float *a = frand((size_t)m * k, -1, 1), *b = frand((size_t)k * n, -1, 1);
                 float *c = frand((size_t)m * n, -1, 1);
                 double *ref = dzeros((size_t)m * n);
-                float alpha = 0.7f, beta = ta ? 0.0f : -1.3f;
+                float alpha = 0.7f, beta = ta || s == CD_ARRAY_LEN(shapes) - 1 ? 0.0f : -1.3f;
                 for (int i = 0; i < m; i++)
                     for (int j = 0; j < n; j++) {
                         double sum = 0;

@@ -79,6 +79,39 @@ static void gemm_split_k(int nt, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, 
     free(part);
 }
 
+/* C = alpha * A * B^T with few rows of C against a large B (an InnerProduct's forward:
+ * a batch of 32 against fc6's 4096x9216 weights), computed as its transpose T = B * A^T
+ * and transposed into C: OpenBLAS packs the weights faster as the left operand (fc6's
+ * shape, one thread: 24.7 -> 19.2 ms). Each thread takes a range of B's rows, T's rows
+ * and C's columns. */
+#define GEMM_FLIP_M_MAX 64
+#define GEMM_FLIP_B_MIN ((size_t)1 << 22)
+
+static int gemm_flips(int trans_a, int trans_b, int m, int n, int k, float beta)
+{
+    return !trans_a && trans_b && beta == 0.0f && m <= GEMM_FLIP_M_MAX && (size_t)n * k >= GEMM_FLIP_B_MIN;
+}
+
+// a is A (m,k); b is B (n,k); c is (m,n)
+static void gemm_flipped(int threads, int m, int n, int k, float alpha, const float *a, const float *b, float *c)
+{
+    float *t = cd_xmalloc((size_t)n * m * sizeof(float));
+    int nt = n / GEMM_BLOCK_MIN < threads ? n / GEMM_BLOCK_MIN : threads;
+#pragma omp parallel num_threads(nt > 1 ? nt : 1)
+    {
+        int id = omp_get_thread_num(), T = omp_get_num_threads();
+        int lo = (int)((long)n * id / T) / 16 * 16, hi = id == T - 1 ? n : (int)((long)n * (id + 1) / T) / 16 * 16;
+        if (hi > lo) {
+            sgemm(CblasNoTrans, CblasTrans, hi - lo, m, k, alpha, b + (size_t)lo * k, k, a, k, 0.0f,
+                  t + (size_t)lo * m, m);
+            for (int i = 0; i < m; i++)
+                for (int j = lo; j < hi; j++)
+                    c[(size_t)i * n + j] = t[(size_t)j * m + i];
+        }
+    }
+    free(t);
+}
+
 /*
  * C = alpha*op(A)*op(B) + beta*C, row-major; op(A) is (m,k), op(B) is (k,n), C is (m,n).
  *
@@ -109,6 +142,10 @@ void cpu_gemm(cd_backend_t *be, int trans_a, int trans_b, int m, int n, int k, f
     const int len = split_n ? n : m;
     const int threads = cpu_threads(be);
     int nt = len / GEMM_BLOCK_MIN < threads ? len / GEMM_BLOCK_MIN : threads;
+    if (gemm_flips(trans_a, trans_b, m, n, k, beta)) {
+        gemm_flipped(threads, m, n, k, alpha, a, b, c);
+        return;
+    }
     if (threads <= 1 || (double)m * n * k < GEMM_SPLIT_MIN) {
         sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
         return;
