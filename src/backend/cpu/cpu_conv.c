@@ -237,9 +237,11 @@ static const conv_tap *conv_taps(const cd_conv_desc *d, conv_tap *buf)
  * input row i at src + i * sstep. LeNet's conv2 moves 4000 rows of 8 floats an image,
  * where a loop of unknown trip count spends more on its checks than on the copy; for
  * n up to ROW_FIXED_MAX the switch below calls the loop with n a constant, which GCC
- * turns into straight moves. (CMakeLists.txt keeps GCC from making the loops memcpy
+ * turns into straight moves. ROW_INLINE puts the switches in their callers, im2col_plane
+ * and col2im_plane, so that they are compiled in each of those CD_CLONES versions. (CMakeLists.txt keeps GCC from making the loops memcpy
  * calls, which cost more than these copies.) */
 #define ROW_FIXED_MAX 32
+#define ROW_INLINE static inline __attribute__((always_inline))
 #define ROW_WIDTHS(X)                                                                                          \
     X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) \
     X(20) X(21) X(22) X(23) X(24) X(25) X(26) X(27) X(28) X(29) X(30) X(31) X(32)
@@ -260,7 +262,8 @@ static inline void rows_add_n(float *restrict dst, size_t dstep, const float *re
             dst[j] += src[j];
 }
 
-static void rows_copy(float *restrict dst, size_t dstep, const float *restrict src, size_t sstep, int rows, int n)
+ROW_INLINE void rows_copy(float *restrict dst, size_t dstep, const float *restrict src, size_t sstep, int rows,
+                          int n)
 {
     switch (n) {
 #define ROW_CASE(N)                                                                                            \
@@ -271,7 +274,8 @@ static void rows_copy(float *restrict dst, size_t dstep, const float *restrict s
     }
 }
 
-static void rows_add(float *restrict dst, size_t dstep, const float *restrict src, size_t sstep, int rows, int n)
+ROW_INLINE void rows_add(float *restrict dst, size_t dstep, const float *restrict src, size_t sstep, int rows,
+                         int n)
 {
     switch (n) {
 #define ROW_CASE(N)                                                                                            \
@@ -284,8 +288,8 @@ static void rows_add(float *restrict dst, size_t dstep, const float *restrict sr
 
 /* `rows` rows of ow floats of one tap at r, for a stride-1 width: row i copies
  * src[xlo, xhi) (src advancing by step) and is 0 outside it. */
-static void tap_rows_unit(float *restrict r, const float *restrict src, int rows, int ow, size_t step, int xlo,
-                          int xhi)
+ROW_INLINE void tap_rows_unit(float *restrict r, const float *restrict src, int rows, int ow, size_t step, int xlo,
+                              int xhi)
 {
     if (xlo > 0 || xhi < ow)
         for (int i = 0; i < rows; i++) {
