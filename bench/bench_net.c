@@ -53,7 +53,8 @@ static double sgemm_rate(void)
 /* One two-thread pass a = b + 0.5*c, compiled as the CPU backend's memory-bound loops
  * are (CD_CLONES: AVX2 where the processor has it), so that their ceiling is the
  * machine's. */
-CD_CLONES static void triad_pass(size_t n, float *a, const float *b, const float *c)
+CD_CLONES
+static void triad_pass(size_t n, float *a, const float *b, const float *c)
 {
 #pragma omp parallel for num_threads(2) schedule(static)
     for (size_t i = 0; i < n; i++)

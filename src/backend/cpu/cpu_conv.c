@@ -237,9 +237,10 @@ static const conv_tap *conv_taps(const cd_conv_desc *d, conv_tap *buf)
  * input row i at src + i * sstep. LeNet's conv2 moves 4000 rows of 8 floats an image,
  * where a loop of unknown trip count spends more on its checks than on the copy; for
  * n up to ROW_FIXED_MAX the switch below calls the loop with n a constant, which GCC
- * turns into straight moves. ROW_INLINE puts the switches in their callers, im2col_plane
- * and col2im_plane, so that they are compiled in each of those CD_CLONES versions. (CMakeLists.txt keeps GCC from making the loops memcpy
- * calls, which cost more than these copies.) */
+ * turns into straight moves (CMakeLists.txt keeps GCC from making the loops memcpy
+ * calls, which cost more than these copies). ROW_INLINE puts the switches in their
+ * callers, im2col_plane and col2im_plane, so that they are compiled in each of those
+ * CD_CLONES versions. */
 #define ROW_FIXED_MAX 32
 #define ROW_INLINE static inline __attribute__((always_inline))
 #define ROW_WIDTHS(X)                                                                                          \
@@ -306,7 +307,8 @@ ROW_INLINE void tap_rows_unit(float *restrict r, const float *restrict src, int 
 /* Unfolds one (image, channel) plane xi into its taps' rows of col, row q at
  * col + q * ld (ld: the column matrix's row length); padding reads 0. tv: the taps
  * (conv_taps) or NULL. */
-CD_CLONES static void im2col_plane(const cd_conv_desc *d, const conv_tap *tv, const float *xi, float *col, size_t ld)
+CD_CLONES
+static void im2col_plane(const cd_conv_desc *d, const conv_tap *tv, const float *xi, float *col, size_t ld)
 {
     const int w = d->w, oh = d->oh, ow = d->ow, taps = d->kh * d->kw;
     for (int q = 0; q < taps; q++) {
@@ -334,7 +336,8 @@ CD_CLONES static void im2col_plane(const cd_conv_desc *d, const conv_tap *tv, co
 
 /* The adjoint of im2col_plane: the taps' rows of col added back into the plane xi,
  * which is overwritten. */
-CD_CLONES static void col2im_plane(const cd_conv_desc *d, const conv_tap *tv, const float *col, size_t ld, float *xi)
+CD_CLONES
+static void col2im_plane(const cd_conv_desc *d, const conv_tap *tv, const float *col, size_t ld, float *xi)
 {
     const int h = d->h, w = d->w, ow = d->ow, taps = d->kh * d->kw;
     memset(xi, 0, (size_t)h * w * sizeof(float));
@@ -388,7 +391,8 @@ static void col2im(int nt, const cd_conv_desc *d, int nb, const float *col, floa
 
 /* Moves nb images between the batch layout (nb, k, P) and the gemm layout (k, nb*P). */
 // t is (nb, k, P); m is (k, nb*P)
-CD_CLONES static void batch_to_gemm(int nt, int nb, int k, size_t P, const float *t, float *m)
+CD_CLONES
+static void batch_to_gemm(int nt, int nb, int k, size_t P, const float *t, float *m)
 {
 #pragma omp parallel for num_threads(nt) collapse(2) schedule(static)
     for (int b = 0; b < nb; b++)
@@ -398,7 +402,8 @@ CD_CLONES static void batch_to_gemm(int nt, int nb, int k, size_t P, const float
 
 /* The reverse of batch_to_gemm, adding bias[kk] (when not NULL) on the way. */
 // m is (k, nb*P); t is (nb, k, P); bias is (k)
-CD_CLONES static void gemm_to_batch(int nt, int nb, int k, size_t P, const float *m, const float *bias,
+CD_CLONES
+static void gemm_to_batch(int nt, int nb, int k, size_t P, const float *m, const float *bias,
                           float *t)
 {
 #pragma omp parallel for num_threads(nt) collapse(2) schedule(static)
@@ -473,7 +478,8 @@ static void group_gemm(cd_backend_t *be, int groups, int ta, int tb, int m, int 
 }
 
 // y is (k, P) of one image; bias is (k)
-CD_CLONES static void add_bias(int nt, int k, size_t P, const float *bias, float *y)
+CD_CLONES
+static void add_bias(int nt, int k, size_t P, const float *bias, float *y)
 {
 #pragma omp parallel for num_threads(nt) if ((size_t)k * P > CPU_PAR_MIN) schedule(static)
     for (int kk = 0; kk < k; kk++) {
@@ -484,7 +490,8 @@ CD_CLONES static void add_bias(int nt, int k, size_t P, const float *bias, float
 }
 
 // y is (k, P) of one image, overwritten with bias[kk] in row kk
-CD_CLONES static void fill_bias(int k, size_t P, const float *bias, float *y)
+CD_CLONES
+static void fill_bias(int k, size_t P, const float *bias, float *y)
 {
     for (int kk = 0; kk < k; kk++) {
         float *r = y + (size_t)kk * P;
@@ -742,7 +749,8 @@ static float sum_floats(const float *r, size_t n)
 }
 
 /* db += sum of dy over images and positions. */
-CD_CLONES static void bias_grad(int nt, const cd_conv_desc *d, const conv_geom *g, const float *dy, float *db)
+CD_CLONES
+static void bias_grad(int nt, const cd_conv_desc *d, const conv_geom *g, const float *dy, float *db)
 {
     size_t total = (size_t)d->n * g->kP;
 #pragma omp parallel for num_threads(nt) if (total > CPU_PAR_MIN) schedule(static)

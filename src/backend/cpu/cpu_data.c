@@ -15,7 +15,8 @@
  * The caller keeps crops inside the image: 0 <= oy[i] <= sh-oh, 0 <= ox[i] <= sw-ow.
  */
 // src is (n, c, sh, sw) uint8; oy, ox, mirror are (n); mean is (c, sh, sw); dst is (n, c, oh, ow)
-CD_CLONES void cpu_prepare_batch(cd_backend_t *be, int n, int c, int sh, int sw, int oh, int ow,
+CD_CLONES
+void cpu_prepare_batch(cd_backend_t *be, int n, int c, int sh, int sw, int oh, int ow,
                        const uint8_t *src, const int *oy, const int *ox, const uint8_t *mirror,
                        const float *mean, float scale, float *dst)
 {

@@ -9,7 +9,8 @@
 #include "cpu_internal.h"
 
 // y is (n)
-CD_CLONES void cpu_set(cd_backend_t *be, size_t n, float v, float *y)
+CD_CLONES
+void cpu_set(cd_backend_t *be, size_t n, float v, float *y)
 {
     int nt = cpu_threads(be);
 #pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
@@ -18,7 +19,8 @@ CD_CLONES void cpu_set(cd_backend_t *be, size_t n, float v, float *y)
 }
 
 // x, y are (n); y may equal x
-CD_CLONES void cpu_scale(cd_backend_t *be, size_t n, float a, const float *x, float *y)
+CD_CLONES
+void cpu_scale(cd_backend_t *be, size_t n, float a, const float *x, float *y)
 {
     int nt = cpu_threads(be);
 #pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
@@ -27,7 +29,8 @@ CD_CLONES void cpu_scale(cd_backend_t *be, size_t n, float a, const float *x, fl
 }
 
 // x, y are (n)
-CD_CLONES void cpu_axpy(cd_backend_t *be, size_t n, float a, const float *x, float *y)
+CD_CLONES
+void cpu_axpy(cd_backend_t *be, size_t n, float a, const float *x, float *y)
 {
     int nt = cpu_threads(be);
 #pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
@@ -37,7 +40,8 @@ CD_CLONES void cpu_axpy(cd_backend_t *be, size_t n, float a, const float *x, flo
 
 /* y = a*x + b*y; with b == 0, y is not read (it may hold NaN from an earlier use). */
 // x, y are (n)
-CD_CLONES void cpu_axpby(cd_backend_t *be, size_t n, float a, const float *x, float b, float *y)
+CD_CLONES
+void cpu_axpby(cd_backend_t *be, size_t n, float a, const float *x, float b, float *y)
 {
     int nt = cpu_threads(be);
     if (b == 0.0f) {
@@ -52,7 +56,8 @@ CD_CLONES void cpu_axpby(cd_backend_t *be, size_t n, float a, const float *x, fl
 }
 
 // a, b, y are (n)
-CD_CLONES void cpu_mul(cd_backend_t *be, size_t n, const float *a, const float *b, float *y)
+CD_CLONES
+void cpu_mul(cd_backend_t *be, size_t n, const float *a, const float *b, float *y)
 {
     int nt = cpu_threads(be);
 #pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
@@ -61,7 +66,8 @@ CD_CLONES void cpu_mul(cd_backend_t *be, size_t n, const float *a, const float *
 }
 
 // a, b, y are (n)
-CD_CLONES void cpu_mul_add(cd_backend_t *be, size_t n, const float *a, const float *b, float *y)
+CD_CLONES
+void cpu_mul_add(cd_backend_t *be, size_t n, const float *a, const float *b, float *y)
 {
     int nt = cpu_threads(be);
 #pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
@@ -72,7 +78,8 @@ CD_CLONES void cpu_mul_add(cd_backend_t *be, size_t n, const float *a, const flo
 /* Eltwise MAX, one input at a time: idx 0 copies, later inputs win only when strictly
  * larger, so ties go to the earliest input (Caffe's rule). */
 // x, y, mask are (n)
-CD_CLONES void cpu_max_index(cd_backend_t *be, size_t n, const float *x, float *y, int idx, float *mask)
+CD_CLONES
+void cpu_max_index(cd_backend_t *be, size_t n, const float *x, float *y, int idx, float *mask)
 {
     int nt = cpu_threads(be);
     if (idx == 0) {
@@ -94,7 +101,8 @@ CD_CLONES void cpu_max_index(cd_backend_t *be, size_t n, const float *x, float *
 }
 
 // dy, mask, dx are (n)
-CD_CLONES void cpu_mask_select(cd_backend_t *be, size_t n, const float *dy, const float *mask, int idx,
+CD_CLONES
+void cpu_mask_select(cd_backend_t *be, size_t n, const float *dy, const float *mask, int idx,
                      float *dx)
 {
     int nt = cpu_threads(be);
@@ -129,7 +137,8 @@ float cpu_asum(cd_backend_t *be, size_t n, const float *x)
 
 /* y = (shift + scale*x)^power. power 1 and 2 avoid powf; power 0 gives 1 (Caffe). */
 // x, y are (n)
-CD_CLONES void cpu_power_forward(cd_backend_t *be, size_t n, float power, float scale, float shift,
+CD_CLONES
+void cpu_power_forward(cd_backend_t *be, size_t n, float power, float scale, float shift,
                        const float *x, float *y)
 {
     int nt = cpu_threads(be);
@@ -155,7 +164,8 @@ CD_CLONES void cpu_power_forward(cd_backend_t *be, size_t n, float power, float 
 /* dx = dy * power*scale*(shift+scale*x)^(power-1); exactly 0 when power or scale is 0
  * (the output is constant), never 0*inf. */
 // x, dy, dx are (n)
-CD_CLONES void cpu_power_backward(cd_backend_t *be, size_t n, float power, float scale, float shift,
+CD_CLONES
+void cpu_power_backward(cd_backend_t *be, size_t n, float power, float scale, float shift,
                         const float *x, const float *dy, float *dx)
 {
     int nt = cpu_threads(be);
@@ -177,7 +187,8 @@ CD_CLONES void cpu_power_backward(cd_backend_t *be, size_t n, float power, float
 
 /* y[o,c,i] = x[o,c,i]*gamma[c] + beta[c]; gamma NULL means 1, beta NULL means 0. */
 // x, y are (outer, channels, inner); gamma, beta are (channels)
-CD_CLONES void cpu_channel_affine(cd_backend_t *be, int outer, int channels, int inner, const float *x,
+CD_CLONES
+void cpu_channel_affine(cd_backend_t *be, int outer, int channels, int inner, const float *x,
                         const float *gamma, const float *beta, float *y)
 {
     int nt = cpu_threads(be);
@@ -197,7 +208,8 @@ CD_CLONES void cpu_channel_affine(cd_backend_t *be, int outer, int channels, int
 /* dgamma[c] += sum_{o,i} dy*x; dbeta[c] += sum_{o,i} dy. Either output may be NULL;
  * x is not read (and may be NULL) when dgamma is NULL. */
 // x, dy are (outer, channels, inner); dgamma, dbeta are (channels)
-CD_CLONES void cpu_channel_affine_grad(cd_backend_t *be, int outer, int channels, int inner,
+CD_CLONES
+void cpu_channel_affine_grad(cd_backend_t *be, int outer, int channels, int inner,
                              const float *x, const float *dy, float *dgamma, float *dbeta)
 {
     int nt = cpu_threads(be);
@@ -226,7 +238,8 @@ typedef void (*act_fwd_fn)(int nt, float slope, size_t n, const float *x, float 
 typedef void (*act_bwd_fn)(int nt, float slope, size_t n, const float *x, const float *y,
                            const float *dy, float *dx);
 
-CD_CLONES static void relu_fwd(int nt, float slope, size_t n, const float *x, float *y)
+CD_CLONES
+static void relu_fwd(int nt, float slope, size_t n, const float *x, float *y)
 {
 #pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++)
@@ -235,7 +248,8 @@ CD_CLONES static void relu_fwd(int nt, float slope, size_t n, const float *x, fl
 
 /* Caffe decides on x > 0. In-place callers pass x == y, where x then holds the
  * output, which is what Caffe reads in place too. */
-CD_CLONES static void relu_bwd(int nt, float slope, size_t n, const float *x, const float *y,
+CD_CLONES
+static void relu_bwd(int nt, float slope, size_t n, const float *x, const float *y,
                      const float *dy, float *dx)
 {
     const float *ref = x ? x : y;
@@ -244,7 +258,8 @@ CD_CLONES static void relu_bwd(int nt, float slope, size_t n, const float *x, co
         dx[i] = ref[i] > 0.0f ? dy[i] : slope * dy[i];
 }
 
-CD_CLONES static void sigmoid_fwd(int nt, float slope, size_t n, const float *x, float *y)
+CD_CLONES
+static void sigmoid_fwd(int nt, float slope, size_t n, const float *x, float *y)
 {
     (void)slope;
 #pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN / 8) schedule(static)
@@ -252,7 +267,8 @@ CD_CLONES static void sigmoid_fwd(int nt, float slope, size_t n, const float *x,
         y[i] = 1.0f / (1.0f + expf(-x[i]));
 }
 
-CD_CLONES static void sigmoid_bwd(int nt, float slope, size_t n, const float *x, const float *y,
+CD_CLONES
+static void sigmoid_bwd(int nt, float slope, size_t n, const float *x, const float *y,
                         const float *dy, float *dx)
 {
     (void)slope;
@@ -262,7 +278,8 @@ CD_CLONES static void sigmoid_bwd(int nt, float slope, size_t n, const float *x,
         dx[i] = dy[i] * y[i] * (1.0f - y[i]);
 }
 
-CD_CLONES static void tanh_fwd(int nt, float slope, size_t n, const float *x, float *y)
+CD_CLONES
+static void tanh_fwd(int nt, float slope, size_t n, const float *x, float *y)
 {
     (void)slope;
 #pragma omp parallel for num_threads(nt) if (n > CPU_PAR_MIN / 8) schedule(static)
@@ -270,7 +287,8 @@ CD_CLONES static void tanh_fwd(int nt, float slope, size_t n, const float *x, fl
         y[i] = tanhf(x[i]);
 }
 
-CD_CLONES static void tanh_bwd(int nt, float slope, size_t n, const float *x, const float *y,
+CD_CLONES
+static void tanh_bwd(int nt, float slope, size_t n, const float *x, const float *y,
                      const float *dy, float *dx)
 {
     (void)slope;
@@ -313,8 +331,9 @@ void cpu_act_backward(cd_backend_t *be, int act, float slope, size_t n, const fl
  * drops everything. The generator is the loop's cost: AVX-512's version runs it 3x
  * faster than AVX2's. */
 // x, mask, y are (n)
-CD_CLONES_INT64 void cpu_dropout_forward(cd_backend_t *be, size_t n, float ratio, uint64_t seed,
-                                         uint64_t counter, const float *x, float *mask, float *y)
+CD_CLONES_INT64
+void cpu_dropout_forward(cd_backend_t *be, size_t n, float ratio, uint64_t seed,
+                         uint64_t counter, const float *x, float *mask, float *y)
 {
     int nt = cpu_threads(be);
     float keep_scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
@@ -328,7 +347,8 @@ CD_CLONES_INT64 void cpu_dropout_forward(cd_backend_t *be, size_t n, float ratio
 
 /* For o in [0,outer): dst[o*dst_stride + j] (+)= src[o*src_stride + j], j < count. */
 // src is (outer, src_stride) viewed, dst is (outer, dst_stride) viewed
-CD_CLONES void cpu_copy_strided(cd_backend_t *be, int outer, size_t count, const float *src,
+CD_CLONES
+void cpu_copy_strided(cd_backend_t *be, int outer, size_t count, const float *src,
                       size_t src_stride, float *dst, size_t dst_stride, int accumulate)
 {
     int nt = cpu_threads(be);

@@ -130,7 +130,8 @@ static inline void scale_of(const cd_lrn_desc *d, const float *sum, size_t bn, f
 }
 
 /* Each task is a block of positions [p0, p0 + bn) of one image, walking its channels. */
-CD_CLONES static void across_forward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, float *y)
+CD_CLONES
+static void across_forward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, float *y)
 {
     (void)be;
     size_t hw = (size_t)d->h * d->w, chw = (size_t)d->c * hw, blocks = (hw + LRN_FWD_BLOCK - 1) / LRN_FWD_BLOCK;
@@ -154,7 +155,8 @@ CD_CLONES static void across_forward(cd_backend_t *be, int nt, const cd_lrn_desc
 /* Walk 1 keeps every channel's scale^-beta and ratio = dy * x * scale^(-beta-1) of the
  * block (c planes of LRN_BLOCK each, per thread); walk 2 slides the mirrored window over
  * ratio: dx = dy * sb - coef * x * (sum of ratio over [ch+pre-size+1, ch+pre]). */
-CD_CLONES static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, const float *dy,
+CD_CLONES
+static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, const float *dy,
                             float *dx)
 {
     size_t hw = (size_t)d->h * d->w, chw = (size_t)d->c * hw, blocks = (hw + LRN_BLOCK - 1) / LRN_BLOCK;
@@ -197,7 +199,8 @@ CD_CLONES static void across_backward(cd_backend_t *be, int nt, const cd_lrn_des
 /* ---- WITHIN ---------------------------------------------------------------------- */
 
 /* each plane needs hw floats for its scale: one slice of the scratch per thread */
-CD_CLONES static void within_forward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, float *y)
+CD_CLONES
+static void within_forward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, float *y)
 {
     size_t hw = (size_t)d->h * d->w, chw = (size_t)d->c * hw;
     float *ws = cpu_scratch_acquire(be, (size_t)nt * hw);
@@ -219,7 +222,8 @@ CD_CLONES static void within_forward(cd_backend_t *be, int nt, const cd_lrn_desc
 }
 
 /* Images go in chunks whose scale^-beta and ratio planes fit the conv workspace bound. */
-CD_CLONES static void within_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, const float *dy,
+CD_CLONES
+static void within_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, const float *dy,
                             float *dx)
 {
     size_t hw = (size_t)d->h * d->w, chw = (size_t)d->c * hw;

@@ -183,7 +183,8 @@ void cpu_bn_stats(cd_backend_t *be, int outer, int channels, int inner, const fl
 }
 
 // x, y are (outer, channels, inner); mean, var are (channels); y may equal x
-CD_CLONES void cpu_bn_normalize(cd_backend_t *be, int outer, int channels, int inner, const float *x,
+CD_CLONES
+void cpu_bn_normalize(cd_backend_t *be, int outer, int channels, int inner, const float *x,
                       const float *mean, const float *var, float eps, float *y)
 {
     int nt = cpu_threads(be);
@@ -204,7 +205,8 @@ CD_CLONES void cpu_bn_normalize(cd_backend_t *be, int outer, int channels, int i
  *   dx = (dy - mean(dy) - xhat*mean(dy*xhat)) / sqrt(var+eps), means per channel;
  * global statistics: dx = dy / sqrt(var+eps). dx may equal dy. */
 // y, dy, dx are (outer, channels, inner); var is (channels)
-CD_CLONES void cpu_bn_backward(cd_backend_t *be, int outer, int channels, int inner, const float *y,
+CD_CLONES
+void cpu_bn_backward(cd_backend_t *be, int outer, int channels, int inner, const float *y,
                      const float *var, float eps, int global_stats, const float *dy, float *dx)
 {
     int nt = cpu_threads(be);

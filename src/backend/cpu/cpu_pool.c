@@ -75,7 +75,8 @@ static inline void max_route_at(const cd_pool_desc *d, const float *x, const flo
 }
 
 // x is (h,w) of one plane; y is (oh,ow)
-CD_CLONES static void ave_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
+CD_CLONES
+static void ave_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
 {
     for (int oy = 0; oy < d->oh; oy++)
         for (int ox = 0; ox < d->ow; ox++) {
@@ -89,7 +90,8 @@ CD_CLONES static void ave_plane_fwd(const cd_pool_desc *d, const float *x, float
 }
 
 // dx is (h,w) of one plane, overwritten; dy is (oh,ow)
-CD_CLONES static void ave_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
+CD_CLONES
+static void ave_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
 {
     (void)x;
     memset(dx, 0, (size_t)d->h * d->w * sizeof(float));
@@ -117,7 +119,8 @@ static int max_2x2(const cd_pool_desc *d)
     return d->kh == 2 && d->kw == 2 && d->sh == 2 && d->sw == 2 && d->ph == 0 && d->pw == 0;
 }
 
-CD_CLONES static void max2_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
+CD_CLONES
+static void max2_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
 {
     int fh = d->h / 2, fw = d->w / 2, w = d->w;
     for (int oy = 0; oy < fh; oy++) {
@@ -170,7 +173,8 @@ static int max2_row_bwd_sse(const float *r0, const float *r1, const float *g, fl
 }
 #endif
 
-CD_CLONES static void max2_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
+CD_CLONES
+static void max2_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
 {
     int fh = d->h / 2, fw = d->w / 2, w = d->w;
     for (int oy = 0; oy < fh; oy++) {
@@ -280,7 +284,8 @@ static inline void max_inner_fwd(const cd_pool_desc *d, const pool_inner *in, co
 }
 
 // x is (h,w) of one plane; y is (oh,ow)
-CD_CLONES static void max_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
+CD_CLONES
+static void max_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
 {
     pool_inner in = pool_inner_of(d);
     if (d->kh == 3 && d->kw == 3)
@@ -293,7 +298,8 @@ CD_CLONES static void max_plane_fwd(const cd_pool_desc *d, const float *x, float
 }
 
 // x, dx are (h,w) of one plane; dy is (oh,ow); dx is overwritten
-CD_CLONES static void max_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
+CD_CLONES
+static void max_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
 {
     pool_inner in = pool_inner_of(d);
     const int w = d->w;

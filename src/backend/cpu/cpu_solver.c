@@ -36,7 +36,8 @@ typedef void (*update_fn)(int nt, const cd_update_desc *d, size_t n, float *w, f
     }
 
 // w, g, h1 are (n); h2 is unused
-CD_CLONES static void update_sgd(int nt, const cd_update_desc *d, size_t n, float *w, float *g, float *h1,
+CD_CLONES
+static void update_sgd(int nt, const cd_update_desc *d, size_t n, float *w, float *g, float *h1,
                        float *h2)
 {
     (void)h2;
@@ -45,7 +46,8 @@ CD_CLONES static void update_sgd(int nt, const cd_update_desc *d, size_t n, floa
 }
 
 // w, g, h1 are (n); h2 is unused
-CD_CLONES static void update_nesterov(int nt, const cd_update_desc *d, size_t n, float *w, float *g,
+CD_CLONES
+static void update_nesterov(int nt, const cd_update_desc *d, size_t n, float *w, float *g,
                             float *h1, float *h2)
 {
     (void)h2;
@@ -55,7 +57,8 @@ CD_CLONES static void update_nesterov(int nt, const cd_update_desc *d, size_t n,
 }
 
 // w, g, h1 are (n); h2 is unused
-CD_CLONES static void update_adagrad(int nt, const cd_update_desc *d, size_t n, float *w, float *g,
+CD_CLONES
+static void update_adagrad(int nt, const cd_update_desc *d, size_t n, float *w, float *g,
                            float *h1, float *h2)
 {
     (void)h2;
@@ -64,7 +67,8 @@ CD_CLONES static void update_adagrad(int nt, const cd_update_desc *d, size_t n, 
 }
 
 // w, g, h1 are (n); h2 is unused
-CD_CLONES static void update_rmsprop(int nt, const cd_update_desc *d, size_t n, float *w, float *g,
+CD_CLONES
+static void update_rmsprop(int nt, const cd_update_desc *d, size_t n, float *w, float *g,
                            float *h1, float *h2)
 {
     (void)h2;
@@ -74,7 +78,8 @@ CD_CLONES static void update_rmsprop(int nt, const cd_update_desc *d, size_t n, 
 
 /* Caffe computes u = g * sqrt((h2 + delta) / (h1 + delta)), one sqrt. */
 // w, g, h1, h2 are (n)
-CD_CLONES static void update_adadelta(int nt, const cd_update_desc *d, size_t n, float *w, float *g,
+CD_CLONES
+static void update_adadelta(int nt, const cd_update_desc *d, size_t n, float *w, float *g,
                             float *h1, float *h2)
 {
     SOLVER_LOOP(h1[i] = d->momentum * h1[i] + (1.0f - d->momentum) * gi * gi;
@@ -84,7 +89,8 @@ CD_CLONES static void update_adadelta(int nt, const cd_update_desc *d, size_t n,
 }
 
 // w, g, h1, h2 are (n)
-CD_CLONES static void update_adam(int nt, const cd_update_desc *d, size_t n, float *w, float *g,
+CD_CLONES
+static void update_adam(int nt, const cd_update_desc *d, size_t n, float *w, float *g,
                         float *h1, float *h2)
 {
     double t = (double)d->iteration + 1.0;
