@@ -238,8 +238,8 @@ static const conv_tap *conv_taps(const cd_conv_desc *d, conv_tap *buf)
  * where a loop of unknown trip count spends more on its checks than on the copy; for
  * n up to ROW_FIXED_MAX the switch below calls the loop with n a constant, which GCC
  * turns into straight moves (CMakeLists.txt keeps GCC from making the loops memcpy
- * calls, which cost more than these copies). ROW_INLINE puts the switches in their
- * callers, im2col_plane and col2im_plane, so that they are compiled in each of those
+ * calls, which cost more than these copies). ROW_INLINE puts the switch in its
+ * callers, im2col_plane and col2im_plane, so that it is compiled in each of those
  * CD_CLONES versions. */
 #define ROW_FIXED_MAX 32
 #define ROW_INLINE static inline __attribute__((always_inline))
@@ -247,43 +247,24 @@ static const conv_tap *conv_taps(const cd_conv_desc *d, conv_tap *buf)
     X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) \
     X(20) X(21) X(22) X(23) X(24) X(25) X(26) X(27) X(28) X(29) X(30) X(31) X(32)
 
-static inline void rows_copy_n(float *restrict dst, size_t dstep, const float *restrict src, size_t sstep,
-                               int rows, int n)
+/* row i of dst = row i of src (add 0), or += it (add 1) */
+ROW_INLINE void rows_n(float *restrict dst, size_t dstep, const float *restrict src, size_t sstep, int rows, int n,
+                       int add)
 {
     for (int i = 0; i < rows; i++, dst += dstep, src += sstep)
         for (int j = 0; j < n; j++)
-            dst[j] = src[j];
+            dst[j] = add ? dst[j] + src[j] : src[j];
 }
 
-static inline void rows_add_n(float *restrict dst, size_t dstep, const float *restrict src, size_t sstep,
-                              int rows, int n)
-{
-    for (int i = 0; i < rows; i++, dst += dstep, src += sstep)
-        for (int j = 0; j < n; j++)
-            dst[j] += src[j];
-}
-
-ROW_INLINE void rows_copy(float *restrict dst, size_t dstep, const float *restrict src, size_t sstep, int rows,
-                          int n)
+ROW_INLINE void rows_move(float *restrict dst, size_t dstep, const float *restrict src, size_t sstep, int rows,
+                          int n, int add)
 {
     switch (n) {
 #define ROW_CASE(N)                                                                                            \
-    case N: rows_copy_n(dst, dstep, src, sstep, rows, N); return;
+    case N: rows_n(dst, dstep, src, sstep, rows, N, add); return;
         ROW_WIDTHS(ROW_CASE)
 #undef ROW_CASE
-    default: rows_copy_n(dst, dstep, src, sstep, rows, n);
-    }
-}
-
-ROW_INLINE void rows_add(float *restrict dst, size_t dstep, const float *restrict src, size_t sstep, int rows,
-                         int n)
-{
-    switch (n) {
-#define ROW_CASE(N)                                                                                            \
-    case N: rows_add_n(dst, dstep, src, sstep, rows, N); return;
-        ROW_WIDTHS(ROW_CASE)
-#undef ROW_CASE
-    default: rows_add_n(dst, dstep, src, sstep, rows, n);
+    default: rows_n(dst, dstep, src, sstep, rows, n, add);
     }
 }
 
@@ -301,7 +282,7 @@ ROW_INLINE void tap_rows_unit(float *restrict r, const float *restrict src, int 
                 ri[ox] = 0.0f;
         }
     if (xhi > xlo)
-        rows_copy(r + xlo, (size_t)ow, src + xlo, step, rows, xhi - xlo);
+        rows_move(r + xlo, (size_t)ow, src + xlo, step, rows, xhi - xlo, 0);
 }
 
 /* Unfolds one (image, channel) plane xi into its taps' rows of col, row q at
@@ -348,8 +329,8 @@ static void col2im_plane(const cd_conv_desc *d, const conv_tap *tv, const float 
             continue;
         float *dst = xi + (size_t)(t.ylo * d->sh + t.yoff) * w + t.xoff;
         if (d->sw == 1) {
-            rows_add(dst + t.xlo, (size_t)d->sh * w, row + (size_t)t.ylo * ow + t.xlo, (size_t)ow, t.yhi - t.ylo,
-                     t.xhi - t.xlo);
+            rows_move(dst + t.xlo, (size_t)d->sh * w, row + (size_t)t.ylo * ow + t.xlo, (size_t)ow, t.yhi - t.ylo,
+                      t.xhi - t.xlo, 1);
             continue;
         }
         for (int oy = t.ylo; oy < t.yhi; oy++, dst += (size_t)d->sh * w) {
