@@ -31,8 +31,9 @@ extern "C" {
  * sum changes order, so results do not depend on the machine. The CPU backend's
  * elementwise, pooling, LRN, solver and im2col loops carry it (AlexNet's LRN 1.45x
  * faster, dropout 2x), and bench_net's triad, their ceiling. Other compilers and
- * targets get the one baseline version. */
-#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__)
+ * targets, and CD_NO_CLONES (test_simd_bits's second build, which checks the claim
+ * above), get the one baseline version. */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__) && !defined(CD_NO_CLONES)
 #define CD_CLONES __attribute__((target_clones("avx2", "default")))
 /* The same with a third version for AVX-512 (x86-64-v4), which multiplies 64-bit
  * integers in vectors: for the generator's loops (cd_rand_uniform, 3x faster than
