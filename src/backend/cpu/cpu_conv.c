@@ -238,17 +238,15 @@ static const conv_tap *conv_taps(const cd_conv_desc *d, conv_tap *buf)
  * where a loop of unknown trip count spends more on its checks than on the copy; for
  * n up to ROW_FIXED_MAX the switch below calls the loop with n a constant, which GCC
  * turns into straight moves (CMakeLists.txt keeps GCC from making the loops memcpy
- * calls, which cost more than these copies). ROW_INLINE puts the switch in its
- * callers, im2col_plane and col2im_plane, so that it is compiled in each of those
- * CD_CLONES versions. */
+ * calls, which cost more than these copies). The switch is CPU_INLINE, compiled
+ * in each version of its callers, im2col_plane and col2im_plane. */
 #define ROW_FIXED_MAX 32
-#define ROW_INLINE static inline __attribute__((always_inline))
 #define ROW_WIDTHS(X)                                                                                          \
     X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) \
     X(20) X(21) X(22) X(23) X(24) X(25) X(26) X(27) X(28) X(29) X(30) X(31) X(32)
 
 /* row i of dst = row i of src (add 0), or += it (add 1) */
-ROW_INLINE void rows_n(float *restrict dst, size_t dstep, const float *restrict src, size_t sstep, int rows, int n,
+CPU_INLINE void rows_n(float *restrict dst, size_t dstep, const float *restrict src, size_t sstep, int rows, int n,
                        int add)
 {
     for (int i = 0; i < rows; i++, dst += dstep, src += sstep)
@@ -256,7 +254,7 @@ ROW_INLINE void rows_n(float *restrict dst, size_t dstep, const float *restrict 
             dst[j] = add ? dst[j] + src[j] : src[j];
 }
 
-ROW_INLINE void rows_move(float *restrict dst, size_t dstep, const float *restrict src, size_t sstep, int rows,
+CPU_INLINE void rows_move(float *restrict dst, size_t dstep, const float *restrict src, size_t sstep, int rows,
                           int n, int add)
 {
     switch (n) {
@@ -270,7 +268,7 @@ ROW_INLINE void rows_move(float *restrict dst, size_t dstep, const float *restri
 
 /* `rows` rows of ow floats of one tap at r, for a stride-1 width: row i copies
  * src[xlo, xhi) (src advancing by step) and is 0 outside it. */
-ROW_INLINE void tap_rows_unit(float *restrict r, const float *restrict src, int rows, int ow, size_t step, int xlo,
+CPU_INLINE void tap_rows_unit(float *restrict r, const float *restrict src, int rows, int ow, size_t step, int xlo,
                               int xhi)
 {
     if (xlo > 0 || xhi < ow)
@@ -716,7 +714,7 @@ static void backward_filter_batched(cd_backend_t *be, const cd_conv_desc *d, con
 /* The sum of r[0..n) in BIAS_LANES interleaved partial sums, added pairwise at the end:
  * a fixed order that vectorizes (a single running sum cannot be reordered). */
 #define BIAS_LANES 8
-static float sum_floats(const float *r, size_t n)
+CPU_INLINE float sum_floats(const float *r, size_t n)
 {
     float acc[BIAS_LANES] = {0};
     size_t p = 0;

@@ -17,6 +17,10 @@
 
 #include "cdigits/backend.h"
 
+/* A helper of CD_CLONES functions (cdigits/util.h), forced inline so that it is compiled
+ * in each of their versions rather than once for the baseline. */
+#define CPU_INLINE static inline __attribute__((always_inline))
+
 /* The bound on the convolution workspace (im2col columns plus a gathered output): the
  * number of images per gemm is chosen to fit it, one image always fits. */
 #define CPU_CONV_WORKSPACE_BYTES ((size_t)64 << 20)
