@@ -33,8 +33,11 @@ static uint64_t fnv(const void *p, size_t bytes)
     return h;
 }
 
-static void out(const char *what, const float *x, size_t n)
+/* one line: the output's name (name_part, or name where part is NULL) and its hash */
+static void out(const char *name, const char *part, const float *x, size_t n)
 {
+    char what[64];
+    snprintf(what, sizeof what, part ? "%s_%s" : "%s", name, part);
     printf("%-28s %016llx\n", what, (unsigned long long)fnv(x, n * sizeof(float)));
 }
 
@@ -57,39 +60,36 @@ static void elementwise(void)
     float *x = fill(n, -2, 2, 1), *x2 = fill(n, -2, 2, 2), *dy = fill(n, -1, 1, 3), *y = zeros(n);
     float *dx = zeros(n), *mask = zeros(n);
     f->scale(be, n, 0.37f, x, y);
-    out("scale", y, n);
+    out("scale", NULL, y, n);
     memcpy(y, x2, n * sizeof(float));
     f->axpy(be, n, -0.61f, x, y);
-    out("axpy", y, n);
+    out("axpy", NULL, y, n);
     memcpy(y, x2, n * sizeof(float));
     f->axpby(be, n, 0.3f, x, 1.7f, y);
-    out("axpby", y, n);
+    out("axpby", NULL, y, n);
     f->mul(be, n, x, x2, y);
-    out("mul", y, n);
+    out("mul", NULL, y, n);
     f->mul_add(be, n, x, x2, y);
-    out("mul_add", y, n);
+    out("mul_add", NULL, y, n);
     f->power_forward(be, n, 2.0f, 0.5f, 0.1f, x, y);
-    out("power_forward", y, n);
+    out("power_forward", NULL, y, n);
     f->power_backward(be, n, 2.0f, 0.5f, 0.1f, x, dy, dx);
-    out("power_backward", dx, n);
+    out("power_backward", NULL, dx, n);
     static const struct {
         const char *name;
         int act;
         float slope;
     } acts[] = {{"relu", CD_ACT_RELU, 0.0f}, {"leaky_relu", CD_ACT_RELU, 0.1f},
                 {"sigmoid", CD_ACT_SIGMOID, 0.0f}, {"tanh", CD_ACT_TANH, 0.0f}};
-    char what[64];
     for (size_t a = 0; a < CD_ARRAY_LEN(acts); a++) {
         f->act_forward(be, acts[a].act, acts[a].slope, n, x, y);
-        snprintf(what, sizeof what, "%s_forward", acts[a].name);
-        out(what, y, n);
+        out(acts[a].name, "forward", y, n);
         f->act_backward(be, acts[a].act, acts[a].slope, n, x, y, dy, dx);
-        snprintf(what, sizeof what, "%s_backward", acts[a].name);
-        out(what, dx, n);
+        out(acts[a].name, "backward", dx, n);
     }
     f->dropout_forward(be, n, 0.35f, 42, 7, x, mask, y);
-    out("dropout_forward", y, n);
-    out("dropout_mask", mask, n);
+    out("dropout_forward", NULL, y, n);
+    out("dropout_mask", NULL, mask, n);
     free(x), free(x2), free(dy), free(y), free(dx), free(mask);
 }
 
@@ -101,19 +101,19 @@ static void channels(void)
     float *gamma = fill(ch, 0.5f, 1.5f, 6), *beta = fill(ch, -1, 1, 7), *dg = zeros(ch), *db = zeros(ch);
     float *mean = zeros(ch), *var = zeros(ch);
     f->channel_affine(be, outer, ch, inner, x, gamma, beta, y);
-    out("channel_affine", y, n);
+    out("channel_affine", NULL, y, n);
     f->channel_affine_grad(be, outer, ch, inner, x, dy, dg, db);
-    out("channel_affine_grad_gamma", dg, ch);
-    out("channel_affine_grad_beta", db, ch);
+    out("channel_affine_grad_gamma", NULL, dg, ch);
+    out("channel_affine_grad_beta", NULL, db, ch);
     f->bn_stats(be, outer, ch, inner, x, mean, var);
-    out("bn_stats_mean", mean, ch);
-    out("bn_stats_var", var, ch);
+    out("bn_stats_mean", NULL, mean, ch);
+    out("bn_stats_var", NULL, var, ch);
     f->bn_normalize(be, outer, ch, inner, x, mean, var, 1e-5f, y);
-    out("bn_normalize", y, n);
+    out("bn_normalize", NULL, y, n);
     f->bn_backward(be, outer, ch, inner, y, var, 1e-5f, 0, dy, dx);
-    out("bn_backward", dx, n);
+    out("bn_backward", NULL, dx, n);
     f->copy_strided(be, outer, (size_t)inner * 3, x, (size_t)ch * inner, y, (size_t)ch * inner, 1);
-    out("copy_strided_accumulate", y, n);
+    out("copy_strided_accumulate", NULL, y, n);
     free(x), free(dy), free(y), free(dx), free(gamma), free(beta), free(dg), free(db), free(mean), free(var);
 }
 
@@ -127,17 +127,14 @@ static void pooling(void)
         {"pool_max_3x3_s2", {CD_POOL_MAX, 3, 5, 27, 27, 3, 3, 2, 2, 0, 0, 13, 13}},
         {"pool_ave_3x3_pad", {CD_POOL_AVE, 3, 5, 17, 19, 3, 3, 1, 1, 1, 1, 17, 19}},
     };
-    char what[64];
     for (size_t c = 0; c < CD_ARRAY_LEN(cases); c++) {
         const cd_pool_desc *d = &cases[c].d;
         size_t in = (size_t)d->n * d->c * d->h * d->w, on = (size_t)d->n * d->c * d->oh * d->ow;
         float *x = fill(in, -1, 1, 8), *y = zeros(on), *dy = fill(on, -1, 1, 9), *dx = zeros(in);
         f->pool_forward(be, d, x, y);
-        snprintf(what, sizeof what, "%s_forward", cases[c].name);
-        out(what, y, on);
+        out(cases[c].name, "forward", y, on);
         f->pool_backward(be, d, x, y, dy, dx);
-        snprintf(what, sizeof what, "%s_backward", cases[c].name);
-        out(what, dx, in);
+        out(cases[c].name, "backward", dx, in);
         free(x), free(y), free(dy), free(dx);
     }
 }
@@ -152,17 +149,14 @@ static void lrn(void)
         {"lrn_across_beta", {CD_LRN_ACROSS, 2, 6, 9, 11, 3, 1e-1f, 0.6f, 2.0f}},
         {"lrn_within", {CD_LRN_WITHIN, 2, 4, 15, 17, 3, 1e-1f, 0.75f, 1.0f}},
     };
-    char what[64];
     for (size_t c = 0; c < CD_ARRAY_LEN(cases); c++) {
         const cd_lrn_desc *d = &cases[c].d;
         size_t n = (size_t)d->n * d->c * d->h * d->w;
         float *x = fill(n, -3, 3, 10), *y = zeros(n), *dy = fill(n, -1, 1, 11), *dx = zeros(n);
         f->lrn_forward(be, d, x, y);
-        snprintf(what, sizeof what, "%s_forward", cases[c].name);
-        out(what, y, n);
+        out(cases[c].name, "forward", y, n);
         f->lrn_backward(be, d, x, y, dy, dx);
-        snprintf(what, sizeof what, "%s_backward", cases[c].name);
-        out(what, dx, n);
+        out(cases[c].name, "backward", dx, n);
         free(x), free(y), free(dy), free(dx);
     }
 }
@@ -177,7 +171,6 @@ static void conv(void)
         {"conv_3x3_pad_groups", {4, 6, 13, 15, 8, 3, 3, 1, 1, 1, 1, 1, 1, 2, 13, 15}},
         {"conv_stride4", {3, 3, 37, 35, 5, 11, 11, 4, 4, 0, 0, 1, 1, 1, 7, 7}},
     };
-    char what[64];
     for (size_t c = 0; c < CD_ARRAY_LEN(cases); c++) {
         const cd_conv_desc *d = &cases[c].d;
         size_t xn = (size_t)d->n * d->c * d->h * d->w, yn = (size_t)d->n * d->k * d->oh * d->ow;
@@ -185,16 +178,12 @@ static void conv(void)
         float *x = fill(xn, -1, 1, 12), *w = fill(wn, -0.2f, 0.2f, 13), *b = fill((size_t)d->k, -1, 1, 14);
         float *y = zeros(yn), *dy = fill(yn, -1, 1, 15), *dx = zeros(xn), *dw = zeros(wn), *db = zeros((size_t)d->k);
         f->conv_forward(be, d, x, w, b, y);
-        snprintf(what, sizeof what, "%s_forward", cases[c].name);
-        out(what, y, yn);
+        out(cases[c].name, "forward", y, yn);
         f->conv_backward_data(be, d, w, dy, dx);
-        snprintf(what, sizeof what, "%s_backward_data", cases[c].name);
-        out(what, dx, xn);
+        out(cases[c].name, "backward_data", dx, xn);
         f->conv_backward_filter(be, d, x, dy, dw, db);
-        snprintf(what, sizeof what, "%s_backward_filter", cases[c].name);
-        out(what, dw, wn);
-        snprintf(what, sizeof what, "%s_backward_bias", cases[c].name);
-        out(what, db, (size_t)d->k);
+        out(cases[c].name, "backward_filter", dw, wn);
+        out(cases[c].name, "backward_bias", db, (size_t)d->k);
         free(x), free(w), free(b), free(y), free(dy), free(dx), free(dw), free(db);
     }
 }
@@ -202,7 +191,6 @@ static void conv(void)
 static void solvers(void)
 {
     const size_t n = 40009;
-    char what[64];
     for (int type = 0; type < CD_SOLVER_COUNT; type++)
         for (int reg = CD_REG_L2; reg <= CD_REG_L1; reg++) {
             float *w = fill(n, -1, 1, 16), *h1 = fill(n, 0, 0.1f, 17), *h2 = fill(n, 0, 0.1f, 18);
@@ -214,10 +202,10 @@ static void solvers(void)
                 f->update(be, &d, n, w, g, h1, h2);
                 free(g);
             }
-            snprintf(what, sizeof what, "update_%d_%s_w", type, reg == CD_REG_L1 ? "l1" : "l2");
-            out(what, w, n);
-            snprintf(what, sizeof what, "update_%d_%s_history", type, reg == CD_REG_L1 ? "l1" : "l2");
-            out(what, h1, n);
+            char name[32];
+            snprintf(name, sizeof name, "update_%d_%s", type, reg == CD_REG_L1 ? "l1" : "l2");
+            out(name, "w", w, n);
+            out(name, "history", h1, n);
             free(w), free(h1), free(h2);
         }
 }
@@ -233,7 +221,7 @@ static void batch(void)
     const uint8_t mirror[] = {0, 1, 3};
     float *mean = fill((size_t)c * sh * sw, 100, 150, 20), *dst = zeros(dn);
     f->prepare_batch(be, n, c, sh, sw, oh, ow, src, oy, ox, mirror, mean, 0.0125f, dst);
-    out("prepare_batch", dst, dn);
+    out("prepare_batch", NULL, dst, dn);
     free(src), free(mean), free(dst);
 }
 
