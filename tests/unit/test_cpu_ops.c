@@ -754,6 +754,59 @@ static void test_pool(void)
           pool_out(5, 2, 2, 1), pool_out(13, 3, 2, 0));
 }
 
+/* MAX with NaN in the input: the forward's scan starts from the window's first cell
+ * inside the image and keeps a value only when a later one is greater, so a NaN there is
+ * the output and any other NaN is passed over; the backward routes to the same cell.
+ * Every path of the backend (2x2 stride 2, the 3x3 windows taken row by row, the
+ * gathered backward, the clipped border) must agree with that scan exactly. */
+static void test_pool_nan(void)
+{
+    const cd_backend_iface *f = be->iface;
+    /* n, c, h, w, kh, kw, sh, sw, ph, pw */
+    const cd_pool_desc cases[] = {
+        {0, 2, 3, 23, 23, 3, 3, 2, 2, 0, 0, 0, 0}, {0, 2, 3, 20, 19, 3, 3, 1, 1, 1, 1, 0, 0},
+        {0, 2, 3, 18, 24, 2, 2, 2, 2, 0, 0, 0, 0}, {0, 1, 2, 21, 22, 3, 3, 2, 2, 1, 1, 0, 0},
+    };
+    for (size_t ci = 0; ci < CD_ARRAY_LEN(cases); ci++) {
+        cd_pool_desc d = cases[ci];
+        d.mode = CD_POOL_MAX;
+        d.oh = pool_out(d.h, d.kh, d.sh, d.ph);
+        d.ow = pool_out(d.w, d.kw, d.sw, d.pw);
+        size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.c * d.oh * d.ow;
+        float *x = frand(nx, 0, 4), *y = falloc(ny), *dy = frand(ny, -1, 1), *dx = falloc(nx);
+        for (size_t i = 0; i < nx; i++) {
+            double u = cd_test_uniform(0, 1);
+            x[i] = u < 0.15 ? NAN : (float)floor(x[i]); /* NaN and ties */
+        }
+        double *rdx = dzeros(nx);
+        f->pool_forward(be, &d, x, y);
+        f->pool_backward(be, &d, x, y, dy, dx);
+        int bad = 0;
+        for (int pl = 0; pl < d.n * d.c; pl++)
+            for (int oy = 0; oy < d.oh; oy++)
+                for (int ox = 0; ox < d.ow; ox++) {
+                    int hs = oy * d.sh - d.ph, ws = ox * d.sw - d.pw;
+                    int he = hs + d.kh < d.h ? hs + d.kh : d.h, we = ws + d.kw < d.w ? ws + d.kw : d.w;
+                    hs = hs > 0 ? hs : 0;
+                    ws = ws > 0 ? ws : 0;
+                    long best = ((long)pl * d.h + hs) * d.w + ws;
+                    for (int yy = hs; yy < he; yy++)
+                        for (int xx = ws; xx < we; xx++) {
+                            long i = ((long)pl * d.h + yy) * d.w + xx;
+                            if (x[i] > x[best])
+                                best = i;
+                        }
+                    long o = ((long)pl * d.oh + oy) * d.ow + ox;
+                    rdx[best] += dy[o];
+                    if (!(isnan(x[best]) ? isnan(y[o]) : y[o] == x[best]))
+                        bad++;
+                }
+        CHECK(bad == 0, "max pool k%dx%d s%d p%d with NaN: %d outputs not the scan's", d.kh, d.kw, d.sh, d.ph, bad);
+        check_arr("max pool with NaN: backward", dx, rdx, nx, RTOL_ELEM * 10);
+        scratch_free();
+    }
+}
+
 /* ---- LRN ------------------------------------------------------------------------ */
 
 static void naive_lrn(const cd_lrn_desc *d, const double *x, double *y)
@@ -1238,7 +1291,7 @@ int main(void)
 {
     static void (*const tests[])(void) = {
         test_memory, test_elementwise, test_max_index, test_power, test_channel_affine,
-        test_activations, test_dropout, test_copy_strided, test_gemm, test_conv, test_pool,
+        test_activations, test_dropout, test_copy_strided, test_gemm, test_conv, test_pool, test_pool_nan,
         test_lrn, test_softmax, test_xent, test_accuracy, test_batchnorm, test_solvers,
         test_prepare_batch,
     };

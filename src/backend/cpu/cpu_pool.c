@@ -10,6 +10,7 @@
  * Caffe never guards) outputs 0 and passes no gradient.
  * One thread owns each (image, channel) plane in both directions.
  */
+#include <math.h>
 #include <string.h>
 
 #ifdef __SSE2__
@@ -262,13 +263,120 @@ static inline int inner_argmax(const float *x, int w, int kh, int kw, int base)
     return best;
 }
 
-/* The inner windows' forward, kh x kw given as arguments: max_plane_fwd passes AlexNet's
- * and VGG's 3x3 as constants, which unrolls the scan (pool1 2.5-3x faster). Unrolled
- * the same way, the backward's index-keeping scan ran 1.5-2x slower. */
-static inline void max_inner_fwd(const cd_pool_desc *d, const pool_inner *in, const float *x, float *y, int kh,
-                                 int kw)
+/*
+ * The inner windows of a 3x3 pooling with stride 2 or 1 (AlexNet's, GoogLeNet's), eight
+ * windows side by side at a time in GCC's vector types (compiled for each target of
+ * CD_CLONES): each row of the windows is reduced first, then the rows. A strict > keeps
+ * the first maximum of each row and then the first row holding the window's maximum,
+ * which is the first maximum in row-major order, the scan's choice. The scan starts
+ * from the window's first cell, so a NaN there is kept and any other NaN skipped: the
+ * first row is reduced from its first cell, the others from -inf (a row of NaN then
+ * gives -inf, which no later row passes). A row of fewer than 8 windows takes the scan.
+ */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int v8i __attribute__((vector_size(32)));
+#define SEP_LANES 8
+/* the helpers below return vectors but are always inlined: no call crosses the ABI GCC
+ * warns about for the baseline clone */
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+CPU_INLINE v8f load8(const float *p)
 {
-    const int w = d->w;
+    v8f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+CPU_INLINE v8f select8(v8i take, v8f a, v8f b)
+{
+    return (v8f)(((v8i)a & take) | ((v8i)b & ~take));
+}
+
+/* l[j] = {q[j], q[j+s], ..., q[j+7s]} for j < 3: the cells of column j of 8 windows */
+CPU_INLINE void columns8(const float *q, int s, v8f l[3])
+{
+    if (s == 1) {
+        l[0] = load8(q);
+        l[1] = load8(q + 1);
+        l[2] = load8(q + 2);
+        return;
+    }
+    v8f a = load8(q), b = load8(q + 8), last = (v8f){0} + q[16];
+    l[0] = __builtin_shuffle(a, b, (v8i){0, 2, 4, 6, 8, 10, 12, 14});
+    l[1] = __builtin_shuffle(a, b, (v8i){1, 3, 5, 7, 9, 11, 13, 15});
+    l[2] = __builtin_shuffle(l[0], last, (v8i){1, 2, 3, 4, 5, 6, 7, 8});
+}
+
+/* The maximum of 8 windows starting at p (window o at p + o*s) and its offset from the
+ * window's first cell. */
+CPU_INLINE void max8(const float *p, int w, int s, v8f *m, v8i *at)
+{
+    v8f l[3];
+    columns8(p, s, l);
+    v8f best = l[0];
+    v8i k = (v8i){0};
+    for (int ki = 0; ki < 3; ki++) {
+        if (ki > 0)
+            columns8(p + (size_t)ki * w, s, l);
+        v8f rm = ki == 0 ? l[0] : select8(l[0] == l[0], l[0], (v8f){0} - INFINITY);
+        v8i rk = (v8i){0} + ki * w;
+        for (int j = 1; j < 3; j++) {
+            v8i gt = l[j] > rm;
+            rk = (gt & (ki * w + j)) | (~gt & rk);
+            rm = select8(gt, l[j], rm);
+        }
+        if (ki == 0) {
+            best = rm;
+            k = rk;
+            continue;
+        }
+        v8i gt = rm > best;
+        k = (gt & rk) | (~gt & k);
+        best = select8(gt, rm, best);
+    }
+    *m = best;
+    *at = k;
+}
+
+/* the inner windows of one plane, forward (dx NULL: y gets the maxima) or backward (dy
+ * routed into dx, which holds zeros or the border's routes) */
+CPU_INLINE void sep_max_inner(const cd_pool_desc *d, const pool_inner *in, const float *x, float *y,
+                              const float *dy, float *dx, int s)
+{
+    const int w = d->w, n = in->xhi - in->xlo;
+    for (int oy = in->ylo; oy < in->yhi; oy++) {
+        size_t first = (size_t)(oy * s - d->ph) * w - d->pw + (size_t)in->xlo * s;
+        size_t out = (size_t)oy * d->ow + in->xlo;
+        int at[SEP_LANES];
+        for (int o = 0; o < n; o += SEP_LANES) {
+            /* the last 8 of the row overlap the previous ones: they are written twice
+             * alike in the forward and routed once below */
+            int o8 = o + SEP_LANES <= n ? o : n - SEP_LANES;
+            v8f m;
+            v8i k;
+            max8(x + first + (size_t)o8 * s, w, s, &m, &k);
+            if (!dx) {
+                memcpy(y + out + o8, &m, sizeof m);
+                continue;
+            }
+            memcpy(at, &k, sizeof k);
+            for (int j = o - o8; j < SEP_LANES; j++)
+                dx[first + (size_t)(o8 + j) * s + at[j]] += dy[out + o8 + j];
+        }
+    }
+}
+
+/* the shapes sep_max_inner is compiled for: 3x3, stride 2 or 1, 8 inner windows a row */
+static int sep_stride(const cd_pool_desc *d, const pool_inner *in)
+{
+    int shape = d->kh == 3 && d->kw == 3 && d->sh == d->sw && in->xhi - in->xlo >= SEP_LANES;
+    return shape && (d->sh == 1 || d->sh == 2) ? d->sh : 0;
+}
+
+/* The inner windows' forward of other shapes, kh x kw given as arguments: the scan. */
+CPU_INLINE void max_inner_fwd(const cd_pool_desc *d, const pool_inner *in, const float *x, float *y)
+{
+    const int w = d->w, kh = d->kh, kw = d->kw;
     for (int oy = in->ylo; oy < in->yhi; oy++) {
         const float *r = x + (size_t)(oy * d->sh - d->ph) * w - d->pw;
         float *out = y + (size_t)oy * d->ow;
@@ -288,10 +396,13 @@ CD_CLONES
 static void max_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
 {
     pool_inner in = pool_inner_of(d);
-    if (d->kh == 3 && d->kw == 3)
-        max_inner_fwd(d, &in, x, y, 3, 3);
+    int s = sep_stride(d, &in);
+    if (s == 2)
+        sep_max_inner(d, &in, x, y, NULL, NULL, 2);
+    else if (s == 1)
+        sep_max_inner(d, &in, x, y, NULL, NULL, 1);
     else
-        max_inner_fwd(d, &in, x, y, d->kh, d->kw);
+        max_inner_fwd(d, &in, x, y);
     for (int oy = 0; oy < d->oh; oy++)
         for (int ox = border_next(d, &in, oy, -1); ox < d->ow; ox = border_next(d, &in, oy, ox))
             y[oy * d->ow + ox] = max_at(d, x, oy, ox);
@@ -303,13 +414,19 @@ static void max_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy
 {
     pool_inner in = pool_inner_of(d);
     const int w = d->w;
+    int s = sep_stride(d, &in);
     memset(dx, 0, (size_t)d->h * w * sizeof(float));
-    for (int oy = in.ylo; oy < in.yhi; oy++) {
-        int row = (oy * d->sh - d->ph) * w - d->pw;
-        const float *g = dy + (size_t)oy * d->ow;
-        for (int ox = in.xlo; ox < in.xhi; ox++)
-            dx[inner_argmax(x, w, d->kh, d->kw, row + ox * d->sw)] += g[ox];
-    }
+    if (s == 2)
+        sep_max_inner(d, &in, x, NULL, dy, dx, 2);
+    else if (s == 1)
+        sep_max_inner(d, &in, x, NULL, dy, dx, 1);
+    else
+        for (int oy = in.ylo; oy < in.yhi; oy++) {
+            int row = (oy * d->sh - d->ph) * w - d->pw;
+            const float *g = dy + (size_t)oy * d->ow;
+            for (int ox = in.xlo; ox < in.xhi; ox++)
+                dx[inner_argmax(x, w, d->kh, d->kw, row + ox * d->sw)] += g[ox];
+        }
     for (int oy = 0; oy < d->oh; oy++)
         for (int ox = border_next(d, &in, oy, -1); ox < d->ow; ox = border_next(d, &in, oy, ox))
             max_route_at(d, x, dy, dx, oy, ox);
