@@ -302,9 +302,9 @@ CPU_INLINE void columns8(const float *q, int s, v8f l[3])
         return;
     }
     v8f a = load8(q), b = load8(q + 8), last = (v8f){0} + q[16];
-    l[0] = __builtin_shuffle(a, b, (v8i){0, 2, 4, 6, 8, 10, 12, 14});
-    l[1] = __builtin_shuffle(a, b, (v8i){1, 3, 5, 7, 9, 11, 13, 15});
-    l[2] = __builtin_shuffle(l[0], last, (v8i){1, 2, 3, 4, 5, 6, 7, 8});
+    l[0] = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
+    l[1] = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
+    l[2] = __builtin_shufflevector(l[0], last, 1, 2, 3, 4, 5, 6, 7, 8);
 }
 
 /* The maximum of 8 windows starting at p (window o at p + o*s) and its offset from the
