@@ -462,7 +462,7 @@ static void test_gemm(void)
     const cd_backend_iface *f = be->iface;
     /* the next four are large enough to be split across threads: by columns, by rows,
      * and (small C, long k) by ranges of k; the last is a few rows of C against a large
-     * B, which with B transposed and beta 0 is computed as its transpose (gemm_flipped) */
+     * B, which with beta 0 is computed as its transpose (gemm_flipped), B transposed or not */
     const int shapes[][3] = {{1, 1, 1},     {3, 5, 7},     {65, 77, 129},  {17, 1, 33},   {33, 301, 41},
                              {301, 70, 53}, {20, 25, 1001}, {7, 3, 20011}, {5, 2101, 2003}};
     char what[96];
@@ -626,6 +626,10 @@ static void test_conv(void)
         {3, 46, 27, 27, 6, 5, 5, 1, 1, 2, 2, 1, 1, 2, 0, 0},
         {1, 2, 5, 5, 3, 5, 5, 1, 1, 2, 2, 1, 1, 1, 0, 0},      /* kernel as large as the image */
         {5, 2, 3, 4, 3, 3, 3, 3, 2, 2, 1, 2, 1, 1, 0, 0},      /* stride 3, dilation 2 x 1 */
+        /* horizontal stride 3 with padding 4 and dilation 2: taps start up to 2 decimated
+         * columns left of the image; 1 image (batched im2col) then 4 (per image) */
+        {1, 2, 7, 23, 3, 3, 5, 1, 3, 1, 4, 1, 2, 1, 0, 0},
+        {4, 2, 7, 23, 3, 3, 5, 2, 3, 1, 4, 1, 2, 1, 0, 0},
         /* one image's columns are 3.6M floats: 4 images per gemm, then a chunk of 1 */
         {5, 3, 100, 100, 4, 11, 11, 1, 1, 5, 5, 1, 1, 1, 0, 0},
     };

@@ -79,21 +79,28 @@ static void gemm_split_k(int nt, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, 
     free(part);
 }
 
-/* C = alpha * A * B^T with few rows of C against a large B (an InnerProduct's forward:
- * a batch of 32 against fc6's 4096x9216 weights), computed as its transpose T = B * A^T
+/* C = alpha * A * op(B) with few rows of C against a large B (an InnerProduct's forward,
+ * C = A * B^T: a batch of 32 against fc6's 4096x9216 weights; its data gradient, C = A * B:
+ * 32 rows of dy against the same weights), computed as its transpose T = op(B)^T * A^T
  * and transposed into C: OpenBLAS packs the weights faster as the left operand (fc6's
- * shape, one thread: 24.7 -> 19.2 ms). Each thread takes a range of B's rows, T's rows
- * and C's columns. */
+ * forward, one thread: 24.7 -> 19.2 ms; its data gradient, two threads: 30 -> 19 ms,
+ * where cutting B's 9216-float rows into column blocks makes OpenBLAS read them at a
+ * stride that is a multiple of 4 KB). Each thread takes a range of op(B)'s columns, T's
+ * rows and C's columns. With B not transposed the flip is kept to long products: at
+ * fc7's 4096x4096 it gains nothing. */
 #define GEMM_FLIP_M_MAX 64
 #define GEMM_FLIP_B_MIN ((size_t)1 << 22)
+#define GEMM_FLIP_NN_K_MIN 1024
 
 static int gemm_flips(int trans_a, int trans_b, int m, int n, int k, float beta)
 {
-    return !trans_a && trans_b && beta == 0.0f && m <= GEMM_FLIP_M_MAX && (size_t)n * k >= GEMM_FLIP_B_MIN;
+    return !trans_a && beta == 0.0f && m <= GEMM_FLIP_M_MAX && (size_t)n * k >= GEMM_FLIP_B_MIN &&
+           (trans_b || k >= GEMM_FLIP_NN_K_MIN);
 }
 
-// a is A (m,k); b is B (n,k); c is (m,n)
-static void gemm_flipped(int threads, int m, int n, int k, float alpha, const float *a, const float *b, float *c)
+// a is A (m,k); b is op(B) (k,n) stored as (n,k) (trans_b) or (k,n); c is (m,n)
+static void gemm_flipped(int threads, int trans_b, int m, int n, int k, float alpha, const float *a, const float *b,
+                         float *c)
 {
     float *t = cd_xmalloc((size_t)n * m * sizeof(float));
     int nt = n / GEMM_BLOCK_MIN < threads ? n / GEMM_BLOCK_MIN : threads;
@@ -102,8 +109,11 @@ static void gemm_flipped(int threads, int m, int n, int k, float alpha, const fl
         int id = omp_get_thread_num(), T = omp_get_num_threads();
         int lo = (int)((long)n * id / T) / 16 * 16, hi = id == T - 1 ? n : (int)((long)n * (id + 1) / T) / 16 * 16;
         if (hi > lo) {
-            sgemm(CblasNoTrans, CblasTrans, hi - lo, m, k, alpha, b + (size_t)lo * k, k, a, k, 0.0f,
-                  t + (size_t)lo * m, m);
+            if (trans_b)
+                sgemm(CblasNoTrans, CblasTrans, hi - lo, m, k, alpha, b + (size_t)lo * k, k, a, k, 0.0f,
+                      t + (size_t)lo * m, m);
+            else
+                sgemm(CblasTrans, CblasTrans, hi - lo, m, k, alpha, b + lo, n, a, k, 0.0f, t + (size_t)lo * m, m);
             for (int i = 0; i < m; i++)
                 for (int j = lo; j < hi; j++)
                     c[(size_t)i * n + j] = t[(size_t)j * m + i];
@@ -143,7 +153,7 @@ void cpu_gemm(cd_backend_t *be, int trans_a, int trans_b, int m, int n, int k, f
     const int threads = cpu_threads(be);
     int nt = len / GEMM_BLOCK_MIN < threads ? len / GEMM_BLOCK_MIN : threads;
     if (gemm_flips(trans_a, trans_b, m, n, k, beta)) {
-        gemm_flipped(threads, m, n, k, alpha, a, b, c);
+        gemm_flipped(threads, trans_b, m, n, k, alpha, a, b, c);
         return;
     }
     if (threads <= 1 || (double)m * n * k < GEMM_SPLIT_MIN) {
@@ -283,66 +293,137 @@ CPU_INLINE void tap_rows_unit(float *restrict r, const float *restrict src, int 
         rows_move(r + xlo, (size_t)ow, src + xlo, step, rows, xhi - xlo, 0);
 }
 
+/* ---- strided widths ---------------------------------------------------------------
+ * With a horizontal stride sw > 1, tap q reads every sw-th pixel of a row, x[y][ox*sw +
+ * xoff]. Split into its sw decimated planes, dec_r[y][i] = x[y][i*sw + r], the plane
+ * gives every tap a contiguous row: x[y][ox*sw + xoff] = dec_r[y][ox + base] with
+ * r = xoff mod sw and base = floor(xoff / sw). AlexNet's conv1 (11x11, stride 4) reads
+ * each pixel for up to 9 taps; decimated, each pixel is gathered once and the taps'
+ * rows are copies, which took its unfolding from about 10 ms a batch of 32 to 2. */
+
+/* The decimated width: dec_r's rows are this long for every r. */
+static size_t dec_width(const cd_conv_desc *d)
+{
+    return ((size_t)d->w + d->sw - 1) / d->sw;
+}
+
+/* Floats of one plane's decimated copy (conv_decimate), 0 where the stride is 1. */
+static size_t dec_floats(const cd_conv_desc *d)
+{
+    return d->sw > 1 ? (size_t)d->sw * d->h * dec_width(d) : 0;
+}
+
+// xi is (h, w); dec is (sw, h, wd): dec[(r*h + y)*wd + i] = xi[y*w + i*sw + r] where i*sw + r < w
+CPU_INLINE void decimate_rows(const float *restrict xi, float *restrict dec, int h, int w, int sw, size_t wd)
+{
+    for (int r = 0; r < sw; r++) {
+        size_t len = ((size_t)w - r + sw - 1) / sw;
+        for (int y = 0; y < h; y++) {
+            const float *src = xi + (size_t)y * w + r;
+            float *dst = dec + ((size_t)r * h + y) * wd;
+            for (size_t i = 0; i < len; i++)
+                dst[i] = src[i * sw];
+        }
+    }
+}
+
+/* Strides 2 and 4 (the common ones) with the stride a constant, which GCC vectorizes. */
+CPU_INLINE void conv_decimate(const cd_conv_desc *d, const float *restrict xi, float *restrict dec)
+{
+    size_t wd = dec_width(d);
+    switch (d->sw) {
+    case 2: decimate_rows(xi, dec, d->h, d->w, 2, wd); return;
+    case 4: decimate_rows(xi, dec, d->h, d->w, 4, wd); return;
+    default: decimate_rows(xi, dec, d->h, d->w, d->sw, wd);
+    }
+}
+
+/* Where tap t's row y = 0 starts in the decimated plane, indexed by output column. */
+static ptrdiff_t dec_tap_offset(const cd_conv_desc *d, conv_tap t)
+{
+    int r = ((t.xoff % d->sw) + d->sw) % d->sw, base = (t.xoff - r) / d->sw;
+    return (ptrdiff_t)r * d->h * (ptrdiff_t)dec_width(d) + base;
+}
+
 /* Unfolds one (image, channel) plane xi into its taps' rows of col, row q at
  * col + q * ld (ld: the column matrix's row length); padding reads 0. tv: the taps
- * (conv_taps) or NULL. */
+ * (conv_taps) or NULL; dec: dec_floats(d) floats of workspace. */
 CD_CLONES
-static void im2col_plane(const cd_conv_desc *d, const conv_tap *tv, const float *xi, float *col, size_t ld)
+static void im2col_plane(const cd_conv_desc *d, const conv_tap *tv, const float *xi, float *col, size_t ld,
+                         float *dec)
 {
-    const int w = d->w, oh = d->oh, ow = d->ow, taps = d->kh * d->kw;
+    const int oh = d->oh, ow = d->ow, taps = d->kh * d->kw;
+    /* the rows taps read: the plane itself, or its decimated copy, of row length wr */
+    const size_t wr = d->sw > 1 ? dec_width(d) : (size_t)d->w;
+    if (d->sw > 1)
+        conv_decimate(d, xi, dec);
     for (int q = 0; q < taps; q++) {
         conv_tap t = tv ? tv[q] : conv_tap_of(d, q);
         float *row = col + (size_t)q * ld;
         if (t.ylo > 0)
             memset(row, 0, (size_t)t.ylo * ow * sizeof(float));
-        const float *src = xi + (ptrdiff_t)(t.ylo * d->sh + t.yoff) * w + t.xoff;
-        if (d->sw == 1)
-            tap_rows_unit(row + (size_t)t.ylo * ow, src, t.yhi - t.ylo, ow, (size_t)d->sh * w, t.xlo, t.xhi);
-        else
-            for (int oy = t.ylo; oy < t.yhi; oy++, src += (size_t)d->sh * w) {
-                float *r = row + (size_t)oy * ow;
-                for (int ox = 0; ox < t.xlo; ox++)
-                    r[ox] = 0.0f;
-                for (int ox = t.xlo; ox < t.xhi; ox++)
-                    r[ox] = src[ox * d->sw];
-                for (int ox = t.xhi; ox < ow; ox++)
-                    r[ox] = 0.0f;
-            }
+        const float *src = d->sw > 1 ? dec + dec_tap_offset(d, t) : xi + t.xoff;
+        src += (ptrdiff_t)(t.ylo * d->sh + t.yoff) * (ptrdiff_t)wr;
+        tap_rows_unit(row + (size_t)t.ylo * ow, src, t.yhi - t.ylo, ow, (size_t)d->sh * wr, t.xlo, t.xhi);
         if (t.yhi < oh)
             memset(row + (size_t)t.yhi * ow, 0, (size_t)(oh - t.yhi) * ow * sizeof(float));
     }
 }
 
-/* The adjoint of im2col_plane: the taps' rows of col added back into the plane xi,
- * which is overwritten. */
-CD_CLONES
-static void col2im_plane(const cd_conv_desc *d, const conv_tap *tv, const float *col, size_t ld, float *xi)
+// dec is (sw, h, wd), xi is (h, w): the inverse of decimate_rows
+CPU_INLINE void interleave_rows(const float *restrict dec, float *restrict xi, int h, int w, int sw, size_t wd)
 {
-    const int h = d->h, w = d->w, ow = d->ow, taps = d->kh * d->kw;
-    memset(xi, 0, (size_t)h * w * sizeof(float));
+    for (int r = 0; r < sw; r++) {
+        size_t len = ((size_t)w - r + sw - 1) / sw;
+        for (int y = 0; y < h; y++) {
+            const float *src = dec + ((size_t)r * h + y) * wd;
+            float *dst = xi + (size_t)y * w + r;
+            for (size_t i = 0; i < len; i++)
+                dst[i * sw] = src[i];
+        }
+    }
+}
+
+CPU_INLINE void conv_interleave(const cd_conv_desc *d, const float *restrict dec, float *restrict xi)
+{
+    size_t wd = dec_width(d);
+    switch (d->sw) {
+    case 2: interleave_rows(dec, xi, d->h, d->w, 2, wd); return;
+    case 4: interleave_rows(dec, xi, d->h, d->w, 4, wd); return;
+    default: interleave_rows(dec, xi, d->h, d->w, d->sw, wd);
+    }
+}
+
+/* The adjoint of im2col_plane: the taps' rows of col added back into the plane xi,
+ * which is overwritten; with a stride, into the decimated plane dec, then interleaved.
+ * Either way each pixel sums its taps in tap order. */
+CD_CLONES
+static void col2im_plane(const cd_conv_desc *d, const conv_tap *tv, const float *col, size_t ld, float *xi,
+                         float *dec)
+{
+    const int ow = d->ow, taps = d->kh * d->kw;
+    const size_t wr = d->sw > 1 ? dec_width(d) : (size_t)d->w;
+    float *acc = d->sw > 1 ? dec : xi; /* where the taps add up: rows of length wr */
+    memset(acc, 0, (d->sw > 1 ? dec_floats(d) : (size_t)d->h * d->w) * sizeof(float));
     for (int q = 0; q < taps; q++) {
         conv_tap t = tv ? tv[q] : conv_tap_of(d, q);
         const float *row = col + (size_t)q * ld;
         if (t.yhi <= t.ylo || t.xhi <= t.xlo)
             continue;
-        float *dst = xi + (size_t)(t.ylo * d->sh + t.yoff) * w + t.xoff;
-        if (d->sw == 1) {
-            rows_move(dst + t.xlo, (size_t)d->sh * w, row + (size_t)t.ylo * ow + t.xlo, (size_t)ow, t.yhi - t.ylo,
-                      t.xhi - t.xlo, 1);
-            continue;
-        }
-        for (int oy = t.ylo; oy < t.yhi; oy++, dst += (size_t)d->sh * w) {
-            const float *r = row + (size_t)oy * ow;
-            for (int ox = t.xlo; ox < t.xhi; ox++)
-                dst[ox * d->sw] += r[ox];
-        }
+        float *dst = (d->sw > 1 ? dec + dec_tap_offset(d, t) : xi + t.xoff) +
+                     (ptrdiff_t)(t.ylo * d->sh + t.yoff) * (ptrdiff_t)wr;
+        rows_move(dst + t.xlo, (size_t)d->sh * wr, row + (size_t)t.ylo * ow + t.xlo, (size_t)ow, t.yhi - t.ylo,
+                  t.xhi - t.xlo, 1);
     }
+    if (d->sw > 1)
+        conv_interleave(d, dec, xi);
 }
 
 /* Unfolds nb images into columns: row (ch,ki,kj), column (b,oy,ox). */
-// x is (nb, c, h, w); col is (c*kh*kw, nb*oh*ow)
-static void im2col(int nt, const cd_conv_desc *d, int nb, const float *x, float *col)
+// x is (nb, c, h, w); col is (c*kh*kw, nb*oh*ow); dec is nt * dec_floats(d) floats of workspace
+static void im2col(int nt, const cd_conv_desc *d, int nb, const float *x, float *col, float *dec)
 {
+    const size_t decf = dec_floats(d);
     const int c = d->c, taps = d->kh * d->kw;
     const size_t P = (size_t)d->oh * d->ow, ld = (size_t)nb * P, hw = (size_t)d->h * d->w;
     conv_tap buf[CONV_TAPS_MAX];
@@ -350,14 +431,16 @@ static void im2col(int nt, const cd_conv_desc *d, int nb, const float *x, float 
 #pragma omp parallel for num_threads(nt) collapse(2) schedule(static)
     for (int b = 0; b < nb; b++)
         for (int ch = 0; ch < c; ch++)
-            im2col_plane(d, tv, x + ((size_t)b * c + ch) * hw, col + (size_t)ch * taps * ld + (size_t)b * P, ld);
+            im2col_plane(d, tv, x + ((size_t)b * c + ch) * hw, col + (size_t)ch * taps * ld + (size_t)b * P, ld,
+                         dec + decf * (size_t)omp_get_thread_num());
 }
 
 /* The adjoint of im2col: dx is overwritten; one thread owns each (image, channel)
  * plane, so no races. */
-// col is (c*kh*kw, nb*oh*ow); dx is (nb, c, h, w)
-static void col2im(int nt, const cd_conv_desc *d, int nb, const float *col, float *dx)
+// col is (c*kh*kw, nb*oh*ow); dx is (nb, c, h, w); dec is nt * dec_floats(d) floats of workspace
+static void col2im(int nt, const cd_conv_desc *d, int nb, const float *col, float *dx, float *dec)
 {
+    const size_t decf = dec_floats(d);
     const int c = d->c, taps = d->kh * d->kw;
     const size_t P = (size_t)d->oh * d->ow, ld = (size_t)nb * P, hw = (size_t)d->h * d->w;
     conv_tap buf[CONV_TAPS_MAX];
@@ -365,7 +448,8 @@ static void col2im(int nt, const cd_conv_desc *d, int nb, const float *col, floa
 #pragma omp parallel for num_threads(nt) collapse(2) schedule(static)
     for (int b = 0; b < nb; b++)
         for (int ch = 0; ch < c; ch++)
-            col2im_plane(d, tv, col + (size_t)ch * taps * ld + (size_t)b * P, ld, dx + ((size_t)b * c + ch) * hw);
+            col2im_plane(d, tv, col + (size_t)ch * taps * ld + (size_t)b * P, ld, dx + ((size_t)b * c + ch) * hw,
+                         dec + decf * (size_t)omp_get_thread_num());
 }
 
 /* Moves nb images between the batch layout (nb, k, P) and the gemm layout (k, nb*P). */
@@ -398,13 +482,14 @@ static void gemm_to_batch(int nt, int nb, int k, size_t P, const float *m, const
 }
 
 /* The workspace of one conv op: a chunk's columns, then a gathered (k, nb*P) matrix
- * (the forward's output, the backward's dy). Held from conv_work_begin to
- * cpu_scratch_release. */
+ * (the forward's output, the backward's dy), then each thread's decimated plane. Held
+ * from conv_work_begin to cpu_scratch_release. */
 typedef struct conv_work {
     int nt;
     conv_geom g;
     float *col;    /* (c*kh*kw, nb*P) */
     float *gather; /* (k, nb*P) */
+    float *dec;    /* nt * dec_floats */
 } conv_work;
 
 static conv_work conv_work_begin(cd_backend_t *be, const cd_conv_desc *d)
@@ -413,8 +498,9 @@ static conv_work conv_work_begin(cd_backend_t *be, const cd_conv_desc *d)
     wk.nt = cpu_threads(be);
     wk.g = conv_geom_of(d);
     size_t col_floats = (size_t)d->c * d->kh * d->kw * wk.g.nb * wk.g.P;
-    wk.col = cpu_scratch_acquire(be, col_floats + wk.g.kP * wk.g.nb);
+    wk.col = cpu_scratch_acquire(be, col_floats + wk.g.kP * wk.g.nb + dec_floats(d) * (size_t)wk.nt);
     wk.gather = wk.col + col_floats;
+    wk.dec = wk.gather + wk.g.kP * wk.g.nb;
     return wk;
 }
 
@@ -431,7 +517,7 @@ static const float *conv_columns(const conv_work *wk, const cd_conv_desc *d, int
 {
     if (wk->g.direct && nb == 1)
         return xb;
-    im2col(wk->nt, d, nb, xb, wk->col);
+    im2col(wk->nt, d, nb, xb, wk->col, wk->dec);
     return wk->col;
 }
 
@@ -534,14 +620,14 @@ static int conv_chunk_count(const cd_conv_desc *d, const conv_geom *g, int cc)
     return d->group * ((g->cg + cc - 1) / cc);
 }
 
-/* image b's columns of one chunk, (cc*kh*kw, P), into col */
+/* image b's columns of one chunk, (cc*kh*kw, P), into col; dec: dec_floats(d) floats of workspace */
 static void chunk_columns(const cd_conv_desc *d, const conv_tap *tv, const conv_geom *g, const float *x, int b,
-                          conv_chunk ch, float *col)
+                          conv_chunk ch, float *col, float *dec)
 {
     const size_t hw = (size_t)d->h * d->w, taps = (size_t)d->kh * d->kw;
     const float *xb = x + (size_t)b * g->chw + (size_t)(ch.gr * g->cg + ch.c0) * hw;
     for (int c = 0; c < ch.cc; c++)
-        im2col_plane(d, tv, xb + c * hw, col + c * taps * g->P, g->P);
+        im2col_plane(d, tv, xb + c * hw, col + c * taps * g->P, g->P, dec);
 }
 
 /* Where a chunk's rows start in W or dW (k, cg*kh*kw): its group's filters, its channels' columns. */
@@ -557,17 +643,17 @@ static void forward_per_image(cd_backend_t *be, const cd_conv_desc *d, const con
     const conv_tap *tv = conv_taps(d, buf);
     int nt = cpu_threads(be), cc = conv_chunk_channels(d, g), taps = d->kh * d->kw;
     int chunks = conv_chunk_count(d, g, cc);
-    size_t colf = (size_t)cc * taps * g->P;
-    float *scratch = cpu_scratch_acquire(be, colf * (size_t)nt);
+    size_t colf = (size_t)cc * taps * g->P, per = colf + dec_floats(d); /* a thread's columns, then its dec */
+    float *scratch = cpu_scratch_acquire(be, per * (size_t)nt);
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int b = 0; b < d->n; b++) {
-        float *col = scratch + colf * (size_t)omp_get_thread_num();
+        float *col = scratch + per * (size_t)omp_get_thread_num();
         float *yb = y + (size_t)b * g->kP;
         if (bias) /* the bias is where the product accumulates: no zeroing pass, no bias pass */
             fill_bias(d->k, g->P, bias, yb);
         for (int q = 0; q < chunks; q++) {
             conv_chunk ch = conv_chunk_at(g, cc, q);
-            chunk_columns(d, tv, g, x, b, ch, col);
+            chunk_columns(d, tv, g, x, b, ch, col, col + colf);
             sgemm(CblasNoTrans, CblasNoTrans, g->kg, (int)g->P, ch.cc * taps, 1.0f, w + chunk_filter_offset(d, g, ch),
                   g->Kg, col, (int)g->P, bias || ch.c0 > 0 ? 1.0f : 0.0f, yb + (size_t)ch.gr * g->kg * g->P,
                   (int)g->P);
@@ -583,18 +669,18 @@ static void backward_data_per_image(cd_backend_t *be, const cd_conv_desc *d, con
     const conv_tap *tv = conv_taps(d, buf);
     int nt = cpu_threads(be), cc = conv_chunk_channels(d, g), taps = d->kh * d->kw;
     int chunks = conv_chunk_count(d, g, cc);
-    size_t colf = (size_t)cc * taps * g->P, hw = (size_t)d->h * d->w;
-    float *scratch = cpu_scratch_acquire(be, colf * (size_t)nt);
+    size_t colf = (size_t)cc * taps * g->P, per = colf + dec_floats(d), hw = (size_t)d->h * d->w;
+    float *scratch = cpu_scratch_acquire(be, per * (size_t)nt);
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int b = 0; b < d->n; b++) {
-        float *col = scratch + colf * (size_t)omp_get_thread_num();
+        float *col = scratch + per * (size_t)omp_get_thread_num();
         for (int q = 0; q < chunks; q++) {
             conv_chunk ch = conv_chunk_at(g, cc, q);
             sgemm(CblasTrans, CblasNoTrans, ch.cc * taps, (int)g->P, g->kg, 1.0f, w + chunk_filter_offset(d, g, ch),
                   g->Kg, dy + (size_t)b * g->kP + (size_t)ch.gr * g->kg * g->P, (int)g->P, 0.0f, col, (int)g->P);
             float *dxc = dx + (size_t)b * g->chw + (size_t)(ch.gr * g->cg + ch.c0) * hw;
             for (int c = 0; c < ch.cc; c++)
-                col2im_plane(d, tv, col + (size_t)c * taps * g->P, g->P, dxc + c * hw);
+                col2im_plane(d, tv, col + (size_t)c * taps * g->P, g->P, dxc + c * hw, col + colf);
         }
     }
     cpu_scratch_release(be);
@@ -607,19 +693,19 @@ static void backward_filter_per_image(cd_backend_t *be, const cd_conv_desc *d, c
     const conv_tap *tv = conv_taps(d, buf);
     int nt = cpu_threads(be), slots = d->n < CONV_FILTER_SLOTS ? d->n : CONV_FILTER_SLOTS;
     int cc = conv_chunk_channels(d, g), taps = d->kh * d->kw, chunks = conv_chunk_count(d, g, cc);
-    size_t colf = (size_t)cc * taps * g->P, dwf = (size_t)d->k * g->Kg;
-    float *scratch = cpu_scratch_acquire(be, colf * (size_t)nt + dwf * (size_t)slots);
-    float *part = scratch + colf * (size_t)nt;
+    size_t colf = (size_t)cc * taps * g->P, per = colf + dec_floats(d), dwf = (size_t)d->k * g->Kg;
+    float *scratch = cpu_scratch_acquire(be, per * (size_t)nt + dwf * (size_t)slots);
+    float *part = scratch + per * (size_t)nt;
 #pragma omp parallel num_threads(nt)
     {
-        float *col = scratch + colf * (size_t)omp_get_thread_num();
+        float *col = scratch + per * (size_t)omp_get_thread_num();
 #pragma omp for schedule(static)
         for (int sl = 0; sl < slots; sl++) {
             int lo = (int)((long)d->n * sl / slots), hi = (int)((long)d->n * (sl + 1) / slots);
             for (int b = lo; b < hi; b++) {
                 for (int q = 0; q < chunks; q++) {
                     conv_chunk ch = conv_chunk_at(g, cc, q);
-                    chunk_columns(d, tv, g, x, b, ch, col);
+                    chunk_columns(d, tv, g, x, b, ch, col, col + colf);
                     sgemm(CblasNoTrans, CblasTrans, g->kg, ch.cc * taps, (int)g->P, 1.0f,
                           dy + (size_t)b * g->kP + (size_t)ch.gr * g->kg * g->P, (int)g->P, col, (int)g->P,
                           b == lo ? 0.0f : 1.0f, part + dwf * (size_t)sl + chunk_filter_offset(d, g, ch), g->Kg);
@@ -689,7 +775,7 @@ void cpu_conv_backward_data(cd_backend_t *be, const cd_conv_desc *d, const float
         group_gemm(be, d->group, 1, 0, g.Kg, (int)N, g.kg, w, (size_t)g.kg * g.Kg, dym,
                    g.kg * N, 0.0f, col, g.Kg * N);
         if (!direct)
-            col2im(wk.nt, d, nb, col, dxb);
+            col2im(wk.nt, d, nb, col, dxb, wk.dec);
     }
     cpu_scratch_release(be);
 }
