@@ -29,18 +29,25 @@ usage() {
 TIMEOUT=${SLURM_LOCAL_TIMEOUT:-60}
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-# freeport VAR: a TCP port nobody listens on and not handed out yet (in PORTS)
+# freeport VAR: a TCP port no socket uses (listening, connected or closing) and not
+# handed out yet (in PORTS), below the kernel's ephemeral range: a port in that range
+# can be taken between this check and the daemon's bind by the local end of any
+# outgoing connection (a slurmd once failed to start so, on 37264).
 PORTS=""
 freeport() {
-    local p
-    for p in $(shuf -i 20000-40000 -n 200); do
+    local p lo=20000 hi eph
+    eph=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
+    hi=$((${eph:-32768} - 1))
+    [ "$hi" -gt 40000 ] && hi=40000
+    [ "$hi" -le "$lo" ] && { lo=10000; hi=19999; }
+    for p in $(shuf -i "$lo-$hi" -n 200); do
         [[ " $PORTS " == *" $p "* ]] && continue
-        ss -Hltn "sport = :$p" | grep -q . && continue
+        ss -Htan "sport = :$p" | grep -q . && continue
         PORTS="$PORTS $p"
         printf -v "$1" %s "$p"
         return 0
     done
-    die "no free TCP port found between 20000 and 40000"
+    die "no free TCP port found between $lo and $hi"
 }
 
 alive() { kill -0 "$1" 2>/dev/null; }
