@@ -23,17 +23,23 @@
 
 #include "cpu_internal.h"
 
-/* out[p] = s[p]^-beta for p < n; AlexNet's beta = 0.75 is worth avoiding powf for, and
- * its loop (two square roots and a division) vectorizes. s and out may be the same. */
+/* s^-beta; AlexNet's beta = 0.75 (pw075) is worth avoiding powf for, and its form (two
+ * square roots and a division) vectorizes. */
+CPU_INLINE float lrn_pow(float s, float beta, int pw075)
+{
+    return pw075 ? 1.0f / sqrtf(s * sqrtf(s)) : powf(s, -beta);
+}
+
+/* out[p] = s[p]^-beta for p < n. s and out may be the same. */
 static void pow_neg_beta(const float *s, float beta, float *out, size_t n)
 {
     if (beta == 0.75f) {
         for (size_t p = 0; p < n; p++)
-            out[p] = 1.0f / sqrtf(s[p] * sqrtf(s[p]));
+            out[p] = lrn_pow(s[p], beta, 1);
         return;
     }
     for (size_t p = 0; p < n; p++)
-        out[p] = powf(s[p], -beta);
+        out[p] = lrn_pow(s[p], beta, 0);
 }
 
 /* Sum of a square window of one plane: rows [y0,y1) x columns [x0,x1), clipped. */
@@ -113,12 +119,22 @@ static void start_window(const cd_lrn_desc *d, const float *v, size_t stride, in
  * at 96x55x55 (AlexNet's norm1) the forward went from 8.0 to 4.4 ms and the backward from
  * 11.8 to 10.7. The backward's second walk keeps its passes: folded into one, it took
  * 14 ms. The scale is k + alpha/size * sum, a sum below 0 (the running sum rounding)
- * taken as 0, NaN kept. has_out and has_in are constants in each call, so the loop has
- * no branch; pw075: beta is 0.75 (pow_neg_beta's form). */
+ * taken as 0, NaN kept. has_out, has_in and pw075 (lrn_pow) are constants in each
+ * call, so the loop has no branch. */
 
-CPU_INLINE float lrn_pow(float s, float beta, int pw075)
+/* the window sum s slid by one channel: less out[j]^2 (has_out), plus in[j]^2 (has_in) */
+CPU_INLINE float slide_squares(float s, const float *out, const float *in, size_t j, int has_out, int has_in)
 {
-    return pw075 ? 1.0f / sqrtf(s * sqrtf(s)) : powf(s, -beta);
+    if (has_out)
+        s += -1.0f * (out[j] * out[j]);
+    if (has_in)
+        s += 1.0f * (in[j] * in[j]);
+    return s;
+}
+
+CPU_INLINE float scale_at(float sum, float k, float a)
+{
+    return k + a * (sum < 0.0f ? 0.0f : sum);
 }
 
 /* y = x * scale^-beta of one channel, acc its window's sum of squares, slid first */
@@ -127,13 +143,8 @@ CPU_INLINE void fwd_step(float *restrict acc, const float *restrict out, const f
                          int has_out, int has_in, int pw075)
 {
     for (size_t j = 0; j < bn; j++) {
-        float s = acc[j];
-        if (has_out)
-            s += -1.0f * (out[j] * out[j]);
-        if (has_in)
-            s += 1.0f * (in[j] * in[j]);
-        acc[j] = s;
-        yc[j] = xc[j] * lrn_pow(k + a * (s < 0.0f ? 0.0f : s), beta, pw075);
+        float s = acc[j] = slide_squares(acc[j], out, in, j, has_out, has_in);
+        yc[j] = xc[j] * lrn_pow(scale_at(s, k, a), beta, pw075);
     }
 }
 
@@ -144,13 +155,8 @@ CPU_INLINE void ratio_step(float *restrict acc, const float *restrict out, const
                            int pw075)
 {
     for (size_t j = 0; j < bn; j++) {
-        float s = acc[j];
-        if (has_out)
-            s += -1.0f * (out[j] * out[j]);
-        if (has_in)
-            s += 1.0f * (in[j] * in[j]);
-        acc[j] = s;
-        float scale = k + a * (s < 0.0f ? 0.0f : s), b = lrn_pow(scale, beta, pw075);
+        float s = acc[j] = slide_squares(acc[j], out, in, j, has_out, has_in);
+        float scale = scale_at(s, k, a), b = lrn_pow(scale, beta, pw075);
         sb[j] = b;
         ratio[j] = dyc[j] * xc[j] * b / scale;
     }
