@@ -213,10 +213,41 @@ static conv_geom conv_geom_of(const cd_conv_desc *d)
     return g;
 }
 
+/* ---- strided widths ---------------------------------------------------------------
+ * With a horizontal stride sw > 1, a tap reads every sw-th pixel of a row, x[y][ox*sw +
+ * xoff]. Split into its sw decimated planes, dec_r[y][i] = x[y][i*sw + r], the plane
+ * gives every tap a contiguous row: x[y][ox*sw + xoff] = dec_r[y][ox + base] with
+ * r = xoff mod sw and base = floor(xoff / sw). AlexNet's conv1 (11x11, stride 4) reads
+ * each pixel for up to 9 taps; decimated, each pixel is gathered once and the taps'
+ * rows are copies (conv1's forward plus filter gradient: 77-98 ms a batch of 32 before,
+ * 65-77 after). im2col and col2im move the taps' rows of the plane itself, of row length
+ * w, or of its decimated copy, of row length dec_width. */
+
+/* The decimated width: dec_r's rows are this long for every r. */
+static size_t dec_width(const cd_conv_desc *d)
+{
+    return ((size_t)d->w + d->sw - 1) / d->sw;
+}
+
+/* Floats of one plane's decimated copy, 0 where the stride is 1. */
+static size_t dec_floats(const cd_conv_desc *d)
+{
+    return d->sw > 1 ? (size_t)d->sw * d->h * dec_width(d) : 0;
+}
+
+/* The row length of the rows taps read: the plane's, or its decimated copy's. */
+static size_t tap_row_len(const cd_conv_desc *d)
+{
+    return d->sw > 1 ? dec_width(d) : (size_t)d->w;
+}
+
 /* Where kernel tap q = ki*kw + kj reads: input pixel (oy*sh + yoff, ox*sw + xoff) for
- * output (oy, ox), inside the image for oy in [ylo, yhi) and ox in [xlo, xhi). */
+ * output (oy, ox), inside the image for oy in [ylo, yhi) and ox in [xlo, xhi). Its row
+ * for output row ylo starts at src in the rows it reads (tap_row_len), indexed by output
+ * column. */
 typedef struct conv_tap {
     int yoff, ylo, yhi, xoff, xlo, xhi;
+    ptrdiff_t src;
 } conv_tap;
 
 static conv_tap conv_tap_of(const cd_conv_desc *d, int q)
@@ -226,6 +257,12 @@ static conv_tap conv_tap_of(const cd_conv_desc *d, int q)
     t.xoff = q % d->kw * d->dw - d->pw;
     cpu_valid_range(d->oh, d->sh, t.yoff, d->h, &t.ylo, &t.yhi);
     cpu_valid_range(d->ow, d->sw, t.xoff, d->w, &t.xlo, &t.xhi);
+    ptrdiff_t col = t.xoff;
+    if (d->sw > 1) { /* dec_r's column ox + base */
+        int r = ((t.xoff % d->sw) + d->sw) % d->sw;
+        col = (ptrdiff_t)r * d->h * (ptrdiff_t)dec_width(d) + (t.xoff - r) / d->sw;
+    }
+    t.src = col + (ptrdiff_t)(t.ylo * d->sh + t.yoff) * (ptrdiff_t)tap_row_len(d);
     return t;
 }
 
@@ -293,56 +330,34 @@ CPU_INLINE void tap_rows_unit(float *restrict r, const float *restrict src, int 
         rows_move(r + xlo, (size_t)ow, src + xlo, step, rows, xhi - xlo, 0);
 }
 
-/* ---- strided widths ---------------------------------------------------------------
- * With a horizontal stride sw > 1, tap q reads every sw-th pixel of a row, x[y][ox*sw +
- * xoff]. Split into its sw decimated planes, dec_r[y][i] = x[y][i*sw + r], the plane
- * gives every tap a contiguous row: x[y][ox*sw + xoff] = dec_r[y][ox + base] with
- * r = xoff mod sw and base = floor(xoff / sw). AlexNet's conv1 (11x11, stride 4) reads
- * each pixel for up to 9 taps; decimated, each pixel is gathered once and the taps'
- * rows are copies, which took its unfolding from about 10 ms a batch of 32 to 2. */
-
-/* The decimated width: dec_r's rows are this long for every r. */
-static size_t dec_width(const cd_conv_desc *d)
+/* A plane and its decimated copy (dec is (sw, h, dec_width): dec[(r*h + y)*wd + i] =
+ * xi[y*w + i*sw + r] for i*sw + r < w), one into the other: gather, from = xi and to = dec;
+ * else the reverse. */
+CPU_INLINE void decimated_rows(const float *restrict from, float *restrict to, int h, int w, int sw, size_t wd,
+                               int gather)
 {
-    return ((size_t)d->w + d->sw - 1) / d->sw;
-}
-
-/* Floats of one plane's decimated copy (conv_decimate), 0 where the stride is 1. */
-static size_t dec_floats(const cd_conv_desc *d)
-{
-    return d->sw > 1 ? (size_t)d->sw * d->h * dec_width(d) : 0;
-}
-
-// xi is (h, w); dec is (sw, h, wd): dec[(r*h + y)*wd + i] = xi[y*w + i*sw + r] where i*sw + r < w
-CPU_INLINE void decimate_rows(const float *restrict xi, float *restrict dec, int h, int w, int sw, size_t wd)
-{
+    const size_t fs = gather ? (size_t)sw : 1, ts = gather ? 1 : (size_t)sw;
     for (int r = 0; r < sw; r++) {
         size_t len = ((size_t)w - r + sw - 1) / sw;
         for (int y = 0; y < h; y++) {
-            const float *src = xi + (size_t)y * w + r;
-            float *dst = dec + ((size_t)r * h + y) * wd;
+            size_t at_x = (size_t)y * w + r, at_dec = ((size_t)r * h + y) * wd;
+            const float *f = from + (gather ? at_x : at_dec);
+            float *t = to + (gather ? at_dec : at_x);
             for (size_t i = 0; i < len; i++)
-                dst[i] = src[i * sw];
+                t[i * ts] = f[i * fs];
         }
     }
 }
 
 /* Strides 2 and 4 (the common ones) with the stride a constant, which GCC vectorizes. */
-CPU_INLINE void conv_decimate(const cd_conv_desc *d, const float *restrict xi, float *restrict dec)
+CPU_INLINE void conv_decimated(const cd_conv_desc *d, const float *restrict from, float *restrict to, int gather)
 {
     size_t wd = dec_width(d);
     switch (d->sw) {
-    case 2: decimate_rows(xi, dec, d->h, d->w, 2, wd); return;
-    case 4: decimate_rows(xi, dec, d->h, d->w, 4, wd); return;
-    default: decimate_rows(xi, dec, d->h, d->w, d->sw, wd);
+    case 2: decimated_rows(from, to, d->h, d->w, 2, wd, gather); return;
+    case 4: decimated_rows(from, to, d->h, d->w, 4, wd, gather); return;
+    default: decimated_rows(from, to, d->h, d->w, d->sw, wd, gather);
     }
-}
-
-/* Where tap t's row y = 0 starts in the decimated plane, indexed by output column. */
-static ptrdiff_t dec_tap_offset(const cd_conv_desc *d, conv_tap t)
-{
-    int r = ((t.xoff % d->sw) + d->sw) % d->sw, base = (t.xoff - r) / d->sw;
-    return (ptrdiff_t)r * d->h * (ptrdiff_t)dec_width(d) + base;
 }
 
 /* Unfolds one (image, channel) plane xi into its taps' rows of col, row q at
@@ -353,44 +368,20 @@ static void im2col_plane(const cd_conv_desc *d, const conv_tap *tv, const float 
                          float *dec)
 {
     const int oh = d->oh, ow = d->ow, taps = d->kh * d->kw;
-    /* the rows taps read: the plane itself, or its decimated copy, of row length wr */
-    const size_t wr = d->sw > 1 ? dec_width(d) : (size_t)d->w;
-    if (d->sw > 1)
-        conv_decimate(d, xi, dec);
+    const size_t step = (size_t)d->sh * tap_row_len(d);
+    const float *rows = xi; /* the rows taps read */
+    if (d->sw > 1) {
+        conv_decimated(d, xi, dec, 1);
+        rows = dec;
+    }
     for (int q = 0; q < taps; q++) {
         conv_tap t = tv ? tv[q] : conv_tap_of(d, q);
         float *row = col + (size_t)q * ld;
         if (t.ylo > 0)
             memset(row, 0, (size_t)t.ylo * ow * sizeof(float));
-        const float *src = d->sw > 1 ? dec + dec_tap_offset(d, t) : xi + t.xoff;
-        src += (ptrdiff_t)(t.ylo * d->sh + t.yoff) * (ptrdiff_t)wr;
-        tap_rows_unit(row + (size_t)t.ylo * ow, src, t.yhi - t.ylo, ow, (size_t)d->sh * wr, t.xlo, t.xhi);
+        tap_rows_unit(row + (size_t)t.ylo * ow, rows + t.src, t.yhi - t.ylo, ow, step, t.xlo, t.xhi);
         if (t.yhi < oh)
             memset(row + (size_t)t.yhi * ow, 0, (size_t)(oh - t.yhi) * ow * sizeof(float));
-    }
-}
-
-// dec is (sw, h, wd), xi is (h, w): the inverse of decimate_rows
-CPU_INLINE void interleave_rows(const float *restrict dec, float *restrict xi, int h, int w, int sw, size_t wd)
-{
-    for (int r = 0; r < sw; r++) {
-        size_t len = ((size_t)w - r + sw - 1) / sw;
-        for (int y = 0; y < h; y++) {
-            const float *src = dec + ((size_t)r * h + y) * wd;
-            float *dst = xi + (size_t)y * w + r;
-            for (size_t i = 0; i < len; i++)
-                dst[i * sw] = src[i];
-        }
-    }
-}
-
-CPU_INLINE void conv_interleave(const cd_conv_desc *d, const float *restrict dec, float *restrict xi)
-{
-    size_t wd = dec_width(d);
-    switch (d->sw) {
-    case 2: interleave_rows(dec, xi, d->h, d->w, 2, wd); return;
-    case 4: interleave_rows(dec, xi, d->h, d->w, 4, wd); return;
-    default: interleave_rows(dec, xi, d->h, d->w, d->sw, wd);
     }
 }
 
@@ -402,21 +393,19 @@ static void col2im_plane(const cd_conv_desc *d, const conv_tap *tv, const float 
                          float *dec)
 {
     const int ow = d->ow, taps = d->kh * d->kw;
-    const size_t wr = d->sw > 1 ? dec_width(d) : (size_t)d->w;
-    float *acc = d->sw > 1 ? dec : xi; /* where the taps add up: rows of length wr */
-    memset(acc, 0, (d->sw > 1 ? dec_floats(d) : (size_t)d->h * d->w) * sizeof(float));
+    const size_t step = (size_t)d->sh * tap_row_len(d);
+    float *rows = d->sw > 1 ? dec : xi; /* where the taps add up */
+    memset(rows, 0, (d->sw > 1 ? dec_floats(d) : (size_t)d->h * d->w) * sizeof(float));
     for (int q = 0; q < taps; q++) {
         conv_tap t = tv ? tv[q] : conv_tap_of(d, q);
         const float *row = col + (size_t)q * ld;
         if (t.yhi <= t.ylo || t.xhi <= t.xlo)
             continue;
-        float *dst = (d->sw > 1 ? dec + dec_tap_offset(d, t) : xi + t.xoff) +
-                     (ptrdiff_t)(t.ylo * d->sh + t.yoff) * (ptrdiff_t)wr;
-        rows_move(dst + t.xlo, (size_t)d->sh * wr, row + (size_t)t.ylo * ow + t.xlo, (size_t)ow, t.yhi - t.ylo,
+        rows_move(rows + t.src + t.xlo, step, row + (size_t)t.ylo * ow + t.xlo, (size_t)ow, t.yhi - t.ylo,
                   t.xhi - t.xlo, 1);
     }
     if (d->sw > 1)
-        conv_interleave(d, dec, xi);
+        conv_decimated(d, dec, xi, 0);
 }
 
 /* Unfolds nb images into columns: row (ch,ki,kj), column (b,oy,ox). */
