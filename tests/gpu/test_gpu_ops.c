@@ -6,7 +6,11 @@
  * last: op | shape | nmse | tolerance | ok, then "N passed, N failed".
  *
  * Exit status: 0 when every row passes, or when there is no GPU (a SKIP line says so);
- * 1 when a row fails. A device error aborts with the failing call named.
+ * 1 when a row fails. A device error inside one test is recorded as a failed row naming
+ * the test and the failing call, and the run goes on with the next test when a small op
+ * still works on the device afterwards (a refused call, an unsupported configuration);
+ * when it does not (an error that poisons the context, such as an illegal address), the
+ * table so far is printed and the test aborts with the failing call named.
  *
  * Built by tests/gpu/run.sh (standalone, with the CPU backend) and included by
  * tests/unit/test_cuda_ops.c (with CD_GPU_OPS_NO_MAIN) so ctest runs it where a GPU is.
@@ -20,6 +24,7 @@
  * eagerly after it.
  */
 #include <math.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -46,6 +51,7 @@
 
 enum { REF = 0, DEV = 1 };
 static cd_backend_t *go_be[2];
+static cd_backend_t *go_swapped; /* the device backend a variant test put aside */
 
 /* ---- random numbers (xorshift64*, seeded from CD_TEST_SEED or the clock) ---- */
 
@@ -289,6 +295,15 @@ static void go_test_elementwise(size_t n)
 }
 
 /* Eltwise MAX over three inputs, with ties between inputs 0 and 1 (strict > keeps 0) */
+/* more items than the grid has threads: the grid-stride loops wrap */
+static void go_test_axpy(size_t n)
+{
+    go_t x = go_rand(n, -1, 1), y = go_rand(n, -1, 1);
+    BOTH(axpy, n, 0.5f, D(x), D(y));
+    go_check("axpy", go_fmt("n=%zu", n), &y, TOL_EXACT);
+    go_free_all();
+}
+
 static void go_test_max_index(size_t n)
 {
     const char *sh = go_fmt("n=%zu k=3", n);
@@ -970,6 +985,7 @@ static cd_backend_t *go_swap_device(const char *tag, int precision, double tol)
     be->precision = precision;
     cd_backend_t *keep = go_be[DEV];
     go_be[DEV] = be;
+    go_swapped = keep;
     return keep;
 }
 
@@ -977,6 +993,7 @@ static void go_restore_device(cd_backend_t *keep)
 {
     go_be[DEV]->iface->destroy(go_be[DEV]);
     go_be[DEV] = keep;
+    go_swapped = NULL;
 }
 
 /* Convolution and gemm on a device backend made with other settings: an environment
@@ -1060,16 +1077,77 @@ static void go_test_graph_fallback(void)
     go_free_all();
 }
 
-/* A device error aborts (the backend's contract); the rows so far are printed first. */
+/*
+ * A device error inside a test run by GO_TRY is a failed row naming the test, and the
+ * run goes back to GO_TRY (no backend call is left half done on the host's side: the
+ * backend reports a failure right after the call that returned it). GO_TRY then checks
+ * that the device still works (go_probe); an error outside GO_TRY, or during the check,
+ * aborts (the backend's contract) with the rows so far printed first.
+ */
+static jmp_buf go_jmp;
+static volatile int go_armed;
+static const char *volatile go_current = "";
+
 static void go_on_device_error(cd_backend_t *be, const char *message)
 {
     (void)be;
+    if (go_armed) {
+        go_armed = 0;
+        char what[64];
+        snprintf(what, sizeof what, "%s", go_current);
+        go_record("device error in", what, NAN, 0.0);
+        printf("test_gpu_ops: device error in %s: %s\n", go_current, message);
+        fflush(stdout);
+        longjmp(go_jmp, 1);
+    }
     go_record("device error (aborting)", "see the message below", NAN, 0.0);
     go_print_table();
     printf("test_gpu_ops: %d passed, %d failed; aborting on: %s\n", go_nrows - go_failed,
            go_failed, message);
     fflush(stdout);
 }
+
+/* After a device error: the failed test's tensors freed, the device backend a variant
+ * test swapped in put back, and one small op run and checked on both backends. A
+ * failure here is not caught: the context is gone and the run aborts (table printed). */
+static void go_probe(void)
+{
+    go_current = "the check after a device error";
+    go_free_all();
+    if (go_swapped)
+        go_restore_device(go_swapped);
+    go_t x = go_rand(4099, -1, 1), y = go_rand(4099, -1, 1);
+    BOTH(axpy, x.n, 0.25f, D(x), D(y));
+    double e = go_nmse_of(&y);
+    go_free_all();
+    printf("test_gpu_ops: the device still works after that error (axpy nmse %.2g); going on\n",
+           e);
+    fflush(stdout);
+}
+
+/* CD_GPU_OPS_FAIL_IN=TEXT: a device error is raised before the test call whose text
+ * holds TEXT, so the recovery above is itself tested where no device fails
+ * (tests/unit/test_cuda_ops.c). */
+static void go_inject(const char *call)
+{
+    const char *in = getenv("CD_GPU_OPS_FAIL_IN");
+    if (in && in[0] && strstr(call, in))
+        cd_cuda_fail_msg(NULL, "a device error injected by CD_GPU_OPS_FAIL_IN=%s", in);
+}
+
+/* Runs one test call; a device error in it becomes a failed row (go_on_device_error). */
+#define GO_TRY(call)                                                                      \
+    do {                                                                                  \
+        go_current = #call;                                                               \
+        if (setjmp(go_jmp) == 0) {                                                        \
+            go_armed = 1;                                                                 \
+            go_inject(#call);                                                             \
+            call;                                                                         \
+            go_armed = 0;                                                                 \
+        } else {                                                                          \
+            go_probe();                                                                   \
+        }                                                                                 \
+    } while (0)
 
 static void go_print_table(void)
 {
@@ -1100,6 +1178,7 @@ static int go_run_all(void)
         printf("SKIP: no GPU (%s)\n", why[0] ? why : "cd_backend_cuda_device_count() is 0");
         return -1;
     }
+    go_nrows = go_failed = 0;
     const char *s = getenv("CD_TEST_SEED");
     uint64_t seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
     go_rng = seed ? seed : 1;
@@ -1120,127 +1199,120 @@ static int go_run_all(void)
         cd_backend_cpu_limit_memory(go_be[DEV], (size_t)4 << 30);
     }
 
-    go_test_elementwise(1000003);
-    go_test_elementwise(17);
-    {
-        /* more items than the grid has threads: the grid-stride loops wrap */
-        size_t n = (size_t)17 << 20;
-        go_t x = go_rand(n, -1, 1), y = go_rand(n, -1, 1);
-        BOTH(axpy, n, 0.5f, D(x), D(y));
-        go_check("axpy", go_fmt("n=%zu", n), &y, TOL_EXACT);
-        go_free_all();
-    }
-    go_test_max_index(100003);
-    go_test_power(100003, 2.0f, 0.5f, -0.2f, -2, 2); /* negative bases */
-    go_test_power(100003, 0.5f, 1.0f, 3.0f, -1, 1);
-    go_test_power(100003, 1.0f, -2.0f, 0.5f, -1, 1);
-    go_test_power(100003, -0.75f, 0.3f, 2.0f, -1, 1);
-    go_test_power(1000, 0.0f, 1.0f, 1.0f, -1, 1);
-    go_test_channel_affine(4, 16, 49, 1, 1);
-    go_test_channel_affine(2, 3, 50000, 1, 0);
-    go_test_channel_affine(8, 5, 1, 0, 1);
+    GO_TRY(go_test_elementwise(1000003));
+    GO_TRY(go_test_elementwise(17));
+    GO_TRY(go_test_axpy((size_t)17 << 20));
+    GO_TRY(go_test_max_index(100003));
+    GO_TRY(go_test_power(100003, 2.0f, 0.5f, -0.2f, -2, 2)); /* negative bases */
+    GO_TRY(go_test_power(100003, 0.5f, 1.0f, 3.0f, -1, 1));
+    GO_TRY(go_test_power(100003, 1.0f, -2.0f, 0.5f, -1, 1));
+    GO_TRY(go_test_power(100003, -0.75f, 0.3f, 2.0f, -1, 1));
+    GO_TRY(go_test_power(1000, 0.0f, 1.0f, 1.0f, -1, 1));
+    GO_TRY(go_test_channel_affine(4, 16, 49, 1, 1));
+    GO_TRY(go_test_channel_affine(2, 3, 50000, 1, 0));
+    GO_TRY(go_test_channel_affine(8, 5, 1, 0, 1));
 
-    go_test_act(CD_ACT_RELU, 0.0f, 100003, 0);
-    go_test_act(CD_ACT_RELU, 0.0f, 100003, 1);
-    go_test_act(CD_ACT_RELU, 0.1f, 100003, 0);
-    go_test_act(CD_ACT_SIGMOID, 0.0f, 100003, 0);
-    go_test_act(CD_ACT_SIGMOID, 0.0f, 100003, 1);
-    go_test_act(CD_ACT_TANH, 0.0f, 100003, 0);
-    go_test_softmax(8, 10, 1);
-    go_test_softmax(2, 5, 49);
-    go_test_softmax(4, 1000, 1);
-    go_test_xent(64, 10, 1);
-    go_test_xent(2, 5, 49);
-    go_test_accuracy(64, 10, 1, 1);
-    go_test_accuracy(64, 10, 1, 5);
-    go_test_accuracy(2, 21, 30, 1);
+    GO_TRY(go_test_act(CD_ACT_RELU, 0.0f, 100003, 0));
+    GO_TRY(go_test_act(CD_ACT_RELU, 0.0f, 100003, 1));
+    GO_TRY(go_test_act(CD_ACT_RELU, 0.1f, 100003, 0));
+    GO_TRY(go_test_act(CD_ACT_SIGMOID, 0.0f, 100003, 0));
+    GO_TRY(go_test_act(CD_ACT_SIGMOID, 0.0f, 100003, 1));
+    GO_TRY(go_test_act(CD_ACT_TANH, 0.0f, 100003, 0));
+    GO_TRY(go_test_softmax(8, 10, 1));
+    GO_TRY(go_test_softmax(2, 5, 49));
+    GO_TRY(go_test_softmax(4, 1000, 1));
+    GO_TRY(go_test_xent(64, 10, 1));
+    GO_TRY(go_test_xent(2, 5, 49));
+    GO_TRY(go_test_accuracy(64, 10, 1, 1));
+    GO_TRY(go_test_accuracy(64, 10, 1, 5));
+    GO_TRY(go_test_accuracy(2, 21, 30, 1));
 
-    go_test_bn(8, 16, 36);
-    go_test_bn(2, 3, 50000);
-    go_test_bn(64, 100, 1);
+    GO_TRY(go_test_bn(8, 16, 36));
+    GO_TRY(go_test_bn(2, 3, 50000));
+    GO_TRY(go_test_bn(64, 100, 1));
 
-    go_test_dropout(100003, 0.5f);
-    go_test_dropout(1000, 0.2f);
-    go_test_copy_strided(6, 50, 80, 120, 0);
-    go_test_copy_strided(6, 50, 80, 120, 1);
-    go_test_copy_strided(4, 100, 100, 100, 0);
-    go_test_copy_strided(1, 300, 300, 500, 0);
-    for (int type = 0; type < CD_SOLVER_COUNT; type++) {
-        go_test_update(type, CD_REG_L2, 10007);
-        go_test_update(type, CD_REG_L1, 10007);
+    GO_TRY(go_test_dropout(100003, 0.5f));
+    GO_TRY(go_test_dropout(1000, 0.2f));
+    GO_TRY(go_test_copy_strided(6, 50, 80, 120, 0));
+    GO_TRY(go_test_copy_strided(6, 50, 80, 120, 1));
+    GO_TRY(go_test_copy_strided(4, 100, 100, 100, 0));
+    GO_TRY(go_test_copy_strided(1, 300, 300, 500, 0));
+    for (volatile int type = 0; type < CD_SOLVER_COUNT; type++) { /* (kept across longjmp) */
+        GO_TRY(go_test_update(type, CD_REG_L2, 10007));
+        GO_TRY(go_test_update(type, CD_REG_L1, 10007));
     }
     if (go_be[REF]->iface->prepare_batch && go_be[DEV]->iface->prepare_batch) {
-        go_test_prepare(3, 3, 32, 30, 28, 24, 1, 1);
-        go_test_prepare(4, 1, 28, 28, 28, 28, 0, 0);
-        go_test_prepare(5, 3, 40, 40, 32, 32, 1, 0);
+        GO_TRY(go_test_prepare(3, 3, 32, 30, 28, 24, 1, 1));
+        GO_TRY(go_test_prepare(4, 1, 28, 28, 28, 28, 0, 0));
+        GO_TRY(go_test_prepare(5, 3, 40, 40, 32, 32, 1, 0));
     }
     if (go_be[REF]->iface->augment_batch && go_be[DEV]->iface->augment_batch) {
-        go_test_augment(8, 3, 32, 32, CD_AUG_IMAGE, 1);
-        go_test_augment(6, 1, 28, 36, CD_AUG_IMAGE, 1);
-        go_test_augment(4, 3, 65, 47, CD_AUG_IMAGE, 0);
-        go_test_augment(5, 1, 40, 40, CD_AUG_LABEL, 0);
+        GO_TRY(go_test_augment(8, 3, 32, 32, CD_AUG_IMAGE, 1));
+        GO_TRY(go_test_augment(6, 1, 28, 36, CD_AUG_IMAGE, 1));
+        GO_TRY(go_test_augment(4, 3, 65, 47, CD_AUG_IMAGE, 0));
+        GO_TRY(go_test_augment(5, 1, 40, 40, CD_AUG_LABEL, 0));
     }
     if (go_be[REF]->iface->whiten_batch && go_be[DEV]->iface->whiten_batch) {
-        go_test_whiten(8, 3 * 28 * 28);
-        go_test_whiten(3, 100003);
+        GO_TRY(go_test_whiten(8, 3 * 28 * 28));
+        GO_TRY(go_test_whiten(3, 100003));
     }
 
-    for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++)
-            go_test_gemm("", TOL_CONV, ta, tb, 37, 53, 71);
-    go_test_gemm("", TOL_CONV, 0, 1, 64, 500, 800);
-    go_test_gemm("", TOL_CONV, 1, 0, 800, 500, 64);
+    for (volatile int ta = 0; ta < 2; ta++) /* (kept across longjmp) */
+        for (volatile int tb = 0; tb < 2; tb++)
+            GO_TRY(go_test_gemm("", TOL_CONV, ta, tb, 37, 53, 71));
+    GO_TRY(go_test_gemm("", TOL_CONV, 0, 1, 64, 500, 800));
+    GO_TRY(go_test_gemm("", TOL_CONV, 1, 0, 800, 500, 64));
 
-    go_test_conv("", TOL_CONV, go_conv(4, 1, 28, 28, 20, 5, 5, 1, 0, 1, 1), 1);  /* LeNet */
-    go_test_conv("", TOL_CONV, go_conv(4, 20, 12, 12, 50, 5, 5, 1, 0, 1, 1), 0);
-    go_test_conv("", TOL_CONV, go_conv(2, 3, 15, 15, 8, 3, 3, 2, 1, 1, 1), 1);
-    go_test_conv("", TOL_CONV, go_conv(2, 4, 9, 9, 6, 3, 3, 1, 1, 1, 2), 1);    /* groups */
-    go_test_conv("", TOL_CONV, go_conv(2, 3, 12, 12, 4, 3, 3, 1, 2, 2, 1), 1);   /* dilation */
-    go_test_conv("", TOL_CONV, go_conv(2, 16, 7, 7, 32, 1, 1, 1, 0, 1, 1), 1);   /* 1x1 */
-    go_test_conv("", TOL_CONV, go_conv(2, 3, 67, 67, 16, 11, 11, 4, 0, 1, 1), 1); /* AlexNet */
-    go_test_conv("", TOL_CONV, go_conv(2, 32, 13, 13, 64, 3, 3, 1, 1, 1, 1), 1);
+    GO_TRY(go_test_conv("", TOL_CONV, go_conv(4, 1, 28, 28, 20, 5, 5, 1, 0, 1, 1), 1));  /* LeNet */
+    GO_TRY(go_test_conv("", TOL_CONV, go_conv(4, 20, 12, 12, 50, 5, 5, 1, 0, 1, 1), 0));
+    GO_TRY(go_test_conv("", TOL_CONV, go_conv(2, 3, 15, 15, 8, 3, 3, 2, 1, 1, 1), 1));
+    GO_TRY(go_test_conv("", TOL_CONV, go_conv(2, 4, 9, 9, 6, 3, 3, 1, 1, 1, 2), 1));    /* groups */
+    GO_TRY(go_test_conv("", TOL_CONV, go_conv(2, 3, 12, 12, 4, 3, 3, 1, 2, 2, 1), 1));   /* dilation */
+    GO_TRY(go_test_conv("", TOL_CONV, go_conv(2, 16, 7, 7, 32, 1, 1, 1, 0, 1, 1), 1));   /* 1x1 */
+    GO_TRY(go_test_conv("", TOL_CONV, go_conv(2, 3, 67, 67, 16, 11, 11, 4, 0, 1, 1), 1)); /* AlexNet */
+    GO_TRY(go_test_conv("", TOL_CONV, go_conv(2, 32, 13, 13, 64, 3, 3, 1, 1, 1, 1), 1));
 
-    go_test_pool(go_pool(CD_POOL_MAX, 4, 20, 24, 24, 2, 2, 0), 0);
-    go_test_pool(go_pool(CD_POOL_MAX, 2, 8, 13, 13, 3, 2, 0), 0);
-    go_test_pool(go_pool(CD_POOL_MAX, 2, 8, 14, 14, 3, 2, 1), 0);
-    go_test_pool(go_pool(CD_POOL_MAX, 2, 8, 14, 14, 3, 2, 1), 1);
-    go_test_pool(go_pool(CD_POOL_MAX, 2, 8, 10, 10, 2, 3, 0), 1);
-    go_test_pool(go_pool(CD_POOL_AVE, 2, 8, 14, 14, 3, 2, 1), 0);
-    go_test_pool(go_pool(CD_POOL_AVE, 2, 8, 7, 7, 2, 2, 0), 0);
-    go_test_pool(go_pool(CD_POOL_AVE, 2, 8, 7, 7, 7, 1, 0), 0);
-    go_test_pool(go_pool(CD_POOL_AVE, 2, 8, 15, 15, 3, 3, 1), 0);
+    GO_TRY(go_test_pool(go_pool(CD_POOL_MAX, 4, 20, 24, 24, 2, 2, 0), 0));
+    GO_TRY(go_test_pool(go_pool(CD_POOL_MAX, 2, 8, 13, 13, 3, 2, 0), 0));
+    GO_TRY(go_test_pool(go_pool(CD_POOL_MAX, 2, 8, 14, 14, 3, 2, 1), 0));
+    GO_TRY(go_test_pool(go_pool(CD_POOL_MAX, 2, 8, 14, 14, 3, 2, 1), 1));
+    GO_TRY(go_test_pool(go_pool(CD_POOL_MAX, 2, 8, 10, 10, 2, 3, 0), 1));
+    GO_TRY(go_test_pool(go_pool(CD_POOL_AVE, 2, 8, 14, 14, 3, 2, 1), 0));
+    GO_TRY(go_test_pool(go_pool(CD_POOL_AVE, 2, 8, 7, 7, 2, 2, 0), 0));
+    GO_TRY(go_test_pool(go_pool(CD_POOL_AVE, 2, 8, 7, 7, 7, 1, 0), 0));
+    GO_TRY(go_test_pool(go_pool(CD_POOL_AVE, 2, 8, 15, 15, 3, 3, 1), 0));
 
-    go_test_lrn(CD_LRN_ACROSS, 2, 16, 7, 7, 5, 1e-4f, 0.75f, 1.0f); /* AlexNet, cuDNN */
-    go_test_lrn(CD_LRN_ACROSS, 2, 16, 7, 7, 3, 0.5f, 0.75f, 2.0f);  /* cuDNN */
-    go_test_lrn(CD_LRN_ACROSS, 2, 20, 5, 5, 17, 0.5f, 0.75f, 1.0f); /* kernel: size > 16 */
-    go_test_lrn(CD_LRN_ACROSS, 2, 8, 5, 5, 5, 0.5f, 0.005f, 1.0f);  /* kernel: beta < 0.01 */
-    go_test_lrn(CD_LRN_WITHIN, 2, 4, 9, 9, 3, 1.0f, 0.75f, 1.0f);
-    go_test_lrn(CD_LRN_WITHIN, 2, 4, 12, 10, 5, 0.5f, 0.75f, 1.0f);
+    GO_TRY(go_test_lrn(CD_LRN_ACROSS, 2, 16, 7, 7, 5, 1e-4f, 0.75f, 1.0f)); /* AlexNet, cuDNN */
+    GO_TRY(go_test_lrn(CD_LRN_ACROSS, 2, 16, 7, 7, 3, 0.5f, 0.75f, 2.0f));  /* cuDNN */
+    GO_TRY(go_test_lrn(CD_LRN_ACROSS, 2, 20, 5, 5, 17, 0.5f, 0.75f, 1.0f)); /* kernel: size > 16 */
+    GO_TRY(go_test_lrn(CD_LRN_ACROSS, 2, 8, 5, 5, 5, 0.5f, 0.005f, 1.0f));  /* kernel: beta < 0.01 */
+    GO_TRY(go_test_lrn(CD_LRN_WITHIN, 2, 4, 9, 9, 3, 1.0f, 0.75f, 1.0f));
+    GO_TRY(go_test_lrn(CD_LRN_WITHIN, 2, 4, 12, 10, 5, 0.5f, 0.75f, 1.0f));
 
-    go_test_mem_info();
-    go_test_upload_async((size_t)16 << 20, 1);
-    go_test_upload_async(100003, 0);
+    GO_TRY(go_test_mem_info());
+    GO_TRY(go_test_upload_async((size_t)16 << 20, 1));
+    GO_TRY(go_test_upload_async(100003, 0));
 
     /* the same convolutions through cuDNN's heuristics instead of measurement, and in
      * each reduced precision (the training option `precision`) */
     if (!self) {
-        go_test_variant(" heuristic", "CDIGITS_CUDNN_FIND", "0", CD_PREC_FP32, TOL_CONV);
+        GO_TRY(go_test_variant(" heuristic", "CDIGITS_CUDNN_FIND", "0", CD_PREC_FP32, TOL_CONV));
         setenv("CDIGITS_CUDNN_FIND", "1", 1);
-        go_test_variant(" tf32", NULL, NULL, CD_PREC_TF32, TOL_TF32);
-        go_test_variant(" fp16", NULL, NULL, CD_PREC_FP16, TOL_FP16);
-        go_test_variant(" bf16", NULL, NULL, CD_PREC_BF16, TOL_BF16);
+        GO_TRY(go_test_variant(" tf32", NULL, NULL, CD_PREC_TF32, TOL_TF32));
+        GO_TRY(go_test_variant(" fp16", NULL, NULL, CD_PREC_FP16, TOL_FP16));
+        GO_TRY(go_test_variant(" bf16", NULL, NULL, CD_PREC_BF16, TOL_BF16));
     }
     if (go_be[DEV]->iface->allreduce_mean)
-        go_test_allreduce(100003); /* NCCL's setup is the slowest and least sure */
+        GO_TRY(go_test_allreduce(100003)); /* NCCL's setup is the slowest and least sure */
 
     /* captured steps last, so a capture that goes wrong cannot cost the rows above */
-    go_test_graph("", TOL_CONV * 10);
-    go_test_graph_dropout(100003);
+    GO_TRY(go_test_graph("", TOL_CONV * 10));
+    GO_TRY(go_test_graph_dropout(100003));
     if (!self) {
-        go_test_graph_precision(" fp16", CD_PREC_FP16, TOL_FP16);
-        go_test_graph_precision(" bf16", CD_PREC_BF16, TOL_BF16);
+        GO_TRY(go_test_graph_precision(" fp16", CD_PREC_FP16, TOL_FP16));
+        GO_TRY(go_test_graph_precision(" bf16", CD_PREC_BF16, TOL_BF16));
     }
-    go_test_graph_fallback();
+    GO_TRY(go_test_graph_fallback());
 
     cd_backend_free(go_be[DEV]);
     cd_backend_free(go_be[REF]);

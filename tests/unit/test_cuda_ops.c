@@ -88,6 +88,24 @@ int main(void)
         setenv("CD_GPU_OPS_SELF", "1", 1);
         int failed = go_run_all();
         CHECK(failed == 0, "%d harness rows failed with CPU against CPU (table above)", failed);
+        /* a device error inside one test is one failed row naming it, and the run goes
+         * on to the last test */
+        int rows = go_nrows;
+        char last[sizeof go_rows[0].op];
+        snprintf(last, sizeof last, "%s", rows ? go_rows[rows - 1].op : "");
+        setenv("CD_GPU_OPS_FAIL_IN", "go_test_softmax(4, 1000, 1)", 1);
+        failed = go_run_all();
+        unsetenv("CD_GPU_OPS_FAIL_IN");
+        CHECK(failed == 1, "an injected device error gave %d failed rows, not 1", failed);
+        int named = 0;
+        for (int i = 0; i < go_nrows; i++)
+            named += strcmp(go_rows[i].op, "device error in") == 0 &&
+                     strstr(go_rows[i].shape, "go_test_softmax(4, 1000, 1)") != NULL;
+        CHECK(named == 1, "no row names the test with the injected error");
+        /* (the error row stands for softmax's forward and backward rows) */
+        CHECK(go_nrows == rows - 1 && strcmp(go_rows[go_nrows - 1].op, last) == 0,
+              "after the injected error the run did not go on to the end (%d rows, then %d)",
+              rows, go_nrows);
         printf("SKIP: no GPU: the CUDA comparisons need one (tests/gpu/run.sh on a GPU "
                "machine); the harness ran CPU against CPU\n");
     }
