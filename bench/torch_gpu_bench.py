@@ -62,6 +62,9 @@ PREC_ORDER = {"fp32": 0, "fp16": 1, "bf16": 2}
 # iterations per case at --scale 1, and how many of them are warm-up (not timed)
 ITERS = {("lenet", 64): (400, 80), ("lenet", 512): (150, 30), ("alexnet", 128): (60, 15)}
 LR = {"lenet": 0.01, "alexnet": 0.001}
+# seconds one side of one case may take: a process that hangs costs its case, not the
+# stage (and the table)
+SIDE_LIMIT = 120
 
 LENET_IMAGES = 6000
 ALEX_CLASSES, ALEX_PER_CLASS, ALEX_SIDE, ALEX_CROP = 4, 80, 256, 227
@@ -294,6 +297,9 @@ def run_cdigits(worker, work, data, net, batch, prec, iters, warm, device, extra
         json.dump(conf, f)
     t_start = time.time()
     p = subprocess.Popen([worker, "train", job], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killer = threading.Timer(SIDE_LIMIT, p.kill)
+    killer.daemon = True
+    killer.start()
     stderr = []
     threading.Thread(target=lambda: stderr.extend(p.stderr), daemon=True).start()
     windows, backend, errors = [], None, []
@@ -316,6 +322,10 @@ def run_cdigits(worker, work, data, net, batch, prec, iters, warm, device, extra
             elif j["name"] == "data_wait":
                 wait_sum[j["iteration"]] = j["value"]
     rc = p.wait()
+    hung = not killer.is_alive() and rc < 0
+    killer.cancel()
+    if hung:
+        errors.append("no end after %d s: stopped" % SIDE_LIMIT)
     res = {"rc": rc, "backend": backend, "error": "; ".join(errors) or "".join(stderr)[-300:],
            "wall": time.time() - t_start}
     # the report windows that start after the warm-up (the worker reports every few
@@ -346,7 +356,11 @@ def run_torch(python, data, net, batch, prec, iters, warm, device, classes):
     env = dict(os.environ)
     if "CDIGITS_TORCH_LD_LIBRARY_PATH" in env:
         env["LD_LIBRARY_PATH"] = env["CDIGITS_TORCH_LD_LIBRARY_PATH"]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=SIDE_LIMIT)
+    except subprocess.TimeoutExpired:
+        return {"rc": 124, "ok": False, "wall": time.time() - t_start,
+                "error": "no end after %d s: stopped" % SIDE_LIMIT}
     res = {"rc": p.returncode, "wall": time.time() - t_start}
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if p.returncode != 0 or not lines:

@@ -242,7 +242,7 @@ def main():
                 conf["gpus"] = [0]
         with open(os.path.join(job, "train.json"), "w") as f:
             json.dump(conf, f)
-        rc, lines, _ = run([args.worker, "train", job])
+        rc, lines, _ = run([args.worker, "train", job], timeout=60)
         dev = [j for j in lines if j.get("type") == "device"]
         logs = [j.get("message", "") for j in lines if j.get("type") == "log"]
         if variant == "nccl":

@@ -67,6 +67,7 @@ strict=${CDIGITS_GPU_STRICT:-0}
 rehearse=${CDIGITS_GPU_REHEARSE:-0}
 [[ $rehearse == 1 ]] && strict=1
 cur=""
+cur_log=""
 child=""
 watchdog=""
 # seconds kept back from the budget for the summary and the kills
@@ -128,6 +129,9 @@ stop_child() {
 }
 on_signal() {
     stop_child
+    # what the stopped stage wrote so far
+    keep "${cur_log:-}"
+    [[ $cur == bench ]] && keep "$build/bench/last.txt" gpu_bench_table.txt
     add "${cur:-?}" FAIL "stopped by a signal (an outer time limit?) after $(($(date +%s) - t_start)) s"
     finish
 }
@@ -148,6 +152,7 @@ limit_for() {
 bounded() {
     local secs=$1 log=$2 flag rc
     shift 2
+    cur_log=$log
     flag=$(mktemp)
     rm -f "$flag"
     setsid bash -c 'set -o pipefail; "$@" 2>&1 | tee "$0"' "$log" "$@" &
@@ -417,7 +422,7 @@ stage3() {
     cur=bench
     secs=$(limit_for "$t_bench")
     # the benchmark sizes itself to end well inside its limit
-    CDIGITS_BENCH_DEADLINE=$((secs - 10)) CDIGITS_WORKER=${found_worker:-} CDIGITS_GPU_BUILD=$build \
+    CDIGITS_BENCH_DEADLINE=$((secs - 25)) CDIGITS_WORKER=${found_worker:-} CDIGITS_GPU_BUILD=$build \
         bounded "$secs" "$build/gpu_bench.log" bash "$root/bench/gpu_bench.sh"
     rc=$?
     keep "$build/gpu_bench.log"
