@@ -30,13 +30,14 @@ static int sum_splits(int outer, int channels, int inner)
     return (int)s;
 }
 
-/* grid (splits, channels); block reduces its slice of channel blockIdx.y into
+/* grid (channels, splits): channels on x, which has no 65,535 limit (splits is at most
+ * 1024); block reduces its slice of channel blockIdx.x into
  * partial[(c*splits + s)*2 + {0,1}] */
 __global__ void __launch_bounds__(CDK_THREADS)
 k_channel_partial(int mode, int outer, int channels, int inner, const float *a,
                   const float *b, const float *m, double *partial)
 {
-    int c = blockIdx.y, split = blockIdx.x, splits = gridDim.x;
+    int c = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
     size_t per_channel = (size_t)outer * inner;
     size_t chunk = (per_channel + splits - 1) / splits;
     size_t begin = (size_t)split * chunk;
@@ -146,10 +147,8 @@ cudaError_t cdk_channel_sums(cudaStream_t s, int mode, int outer, int channels, 
                                          out2, keep2, 0.0f);
         return cudaGetLastError();
     }
-    if (channels > 65535)
-        return cudaErrorInvalidConfiguration;
     int splits = sum_splits(outer, channels, inner);
-    dim3 grid((unsigned)splits, (unsigned)channels);
+    dim3 grid((unsigned)channels, (unsigned)splits);
     k_channel_partial<<<grid, CDK_THREADS, 0, s>>>(mode, outer, channels, inner, a, b, m,
                                                    (double *)partial);
     cudaError_t e = cudaGetLastError();

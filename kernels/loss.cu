@@ -16,10 +16,12 @@
 /* What label_at returns for a position whose label is ignored. */
 #define LABEL_IGNORED INT_MIN
 
-/* The label at a position, or LABEL_IGNORED where it is the ignored label. */
+/* The label at a position as an int (-1 for NaN or values beyond int, as on the CPU),
+ * or LABEL_IGNORED where it is the ignored label. */
 __device__ inline int label_at(const float *label, size_t pos, int has_ignore, int ignore_label)
 {
-    int l = (int)label[pos];
+    float v = label[pos];
+    int l = v > -2147483648.0f && v < 2147483648.0f ? (int)v : -1;
     return has_ignore && l == ignore_label ? LABEL_IGNORED : l;
 }
 

@@ -1215,6 +1215,7 @@ static int go_run_all(void)
     GO_TRY(go_test_act(CD_ACT_RELU, 0.0f, 100003, 0));
     GO_TRY(go_test_act(CD_ACT_RELU, 0.0f, 100003, 1));
     GO_TRY(go_test_act(CD_ACT_RELU, 0.1f, 100003, 0));
+    GO_TRY(go_test_act(CD_ACT_RELU, -0.5f, 100003, 0)); /* y > 0 where x < 0 */
     GO_TRY(go_test_act(CD_ACT_SIGMOID, 0.0f, 100003, 0));
     GO_TRY(go_test_act(CD_ACT_SIGMOID, 0.0f, 100003, 1));
     GO_TRY(go_test_act(CD_ACT_TANH, 0.0f, 100003, 0));
@@ -1230,6 +1231,7 @@ static int go_run_all(void)
     GO_TRY(go_test_bn(8, 16, 36));
     GO_TRY(go_test_bn(2, 3, 50000));
     GO_TRY(go_test_bn(64, 100, 1));
+    GO_TRY(go_test_bn(2, 70000, 1)); /* more channels than a grid's y or z allows */
 
     GO_TRY(go_test_dropout(100003, 0.5f));
     GO_TRY(go_test_dropout(1000, 0.2f));

@@ -62,9 +62,10 @@ void cuda_act_backward(cd_backend_t *be, int act, float slope, size_t n, const f
                        const float *y, const float *dy, float *dx)
 {
     cuda_use_device(be);
-    /* ReLU: y > 0 equals x > 0 for slope >= 0; either may be the one passed */
+    /* ReLU decides on x > 0, as the CPU does (y > 0 differs for a negative slope); y
+     * only when x is not kept (in place, slope >= 0, where the two agree) */
     if (act == CD_ACT_RELU)
-        CD_LAUNCH(be, cdk_relu_backward(cuda_ctx_of(be)->stream, n, slope, y ? y : x, dy, dx));
+        CD_LAUNCH(be, cdk_relu_backward(cuda_ctx_of(be)->stream, n, slope, x ? x : y, dy, dx));
     else
         cudnn_act(be, act, n, x ? x : y, y, dy, dx);
 }
