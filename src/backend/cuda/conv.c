@@ -21,6 +21,7 @@
  * Layout: NCHW throughout. cuDNN's tensor-core kernels prefer NHWC (channels-last) for
  * 2-byte types; transposing in the casts is a possible next step, not done here.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,13 @@ static conv_plan *plan_new(cd_backend_t *be, const cd_conv_desc *d)
     p->nx = (size_t)d->n * d->c * d->h * d->w;
     p->nw = (size_t)d->k * (d->c / group) * d->kh * d->kw;
     p->ny = (size_t)d->n * d->k * d->oh * d->ow;
+    if (p->nx > INT_MAX || p->ny > INT_MAX) {
+        /* cuDNN's tensor descriptors count elements in an int */
+        cd_cuda_fail_msg(be, "convolution %s: a tensor of more than 2^31 elements, past cuDNN's "
+                         "limit; lower batch_size", shape);
+        free(p);
+        return NULL;
+    }
     p->off_w = align256(p->nx * 2);
     p->off_y = p->off_w + align256(p->nw * 2);
     p->lowp = p->off_y + p->ny * 2;
@@ -218,6 +226,31 @@ static void *find_workspace(cd_backend_t *be, size_t limit, size_t *got)
     return NULL;
 }
 
+/* Whether cuDNN takes a heuristic's entry r for plan p's descriptors: its workspace
+ * query succeeds with r's math type set, and asks for at most limit bytes (r->memory
+ * becomes that answer). Only host-side queries: legal while capturing. The caller sets
+ * the math type again before each call (prepare). */
+static int guess_holds(cd_backend_t *be, conv_plan *p, int dir, perf *r, size_t limit)
+{
+    cudnnHandle_t dnn = cuda_ctx_of(be)->dnn;
+    cudnnMathType_t math = p->prec == CD_PREC_FP32 ? CUDNN_FMA_MATH : r->math;
+    size_t bytes = 0;
+    cudnnStatus_t s = cudnnSetConvolutionMathType(p->conv, math);
+    if (s == CUDNN_STATUS_SUCCESS && dir == DIR_FWD)
+        s = cudnnGetConvolutionForwardWorkspaceSize(dnn, p->x, p->w, p->conv, p->y,
+                                                    (cudnnConvolutionFwdAlgo_t)r->algo, &bytes);
+    else if (s == CUDNN_STATUS_SUCCESS && dir == DIR_BWD_DATA)
+        s = cudnnGetConvolutionBackwardDataWorkspaceSize(
+            dnn, p->w, p->y, p->conv, p->x, (cudnnConvolutionBwdDataAlgo_t)r->algo, &bytes);
+    else if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            dnn, p->x, p->y, p->conv, p->w, (cudnnConvolutionBwdFilterAlgo_t)r->algo, &bytes);
+    if (s != CUDNN_STATUS_SUCCESS || bytes > limit)
+        return 0;
+    r->memory = bytes;
+    return 1;
+}
+
 /*
  * Chooses the algorithm of plan p for direction dir, running cuDNN's measurement on the
  * buffers of this call (x, w, y are the direction's input, filter and output; the
@@ -308,6 +341,10 @@ static void choose(cd_backend_t *be, conv_plan *p, int dir, const void *x, const
     conv_algo *a = &p->dir[dir];
     for (int i = 0; i < got; i++) {
         if (res[i].status != CUDNN_STATUS_SUCCESS || res[i].memory > limit)
+            continue;
+        /* a heuristic's entry is a guess: kept only when cuDNN takes the algorithm for
+         * these descriptors, with the workspace it then asks for */
+        if (!find && !guess_holds(be, p, dir, &res[i], limit))
             continue;
         a->algo = res[i].algo;
         a->math = p->prec == CD_PREC_FP32 ? CUDNN_FMA_MATH : res[i].math;
