@@ -271,7 +271,8 @@ static inline int inner_argmax(const float *x, int w, int kh, int kw, int base)
  * which is the first maximum in row-major order, the scan's choice. The scan starts
  * from the window's first cell, so a NaN there is kept and any other NaN skipped: the
  * first row is reduced from its first cell, the others from -inf (a row of NaN then
- * gives -inf, which no later row passes). A row of fewer than 8 windows takes the scan.
+ * gives -inf, which no later row passes). A row of fewer than 8 windows is one max8 of
+ * its own (band_max_inner).
  */
 typedef float v8f __attribute__((vector_size(32)));
 typedef int v8i __attribute__((vector_size(32)));
@@ -307,9 +308,10 @@ CPU_INLINE void columns8(const float *q, int s, v8f l[3])
     l[2] = __builtin_shufflevector(l[0], last, 1, 2, 3, 4, 5, 6, 7, 8);
 }
 
-/* The maximum of 8 windows starting at p (window o at p + o*s) and its offset from the
- * window's first cell. */
-CPU_INLINE void max8(const float *p, int w, int s, v8f *m, v8i *at)
+/* The maximum of 8 windows starting at p (window o at p + o*s, rows w apart) and its
+ * offset from the window's first cell, counting wi per row (the plane's width where p
+ * points into a copy of its rows). */
+CPU_INLINE void max8(const float *p, int w, int wi, int s, v8f *m, v8i *at)
 {
     v8f l[3];
     columns8(p, s, l);
@@ -319,10 +321,10 @@ CPU_INLINE void max8(const float *p, int w, int s, v8f *m, v8i *at)
         if (ki > 0)
             columns8(p + (size_t)ki * w, s, l);
         v8f rm = ki == 0 ? l[0] : select8(l[0] == l[0], l[0], (v8f){0} - INFINITY);
-        v8i rk = (v8i){0} + ki * w;
+        v8i rk = (v8i){0} + ki * wi;
         for (int j = 1; j < 3; j++) {
             v8i gt = l[j] > rm;
-            rk = (gt & (ki * w + j)) | (~gt & rk);
+            rk = (gt & (ki * wi + j)) | (~gt & rk);
             rm = select8(gt, l[j], rm);
         }
         if (ki == 0) {
@@ -354,7 +356,7 @@ CPU_INLINE void sep_max_inner(const cd_pool_desc *d, const pool_inner *in, const
             int o8 = o + SEP_LANES <= n ? o : n - SEP_LANES;
             v8f m;
             v8i k;
-            max8(x + first + (size_t)o8 * s, w, s, &m, &k);
+            max8(x + first + (size_t)o8 * s, w, w, s, &m, &k);
             if (!dx) {
                 memcpy(y + out + o8, &m, sizeof m);
                 continue;
@@ -366,11 +368,64 @@ CPU_INLINE void sep_max_inner(const cd_pool_desc *d, const pool_inner *in, const
     }
 }
 
-/* the shapes sep_max_inner is compiled for: 3x3, stride 2 or 1, 8 inner windows a row */
+/*
+ * The inner windows of a plane whose rows hold fewer than 8 of them (AlexNet's pool5,
+ * 6 a row; GoogLeNet's 7x7 planes): each row of windows is one max8, whose lanes past
+ * the row's windows read on into the cells after them. Where those reads would pass the
+ * plane's end (its last rows), max8 reads a copy of the three rows instead, BAND_W
+ * floats apart, its spare cells zero. The extra lanes are neither stored nor routed.
+ */
+#define BAND_W (SEP_LANES * 2 + 1)
+CPU_INLINE void band_max_inner(const cd_pool_desc *d, const pool_inner *in, const float *x, float *y,
+                               const float *dy, float *dx, int s)
+{
+    const int w = d->w, n = in->xhi - in->xlo, span = (n - 1) * s + 3;
+    const size_t plane = (size_t)d->h * w, reach = (size_t)2 * w + (SEP_LANES - 1) * s + 3;
+    float band[3 * BAND_W];
+    for (int oy = in->ylo; oy < in->yhi; oy++) {
+        size_t first = (size_t)(oy * s - d->ph) * w - d->pw + (size_t)in->xlo * s;
+        size_t out = (size_t)oy * d->ow + in->xlo;
+        v8f m;
+        v8i k;
+        if (first + reach <= plane) {
+            max8(x + first, w, w, s, &m, &k);
+        } else {
+            /* (an element loop, not memcpy: a call or a rep movs costs more than the
+             * 17 floats) */
+            for (int ki = 0; ki < 3; ki++)
+                for (int j = 0; j < BAND_W; j++)
+                    band[ki * BAND_W + j] = j < span ? x[first + (size_t)ki * w + j] : 0.0f;
+            max8(band, BAND_W, w, s, &m, &k);
+        }
+        float mv[SEP_LANES];
+        int at[SEP_LANES];
+        memcpy(mv, &m, sizeof m);
+        memcpy(at, &k, sizeof k);
+        for (int j = 0; j < n; j++) {
+            if (!dx)
+                y[out + j] = mv[j];
+            else
+                dx[first + (size_t)j * s + at[j]] += dy[out + j];
+        }
+    }
+}
+
+/* the shapes sep_max_inner and band_max_inner are compiled for: 3x3, stride 2 or 1 */
 static int sep_stride(const cd_pool_desc *d, const pool_inner *in)
 {
-    int shape = d->kh == 3 && d->kw == 3 && d->sh == d->sw && in->xhi - in->xlo >= SEP_LANES;
+    int shape = d->kh == 3 && d->kw == 3 && d->sh == d->sw && in->xhi > in->xlo && in->yhi > in->ylo;
     return shape && (d->sh == 1 || d->sh == 2) ? d->sh : 0;
+}
+
+/* the inner windows of one plane by 3x3 windows of stride s, forward (dx NULL) or
+ * backward: 8 at a time along the rows, or a row at a time when it holds fewer */
+CPU_INLINE void max3_inner(const cd_pool_desc *d, const pool_inner *in, const float *x, float *y,
+                           const float *dy, float *dx, int s)
+{
+    if (in->xhi - in->xlo >= SEP_LANES)
+        sep_max_inner(d, in, x, y, dy, dx, s);
+    else
+        band_max_inner(d, in, x, y, dy, dx, s);
 }
 
 /* The inner windows' forward of other shapes, kh x kw given as arguments: the scan. */
@@ -398,9 +453,9 @@ static void max_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
     pool_inner in = pool_inner_of(d);
     int s = sep_stride(d, &in);
     if (s == 2)
-        sep_max_inner(d, &in, x, y, NULL, NULL, 2);
+        max3_inner(d, &in, x, y, NULL, NULL, 2);
     else if (s == 1)
-        sep_max_inner(d, &in, x, y, NULL, NULL, 1);
+        max3_inner(d, &in, x, y, NULL, NULL, 1);
     else
         max_inner_fwd(d, &in, x, y);
     for (int oy = 0; oy < d->oh; oy++)
@@ -417,9 +472,9 @@ static void max_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy
     int s = sep_stride(d, &in);
     memset(dx, 0, (size_t)d->h * w * sizeof(float));
     if (s == 2)
-        sep_max_inner(d, &in, x, NULL, dy, dx, 2);
+        max3_inner(d, &in, x, NULL, dy, dx, 2);
     else if (s == 1)
-        sep_max_inner(d, &in, x, NULL, dy, dx, 1);
+        max3_inner(d, &in, x, NULL, dy, dx, 1);
     else
         for (int oy = in.ylo; oy < in.yhi; oy++) {
             int row = (oy * d->sh - d->ph) * w - d->pw;
