@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <errno.h>
 #include <sched.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -785,6 +786,19 @@ static int try_batch(trainer *t, int batch, size_t reserve, char *err, size_t er
     return ok;
 }
 
+/* The largest batch whose blobs stay within INT_MAX elements (cuDNN and cuBLAS count a
+ * tensor's elements in an int), from net built at `batch`; INT_MAX when none is near. */
+static int blob_batch_limit(const cd_net *net, int batch)
+{
+    size_t per_image = 1;
+    for (int i = 0; i < net->nblobs; i++) {
+        size_t n = net->blobs[i]->count / (size_t)(batch > 0 ? batch : 1);
+        per_image = n > per_image ? n : per_image;
+    }
+    size_t limit = (size_t)INT_MAX / per_image;
+    return limit > (size_t)INT_MAX ? INT_MAX : (int)limit;
+}
+
 /*
  * batch_size auto: the largest batch that fits, `effective` (the network's batch times
  * the accumulation asked, per replica) tried first. If it fits and the backend can say
@@ -792,7 +806,8 @@ static int try_batch(trainer *t, int batch, size_t reserve, char *err, size_t er
  * it fits up to a ceiling (the training images per replica, at most 4096); if it does
  * not, it halves until one fits. Bisection between the largest batch seen to fit and the
  * smallest seen not to then ends at `largest`: it fits, one more does not (or it is the
- * ceiling). A batch below `effective` takes A = ceil(effective / largest) passes of
+ * ceiling, which is also kept where a blob would pass INT_MAX elements, the most the
+ * GPU libraries take). A batch below `effective` takes A = ceil(effective / largest) passes of
  * ceil(effective / A) images, the fewest passes of equal size; above it, one pass.
  * On GPUs a fit leaves an eighth of the memory free for what grows while training
  * (cuDNN workspaces, scratch and fp16 copies); the CPU keeps those outside its cap.
@@ -814,6 +829,8 @@ static int search_batch(trainer *t, int effective, int *accumulation, int *large
             return CD_ERR;
         built = r ? batch : 0;
         if (r) {
+            int limit = blob_batch_limit(t->train, batch);
+            ceiling = ceiling < limit ? ceiling : limit;
             fit = batch;
             if (fail && fail <= fit)
                 fail = 0;
@@ -867,7 +884,8 @@ static int search_batch(trainer *t, int effective, int *accumulation, int *large
                      "not); training at batch %d x %d", fit, o->name, fail, t->train_batch, passes);
     else
         cd_jsonl_log("info", "batch_size auto: batch %d fits in %s memory and no larger one is tried "
-                     "(the training images per replica, at most 4096); training at batch %d x %d",
+                     "(the training images per replica, at most 4096, and no blob past 2^31 "
+                     "elements); training at batch %d x %d",
                      fit, o->name, t->train_batch, passes);
     return CD_OK;
 }
