@@ -5,25 +5,14 @@
  * shows it (-log(FLT_MIN) ~ 87.3 per position), accuracy counts it as wrong, and
  * nothing is read out of bounds. */
 #include <float.h>
-#include <limits.h>
 
 #include "cdk_common.cuh"
+
+#include "cdigits/util.h" /* cd_label_at: the label rule the CPU backend shares */
 
 /* one block of this many threads reduces a whole batch (kernels launched with it
  * declare it in __launch_bounds__: at 1024 threads, 64 registers each at most) */
 #define CDK_REDUCE_THREADS 1024
-
-/* What label_at returns for a position whose label is ignored. */
-#define LABEL_IGNORED INT_MIN
-
-/* The label at a position as an int (-1 for NaN or values beyond int, as on the CPU),
- * or LABEL_IGNORED where it is the ignored label. */
-__device__ inline int label_at(const float *label, size_t pos, int has_ignore, int ignore_label)
-{
-    float v = label[pos];
-    int l = v > -2147483648.0f && v < 2147483648.0f ? (int)v : -1;
-    return has_ignore && l == ignore_label ? LABEL_IGNORED : l;
-}
 
 /* The block's sums of a and of b, written by thread 0 to *a_out and *b_out. */
 __device__ inline void block_sums_out(double a, double b, float *a_out, float *b_out)
@@ -46,8 +35,8 @@ k_xent_forward(int outer, int channels, int inner, const float *prob,
     double loss = 0.0;
     double count = 0.0;
     for (size_t pos = threadIdx.x; pos < positions; pos += blockDim.x) {
-        int l = label_at(label, pos, has_ignore, ignore_label);
-        if (l == LABEL_IGNORED)
+        int l = cd_label_at(label, pos, has_ignore, ignore_label);
+        if (l == CD_LABEL_IGNORED)
             continue;
         size_t o = pos / (size_t)inner, i = pos - o * (size_t)inner;
         float p = l >= 0 && l < channels ? prob[(o * channels + (size_t)l) * inner + i] : 0.0f;
@@ -68,8 +57,8 @@ k_xent_backward(size_t total, int channels, int inner, const float *prob,
         size_t oc = idx / (size_t)inner;
         int c = (int)(oc % (size_t)channels);
         size_t o = oc / (size_t)channels;
-        int l = label_at(label, o * inner + i, has_ignore, ignore_label);
-        dx[idx] = l != LABEL_IGNORED ? (prob[idx] - (c == l ? 1.0f : 0.0f)) * scale : 0.0f;
+        int l = cd_label_at(label, o * inner + i, has_ignore, ignore_label);
+        dx[idx] = l != CD_LABEL_IGNORED ? (prob[idx] - (c == l ? 1.0f : 0.0f)) * scale : 0.0f;
     }
 }
 
@@ -83,8 +72,8 @@ k_accuracy(int outer, int channels, int inner, const float *x, const float *labe
     size_t positions = (size_t)outer * inner;
     double correct = 0.0, count = 0.0;
     for (size_t pos = threadIdx.x; pos < positions; pos += blockDim.x) {
-        int l = label_at(label, pos, has_ignore, ignore_label);
-        if (l == LABEL_IGNORED)
+        int l = cd_label_at(label, pos, has_ignore, ignore_label);
+        if (l == CD_LABEL_IGNORED)
             continue;
         count += 1.0;
         if (l < 0 || l >= channels)

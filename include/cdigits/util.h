@@ -64,6 +64,19 @@ static inline CD_HD float cd_rand_uniform(uint64_t seed, uint64_t counter, uint6
 }
 
 
+/* What cd_label_at returns for a position whose label is ignored. */
+#define CD_LABEL_IGNORED (-2147483647 - 1)
+
+/* The loss and accuracy ops' label at a position, for every backend: the float label as
+ * an int (-1 for NaN or a value beyond int: it then counts and is never right), or
+ * CD_LABEL_IGNORED where it is the ignored label. */
+static inline CD_HD int cd_label_at(const float *label, size_t pos, int has_ignore, int ignore_label)
+{
+    float v = label[pos];
+    int l = v > -2147483648.0f && v < 2147483648.0f ? (int)v : -1;
+    return has_ignore && l == ignore_label ? CD_LABEL_IGNORED : l;
+}
+
 /* Allocation that reports and aborts on failure: for worker code paths only, where a
  * failed small allocation leaves nothing sensible to do. Server code uses malloc and
  * returns errors. */

@@ -4,7 +4,6 @@
  * elements accumulate in double.
  */
 #include <float.h>
-#include <limits.h>
 #include <math.h>
 
 #include "cpu_internal.h"
@@ -60,18 +59,6 @@ void cpu_softmax_backward(cd_backend_t *be, int outer, int channels, int inner, 
     }
 }
 
-/* What label_at returns for a position whose label is ignored. */
-#define LABEL_IGNORED INT_MIN
-
-/* The label at a position as an int (-1 for NaN or values beyond int), or
- * LABEL_IGNORED where it is the ignored label. */
-static inline int label_at(const float *label, size_t pos, int has_ignore, int ignore_label)
-{
-    float v = label[pos];
-    int l = v > -2147483648.0f && v < 2147483648.0f ? (int)v : -1;
-    return has_ignore && l == ignore_label ? LABEL_IGNORED : l;
-}
-
 /* loss_out[0] = -sum log(max(prob[label], FLT_MIN)) over used positions, count_out[0]
  * = number used. A label outside [0, channels) counts as probability 0 (the loss
  * shows it as -log(FLT_MIN) ~ 87.3 per position instead of reading out of bounds). */
@@ -88,8 +75,8 @@ void cpu_xent_forward(cd_backend_t *be, int outer, int channels, int inner, cons
     schedule(static) reduction(+ : loss, count)
     for (int o = 0; o < outer; o++) {
         for (int i = 0; i < inner; i++) {
-            int l = label_at(label, (size_t)o * inner + i, has_ignore, ignore_label);
-            if (l == LABEL_IGNORED)
+            int l = cd_label_at(label, (size_t)o * inner + i, has_ignore, ignore_label);
+            if (l == CD_LABEL_IGNORED)
                 continue;
             float p = l >= 0 && l < channels ? prob[((size_t)o * channels + l) * inner + i] : 0.0f;
             loss -= log(!(p < FLT_MIN) ? p : FLT_MIN); /* a NaN stays NaN, as in Caffe */
@@ -111,11 +98,11 @@ void cpu_xent_backward(cd_backend_t *be, int outer, int channels, int inner, con
 #pragma omp parallel for num_threads(nt) collapse(2) if (total > CPU_PAR_MIN) schedule(static)
     for (int o = 0; o < outer; o++) {
         for (int i = 0; i < inner; i++) {
-            int l = label_at(label, (size_t)o * inner + i, has_ignore, ignore_label);
+            int l = cd_label_at(label, (size_t)o * inner + i, has_ignore, ignore_label);
             size_t base = (size_t)o * channels * inner + i;
             for (int c = 0; c < channels; c++) {
                 size_t k = base + (size_t)c * inner;
-                dx[k] = l != LABEL_IGNORED ? (prob[k] - (c == l ? 1.0f : 0.0f)) * scale : 0.0f;
+                dx[k] = l != CD_LABEL_IGNORED ? (prob[k] - (c == l ? 1.0f : 0.0f)) * scale : 0.0f;
             }
         }
     }
@@ -136,8 +123,8 @@ void cpu_accuracy(cd_backend_t *be, int outer, int channels, int inner, const fl
     schedule(static) reduction(+ : correct, count)
     for (int o = 0; o < outer; o++) {
         for (int i = 0; i < inner; i++) {
-            int l = label_at(label, (size_t)o * inner + i, has_ignore, ignore_label);
-            if (l == LABEL_IGNORED)
+            int l = cd_label_at(label, (size_t)o * inner + i, has_ignore, ignore_label);
+            if (l == CD_LABEL_IGNORED)
                 continue;
             count++;
             if (l < 0 || l >= channels)
