@@ -787,7 +787,7 @@ static int try_batch(trainer *t, int batch, size_t reserve, char *err, size_t er
 }
 
 /* The largest batch whose blobs stay within INT_MAX elements (cuDNN and cuBLAS count a
- * tensor's elements in an int), from net built at `batch`; INT_MAX when none is near. */
+ * tensor's elements in an int), from net built at `batch`. */
 static int blob_batch_limit(const cd_net *net, int batch)
 {
     size_t per_image = 1;
@@ -795,8 +795,7 @@ static int blob_batch_limit(const cd_net *net, int batch)
         size_t n = net->blobs[i]->count / (size_t)(batch > 0 ? batch : 1);
         per_image = n > per_image ? n : per_image;
     }
-    size_t limit = (size_t)INT_MAX / per_image;
-    return limit > (size_t)INT_MAX ? INT_MAX : (int)limit;
+    return (int)((size_t)INT_MAX / per_image);
 }
 
 /*

@@ -294,7 +294,6 @@ static void go_test_elementwise(size_t n)
     go_free_all();
 }
 
-/* Eltwise MAX over three inputs, with ties between inputs 0 and 1 (strict > keeps 0) */
 /* more items than the grid has threads: the grid-stride loops wrap */
 static void go_test_axpy(size_t n)
 {
@@ -304,6 +303,7 @@ static void go_test_axpy(size_t n)
     go_free_all();
 }
 
+/* Eltwise MAX over three inputs, with ties between inputs 0 and 1 (strict > keeps 0) */
 static void go_test_max_index(size_t n)
 {
     const char *sh = go_fmt("n=%zu k=3", n);
