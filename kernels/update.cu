@@ -1,6 +1,6 @@
 /* The fused solver update: one kernel per parameter tensor does Caffe's whole step
  * (normalize, regularize, the solver's history update, and w -= update), reading and
- * writing each of w, g, h1, h2 once. See cd_update_desc in backend.h for the formulas. */
+ * writing each of w, g, h1, h2 once (g left zero where zero_grad is set). See cd_update_desc in backend.h for the formulas. */
 #include "cdk_common.cuh"
 
 __global__ void __launch_bounds__(CDK_THREADS)
@@ -17,7 +17,7 @@ k_update(cd_update_desc d, float adam_rate, size_t n, float *w, float *g,
             else
                 gi += d.decay * wi;
         }
-        g[i] = gi;
+        g[i] = d.zero_grad ? 0.0f : gi;
         float step;
         switch (d.type) {
         case CD_SOLVER_SGD: {

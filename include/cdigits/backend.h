@@ -103,8 +103,9 @@ enum cd_reg_type { CD_REG_L2 = 0, CD_REG_L1 = 1 };
  *   ADAM:     h1 = beta1*h1 + (1-beta1)*g;  h2 = beta2*h2 + (1-beta2)*g*g   (beta1 =
  *             momentum, beta2 = momentum2); corr = sqrt(1-beta2^t)/(1-beta1^t) with
  *             t = iteration+1;                                  w -= lr*corr*h1/(sqrt(h2)+delta)
- * After the call g holds the regularized, scaled gradient (callers zero it before the
- * next accumulation).
+ * After the call g holds the regularized, scaled gradient, or zero where zero_grad is set:
+ * the solver's step then leaves the gradient ready for the next accumulation in the same
+ * pass, instead of a second pass over every gradient to zero it.
  */
 typedef struct cd_update_desc {
     int type;       /* enum cd_solver_type */
@@ -117,6 +118,7 @@ typedef struct cd_update_desc {
     float decay;
     float grad_scale;
     long iteration; /* 0-based solver iteration, for ADAM's bias correction */
+    int zero_grad;  /* 1: g is left zero after the step (see above) */
 } cd_update_desc;
 
 /* What a backend is, for the choices the engine makes (cd_backend_iface.caps). What it

@@ -54,15 +54,19 @@ double cd_solver_step(cd_net *net, const cd_solver_opts *o, long iter)
         .grad_scale = (float)(1.0 / ((o->iter_size > 0 ? o->iter_size : 1) *
                                      (o->loss_scale > 0 ? o->loss_scale : 1.0))),
         .iteration = iter,
+        .zero_grad = 1,
     };
+    /* each update leaves its gradient zero for the next accumulation; the gradients of
+     * the parameters that are not updated are zeroed on their own */
     for (int i = 0; i < net->nparams; i++) {
         cd_param *p = net->params[i];
-        if (!p->learnable || p->lr_mult == 0)
+        if (!p->learnable || p->lr_mult == 0) {
+            net->be->iface->set(net->be, p->count, 0.0f, p->diff);
             continue;
+        }
         d.lr = (float)(rate * p->lr_mult);
         d.decay = (float)(o->weight_decay * p->decay_mult);
         net->be->iface->update(net->be, &d, p->count, p->data, p->diff, p->h1, p->h2);
     }
-    cd_net_zero_grad(net);
     return rate;
 }

@@ -1233,7 +1233,21 @@ static void test_solvers(void)
                     rg[i] = g[i];
                     naive_step(&d, &rw[i], &rg[i], &rh1[i], &rh2[i]);
                 }
+                /* the same step with zero_grad on copies: the same bits, g left zero */
+                float *zw = fcopy(w, n), *zg = fcopy(g, n), *zh1 = fcopy(h1, n), *zh2 = fcopy(h2, n);
+                cd_update_desc zd = d;
+                zd.zero_grad = 1;
+                f->update(be, &zd, n, zw, zg, zh1, zh2);
                 f->update(be, &d, n, w, g, h1, h2);
+                size_t nonzero = 0;
+                for (size_t i = 0; i < n; i++)
+                    nonzero += zg[i] != 0.0f || signbit(zg[i]);
+                CHECK(nonzero == 0 && !memcmp(zw, w, n * sizeof *w) && !memcmp(zh1, h1, n * sizeof *h1) &&
+                          !memcmp(zh2, h2, n * sizeof *h2),
+                      "%s %s step %d with zero_grad: %zu gradients left nonzero, w %s, history %s",
+                      names[type], reg ? "L1" : "L2", step + 1, nonzero,
+                      memcmp(zw, w, n * sizeof *w) ? "differs" : "the same",
+                      memcmp(zh1, h1, n * sizeof *h1) || memcmp(zh2, h2, n * sizeof *h2) ? "differs" : "the same");
                 snprintf(what, sizeof what, "%s %s step %d: w", names[type], reg ? "L1" : "L2",
                          step + 1);
                 check_arr(what, w, rw, n, 1e-5);

@@ -2,13 +2,14 @@
  * Fused solver updates, one loop per solver type, in Caffe's order per element:
  * normalize (g *= grad_scale), regularize (g += decay*w or decay*sign(w)), compute the
  * update from g and the history, w -= update. g keeps the regularized, scaled
- * gradient. The formulas are in include/cdigits/backend.h (cd_update_desc).
+ * gradient, or is zeroed in the same pass (zero_grad). The formulas are in include/cdigits/backend.h (cd_update_desc).
  */
 #include <math.h>
 
 #include "cpu_internal.h"
 
-/* Normalize and regularize element i in place; returns the new g[i]. */
+/* Normalize and regularize element i; g[i] keeps the result, or 0 (zero_grad); returns
+ * the result. */
 static inline float reg_grad(const cd_update_desc *d, const float *w, float *g, size_t i)
 {
     float gi = g[i] * d->grad_scale;
@@ -18,7 +19,7 @@ static inline float reg_grad(const cd_update_desc *d, const float *w, float *g, 
         else
             gi += d->decay * w[i];
     }
-    g[i] = gi;
+    g[i] = d->zero_grad ? 0.0f : gi;
     return gi;
 }
 
