@@ -1,5 +1,5 @@
 /* Dropout with the counter-based generator of backend.h, so the CPU and the GPU drop
- * the same elements for the same (seed, counter): cd_rand_uniform is the host's own
+ * the same elements for the same (seed, counter): cd_rand_key and cd_rand_keyed are the host's own
  * inline function (cdigits/util.h), integer arithmetic and an exact power-of-two scaling. */
 #include "cdk_common.cuh"
 
@@ -14,9 +14,10 @@ k_dropout_forward(size_t n, float ratio, float scale, uint64_t seed,
 {
     if (delta)
         counter += (uint64_t)*delta;
+    uint64_t key = cd_rand_key(seed, counter);
     CDK_LOOP(i, n)
     {
-        float m = cd_rand_uniform(seed, counter, (uint64_t)i) >= ratio ? scale : 0.0f;
+        float m = cd_rand_keyed(key, (uint64_t)i) >= ratio ? scale : 0.0f;
         mask[i] = m;
         y[i] = x[i] * m;
     }

@@ -252,7 +252,8 @@ typedef struct cd_backend_iface {
                         const float *var, float eps, int global_stats, const float *dy, float *dx);
 
     /* Dropout with a counter-based generator: element i of call `counter` is kept when
-     * cd_rand_uniform(seed, counter, i) >= ratio; kept values are scaled by 1/(1-ratio).
+     * cd_rand_keyed(cd_rand_key(seed, counter), i) >= ratio; kept values are scaled by
+     * 1/(1-ratio).
      * mask (n floats) receives the multiplier (0 or 1/(1-ratio)) for the backward. */
     void (*dropout_forward)(cd_backend_t *be, size_t n, float ratio, uint64_t seed,
                             uint64_t counter, const float *x, float *mask, float *y);

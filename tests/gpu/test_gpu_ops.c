@@ -483,9 +483,10 @@ static void go_test_dropout(size_t n, float ratio)
     float *got = malloc(n * sizeof(float));
     go_be[DEV]->iface->download(go_be[DEV], got, mask.d[DEV], n * sizeof(float));
     size_t wrong = 0;
+    uint64_t key = cd_rand_key(seed, counter);
     for (size_t i = 0; i < n; i++)
-        wrong += (got[i] != 0.0f) != (cd_rand_uniform(seed, counter, i) >= ratio);
-    go_record("dropout vs cd_rand_uniform", sh, (double)wrong, TOL_COUNT);
+        wrong += (got[i] != 0.0f) != (cd_rand_keyed(key, i) >= ratio);
+    go_record("dropout vs cd_rand_keyed", sh, (double)wrong, TOL_COUNT);
     free(got);
     go_free_all();
 }

@@ -396,7 +396,7 @@ static void test_activations(void)
     scratch_free();
 }
 
-/* Dropout: the mask follows cd_rand_uniform exactly, the same (seed, counter) gives the
+/* Dropout: the mask follows cd_rand_keyed exactly, the same (seed, counter) gives the
  * same mask, another counter a different one, and the kept fraction is within 6
  * standard deviations of 1-ratio (a false alarm has probability ~1e-9). */
 static void test_dropout(void)
@@ -413,13 +413,14 @@ static void test_dropout(void)
     check_same("dropout is deterministic (y)", y, y2, n);
     float keep = 1.0f / (1.0f - ratio);
     size_t kept = 0, bad_mask = 0, bad_y = 0;
+    uint64_t key = cd_rand_key(seed, counter);
     for (size_t i = 0; i < n; i++) {
-        float m = cd_rand_uniform(seed, counter, i) >= ratio ? keep : 0.0f;
+        float m = cd_rand_keyed(key, i) >= ratio ? keep : 0.0f;
         bad_mask += mask[i] != m;
         bad_y += y[i] != x[i] * m;
         kept += mask[i] != 0.0f;
     }
-    CHECK(bad_mask == 0, "dropout mask disagrees with cd_rand_uniform at %zu places", bad_mask);
+    CHECK(bad_mask == 0, "dropout mask disagrees with cd_rand_keyed at %zu places", bad_mask);
     CHECK(bad_y == 0, "dropout y != x*mask at %zu places", bad_y);
     double p = 1.0 - ratio, sd = sqrt(n * p * (1 - p));
     CHECK(fabs((double)kept - n * p) < 6 * sd, "dropout kept %zu of %zu, expected %.0f +- %.0f",
