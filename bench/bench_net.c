@@ -14,6 +14,8 @@
  * its tops' gradients and its bottoms read and its bottoms' gradients written (in-place
  * blobs counted once). The update's: each parameter, its gradient and its momentum read,
  * the parameter and the momentum written.
+ * A memory-bound layer's line also gives its rate alone: the layer repeated on its own
+ * data, as hot as the triad's, where in the network its inputs may come from memory.
  */
 #include <cblas.h>
 #include <omp.h>
@@ -111,6 +113,26 @@ static double layer_bytes(const cd_layer *l, int bwd)
             n += (double)l->top[t]->count; /* data written, or its gradient read */
     }
     return n * sizeof(float);
+}
+
+/* Seconds of one forward plus backward of layer l on its own, repeated over the same
+ * blobs for about 20 ms after one warm-up (est: its time in the network), so that its
+ * data is as hot as the triad's: the layer's own speed, apart from where the network
+ * left its inputs. In-place layers run on their own output again, which changes the
+ * values and not the work. */
+static double layer_alone(cd_net *net, cd_layer *l, double est)
+{
+    int reps = est > 0 ? (int)(0.02 / est) : 100;
+    reps = reps < 5 ? 5 : reps > 2000 ? 2000 : reps;
+    double t0 = 0;
+    for (int r = -1; r < reps; r++) {
+        if (r == 0)
+            t0 = cd_now();
+        l->type->forward(net, l);
+        if (l->need_backward)
+            l->type->backward(net, l);
+    }
+    return (cd_now() - t0) / reps;
 }
 
 /* Floating-point operations of one forward pass of a gemm-shaped layer (0 for others). */
@@ -226,13 +248,14 @@ static int bench(const char *file, int c, int h, int w, int batch, int iters, do
            "pass, %.1f GFLOP/s = %.0f%% of sgemm\n", net->name, batch, c, h, w, per * 1e3, batch / per,
            flops / 1e9, flops / per / 1e9, 100.0 * flops / per / 1e9 / gflops);
     printf("  %-22s %-14s %9s %9s  %s\n", "layer", "type", "fwd ms", "bwd ms",
-           "rate (share of its ceiling: sgemm, or the triad at the layer's bytes)");
+           "rate (share of its ceiling: sgemm, or the triad at the layer's bytes); alone: the layer "
+           "repeated on its own");
     for (int i = 0; i < net->nlayers; i++) {
         const cd_layer *l = net->layers[i];
         double tf = fwd[i] / iters, tb = bwd[i] / iters;
         if (tf + tb < 1e-6)
             continue;
-        char rate[160] = "";
+        char rate[224] = "";
         double fl = layer_flops(l);
         if (fl > 0) {
             double r = layer_passes(l) * fl / (tf + tb) / 1e9;
@@ -240,8 +263,9 @@ static int bench(const char *file, int c, int h, int w, int batch, int iters, do
         } else if (is_memory_bound(l)) {
             double bf = layer_bytes(l, 0), bb = l->need_backward ? layer_bytes(l, 1) : 0;
             double r = (bf + bb) / (tf + tb) / 1e9, ceil = triad_rate(bf > bb ? bf : bb);
-            snprintf(rate, sizeof rate, "%6.1f GB/s    (%3.0f%% of the triad's %.0f GB/s at %.1f MB)", r,
-                     100.0 * r / ceil, ceil, (bf > bb ? bf : bb) / 1e6);
+            double ra = (bf + bb) / layer_alone(net, (cd_layer *)l, tf + tb) / 1e9;
+            snprintf(rate, sizeof rate, "%6.1f GB/s    (%3.0f%% of the triad's %.0f GB/s at %.1f MB); alone %.1f (%.0f%%)",
+                     r, 100.0 * r / ceil, ceil, (bf > bb ? bf : bb) / 1e6, ra, 100.0 * ra / ceil);
         }
         printf("  %-22s %-14s %9.3f %9.3f  %s\n", l->name, l->type->name, tf * 1e3, tb * 1e3, rate);
     }

@@ -738,6 +738,7 @@ static void test_pool(void)
         {0, 2, 3, 9, 9, 3, 3, 1, 1, 1, 1, 0, 0},     /* GoogLeNet's 3x3 s1 p1 */
         {0, 2, 16, 13, 13, 3, 3, 2, 2, 0, 0, 0, 0},  /* AlexNet pool5 */
         {0, 2, 3, 55, 55, 3, 3, 2, 2, 0, 0, 0, 0},   /* AlexNet pool1: inner windows only */
+        {0, 2, 3, 9, 33, 3, 3, 2, 2, 0, 0, 0, 0},    /* 3x3 s2, 16 a row: no tail after the groups */
         {0, 2, 2, 12, 11, 3, 3, 2, 2, 1, 2, 0, 0},   /* inner windows with a border on each side */
         {0, 1, 2, 7, 5, 3, 2, 2, 1, 1, 0, 0, 0},     /* unequal kernel, stride, pad */
         {0, 3, 2, 11, 10, 5, 5, 3, 3, 2, 2, 0, 0},   /* AVE divisor clipped at h+ph */
