@@ -14,8 +14,11 @@
  * its tops' gradients and its bottoms read and its bottoms' gradients written (in-place
  * blobs counted once). The update's: each parameter, its gradient and its momentum read,
  * the parameter and the momentum written.
- * A memory-bound layer's line also gives its rate alone: the layer repeated on its own
- * data, as hot as the triad's, where in the network its inputs may come from memory.
+ * The triad's rate for a layer is the median of five rounds taken in turn with the layer
+ * repeated on its own (its data as hot as the triad's, where in the network its inputs
+ * may come from memory); the line gives the layer's rate in the network against that
+ * median, and its share alone: the median (lowest-highest) of the rounds' own shares.
+ * The update's line likewise, the update repeated on its own.
  */
 #include <cblas.h>
 #include <omp.h>
@@ -63,29 +66,116 @@ static void triad_pass(size_t n, float *a, const float *b, const float *c)
         a[i] = b[i] + 0.5f * c[i];
 }
 
-/* GB/s of a two-thread triad a = b + s*c over arrays of a working set of `bytes` (the
- * three arrays together), best of enough repetitions to take about 20 ms. */
-static double triad_rate(double bytes)
+/* A two-thread triad a = b + s*c over arrays of a working set of `bytes` (the three
+ * arrays together), and the passes of it that take about 20 ms. */
+typedef struct triad {
+    size_t n;
+    float *a, *b, *c;
+    int reps;
+} triad;
+
+static triad triad_new(double bytes)
 {
-    size_t n = (size_t)(bytes / 12.0);
-    if (n < 1024)
-        n = 1024;
-    float *a = cd_xcalloc(n, sizeof(float)), *b = cd_xcalloc(n, sizeof(float)), *c = cd_xcalloc(n, sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        b[i] = (float)(i % 7), c[i] = (float)(i % 5);
-    int reps = (int)(2e8 / (double)(12 * n)) + 1;
-    double best = 0;
-    for (int round = 0; round < 5; round++) {
-        double t0 = cd_now();
-        for (int r = 0; r < reps; r++)
-            triad_pass(n, a, b, c);
-        double rate = 12.0 * (double)n * reps / (cd_now() - t0) / 1e9;
-        best = rate > best ? rate : best;
+    triad t = {.n = (size_t)(bytes / 12.0)};
+    if (t.n < 1024)
+        t.n = 1024;
+    t.a = cd_xcalloc(t.n, sizeof(float));
+    t.b = cd_xcalloc(t.n, sizeof(float));
+    t.c = cd_xcalloc(t.n, sizeof(float));
+    for (size_t i = 0; i < t.n; i++)
+        t.b[i] = (float)(i % 7), t.c[i] = (float)(i % 5);
+    t.reps = (int)(2e8 / (double)(12 * t.n)) + 1;
+    triad_pass(t.n, t.a, t.b, t.c); /* the pages touched */
+    return t;
+}
+
+/* GB/s of one round of the triad's passes */
+static double triad_round(const triad *t)
+{
+    double t0 = cd_now();
+    for (int r = 0; r < t->reps; r++)
+        triad_pass(t->n, t->a, t->b, t->c);
+    return 12.0 * (double)t->n * t->reps / (cd_now() - t0) / 1e9;
+}
+
+static void triad_free(triad *t)
+{
+    free(t->a);
+    free(t->b);
+    free(t->c);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* What one measured piece of work is: a layer's forward and backward on its own, or
+ * the solver's update. Returns seconds per pass over `reps` passes. */
+typedef double (*work_fn)(void *ctx, int reps);
+
+#define CEIL_ROUNDS 5
+
+/* The work's rate on `bytes` against the triad at a working set of `ws` bytes, taken in
+ * turn (triad, work, triad, work, ...) for CEIL_ROUNDS rounds: the host's memory
+ * bandwidth moves by 2x from minute to minute, so a ceiling measured at another moment
+ * than the work says little. Gives the median triad rate, and the median, lowest and
+ * highest of the per-round shares (work rate / triad rate of the same round). */
+static void ceiling_in_turn(work_fn work, void *ctx, double est, double bytes, double ws, double *triad_med,
+                            double share[3])
+{
+    triad t = triad_new(ws);
+    int reps = est > 0 ? (int)(0.02 / est) : 100;
+    reps = reps < 3 ? 3 : reps > 2000 ? 2000 : reps;
+    work(ctx, 1); /* warm-up */
+    double tr[CEIL_ROUNDS], sh[CEIL_ROUNDS];
+    for (int r = 0; r < CEIL_ROUNDS; r++) {
+        tr[r] = triad_round(&t);
+        sh[r] = bytes / work(ctx, reps) / 1e9 / tr[r];
     }
-    free(a);
-    free(b);
-    free(c);
-    return best;
+    triad_free(&t);
+    qsort(tr, CEIL_ROUNDS, sizeof tr[0], cmp_double);
+    qsort(sh, CEIL_ROUNDS, sizeof sh[0], cmp_double);
+    *triad_med = tr[CEIL_ROUNDS / 2];
+    share[0] = sh[CEIL_ROUNDS / 2];
+    share[1] = sh[0];
+    share[2] = sh[CEIL_ROUNDS - 1];
+}
+
+typedef struct layer_work {
+    cd_net *net;
+    cd_layer *l;
+} layer_work;
+
+/* A layer's forward plus backward on its own, repeated over the same blobs, so that its
+ * data is as hot as the triad's: the layer's own speed, apart from where the network
+ * left its inputs. In-place layers run on their own output again, which changes the
+ * values and not the work. */
+static double layer_alone(void *ctx, int reps)
+{
+    layer_work *w = ctx;
+    double t0 = cd_now();
+    for (int r = 0; r < reps; r++) {
+        w->l->type->forward(w->net, w->l);
+        if (w->l->need_backward)
+            w->l->type->backward(w->net, w->l);
+    }
+    return (cd_now() - t0) / reps;
+}
+
+typedef struct update_work {
+    cd_net *net;
+    cd_solver_opts *so;
+} update_work;
+
+static double update_alone(void *ctx, int reps)
+{
+    update_work *w = ctx;
+    double t0 = cd_now();
+    for (int r = 0; r < reps; r++)
+        cd_solver_step(w->net, w->so, 100);
+    return (cd_now() - t0) / reps;
 }
 
 static const char *const memory_bound[] = {"ReLU", "Pooling", "LRN", "BatchNorm", "Scale", "Eltwise",
@@ -113,26 +203,6 @@ static double layer_bytes(const cd_layer *l, int bwd)
             n += (double)l->top[t]->count; /* data written, or its gradient read */
     }
     return n * sizeof(float);
-}
-
-/* Seconds of one forward plus backward of layer l on its own, repeated over the same
- * blobs for about 20 ms after one warm-up (est: its time in the network), so that its
- * data is as hot as the triad's: the layer's own speed, apart from where the network
- * left its inputs. In-place layers run on their own output again, which changes the
- * values and not the work. */
-static double layer_alone(cd_net *net, cd_layer *l, double est)
-{
-    int reps = est > 0 ? (int)(0.02 / est) : 100;
-    reps = reps < 5 ? 5 : reps > 2000 ? 2000 : reps;
-    double t0 = 0;
-    for (int r = -1; r < reps; r++) {
-        if (r == 0)
-            t0 = cd_now();
-        l->type->forward(net, l);
-        if (l->need_backward)
-            l->type->backward(net, l);
-    }
-    return (cd_now() - t0) / reps;
 }
 
 /* Floating-point operations of one forward pass of a gemm-shaped layer (0 for others). */
@@ -248,8 +318,8 @@ static int bench(const char *file, int c, int h, int w, int batch, int iters, do
            "pass, %.1f GFLOP/s = %.0f%% of sgemm\n", net->name, batch, c, h, w, per * 1e3, batch / per,
            flops / 1e9, flops / per / 1e9, 100.0 * flops / per / 1e9 / gflops);
     printf("  %-22s %-14s %9s %9s  %s\n", "layer", "type", "fwd ms", "bwd ms",
-           "rate (share of its ceiling: sgemm, or the triad at the layer's bytes); alone: the layer "
-           "repeated on its own");
+           "rate (share of its ceiling: sgemm, or the triad at the layer's bytes); alone: its median "
+           "share (lowest-highest) repeated on its own, in turn with the triad");
     for (int i = 0; i < net->nlayers; i++) {
         const cd_layer *l = net->layers[i];
         double tf = fwd[i] / iters, tb = bwd[i] / iters;
@@ -262,16 +332,20 @@ static int bench(const char *file, int c, int h, int w, int batch, int iters, do
             snprintf(rate, sizeof rate, "%6.1f GFLOP/s (%3.0f%% of sgemm)", r, 100.0 * r / gflops);
         } else if (is_memory_bound(l)) {
             double bf = layer_bytes(l, 0), bb = l->need_backward ? layer_bytes(l, 1) : 0;
-            double r = (bf + bb) / (tf + tb) / 1e9, ceil = triad_rate(bf > bb ? bf : bb);
-            double ra = (bf + bb) / layer_alone(net, (cd_layer *)l, tf + tb) / 1e9;
-            snprintf(rate, sizeof rate, "%6.1f GB/s    (%3.0f%% of the triad's %.0f GB/s at %.1f MB); alone %.1f (%.0f%%)",
-                     r, 100.0 * r / ceil, ceil, (bf > bb ? bf : bb) / 1e6, ra, 100.0 * ra / ceil);
+            double r = (bf + bb) / (tf + tb) / 1e9, ceil, sh[3];
+            layer_work lw = {net, (cd_layer *)l};
+            ceiling_in_turn(layer_alone, &lw, tf + tb, bf + bb, bf > bb ? bf : bb, &ceil, sh);
+            snprintf(rate, sizeof rate, "%6.1f GB/s    (%3.0f%% of the triad's %.0f GB/s at %.1f MB); alone %3.0f%% (%.0f-%.0f)",
+                     r, 100.0 * r / ceil, ceil, (bf > bb ? bf : bb) / 1e6, 100 * sh[0], 100 * sh[1], 100 * sh[2]);
         }
         printf("  %-22s %-14s %9.3f %9.3f  %s\n", l->name, l->type->name, tf * 1e3, tb * 1e3, rate);
     }
-    double ub = 5.0 * param_floats(net) * sizeof(float), uceil = triad_rate(ub);
-    printf("  %-22s %-14s %9.3f %9s  %6.1f GB/s    (%3.0f%% of the triad's %.0f GB/s at %.1f MB)\n", "update",
-           "SGD", update * 1e3, "", ub / update / 1e9, 100.0 * ub / update / 1e9 / uceil, uceil, ub / 1e6);
+    double ub = 5.0 * param_floats(net) * sizeof(float), uceil, ush[3];
+    update_work uw = {net, &so};
+    ceiling_in_turn(update_alone, &uw, update, ub, ub, &uceil, ush);
+    printf("  %-22s %-14s %9.3f %9s  %6.1f GB/s    (%3.0f%% of the triad's %.0f GB/s at %.1f MB); alone %3.0f%% "
+           "(%.0f-%.0f)\n", "update", "SGD", update * 1e3, "", ub / update / 1e9, 100.0 * ub / update / 1e9 / uceil,
+           uceil, ub / 1e6, 100 * ush[0], 100 * ush[1], 100 * ush[2]);
     printf("  training step %.2f ms (%.0f images/s) = %.2fx forward+backward\n", step * 1e3, batch / step,
            step / per);
     free(fwd);
