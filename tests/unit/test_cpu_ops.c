@@ -746,6 +746,8 @@ static void test_pool(void)
         {0, 2, 3, 7, 9, 2, 2, 2, 2, 0, 0, 0, 0},     /* 2x2 s2 on odd sides: the last windows clipped */
         {0, 1, 2, 1, 5, 2, 2, 2, 2, 0, 0, 0, 0},     /* 2x2 s2 on a single row */
         {0, 3, 5, 8, 8, 2, 2, 2, 2, 0, 0, 0, 0},     /* LeNet's pool2: small planes */
+        {0, 3, 343, 2, 8, 2, 2, 2, 2, 0, 0, 0, 0},   /* 4 a row, two threads, an odd number of row pairs */
+        {0, 2, 3, 6, 32, 2, 2, 2, 2, 0, 0, 0, 0},    /* 2x2 s2, 16 a row: the batch in eights */
         {0, 3, 3, 6, 9, 2, 2, 2, 2, 0, 0, 0, 0},     /* ... with each row's last window clipped */
         {0, 2, 3, 7, 7, 3, 3, 1, 1, 0, 0, 0, 0},     /* 3x3 s1, 5 inner windows a row (copied rows) */
         {0, 2, 3, 9, 10, 3, 3, 2, 2, 1, 0, 0, 0},    /* 3x3 s2, 4 a row, a padded border row */
@@ -777,7 +779,8 @@ static void test_pool_nan(void)
         {0, 2, 3, 23, 23, 3, 3, 2, 2, 0, 0, 0, 0}, {0, 2, 3, 20, 19, 3, 3, 1, 1, 1, 1, 0, 0},
         {0, 2, 3, 18, 24, 2, 2, 2, 2, 0, 0, 0, 0}, {0, 1, 2, 21, 22, 3, 3, 2, 2, 1, 1, 0, 0},
         {0, 2, 8, 13, 13, 3, 3, 2, 2, 0, 0, 0, 0}, {0, 2, 3, 9, 9, 3, 3, 1, 1, 1, 1, 0, 0},
-        {0, 3, 5, 8, 9, 2, 2, 2, 2, 0, 0, 0, 0},
+        {0, 3, 5, 8, 9, 2, 2, 2, 2, 0, 0, 0, 0}, {0, 3, 5, 8, 8, 2, 2, 2, 2, 0, 0, 0, 0},
+        {0, 1, 3, 4, 16, 2, 2, 2, 2, 0, 0, 0, 0},
     };
     for (size_t ci = 0; ci < CD_ARRAY_LEN(cases); ci++) {
         cd_pool_desc d = cases[ci];

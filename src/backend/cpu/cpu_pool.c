@@ -11,6 +11,7 @@
  * One thread owns each (image, channel) plane in both directions.
  */
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #ifdef __SSE2__
@@ -106,6 +107,26 @@ static void ave_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy
                 for (int xx = pw.ws; xx < pw.we; xx++)
                     dx[yy * d->w + xx] += g;
         }
+}
+
+/* GCC's vector types, compiled for each target of CD_CLONES: 8 floats or ints. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int v8i __attribute__((vector_size(32)));
+#define SEP_LANES 8
+/* the helpers below return vectors but are always inlined: no call crosses the ABI GCC
+ * warns about for the baseline clone */
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+CPU_INLINE v8f load8(const float *p)
+{
+    v8f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+CPU_INLINE v8f select8(v8i take, v8f a, v8f b)
+{
+    return (v8f)(((v8i)a & take) | ((v8i)b & ~take));
 }
 
 /*
@@ -212,6 +233,146 @@ static void max2_plane_bwd(const cd_pool_desc *d, const float *x, const float *d
 }
 
 /*
+ * 2x2 stride 2 on planes of even sides, the batch taken whole: with no row or column
+ * left over, the planes stacked are one image of n*c*h rows whose row pairs each give
+ * one output row, and the outputs of consecutive row pairs follow each other. Eight
+ * windows at a time, from a top row of 16 cells (two runs of 8, p0 and p1) and the bottom
+ * row under them (q0, q1): one row pair's 16 columns where its outputs come in eights,
+ * or two row pairs' 8 columns each where they come in fours (LeNet's pool2, 8x8 planes),
+ * so that no plane is too narrow for the vectors. The first maximum is taken as
+ * max2_plane_* take it: b, then c, then e replace the running maximum only when
+ * greater. Other shapes go plane by plane.
+ */
+static int max2_tall(const cd_pool_desc *d)
+{
+    return max_2x2(d) && d->h % 2 == 0 && d->w % 2 == 0 && (d->ow % SEP_LANES == 0 || d->ow == SEP_LANES / 2);
+}
+
+/* the cells of 8 windows: a b over c e */
+typedef struct quad8 {
+    v8f a, b, c, e;
+} quad8;
+
+CPU_INLINE quad8 quad8_load(const float *p0, const float *p1, const float *q0, const float *q1)
+{
+    v8f t0 = load8(p0), t1 = load8(p1), u0 = load8(q0), u1 = load8(q1);
+    return (quad8){__builtin_shufflevector(t0, t1, 0, 2, 4, 6, 8, 10, 12, 14),
+                   __builtin_shufflevector(t0, t1, 1, 3, 5, 7, 9, 11, 13, 15),
+                   __builtin_shufflevector(u0, u1, 0, 2, 4, 6, 8, 10, 12, 14),
+                   __builtin_shufflevector(u0, u1, 1, 3, 5, 7, 9, 11, 13, 15)};
+}
+
+CPU_INLINE void max2x8_fwd(const float *p0, const float *p1, const float *q0, const float *q1, float *y)
+{
+    quad8 v = quad8_load(p0, p1, q0, q1);
+    v8f m = select8(v.b > v.a, v.b, v.a);
+    m = select8(v.c > m, v.c, m);
+    m = select8(v.e > m, v.e, m);
+    memcpy(y, &m, sizeof m);
+}
+
+/* g routed to each window's first maximum, the other cells 0; dx at the cells' offsets
+ * from x (dx - x) */
+CPU_INLINE void max2x8_bwd(const float *p0, const float *p1, const float *q0, const float *q1, const float *g,
+                           ptrdiff_t dx)
+{
+    quad8 v = quad8_load(p0, p1, q0, q1);
+    v8i mb = v.b > v.a;
+    v8f m = select8(mb, v.b, v.a);
+    v8i mc = v.c > m;
+    m = select8(mc, v.c, m);
+    v8i me = v.e > m;
+    v8i gv, rest;
+    memcpy(&gv, g, sizeof gv);
+    v8i ve = me & gv;
+    rest = ~me & gv; /* g where e is not the maximum */
+    v8i vc = mc & rest;
+    rest = ~mc & rest; /* ... nor c */
+    v8i vb = mb & rest, va = ~mb & rest;
+    v8i r[4] = {__builtin_shufflevector(va, vb, 0, 8, 1, 9, 2, 10, 3, 11),
+                __builtin_shufflevector(va, vb, 4, 12, 5, 13, 6, 14, 7, 15),
+                __builtin_shufflevector(vc, ve, 0, 8, 1, 9, 2, 10, 3, 11),
+                __builtin_shufflevector(vc, ve, 4, 12, 5, 13, 6, 14, 7, 15)};
+    memcpy((float *)p0 + dx, &r[0], sizeof r[0]);
+    memcpy((float *)p1 + dx, &r[1], sizeof r[1]);
+    memcpy((float *)q0 + dx, &r[2], sizeof r[2]);
+    memcpy((float *)q1 + dx, &r[3], sizeof r[3]);
+}
+
+/* The windows of row pairs [k0, k1) of the stacked planes: forward (dx 0, y written)
+ * or backward (dy routed, dx - x given). Where the outputs come in fours, an odd last
+ * row pair goes through the scalar code (one plane's last, of the planes' own). */
+CD_CLONES
+static void max2_tall_rows(const cd_pool_desc *d, const float *x, float *y, const float *dy, ptrdiff_t dx,
+                           size_t k0, size_t k1)
+{
+    const size_t w = (size_t)d->w, ow = (size_t)d->ow;
+    if (ow % SEP_LANES == 0) {
+        for (size_t k = k0; k < k1; k++) {
+            const float *r0 = x + 2 * k * w, *r1 = r0 + w;
+            for (size_t j = 0; j < ow; j += SEP_LANES) {
+                const float *p0 = r0 + 2 * j, *q0 = r1 + 2 * j;
+                if (dy)
+                    max2x8_bwd(p0, p0 + SEP_LANES, q0, q0 + SEP_LANES, dy + k * ow + j, dx);
+                else
+                    max2x8_fwd(p0, p0 + SEP_LANES, q0, q0 + SEP_LANES, y + k * ow + j);
+            }
+        }
+        return;
+    }
+    size_t k = k0;
+    for (; k + 2 <= k1; k += 2) { /* w == 8: rows 2k .. 2k+3 */
+        const float *r = x + 2 * k * w;
+        if (dy)
+            max2x8_bwd(r, r + 2 * w, r + w, r + 3 * w, dy + k * ow, dx);
+        else
+            max2x8_fwd(r, r + 2 * w, r + w, r + 3 * w, y + k * ow);
+    }
+    for (; k < k1; k++) {
+        const float *r0 = x + 2 * k * w, *r1 = r0 + w;
+        for (size_t j = 0; j < ow; j++) {
+            float a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], e = r1[2 * j + 1];
+            int at = b > a ? 1 : 0;
+            float m = b > a ? b : a;
+            at = c > m ? 2 : at;
+            m = c > m ? c : m;
+            at = e > m ? 3 : at;
+            m = e > m ? e : m;
+            if (!dy) {
+                y[k * ow + j] = m;
+                continue;
+            }
+            float *d0 = (float *)r0 + dx + 2 * j, *d1 = (float *)r1 + dx + 2 * j;
+            float g = dy[k * ow + j];
+            d0[0] = at == 0 ? g : 0.0f;
+            d0[1] = at == 1 ? g : 0.0f;
+            d1[0] = at == 2 ? g : 0.0f;
+            d1[1] = at == 3 ? g : 0.0f;
+        }
+    }
+}
+
+/* all the planes' row pairs, split evenly (in pairs where outputs come in fours) over
+ * the threads */
+static void max2_tall_batch(cd_backend_t *be, const cd_pool_desc *d, const float *x, float *y, const float *dy,
+                      float *dx)
+{
+    size_t pairs = (size_t)d->n * d->c * (size_t)(d->h / 2), unit = d->ow % SEP_LANES == 0 ? 1 : 2;
+    size_t units = (pairs + unit - 1) / unit;
+    ptrdiff_t off = dx ? dx - x : 0;
+    int nt = cpu_threads(be);
+    if ((size_t)d->n * d->c * d->h * d->w <= CPU_PAR_MIN / 4)
+        nt = 1;
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), n = omp_get_num_threads();
+        size_t u0 = units * (size_t)t / (size_t)n, u1 = units * (size_t)(t + 1) / (size_t)n;
+        size_t k1 = u1 * unit < pairs ? u1 * unit : pairs;
+        max2_tall_rows(d, x, y, dy, off, u0 * unit, k1);
+    }
+}
+
+/*
  * MAX of any shape (pool_table's entry; 2x2 stride 2 takes max2_plane_* above instead):
  * the windows that lie wholly inside the image, outputs [ylo, yhi) x [xlo, xhi), go
  * through loops with no clipping and a branch-free scan (the first maximum kept by a
@@ -274,24 +435,6 @@ static inline int inner_argmax(const float *x, int w, int kh, int kw, int base)
  * gives -inf, which no later row passes). A row of fewer than 8 windows is one max8 of
  * its own (band_max_inner).
  */
-typedef float v8f __attribute__((vector_size(32)));
-typedef int v8i __attribute__((vector_size(32)));
-#define SEP_LANES 8
-/* the helpers below return vectors but are always inlined: no call crosses the ABI GCC
- * warns about for the baseline clone */
-#pragma GCC diagnostic ignored "-Wpsabi"
-
-CPU_INLINE v8f load8(const float *p)
-{
-    v8f v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-CPU_INLINE v8f select8(v8i take, v8f a, v8f b)
-{
-    return (v8f)(((v8i)a & take) | ((v8i)b & ~take));
-}
 
 /* l[j] = {q[j], q[j+s], ..., q[j+7s]} for j < 3: the cells of column j of 8 windows */
 CPU_INLINE void columns8(const float *q, int s, v8f l[3])
@@ -505,6 +648,10 @@ void cpu_pool_forward(cd_backend_t *be, const cd_pool_desc *d, const float *x, f
     int nt = cpu_threads(be);
     int planes = d->n * d->c;
     size_t in = (size_t)d->h * d->w, out = (size_t)d->oh * d->ow;
+    if (d->mode == CD_POOL_MAX && max2_tall(d)) {
+        max2_tall_batch(be, d, x, y, NULL, NULL);
+        return;
+    }
     void (*fwd)(const cd_pool_desc *, const float *, float *) =
         d->mode == CD_POOL_MAX && max_2x2(d) ? max2_plane_fwd : pool_table[d->mode].fwd;
 #pragma omp parallel for num_threads(nt) if ((size_t)planes * in > CPU_PAR_MIN / 4) schedule(static)
@@ -523,6 +670,10 @@ void cpu_pool_backward(cd_backend_t *be, const cd_pool_desc *d, const float *x, 
     int nt = cpu_threads(be);
     int planes = d->n * d->c;
     size_t in = (size_t)d->h * d->w, out = (size_t)d->oh * d->ow;
+    if (d->mode == CD_POOL_MAX && max2_tall(d)) {
+        max2_tall_batch(be, d, x, NULL, dy, dx);
+        return;
+    }
     void (*bwd)(const cd_pool_desc *, const float *, const float *, float *) =
         d->mode == CD_POOL_MAX && max_2x2(d) ? max2_plane_bwd : pool_table[d->mode].bwd;
 #pragma omp parallel for num_threads(nt) if ((size_t)planes * in > CPU_PAR_MIN / 4) schedule(static)
