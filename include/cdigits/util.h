@@ -64,17 +64,36 @@ static inline CD_HD float cd_rand_uniform(uint64_t seed, uint64_t counter, uint6
 }
 
 /* The same kind of number for bulk draws of one (seed, counter), as dropout makes for
- * every element of its blob: the pair is mixed once into a key (cd_rand_key) and each
- * index costs one mix instead of three. Same (key, index) gives the same number on
- * every backend; the numbers differ from cd_rand_uniform's. */
+ * every element of its blob: the pair is mixed once into a 64-bit key (cd_rand_key),
+ * and each index costs one 32-bit mix (cd_rand_keyed32: two 32-bit multiplies, which
+ * vectors hold twice as many of as 64-bit ones), the key's low half added before it
+ * and its high half xored in between, so that the draws of two keys are not one
+ * sequence shifted. An index past 2^32 takes the key of its block of 2^32
+ * (cd_rand_block_key), block 0's being the key itself. Same (key, index) gives the
+ * same number on every backend; the numbers differ from cd_rand_uniform's. */
 static inline CD_HD uint64_t cd_rand_key(uint64_t seed, uint64_t counter)
 {
     return cd_mix64(seed ^ cd_mix64(counter));
 }
+static inline CD_HD uint64_t cd_rand_block_key(uint64_t key, uint64_t block)
+{
+    return key ^ block * 0x9e3779b97f4a7c15ULL;
+}
+/* the 24 bits behind cd_rand_keyed32's number, which is bits * 2^-24 */
+static inline CD_HD uint32_t cd_rand_bits24(uint64_t key, uint32_t index)
+{
+    uint32_t z = index + (uint32_t)key;
+    z = (z ^ (z >> 16)) * 0x7feb352dU;
+    z = (z ^ (z >> 15) ^ (uint32_t)(key >> 32)) * 0x846ca68bU;
+    return (z ^ (z >> 16)) >> 8;
+}
+static inline CD_HD float cd_rand_keyed32(uint64_t key, uint32_t index)
+{
+    return (float)cd_rand_bits24(key, index) * (1.0f / 16777216.0f);
+}
 static inline CD_HD float cd_rand_keyed(uint64_t key, uint64_t index)
 {
-    uint64_t z = cd_mix64(key ^ index);
-    return (float)(uint32_t)(z >> 40) * (1.0f / 16777216.0f);
+    return cd_rand_keyed32(cd_rand_block_key(key, index >> 32), (uint32_t)index);
 }
 
 

@@ -431,6 +431,37 @@ static void test_dropout(void)
         same += mask[i] == mask2[i];
     /* independent masks agree with probability p^2 + (1-p)^2 = 0.58 */
     CHECK(same < n * 0.62, "dropout masks of counters c and c+1 agree at %zu of %zu", same, n);
+    /* the rule at ratios on the generator's grid of 2^-24 and off it, and at the ends */
+    const float ratios[] = {0.0f, 0.5f, 0.1f, 1.0f / 16777216.0f, 1.0f - 1.0f / 16777216.0f, 1.0f, 1.5f, -0.25f};
+    for (size_t r = 0; r < CD_ARRAY_LEN(ratios); r++) {
+        size_t small = 40009, wrong = 0;
+        float k = ratios[r] < 1.0f ? 1.0f / (1.0f - ratios[r]) : 0.0f;
+        f->dropout_forward(be, small, ratios[r], seed, counter, x, mask2, y2);
+        for (size_t i = 0; i < small; i++)
+            wrong += mask2[i] != (cd_rand_keyed(key, i) >= ratios[r] ? k : 0.0f);
+        CHECK(wrong == 0, "dropout at ratio %.9g: the mask disagrees with cd_rand_keyed at %zu places",
+              (double)ratios[r], wrong);
+    }
+    /* the draws themselves: 64 equal bins, and the pairs of neighbours in 8x8 bins, each
+     * a chi-square of 63 degrees of freedom (150 is passed with probability ~1e-9); the
+     * indices of a second block of 2^32 likewise */
+    for (uint64_t start = 0; start <= ((uint64_t)1 << 32); start += (uint64_t)1 << 32) {
+        double bins[64] = {0}, pairs[64] = {0};
+        float prev = cd_rand_keyed(key, start);
+        for (size_t i = 1; i <= n; i++) {
+            float u = cd_rand_keyed(key, start + i);
+            bins[(int)(u * 64)]++;
+            pairs[(int)(prev * 8) * 8 + (int)(u * 8)]++;
+            prev = u;
+        }
+        double chi_bins = 0, chi_pairs = 0, e = n / 64.0;
+        for (int b = 0; b < 64; b++) {
+            chi_bins += (bins[b] - e) * (bins[b] - e) / e;
+            chi_pairs += (pairs[b] - e) * (pairs[b] - e) / e;
+        }
+        CHECK(chi_bins < 150 && chi_pairs < 150, "cd_rand_keyed from %llu: chi-square %.1f (bins), %.1f (pairs)",
+              (unsigned long long)start, chi_bins, chi_pairs);
+    }
     scratch_free();
 }
 
