@@ -770,6 +770,7 @@ static void test_pool(void)
         {0, 2, 16, 13, 13, 3, 3, 2, 2, 0, 0, 0, 0},  /* AlexNet pool5 */
         {0, 2, 3, 55, 55, 3, 3, 2, 2, 0, 0, 0, 0},   /* AlexNet pool1: inner windows only */
         {0, 2, 3, 9, 33, 3, 3, 2, 2, 0, 0, 0, 0},    /* 3x3 s2, 16 a row: no tail after the groups */
+        {0, 3, 4, 27, 25, 3, 3, 2, 2, 0, 0, 0, 0},   /* AlexNet pool2's tiling, 12 a row (gathered) */
         {0, 2, 2, 12, 11, 3, 3, 2, 2, 1, 2, 0, 0},   /* inner windows with a border on each side */
         {0, 1, 2, 7, 5, 3, 2, 2, 1, 1, 0, 0, 0},     /* unequal kernel, stride, pad */
         {0, 3, 2, 11, 10, 5, 5, 3, 3, 2, 2, 0, 0},   /* AVE divisor clipped at h+ph */
@@ -801,7 +802,8 @@ static void test_pool(void)
  * inside the image and keeps a value only when a later one is greater, so a NaN there is
  * the output and any other NaN is passed over; the backward routes to the same cell.
  * Every path of the backend (2x2 stride 2, the 3x3 windows taken row by row, the
- * gathered backward, the clipped border) must agree with that scan exactly. */
+ * gathered backward of 3x3 stride-2 windows that tile the plane, the clipped border)
+ * must agree with that scan exactly. */
 static void test_pool_nan(void)
 {
     const cd_backend_iface *f = be->iface;
@@ -811,6 +813,7 @@ static void test_pool_nan(void)
         {0, 2, 3, 18, 24, 2, 2, 2, 2, 0, 0, 0, 0}, {0, 1, 2, 21, 22, 3, 3, 2, 2, 1, 1, 0, 0},
         {0, 2, 8, 13, 13, 3, 3, 2, 2, 0, 0, 0, 0}, {0, 2, 3, 9, 9, 3, 3, 1, 1, 1, 1, 0, 0},
         {0, 3, 5, 8, 9, 2, 2, 2, 2, 0, 0, 0, 0}, {0, 3, 5, 8, 8, 2, 2, 2, 2, 0, 0, 0, 0},
+        {0, 2, 3, 25, 27, 3, 3, 2, 2, 0, 0, 0, 0},
         {0, 1, 3, 4, 16, 2, 2, 2, 2, 0, 0, 0, 0},
     };
     for (size_t ci = 0; ci < CD_ARRAY_LEN(cases); ci++) {

@@ -519,27 +519,36 @@ CPU_INLINE void sep_max_inner(const cd_pool_desc *d, const pool_inner *in, const
  * floats apart, its spare cells zero. The extra lanes are neither stored nor routed.
  */
 #define BAND_W (SEP_LANES * 2 + 1)
+
+/* max8 of the n < 8 windows of a row starting at x + first, from a copy where the
+ * reads would pass the plane's end */
+CPU_INLINE void max8_short(const cd_pool_desc *d, const float *x, size_t first, int n, int s, int wi, v8f *m,
+                           v8i *k)
+{
+    const int w = d->w, span = (n - 1) * s + 3;
+    const size_t plane = (size_t)d->h * w, reach = (size_t)2 * w + (SEP_LANES - 1) * s + 3;
+    if (first + reach <= plane) {
+        max8(x + first, w, wi, s, m, k);
+        return;
+    }
+    /* (an element loop, not memcpy: a call or a rep movs costs more than the 17 floats) */
+    float band[3 * BAND_W];
+    for (int ki = 0; ki < 3; ki++)
+        for (int j = 0; j < BAND_W; j++)
+            band[ki * BAND_W + j] = j < span ? x[first + (size_t)ki * w + j] : 0.0f;
+    max8(band, BAND_W, wi, s, m, k);
+}
+
 CPU_INLINE void band_max_inner(const cd_pool_desc *d, const pool_inner *in, const float *x, float *y,
                                const float *dy, float *dx, int s)
 {
-    const int w = d->w, n = in->xhi - in->xlo, span = (n - 1) * s + 3;
-    const size_t plane = (size_t)d->h * w, reach = (size_t)2 * w + (SEP_LANES - 1) * s + 3;
-    float band[3 * BAND_W];
+    const int w = d->w, n = in->xhi - in->xlo;
     for (int oy = in->ylo; oy < in->yhi; oy++) {
         size_t first = (size_t)(oy * s - d->ph) * w - d->pw + (size_t)in->xlo * s;
         size_t out = (size_t)oy * d->ow + in->xlo;
         v8f m;
         v8i k;
-        if (first + reach <= plane) {
-            max8(x + first, w, w, s, &m, &k);
-        } else {
-            /* (an element loop, not memcpy: a call or a rep movs costs more than the
-             * 17 floats) */
-            for (int ki = 0; ki < 3; ki++)
-                for (int j = 0; j < BAND_W; j++)
-                    band[ki * BAND_W + j] = j < span ? x[first + (size_t)ki * w + j] : 0.0f;
-            max8(band, BAND_W, w, s, &m, &k);
-        }
+        max8_short(d, x, first, n, s, w, &m, &k);
         float mv[SEP_LANES];
         int at[SEP_LANES];
         memcpy(mv, &m, sizeof m);
@@ -569,6 +578,115 @@ CPU_INLINE void max3_inner(const cd_pool_desc *d, const pool_inner *in, const fl
         sep_max_inner(d, in, x, y, dy, dx, s);
     else
         band_max_inner(d, in, x, y, dy, dx, s);
+}
+
+/*
+ * The backward of 3x3 stride-2 windows that tile the plane exactly (h = 2*oh + 1 and
+ * w = 2*ow + 1, no padding: AlexNet's pool1 and pool2), gathered instead of routed.
+ * Each row of windows first gets its windows' choices (3*ki + kj, from max8) and their
+ * dy in rows padded with a -1 choice on each side; then each input row is written
+ * once: its even columns (the first cell of window t and the last of window t-1) and
+ * its odd ones (the middle of window t) summed from the one or two rows of windows over
+ * it, eight of each at a time, and interleaved. The sums add in the order the routes
+ * would (window rows, then windows, in order), so the result is the routed one's bit
+ * for bit. No zeroing pass and no read-modify-write of dx. Rows of fewer than
+ * TILE_MIN_OW windows (pool5's 6) are routed: the gather's fixed cost per input row is
+ * more than their few routes.
+ */
+#define TILE_MIN_OW 12
+#define TILE_MAX_OW 512
+#define TILE_ROW (TILE_MAX_OW + 3 * SEP_LANES)
+
+typedef struct win_row {
+    int code[TILE_ROW]; /* code[t + 1]: window t's choice; -1 before and after the row */
+    float g[TILE_ROW];  /* g[t + 1]: its dy; 0 before and after */
+} win_row;
+
+static int max3s2_tiles(const cd_pool_desc *d)
+{
+    return d->kh == 3 && d->kw == 3 && d->sh == 2 && d->sw == 2 && d->ph == 0 && d->pw == 0 &&
+           d->h == 2 * d->oh + 1 && d->w == 2 * d->ow + 1 && d->ow >= TILE_MIN_OW && d->ow <= TILE_MAX_OW;
+}
+
+CPU_INLINE v8i load8i(const int *p)
+{
+    v8i v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* the choices and dy of window row oy */
+CPU_INLINE void tile_row_fill(const cd_pool_desc *d, const float *x, const float *dy, int oy, win_row *r)
+{
+    const int w = d->w, ow = d->ow;
+    size_t first = (size_t)2 * oy * w;
+    for (int o = 0; o < ow; o += SEP_LANES) {
+        int o8 = o + SEP_LANES <= ow ? o : ow - SEP_LANES;
+        v8f m;
+        v8i k;
+        max8(x + first + (size_t)2 * o8, w, 3, 2, &m, &k);
+        memcpy(r->code + 1 + o8, &k, sizeof k);
+    }
+    memcpy(r->g + 1, dy + (size_t)oy * ow, (size_t)ow * sizeof(float));
+    r->code[0] = -1;
+    r->g[0] = 0.0f;
+    v8i none = (v8i){0} - 1;
+    v8f zero = (v8f){0};
+    for (int t = ow + 1; t < ow + 1 + 2 * SEP_LANES; t += SEP_LANES) {
+        memcpy(r->code + t, &none, sizeof none);
+        memcpy(r->g + t, &zero, sizeof zero);
+    }
+}
+
+/* input row i of the plane from the window rows over it: src[0] (its row ki[0]) and,
+ * where nsrc is 2, src[1] after it. Sixteen cells are stored at a time, the last store
+ * of a row running on into the next one, which is written after it; the plane's last
+ * row (last) stops at its end. */
+CPU_INLINE void tile_row_emit(const cd_pool_desc *d, const win_row *const *src, const int *ki, int nsrc,
+                              float *dxrow, int last)
+{
+    const int ow = d->ow, w = d->w;
+    for (int t0 = 0; t0 <= ow; t0 += SEP_LANES) {
+        v8f e = (v8f){0}, o = (v8f){0};
+        for (int si = 0; si < nsrc; si++) {
+            const win_row *r = src[si];
+            v8i c = load8i(r->code + t0 + 1), cp = load8i(r->code + t0);
+            v8f g = load8(r->g + t0 + 1), gp = load8(r->g + t0);
+            e += select8(cp == 3 * ki[si] + 2, gp, (v8f){0}); /* window t-1 first */
+            e += select8(c == 3 * ki[si], g, (v8f){0});
+            o += select8(c == 3 * ki[si] + 1, g, (v8f){0});
+        }
+        v8f cells[2] = {__builtin_shufflevector(e, o, 0, 8, 1, 9, 2, 10, 3, 11),
+                        __builtin_shufflevector(e, o, 4, 12, 5, 13, 6, 14, 7, 15)};
+        int left = w - 2 * t0;
+        if (!last || left >= 2 * SEP_LANES)
+            memcpy(dxrow + 2 * t0, cells, sizeof cells);
+        else
+            for (int j = 0; j < left; j++)
+                dxrow[2 * t0 + j] = ((const float *)cells)[j];
+    }
+}
+
+CPU_INLINE void max3s2_tiles_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
+{
+    const size_t w = (size_t)d->w;
+    win_row rows[2];
+    win_row *prev = &rows[0], *cur = &rows[1];
+    for (int oy = 0; oy < d->oh; oy++) {
+        tile_row_fill(d, x, dy, oy, cur);
+        const win_row *both[2] = {prev, cur}, *one[1] = {cur};
+        /* row 2*oy: the last row of window row oy-1, then the first of oy */
+        if (oy > 0)
+            tile_row_emit(d, both, (const int[]){2, 0}, 2, dx + 2 * (size_t)oy * w, 0);
+        else
+            tile_row_emit(d, one, (const int[]){0}, 1, dx, 0);
+        tile_row_emit(d, one, (const int[]){1}, 1, dx + (2 * (size_t)oy + 1) * w, 0);
+        win_row *t = prev;
+        prev = cur;
+        cur = t;
+    }
+    const win_row *last[1] = {prev};
+    tile_row_emit(d, last, (const int[]){2}, 1, dx + 2 * (size_t)d->oh * w, 1);
 }
 
 /* The inner windows' forward of other shapes, kh x kw given as arguments: the scan. */
@@ -610,6 +728,10 @@ static void max_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
 CD_CLONES
 static void max_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
 {
+    if (max3s2_tiles(d)) {
+        max3s2_tiles_bwd(d, x, dy, dx);
+        return;
+    }
     pool_inner in = pool_inner_of(d);
     const int w = d->w;
     int s = sep_stride(d, &in);
