@@ -549,6 +549,11 @@ CPU_INLINE void band_max_inner(const cd_pool_desc *d, const pool_inner *in, cons
         v8f m;
         v8i k;
         max8_short(d, x, first, n, s, w, &m, &k);
+        if (!dx && out + SEP_LANES <= (size_t)d->oh * d->ow) {
+            /* the lanes past the row land on outputs written after these */
+            memcpy(y + out, &m, sizeof m);
+            continue;
+        }
         float mv[SEP_LANES];
         int at[SEP_LANES];
         memcpy(mv, &m, sizeof m);
