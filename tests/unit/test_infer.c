@@ -131,7 +131,8 @@ static void test_export_roundtrip(const char *job, const char *out, const char *
     char *deploy = cd_read_file(src, NULL);
     CHECK(deploy && strstr(deploy, "num_output: 3") && strstr(deploy, "dim: 1 dim: 3 dim: 8 dim: 8") &&
               !strstr(deploy, "SoftmaxWithLoss") && !strstr(deploy, "stage"),
-          "deploy.prototxt: the Input of the crop's shape, num_output, no loss, no stage rules:\n%s", deploy);
+          "deploy.prototxt: the Input of the crop's shape, num_output, no loss, no stage rules:\n%s",
+          deploy ? deploy : "(unreadable)");
     cd_test_write_at(copy, "network.prototxt", deploy ? deploy : "");
     free(deploy);
     snprintf(text, sizeof text, "{\"dataset_dir\": \"%s\", \"network\": \"network.prototxt\", \"use_mean\": \"image\"}",
