@@ -757,6 +757,153 @@ static void max_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy
             max_route_at(d, x, dy, dx, oy, ox);
 }
 
+/*
+ * MAX on small planes (h*w <= LANE_CELLS: AlexNet's pool5, 13x13), eight planes at a
+ * time, a plane to a lane: the eight planes are transposed into one vector per cell and
+ * each window is scanned as max_at scans it (its first cell inside the image, then a
+ * strict > over the others in row-major order) in every lane at once; the backward
+ * routes each window's dy to its choice in window order (max_route_at's adds) by
+ * selects over the window's cells. Where rows hold few windows the row-wise vectors
+ * leave lanes idle and reduce each window with shuffles, and windows clipped at a border
+ * go one by one through max_at; here every lane works on every window alike. Measured
+ * on 32x256 planes, forward: 13x13 3x3/2 (pool5) 0.30-0.31 to 0.21-0.22 ms, 14x14
+ * 3x3/2 (clipped last windows) 1.41-1.45 to 0.27, 7x7 3x3/1 pad 1: 1.89-1.91 to 0.20-0.23;
+ * backward: 14x14 1.55 to 0.68-0.69, 7x7 pad 1 1.97 to 0.37, 9x9 3x3/2 pad 1 1.52-1.55 to
+ * 0.27-0.28. With every window inner (pool5) the plane code's backward is as fast
+ * (0.47-0.49 against 0.48-0.55 ms) and keeps it. The planes past the last eight go one
+ * by one through the plane code.
+ */
+#define LANE_CELLS 256
+#define LANES SEP_LANES
+
+static int max_lanes(const cd_pool_desc *d)
+{
+    return d->mode == CD_POOL_MAX && (size_t)d->h * d->w <= LANE_CELLS && d->n * d->c >= LANES;
+}
+
+/* in-register transpose of 8 vectors: r[q][c] becomes r[c][q] */
+CPU_INLINE void transpose8(v8f r[8])
+{
+    v8f t[8], u[8];
+    for (int q = 0; q < 8; q += 2) {
+        t[q] = __builtin_shufflevector(r[q], r[q + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[q + 1] = __builtin_shufflevector(r[q], r[q + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    }
+    for (int q = 0; q < 8; q += 4) {
+        u[q] = __builtin_shufflevector(t[q], t[q + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[q + 1] = __builtin_shufflevector(t[q], t[q + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        u[q + 2] = __builtin_shufflevector(t[q + 1], t[q + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[q + 3] = __builtin_shufflevector(t[q + 1], t[q + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+    for (int q = 0; q < 4; q++) {
+        r[q] = __builtin_shufflevector(u[q], u[q + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        r[q + 4] = __builtin_shufflevector(u[q], u[q + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    }
+}
+
+/* t[c] = cell c of the 8 planes of n cells at v (plane q at v + q*n) */
+CPU_INLINE void lanes_in(const float *v, size_t n, v8f *t)
+{
+    size_t c = 0;
+    for (; c + LANES <= n; c += LANES) {
+        v8f r[8];
+        for (int q = 0; q < 8; q++)
+            r[q] = load8(v + q * n + c);
+        transpose8(r);
+        memcpy(t + c, r, sizeof r);
+    }
+    for (; c < n; c++)
+        for (int q = 0; q < 8; q++)
+            t[c][q] = v[q * n + c];
+}
+
+/* the inverse: the 8 planes of n cells at v from t */
+CPU_INLINE void lanes_out(const v8f *t, size_t n, float *v)
+{
+    size_t c = 0;
+    for (; c + LANES <= n; c += LANES) {
+        v8f r[8];
+        memcpy(r, t + c, sizeof r);
+        transpose8(r);
+        for (int q = 0; q < 8; q++)
+            memcpy(v + q * n + c, &r[q], sizeof r[q]);
+    }
+    for (; c < n; c++)
+        for (int q = 0; q < 8; q++)
+            v[q * n + c] = t[c][q];
+}
+
+/* the first maximum of window pw in every lane, and (at, where not NULL) its cell */
+CPU_INLINE v8f lanes_max(const v8f *t, int w, const pool_window *pw, v8i *at)
+{
+    int first = pw->hs * w + pw->ws;
+    v8f m = t[first];
+    v8i k = (v8i){0} + first;
+    for (int yy = pw->hs; yy < pw->he; yy++)
+        for (int xx = pw->ws; xx < pw->we; xx++) {
+            int c = yy * w + xx;
+            v8i gt = t[c] > m;
+            m = select8(gt, t[c], m);
+            if (at)
+                k = (gt & c) | (~gt & k);
+        }
+    if (at)
+        *at = k;
+    return m;
+}
+
+// x is 8 planes of (h,w); y 8 of (oh,ow)
+CD_CLONES
+static void max_lanes_fwd(const cd_pool_desc *d, const float *x, float *y)
+{
+    v8f t[LANE_CELLS], o[LANE_CELLS];
+    lanes_in(x, (size_t)d->h * d->w, t);
+    for (int oy = 0; oy < d->oh; oy++)
+        for (int ox = 0; ox < d->ow; ox++) {
+            pool_window pw = pool_window_at(d, oy, ox);
+            o[oy * d->ow + ox] = pool_window_empty(&pw) ? (v8f){0} : lanes_max(t, d->w, &pw, NULL);
+        }
+    lanes_out(o, (size_t)d->oh * d->ow, y);
+}
+
+/* the backward likewise: each window's choice gets its dy, in window order (max_route_at's
+ * adds), by selects over the window's cells */
+// x, dx are 8 planes of (h,w), dx overwritten; dy 8 of (oh,ow)
+CD_CLONES
+static void max_lanes_bwd(const cd_pool_desc *d, const float *x, const float *dy, float *dx)
+{
+    v8f t[LANE_CELLS], g[LANE_CELLS], acc[LANE_CELLS];
+    size_t cells = (size_t)d->h * d->w;
+    lanes_in(x, cells, t);
+    lanes_in(dy, (size_t)d->oh * d->ow, g);
+    for (size_t c = 0; c < cells; c++)
+        acc[c] = (v8f){0};
+    for (int oy = 0; oy < d->oh; oy++)
+        for (int ox = 0; ox < d->ow; ox++) {
+            pool_window pw = pool_window_at(d, oy, ox);
+            if (pool_window_empty(&pw))
+                continue;
+            v8i k;
+            lanes_max(t, d->w, &pw, &k);
+            v8f gv = g[oy * d->ow + ox];
+            for (int yy = pw.hs; yy < pw.he; yy++)
+                for (int xx = pw.ws; xx < pw.we; xx++) {
+                    int c = yy * d->w + xx;
+                    acc[c] = select8(k == c, acc[c] + gv, acc[c]);
+                }
+        }
+    lanes_out(acc, cells, dx);
+}
+
+/* the backward goes by lanes where the plane code would clip windows at a border, its
+ * slow part on small planes */
+static int max_lanes_bwd_wins(const cd_pool_desc *d)
+{
+    pool_inner in = pool_inner_of(d);
+    return max_lanes(d) && !max2_tall(d) &&
+           (in.ylo > 0 || in.yhi < d->oh || in.xlo > 0 || in.xhi < d->ow);
+}
+
 static const struct {
     void (*fwd)(const cd_pool_desc *d, const float *x, float *y);
     void (*bwd)(const cd_pool_desc *d, const float *x, const float *dy, float *dx);
@@ -781,9 +928,17 @@ void cpu_pool_forward(cd_backend_t *be, const cd_pool_desc *d, const float *x, f
     }
     void (*fwd)(const cd_pool_desc *, const float *, float *) =
         d->mode == CD_POOL_MAX && max_2x2(d) ? max2_plane_fwd : pool_table[d->mode].fwd;
+    /* eights of planes a lane each where they are small, then planes one by one */
+    int eights = max_lanes(d) ? planes / LANES : 0, units = eights + planes - eights * LANES;
 #pragma omp parallel for num_threads(nt) if ((size_t)planes * in > CPU_PAR_MIN / 4) schedule(static)
-    for (int p = 0; p < planes; p++)
+    for (int u = 0; u < units; u++) {
+        if (u < eights) {
+            max_lanes_fwd(d, x + (size_t)u * LANES * in, y + (size_t)u * LANES * out);
+            continue;
+        }
+        size_t p = (size_t)eights * LANES + (size_t)(u - eights);
         fwd(d, x + p * in, y + p * out);
+    }
 }
 
 /* dx is overwritten; y is not needed (the max is found again from x). */
@@ -803,7 +958,15 @@ void cpu_pool_backward(cd_backend_t *be, const cd_pool_desc *d, const float *x, 
     }
     void (*bwd)(const cd_pool_desc *, const float *, const float *, float *) =
         d->mode == CD_POOL_MAX && max_2x2(d) ? max2_plane_bwd : pool_table[d->mode].bwd;
+    int eights = max_lanes_bwd_wins(d) ? planes / LANES : 0, units = eights + planes - eights * LANES;
 #pragma omp parallel for num_threads(nt) if ((size_t)planes * in > CPU_PAR_MIN / 4) schedule(static)
-    for (int p = 0; p < planes; p++)
+    for (int u = 0; u < units; u++) {
+        if (u < eights) {
+            size_t p = (size_t)u * LANES;
+            max_lanes_bwd(d, x + p * in, dy + p * out, dx + p * in);
+            continue;
+        }
+        size_t p = (size_t)eights * LANES + (size_t)(u - eights);
         bwd(d, x + p * in, dy + p * out, dx + p * in);
+    }
 }
