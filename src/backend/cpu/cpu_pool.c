@@ -141,6 +141,19 @@ static int max_2x2(const cd_pool_desc *d)
     return d->kh == 2 && d->kw == 2 && d->sh == 2 && d->sw == 2 && d->ph == 0 && d->pw == 0;
 }
 
+/* the window a b over c e (p0 = a b, p1 = c e): its first maximum in row-major order,
+ * as pool_argmax finds it, and (at) which of the four it is */
+CPU_INLINE float max4_first(const float *p0, const float *p1, int *at)
+{
+    float a = p0[0], b = p0[1], c = p1[0], e = p1[1];
+    int k = b > a ? 1 : 0;
+    float m = b > a ? b : a;
+    k = c > m ? 2 : k;
+    m = c > m ? c : m;
+    *at = e > m ? 3 : k;
+    return e > m ? e : m;
+}
+
 CD_CLONES
 static void max2_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
 {
@@ -208,13 +221,8 @@ static void max2_plane_bwd(const cd_pool_desc *d, const float *x, const float *d
         done = max2_row_bwd_sse(r0, r1, g, d0, d1, fw);
 #endif
         for (int ox = done; ox < fw; ox++) {
-            float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], e = r1[2 * ox + 1];
-            /* the first maximum in row-major order, as pool_argmax finds it */
-            int k = b > a ? 1 : 0;
-            float m = b > a ? b : a;
-            k = c > m ? 2 : k;
-            m = c > m ? c : m;
-            k = e > m ? 3 : k;
+            int k;
+            max4_first(r0 + 2 * ox, r1 + 2 * ox, &k);
             d0[2 * ox] = k == 0 ? g[ox] : 0.0f;
             d0[2 * ox + 1] = k == 1 ? g[ox] : 0.0f;
             d1[2 * ox] = k == 2 ? g[ox] : 0.0f;
@@ -331,13 +339,8 @@ static void max2_tall_rows(const cd_pool_desc *d, const float *x, float *y, cons
     for (; k < k1; k++) {
         const float *r0 = x + 2 * k * w, *r1 = r0 + w;
         for (size_t j = 0; j < ow; j++) {
-            float a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], e = r1[2 * j + 1];
-            int at = b > a ? 1 : 0;
-            float m = b > a ? b : a;
-            at = c > m ? 2 : at;
-            m = c > m ? c : m;
-            at = e > m ? 3 : at;
-            m = e > m ? e : m;
+            int at;
+            float m = max4_first(r0 + 2 * j, r1 + 2 * j, &at);
             if (!dy) {
                 y[k * ow + j] = m;
                 continue;
