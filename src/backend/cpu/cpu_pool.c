@@ -903,8 +903,19 @@ static void max_lanes_bwd(const cd_pool_desc *d, const float *x, const float *dy
 static int max_lanes_bwd_wins(const cd_pool_desc *d)
 {
     pool_inner in = pool_inner_of(d);
-    return max_lanes(d) && !max2_tall(d) &&
-           (in.ylo > 0 || in.yhi < d->oh || in.xlo > 0 || in.xhi < d->ow);
+    return max_lanes(d) && (in.ylo > 0 || in.yhi < d->oh || in.xlo > 0 || in.xhi < d->ow);
+}
+
+/* A pass over the planes goes in units: the first `eights` take eight planes a lane
+ * each, the rest one plane each. Unit u's first plane; the units' count. */
+static size_t unit_plane(int u, int eights)
+{
+    return u < eights ? (size_t)u * LANES : (size_t)eights * LANES + (size_t)(u - eights);
+}
+
+static int unit_count(int planes, int eights)
+{
+    return eights + planes - eights * LANES;
 }
 
 static const struct {
@@ -932,15 +943,11 @@ void cpu_pool_forward(cd_backend_t *be, const cd_pool_desc *d, const float *x, f
     void (*fwd)(const cd_pool_desc *, const float *, float *) =
         d->mode == CD_POOL_MAX && max_2x2(d) ? max2_plane_fwd : pool_table[d->mode].fwd;
     /* eights of planes a lane each where they are small, then planes one by one */
-    int eights = max_lanes(d) ? planes / LANES : 0, units = eights + planes - eights * LANES;
+    int eights = max_lanes(d) ? planes / LANES : 0, units = unit_count(planes, eights);
 #pragma omp parallel for num_threads(nt) if ((size_t)planes * in > CPU_PAR_MIN / 4) schedule(static)
     for (int u = 0; u < units; u++) {
-        if (u < eights) {
-            max_lanes_fwd(d, x + (size_t)u * LANES * in, y + (size_t)u * LANES * out);
-            continue;
-        }
-        size_t p = (size_t)eights * LANES + (size_t)(u - eights);
-        fwd(d, x + p * in, y + p * out);
+        size_t p = unit_plane(u, eights);
+        (u < eights ? max_lanes_fwd : fwd)(d, x + p * in, y + p * out);
     }
 }
 
@@ -961,15 +968,10 @@ void cpu_pool_backward(cd_backend_t *be, const cd_pool_desc *d, const float *x, 
     }
     void (*bwd)(const cd_pool_desc *, const float *, const float *, float *) =
         d->mode == CD_POOL_MAX && max_2x2(d) ? max2_plane_bwd : pool_table[d->mode].bwd;
-    int eights = max_lanes_bwd_wins(d) ? planes / LANES : 0, units = eights + planes - eights * LANES;
+    int eights = max_lanes_bwd_wins(d) ? planes / LANES : 0, units = unit_count(planes, eights);
 #pragma omp parallel for num_threads(nt) if ((size_t)planes * in > CPU_PAR_MIN / 4) schedule(static)
     for (int u = 0; u < units; u++) {
-        if (u < eights) {
-            size_t p = (size_t)u * LANES;
-            max_lanes_bwd(d, x + p * in, dy + p * out, dx + p * in);
-            continue;
-        }
-        size_t p = (size_t)eights * LANES + (size_t)(u - eights);
-        bwd(d, x + p * in, dy + p * out, dx + p * in);
+        size_t p = unit_plane(u, eights);
+        (u < eights ? max_lanes_bwd : bwd)(d, x + p * in, dy + p * out, dx + p * in);
     }
 }
