@@ -195,10 +195,17 @@ typedef struct cd_backend_iface {
     void (*conv_backward_filter)(cd_backend_t *be, const cd_conv_desc *d, const float *x,
                                  const float *dy, float *dw, float *db);
 
-    /* pooling; backward gets x and y so a backend may find the max again. */
-    void (*pool_forward)(cd_backend_t *be, const cd_pool_desc *d, const float *x, float *y);
+    /* pooling. The backward gets x and y so a backend may find the max again; mask is
+     * the backend's own record of the forward's choices (pool_mask_size floats, which the
+     * caller allocates), or NULL: the caller passes it to a forward to fill and then to
+     * the backward of that same x, or NULL to both. Results are the same either way. */
+    void (*pool_forward)(cd_backend_t *be, const cd_pool_desc *d, const float *x, float *y,
+                         float *mask);
     void (*pool_backward)(cd_backend_t *be, const cd_pool_desc *d, const float *x,
-                          const float *y, const float *dy, float *dx);
+                          const float *y, const float *mask, const float *dy, float *dx);
+    /* optional: how many floats of mask the backend would keep for d (0: it keeps none,
+     * as for shapes where finding the max again is as fast) */
+    size_t (*pool_mask_size)(cd_backend_t *be, const cd_pool_desc *d);
 
     void (*lrn_forward)(cd_backend_t *be, const cd_lrn_desc *d, const float *x, float *y);
     void (*lrn_backward)(cd_backend_t *be, const cd_lrn_desc *d, const float *x,
@@ -464,6 +471,8 @@ int cd_be_broadcast(cd_backend_t *be, float *x, size_t n);
  * at once and wait has nothing to wait for (CD_OK). */
 int cd_be_allreduce_start(cd_backend_t *be, float *x, size_t n);
 int cd_be_allreduce_wait(cd_backend_t *be);
+/* pool_mask_size; 0 without it (the backward finds the max again). */
+size_t cd_be_pool_mask_size(cd_backend_t *be, const cd_pool_desc *d);
 /* mem_info; CD_ERR (and zeros) when the backend cannot tell. */
 int cd_be_mem_info(cd_backend_t *be, size_t *free_bytes, size_t *total_bytes);
 /* host_alloc and host_free; NULL without the pair (the caller uses malloc), and

@@ -115,6 +115,11 @@ int cd_be_allreduce_wait(cd_backend_t *be)
     return cd_be_supports(be, CD_BE_OVERLAPPED_ALLREDUCE) ? be->iface->allreduce_wait(be) : CD_OK;
 }
 
+size_t cd_be_pool_mask_size(cd_backend_t *be, const cd_pool_desc *d)
+{
+    return be->iface->pool_mask_size ? be->iface->pool_mask_size(be, d) : 0;
+}
+
 int cd_be_mem_info(cd_backend_t *be, size_t *free_bytes, size_t *total_bytes)
 {
     *free_bytes = *total_bytes = 0;

@@ -167,8 +167,9 @@ static int pool_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
     cd_blob *x = l->bottom[0];
     if (need_4d(l, x, err, errlen) != CD_OK)
         return CD_ERR;
-    cd_pool_desc *d = cd_xcalloc(1, sizeof *d);
-    l->priv = d;
+    cd_pool_priv *pp = cd_xcalloc(1, sizeof *pp);
+    l->priv = pp;
+    cd_pool_desc *d = &pp->d;
     static const struct { const char *name; int mode; } modes[] = {{"MAX", CD_POOL_MAX}, {"AVE", CD_POOL_AVE}};
     const char *pool = p ? cd_pt_str(p, "pool", "MAX") : "MAX";
     d->mode = -1;
@@ -224,15 +225,27 @@ static int pool_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
     return CD_OK;
 }
 
+static int pool_init(cd_net *net, cd_layer *l, char *err, size_t errlen)
+{
+    cd_pool_priv *pp = l->priv;
+    size_t n = net->phase_train ? cd_be_pool_mask_size(BE(net), &pp->d) : 0;
+    pp->mask = n ? cd_layer_buffer(net, l, n) : NULL;
+    if (n && !pp->mask)
+        return cd_layer_error(l, err, errlen, "out of memory for the pooling mask");
+    return CD_OK;
+}
+
 static void pool_forward(cd_net *net, cd_layer *l)
 {
-    OPS(net)->pool_forward(BE(net), l->priv, l->bottom[0]->data, l->top[0]->data);
+    cd_pool_priv *pp = l->priv;
+    OPS(net)->pool_forward(BE(net), &pp->d, l->bottom[0]->data, l->top[0]->data, pp->mask);
 }
 
 static void pool_backward(cd_net *net, cd_layer *l)
 {
+    cd_pool_priv *pp = l->priv;
     if (l->bottom[0]->need_backward)
-        OPS(net)->pool_backward(BE(net), l->priv, l->bottom[0]->data, l->top[0]->data,
+        OPS(net)->pool_backward(BE(net), &pp->d, l->bottom[0]->data, l->top[0]->data, pp->mask,
                                 l->top[0]->diff, l->bottom[0]->diff);
 }
 
@@ -312,7 +325,7 @@ const cd_layer_type cd_layers_conv[] = {
      .min_tops = 1, .max_tops = 1, .setup = conv_setup, .forward = conv_forward,
      .backward = conv_backward},
     {.name = "Pooling", .param_field = "pooling_param", .min_bottoms = 1, .max_bottoms = 1,
-     .min_tops = 1, .max_tops = 1, .setup = pool_setup, .forward = pool_forward,
+     .min_tops = 1, .max_tops = 1, .setup = pool_setup, .init = pool_init, .forward = pool_forward,
      .backward = pool_backward},
     {.name = "InnerProduct", .param_field = "inner_product_param", .min_bottoms = 1, .max_bottoms = 1,
      .min_tops = 1, .max_tops = 1, .setup = ip_setup, .forward = ip_forward, .backward = ip_backward},

@@ -1,4 +1,5 @@
-/* What Convolution shares with the layers built on its geometry (Deconvolution). */
+/* What Convolution shares with the layers built on its geometry (Deconvolution), and
+ * the layers' state that the exporters read. */
 #ifndef CDIGITS_LAYER_CONV_H
 #define CDIGITS_LAYER_CONV_H
 
@@ -9,6 +10,14 @@ typedef struct cd_conv_priv {
     cd_conv_desc d;
     int bias;
 } cd_conv_priv;
+
+/* The state of Pooling: its geometry, and the backend's record of MAX's choices where
+ * the backend keeps one (cd_be_pool_mask_size; training only, since a forward without
+ * a backward needs none), else NULL. */
+typedef struct cd_pool_priv {
+    cd_pool_desc d;
+    float *mask;
+} cd_pool_priv;
 
 /* Give l a zeroed cd_conv_priv (l->priv), read its convolution_param into it
  * (cd_conv_param_read) and take n and the bottom's side from l's first bottom: the

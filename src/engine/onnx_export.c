@@ -344,7 +344,7 @@ static int ox_pool(ox_t *x, ox_ctx *c, char *err, size_t errlen)
 {
     (void)err, (void)errlen;
     const cd_layer *l = c->l;
-    const cd_pool_desc *d = l->priv;
+    const cd_pool_desc *d = &((const cd_pool_priv *)l->priv)->d;
     int ave = d->mode == CD_POOL_AVE;
     if (l->param && cd_pt_bool(l->param, "global_pooling", 0)) {
         ox_node1(x, ave ? "GlobalAveragePool" : "GlobalMaxPool", l->name, c->in[0], NULL, c->out[0]);

@@ -709,9 +709,9 @@ static void go_test_pool(cd_pool_desc d, int relu_input)
     }
     go_t x = go_from(xh, nx), y = go_rand(ny, -1, 1), dy = go_rand(ny, -1, 1);
     go_t dx = go_rand(nx, -1, 1);
-    BOTH(pool_forward, &d, D(x), D(y));
+    BOTH(pool_forward, &d, D(x), D(y), NULL);
     go_check("pool_forward", sh, &y, TOL_EXACT);
-    BOTH(pool_backward, &d, D(x), D(y), D(dy), D(dx));
+    BOTH(pool_backward, &d, D(x), D(y), NULL, D(dy), D(dx));
     go_check("pool_backward", sh, &dx, TOL_EXACT);
     free(xh);
     go_free_all();

@@ -137,10 +137,18 @@ static void pooling(void)
         const cd_pool_desc *d = &cases[c].d;
         size_t in = (size_t)d->n * d->c * d->h * d->w, on = (size_t)d->n * d->c * d->oh * d->ow;
         float *x = fill(in, -1, 1, 8), *y = zeros(on), *dy = fill(on, -1, 1, 9), *dx = zeros(in);
-        f->pool_forward(be, d, x, y);
+        f->pool_forward(be, d, x, y, NULL);
         out(cases[c].name, "forward", y, on);
-        f->pool_backward(be, d, x, y, dy, dx);
+        f->pool_backward(be, d, x, y, NULL, dy, dx);
         out(cases[c].name, "backward", dx, in);
+        size_t nm = f->pool_mask_size(be, d); /* the CPU backend has the slot */
+        if (nm) { /* the backward from the forward's record */
+            float *mask = zeros(nm);
+            f->pool_forward(be, d, x, y, mask);
+            f->pool_backward(be, d, x, y, mask, dy, dx);
+            out(cases[c].name, "backward_mask", dx, in);
+            free(mask);
+        }
         free(x), free(y), free(dy), free(dx);
     }
 }

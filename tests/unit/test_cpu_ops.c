@@ -711,6 +711,28 @@ static void naive_pool(const cd_pool_desc *d, const float *x, double *y, long *a
             }
 }
 
+/* Where the backend keeps a mask for d: the forward with it gives the same y, and the
+ * backward from it the same bits as dx from finding the maxima again (which the
+ * caller checked against the naive loops), twice over so a stale mask would show. */
+static void pool_mask_same(const cd_pool_desc *d, const char *name, const float *x, const float *dy,
+                           const float *dx)
+{
+    const cd_backend_iface *f = be->iface;
+    size_t nm = cd_be_pool_mask_size(be, d);
+    if (!nm)
+        return;
+    size_t nx = (size_t)d->n * d->c * d->h * d->w, ny = (size_t)d->n * d->c * d->oh * d->ow;
+    float *mask = frand(nm, -1, 1), *y = falloc(ny), *ym = falloc(ny), *dxm = frand(nx, -1, 1);
+    f->pool_forward(be, d, x, y, NULL);
+    for (int rep = 0; rep < 2; rep++) {
+        f->pool_forward(be, d, x, ym, mask);
+        f->pool_backward(be, d, x, ym, mask, dy, dxm);
+        CHECK(!memcmp(y, ym, ny * sizeof(float)) && !memcmp(dx, dxm, nx * sizeof(float)),
+              "%s: the forward and backward with the mask (call %d) give other bits than without", name,
+              rep + 1);
+    }
+}
+
 static void test_pool_case(cd_pool_desc d, int ties)
 {
     const cd_backend_iface *f = be->iface;
@@ -729,7 +751,7 @@ static void test_pool_case(cd_pool_desc d, int ties)
     double *ry = dzeros(ny), *rdx = dzeros(nx);
     long *arg = scratch(ny * sizeof(long));
     naive_pool(&d, x, ry, arg);
-    f->pool_forward(be, &d, x, y);
+    f->pool_forward(be, &d, x, y, NULL);
     snprintf(what, sizeof what, "%s forward", name);
     check_arr(what, y, ry, ny, RTOL_ELEM);
     /* backward: the adjoint of the forward (the route to the first maximum for MAX) */
@@ -751,10 +773,11 @@ static void test_pool_case(cd_pool_desc d, int ties)
                             rdx[((long)pl * d.h + yy) * d.w + xx] += dy[o] / size;
             }
     for (int rep = 0; rep < 2; rep++) {
-        f->pool_backward(be, &d, x, y, dy, dx);
+        f->pool_backward(be, &d, x, y, NULL, dy, dx);
         snprintf(what, sizeof what, "%s backward (call %d)", name, rep + 1);
         check_arr(what, dx, rdx, nx, RTOL_ELEM * 10);
     }
+    pool_mask_same(&d, name, x, dy, dx);
     scratch_free();
 }
 
@@ -828,8 +851,8 @@ static void test_pool_nan(void)
             x[i] = u < 0.15 ? NAN : (float)floor(x[i]); /* NaN and ties */
         }
         double *rdx = dzeros(nx);
-        f->pool_forward(be, &d, x, y);
-        f->pool_backward(be, &d, x, y, dy, dx);
+        f->pool_forward(be, &d, x, y, NULL);
+        f->pool_backward(be, &d, x, y, NULL, dy, dx);
         int bad = 0;
         for (int pl = 0; pl < d.n * d.c; pl++)
             for (int oy = 0; oy < d.oh; oy++)
@@ -852,6 +875,7 @@ static void test_pool_nan(void)
                 }
         CHECK(bad == 0, "max pool k%dx%d s%d p%d with NaN: %d outputs not the scan's", d.kh, d.kw, d.sh, d.ph, bad);
         check_arr("max pool with NaN: backward", dx, rdx, nx, RTOL_ELEM * 10);
+        pool_mask_same(&d, "max pool with NaN", x, dy, dx);
         scratch_free();
     }
 }

@@ -634,6 +634,10 @@ static const gc_case gc_cases[] = {
      "pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 }", DRAW_DISTINCT, 0, 0},
     /* 5x5, k2 s2 p1: ceil(5/2) + 1 = 4, clipped to 3 (the last window would start in
      * the padding) */
+    /* eight planes of at most 256 cells: the CPU backend's lanes, with the training
+     * net's mask (the backward reads the forward's choices instead of x) */
+    {"pool", "pool MAX pad/ceil, eight planes", {2, 4, 7, 7}, "Pooling",
+     "pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 }", DRAW_DISTINCT, 0, 0},
     {"pool", "pool MAX clipped", {2, 2, 5, 5}, "Pooling",
      "pooling_param { pool: MAX kernel_size: 2 stride: 2 pad: 1 }", DRAW_DISTINCT, 0, 0},
     {"pool", "pool MAX global", {2, 3, 4, 5}, "Pooling",

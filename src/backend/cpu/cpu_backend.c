@@ -211,6 +211,7 @@ static const cd_backend_iface cpu_iface = {
 
     .pool_forward = cpu_pool_forward,
     .pool_backward = cpu_pool_backward,
+    .pool_mask_size = cpu_pool_mask_size,
     .lrn_forward = cpu_lrn_forward,
     .lrn_backward = cpu_lrn_backward,
 

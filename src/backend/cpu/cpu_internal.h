@@ -105,9 +105,10 @@ void cpu_conv_backward_filter(cd_backend_t *be, const cd_conv_desc *d, const flo
                               const float *dy, float *dw, float *db);
 
 /* pooling (cpu_pool.c) */
-void cpu_pool_forward(cd_backend_t *be, const cd_pool_desc *d, const float *x, float *y);
+void cpu_pool_forward(cd_backend_t *be, const cd_pool_desc *d, const float *x, float *y, float *mask);
 void cpu_pool_backward(cd_backend_t *be, const cd_pool_desc *d, const float *x, const float *y,
-                       const float *dy, float *dx);
+                       const float *mask, const float *dy, float *dx);
+size_t cpu_pool_mask_size(cd_backend_t *be, const cd_pool_desc *d);
 
 /* local response normalization (cpu_lrn.c) */
 void cpu_lrn_forward(cd_backend_t *be, const cd_lrn_desc *d, const float *x, float *y);

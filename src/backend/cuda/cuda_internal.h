@@ -213,9 +213,9 @@ void cuda_conv_backward_filter(cd_backend_t *be, const cd_conv_desc *d, const fl
 void cuda_conv_release(cd_backend_t *be);
 
 /* pool.c */
-void cuda_pool_forward(cd_backend_t *be, const cd_pool_desc *d, const float *x, float *y);
+void cuda_pool_forward(cd_backend_t *be, const cd_pool_desc *d, const float *x, float *y, float *mask);
 void cuda_pool_backward(cd_backend_t *be, const cd_pool_desc *d, const float *x, const float *y,
-                        const float *dy, float *dx);
+                        const float *mask, const float *dy, float *dx);
 
 /* lrn.c */
 void cuda_lrn_forward(cd_backend_t *be, const cd_lrn_desc *d, const float *x, float *y);
