@@ -333,7 +333,7 @@ void cpu_act_backward(cd_backend_t *be, int act, float slope, size_t n, const fl
  * its bits against the ratio. The indices go by blocks of 2^32, each with its key, so
  * the loop's counter is 32 bits wide. */
 // x, mask, y are (n)
-CD_CLONES_INT64
+CD_CLONES_V4
 void cpu_dropout_forward(cd_backend_t *be, size_t n, float ratio, uint64_t seed,
                          uint64_t counter, const float *x, float *mask, float *y)
 {

@@ -714,7 +714,7 @@ CPU_INLINE void max3s2_tiles_bwd(const cd_pool_desc *d, const float *x, const ui
  * codes went lane by lane through a conversion to bytes (forward 1.44 ms); they take
  * each lane's low byte in one shuffle. */
 // x is (h,w) of one plane; y and code are (oh,ow)
-CD_CLONES
+CD_CLONES_V4
 static void max3s2_tiles_fwd(const cd_pool_desc *d, const float *x, float *y, uint8_t *code)
 {
     const int w = d->w, ow = d->ow;
@@ -734,7 +734,7 @@ static void max3s2_tiles_fwd(const cd_pool_desc *d, const float *x, float *y, ui
     }
 }
 
-CD_CLONES
+CD_CLONES_V4
 static void max3s2_tiles_mask_bwd(const cd_pool_desc *d, const uint8_t *code, const float *dy, float *dx)
 {
     max3s2_tiles_bwd(d, NULL, code, dy, dx);
@@ -759,7 +759,7 @@ CPU_INLINE void max_inner_fwd(const cd_pool_desc *d, const pool_inner *in, const
 }
 
 // x is (h,w) of one plane; y is (oh,ow)
-CD_CLONES
+CD_CLONES_V4
 static void max_plane_fwd(const cd_pool_desc *d, const float *x, float *y)
 {
     pool_inner in = pool_inner_of(d);
@@ -815,7 +815,10 @@ static void max_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy
  * on 32x256 planes, forward: 13x13 3x3/2 (pool5) 0.30-0.31 to 0.21-0.22 ms, 14x14
  * 3x3/2 (clipped last windows) 1.41-1.45 to 0.27, 7x7 3x3/1 pad 1: 1.89-1.91 to 0.20-0.23;
  * backward: 14x14 1.55 to 0.68-0.69, 7x7 pad 1 1.97 to 0.37, 9x9 3x3/2 pad 1 1.52-1.55 to
- * 0.27-0.28. With every window inner (pool5) the plane code's backward is as fast
+ * 0.27-0.28 (the forward compiled for AVX-512 too, CD_CLONES_V4: its 32 vector
+ * registers hold a transpose without spilling; pool5's 0.20 to 0.165 ms, and the plane
+ * code's forwards pool1 1.21-1.29 to 1.16-1.22, pool2 0.77-0.81 to 0.66-0.70). With
+ * every window inner (pool5) the plane code's backward is as fast
  * (0.47-0.49 against 0.48-0.55 ms) and keeps it. The planes past the last eight go one
  * by one through the plane code.
  * Given a mask (training: cpu_pool_mask_size), the forward also records each window's
@@ -929,7 +932,7 @@ CPU_INLINE v8f lanes_max3(const v8f *t, int first, const int off[9], const v8i o
  * hold it (output o of plane q at o*8 + q): transposing it back cost as much as the
  * windows' choices themselves (0.045 ms on pool5) */
 // x is 8 planes of (h,w); y 8 of (oh,ow); mask (oh*ow, 8)
-CD_CLONES
+CD_CLONES_V4
 static void max_lanes_fwd(const cd_pool_desc *d, const float *x, float *y, float *mask)
 {
     v8f t[LANE_CELLS], o[LANE_CELLS], m[LANE_CELLS];
@@ -942,6 +945,24 @@ static void max_lanes_fwd(const cd_pool_desc *d, const float *x, float *y, float
     }
     int three = d->kh == 3 && d->kw == 3;
     lanes_in(x, (size_t)d->h * d->w, t);
+    pool_inner in = pool_inner_of(d);
+    if (three && in.ylo == 0 && in.xlo == 0 && in.yhi == d->oh && in.xhi == d->ow) {
+        /* every window whole (pool5): none to place or clip (0.228 to 0.200 ms) */
+        for (int oy = 0; oy < d->oh; oy++) {
+            int row = (oy * d->sh - d->ph) * d->w - d->pw;
+            for (int ox = 0; ox < d->ow; ox++) {
+                size_t c = (size_t)oy * d->ow + ox;
+                v8i k;
+                o[c] = lanes_max3(t, row + ox * d->sw, off, offv, mask ? &k : NULL);
+                if (mask)
+                    m[c] = __builtin_convertvector(k, v8f);
+            }
+        }
+        lanes_out(o, out, y);
+        if (mask)
+            memcpy(mask, m, out * sizeof m[0]);
+        return;
+    }
     for (int oy = 0; oy < d->oh; oy++)
         for (int ox = 0; ox < d->ow; ox++) {
             pool_window pw = pool_window_at(d, oy, ox);
