@@ -36,11 +36,13 @@ extern "C" {
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__) && !defined(CD_NO_CLONES)
 #define CD_CLONES __attribute__((target_clones("avx2", "default")))
 /* The same with a third version for AVX-512 (x86-64-v4), which multiplies 64-bit
- * integers in vectors and has 32 vector registers where AVX2 has 16: for the
- * generator's loops (cd_rand_uniform, 3x faster than AVX2's) and max pooling's
- * compares, selects and transposes (pool5's forward 0.20 to 0.165 ms). Only for integer
- * work, compares and products with no sum: x86-64-v4 has FMA, which GCC would contract
- * a*b + c into. */
+ * integers in vectors, has 32 vector registers where AVX2 has 16, and divides and takes
+ * square roots 16 floats at a time: for the generator's loops (cd_rand_uniform, 3x
+ * faster than AVX2's), max pooling's compares, selects and transposes (pool5's forward
+ * 0.20 to 0.165 ms) and LRN's s^-0.75 (norm2's forward 1.46 to 0.98 ms). x86-64-v4 has
+ * FMA, which GCC would contract a*b + c into, changing the bits: only for integer work
+ * and compares, or in files compiled with -ffp-contract=off (the CPU backend's,
+ * CD_CPU_OPTIONS in CMakeLists.txt). */
 #define CD_CLONES_V4 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define CD_CLONES

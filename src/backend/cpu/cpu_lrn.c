@@ -24,7 +24,13 @@
 #include "cpu_internal.h"
 
 /* s^-beta; AlexNet's beta = 0.75 (pw075) is worth avoiding powf for, and its form (two
- * square roots and a division) vectorizes. */
+ * square roots and a division) vectorizes. The divider bounds these loops, and AVX-512
+ * runs it on 16 floats where AVX2 runs 8: the walks are compiled for it too
+ * (CD_CLONES_V4; the same bits, test_simd_bits). 32 images, ms, forward + backward:
+ * norm1 (96x55x55) 2.20-2.31 + 4.24-4.38 to 1.70-1.76 + 4.12-4.24, norm2 (256x27x27)
+ * 1.44-1.55 + 2.74-2.86 to 0.97-1.00 + 2.42-2.76. A Newton iteration from a bit-level
+ * guess (three steps for 2.7 ulp) took 0.40-0.45 ns an element against the divider's
+ * 0.22 with AVX-512. */
 CPU_INLINE float lrn_pow(float s, float beta, int pw075)
 {
     return pw075 ? 1.0f / sqrtf(s * sqrtf(s)) : powf(s, -beta);
@@ -158,13 +164,14 @@ CPU_INLINE void fwd_step(float *restrict acc, const float *restrict out, const f
     }
 }
 
-/* sb = scale^-beta and ratio = dy * x * sb / scale of one channel (step 1 of the
- * backward). With beta = 0.75 both come from t = 1/scale: sb = sqrt(t * sqrt(t)) and
+/* dysb = dy * scale^-beta and ratio = dy * x * scale^-beta / scale of one channel (step 1
+ * of the backward; step 2 needs dy only in dysb, so it reads one plane fewer). With
+ * beta = 0.75 both come from t = 1/scale: sb = sqrt(t * sqrt(t)) and
  * ratio = dy * x * sb * t, three operations of the divider where lrn_pow and a division
- * by scale took four, and the divider bounds this loop (norm1's backward on data in
- * cache, 2 images: 0.27-0.29 to 0.23 ms). */
+ * by scale took four (norm1's backward on data in cache, 2 images, AVX2: 0.27-0.29 to
+ * 0.23 ms). */
 CPU_INLINE void ratio_step(float *restrict acc, const float *restrict out, const float *restrict in,
-                           const float *restrict xc, const float *restrict dyc, float *restrict sb,
+                           const float *restrict xc, const float *restrict dyc, float *restrict dysb,
                            float *restrict ratio, size_t bn, float k, float a, float beta, int has_out, int has_in,
                            int pw075)
 {
@@ -173,23 +180,23 @@ CPU_INLINE void ratio_step(float *restrict acc, const float *restrict out, const
         float scale = scale_at(s, k, a);
         if (pw075) {
             float t = 1.0f / scale, b = sqrtf(t * sqrtf(t));
-            sb[j] = b;
+            dysb[j] = dyc[j] * b;
             ratio[j] = dyc[j] * xc[j] * b * t;
         } else {
             float b = lrn_pow(scale, beta, 0);
-            sb[j] = b;
+            dysb[j] = dyc[j] * b;
             ratio[j] = dyc[j] * xc[j] * b / scale;
         }
     }
 }
 
-/* dx = dy * sb - coef * x * sum of one channel (step 2 of the backward), acc the sum of
+/* dx = dysb - coef * x * sum of one channel (step 2 of the backward), acc the sum of
  * ratio over the mirrored window, slid first: less out[j] (has_out), plus in[j] (has_in).
  * In one pass where sliding and the product took three (norm1's backward 6.4 to 6.0-6.2
  * ms); the sums add in the same order, the same bits. */
 CPU_INLINE void dx_step(float *restrict acc, const float *restrict out, const float *restrict in,
-                        const float *restrict xc, const float *restrict dyc, const float *restrict sb,
-                        float *restrict dxc, size_t bn, float coef, int has_out, int has_in)
+                        const float *restrict xc, const float *restrict dysb, float *restrict dxc, size_t bn,
+                        float coef, int has_out, int has_in)
 {
     for (size_t j = 0; j < bn; j++) {
         float s = acc[j];
@@ -198,7 +205,7 @@ CPU_INLINE void dx_step(float *restrict acc, const float *restrict out, const fl
         if (has_in)
             s += 1.0f * in[j];
         acc[j] = s;
-        dxc[j] = dyc[j] * sb[j] - coef * xc[j] * s;
+        dxc[j] = dysb[j] - coef * xc[j] * s;
     }
 }
 
@@ -242,7 +249,7 @@ CPU_INLINE void prefetch_run(const float *v, size_t n, int write)
 }
 
 /* Each task is a block of positions [p0, p0 + bn) of one image, walking its channels. */
-CD_CLONES
+CD_CLONES_V4
 static void across_forward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, float *y)
 {
     (void)be;
@@ -278,12 +285,12 @@ static void across_forward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const
 }
 
 /* The backward walks each block's channels once, two steps to a channel: step 1 of
- * channel ch gives sb = scale^-beta and ratio = dy * x * scale^(-beta-1); step 2 of
- * channel ch - pre follows it, as soon as the ratio of every channel whose window holds
- * it is known, and slides the mirrored window over ratio:
- *   dx = dy * sb - coef * x * (sum of ratio over [ch+pre-size+1, ch+pre]).
- * So sb and ratio are kept for size + 1 channels only (a ring), the block can be as long
- * as the forward's, and step 2 finds its channel's x and dy still in cache from step 1.
+ * channel ch gives dysb = dy * scale^-beta and ratio = dy * x * scale^(-beta-1); step 2
+ * of channel ch - pre follows it, as soon as the ratio of every channel whose window
+ * holds it is known, and slides the mirrored window over ratio:
+ *   dx = dysb - coef * x * (sum of ratio over [ch+pre-size+1, ch+pre]).
+ * So dysb and ratio are kept for size + 1 channels only (a ring), the block can be as
+ * long as the forward's, and step 2 finds its channel's x still in cache from step 1.
  * The sums add in the order of a walk of step 1 then a walk of step 2: the same bits. */
 #define LRN_RING(d) ((d)->size + 1)
 
@@ -293,7 +300,7 @@ CPU_INLINE float *ring_plane(float *ring, int slots, int q)
     return ring + (size_t)(q % slots) * LRN_FWD_BLOCK;
 }
 
-CD_CLONES
+CD_CLONES_V4
 static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, const float *dy,
                             float *dx)
 {
@@ -306,7 +313,7 @@ static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, cons
     float *ws = cpu_scratch_acquire(be, per * (size_t)nt);
 #pragma omp parallel num_threads(nt)
     {
-        float *sb_ring = ws + per * (size_t)omp_get_thread_num(), *ratio_ring = sb_ring + per / 2;
+        float *dysb_ring = ws + per * (size_t)omp_get_thread_num(), *ratio_ring = dysb_ring + per / 2;
 #pragma omp for schedule(static)
         for (size_t t = 0; t < (size_t)d->n * blocks; t++) {
             float acc[LRN_FWD_BLOCK], acc2[LRN_FWD_BLOCK];
@@ -318,7 +325,7 @@ static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, cons
             for (int step = 0; step < d->c + pre; step++) {
                 int ch = step;
                 if (ch < d->c) { /* step 1 of channel ch */
-                    float *sb = ring_plane(sb_ring, slots, ch), *ratio = ring_plane(ratio_ring, slots, ch);
+                    float *dysb = ring_plane(dysb_ring, slots, ch), *ratio = ring_plane(ratio_ring, slots, ch);
                     const float *out, *in, *xc = xb + (size_t)ch * hw, *dyc = dyb + (size_t)ch * hw;
                     if (ch == 0)
                         start_window(d, xb, hw, -pre, bn, acc, 1);
@@ -334,19 +341,18 @@ static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, cons
                             prefetch_run(dnext + j0, sn, 0);
                         const float *o = out ? out + j0 : NULL, *i = in ? in + j0 : NULL;
                         if (pw075)
-                            LRN_ENDS(o, i, RATIO_075, acc + j0, o, i, xc + j0, dyc + j0, sb + j0, ratio + j0, sn,
-                                     d->k, a, d->beta);
+                            LRN_ENDS(o, i, RATIO_075, acc + j0, o, i, xc + j0, dyc + j0, dysb + j0, ratio + j0,
+                                     sn, d->k, a, d->beta);
                         else
-                            LRN_ENDS(o, i, RATIO_POW, acc + j0, o, i, xc + j0, dyc + j0, sb + j0, ratio + j0, sn,
-                                     d->k, a, d->beta);
+                            LRN_ENDS(o, i, RATIO_POW, acc + j0, o, i, xc + j0, dyc + j0, dysb + j0, ratio + j0,
+                                     sn, d->k, a, d->beta);
                     }
                 }
                 ch = step - pre;
                 if (ch < 0)
                     continue;
                 /* step 2 of channel ch: ratio is known up to channel ch + pre */
-                const float *sb = ring_plane(sb_ring, slots, ch);
-                const float *xc = xb + (size_t)ch * hw, *dyc = dyb + (size_t)ch * hw;
+                const float *dysb = ring_plane(dysb_ring, slots, ch), *xc = xb + (size_t)ch * hw;
                 float *dxc = dx + off + (size_t)ch * hw;
                 const float *ro = NULL, *ri = NULL; /* leaving and entering the window */
                 if (ch == 0) {
@@ -359,7 +365,7 @@ static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, cons
                     ro = o >= 0 && o < d->c ? ring_plane(ratio_ring, slots, o) : NULL;
                     ri = i >= 0 && i < d->c ? ring_plane(ratio_ring, slots, i) : NULL;
                 }
-                LRN_ENDS(ro, ri, dx_step, acc2, ro, ri, xc, dyc, sb, dxc, bn, coef);
+                LRN_ENDS(ro, ri, dx_step, acc2, ro, ri, xc, dysb, dxc, bn, coef);
             }
         }
     }
@@ -369,7 +375,7 @@ static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, cons
 /* ---- WITHIN ---------------------------------------------------------------------- */
 
 /* each plane needs hw floats for its scale: one slice of the scratch per thread */
-CD_CLONES
+CD_CLONES_V4
 static void within_forward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, float *y)
 {
     size_t hw = (size_t)d->h * d->w, chw = (size_t)d->c * hw;
@@ -392,7 +398,7 @@ static void within_forward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const
 }
 
 /* Images go in chunks whose scale^-beta and ratio planes fit the conv workspace bound. */
-CD_CLONES
+CD_CLONES_V4
 static void within_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, const float *dy,
                             float *dx)
 {
