@@ -44,9 +44,22 @@ extern "C" {
  * and compares, or in files compiled with -ffp-contract=off (the CPU backend's,
  * CD_CPU_OPTIONS in CMakeLists.txt). */
 #define CD_CLONES_V4 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+/* A function compiled for AVX-512 alone, where its vectors are wider than the other
+ * versions' (max pooling's sixteen planes at a time): called only where cd_cpu_v4()
+ * says the processor runs it, the same rules as CD_CLONES_V4 for its arithmetic. */
+#define CD_TARGET_V4 __attribute__((target("arch=x86-64-v4")))
+static inline int cd_cpu_v4(void)
+{
+    return __builtin_cpu_supports("x86-64-v4");
+}
 #else
 #define CD_CLONES
 #define CD_CLONES_V4
+#define CD_TARGET_V4
+static inline int cd_cpu_v4(void)
+{
+    return 0;
+}
 #endif
 
 /* The counter-based uniform generator shared by every backend and by the data

@@ -126,6 +126,7 @@ static void pooling(void)
         {"pool_max_2x2", {CD_POOL_MAX, 3, 5, 25, 23, 2, 2, 2, 2, 0, 0, 13, 12}},
         {"pool_max_3x3_s2", {CD_POOL_MAX, 3, 5, 27, 27, 3, 3, 2, 2, 0, 0, 13, 13}},
         {"pool_max_3x3_s2_rows_of_6", {CD_POOL_MAX, 3, 5, 13, 13, 3, 3, 2, 2, 0, 0, 6, 6}},
+        {"pool_max_3x3_s2_sixteen_planes", {CD_POOL_MAX, 5, 7, 13, 13, 3, 3, 2, 2, 0, 0, 6, 6}},
         {"pool_max_3x3_s2_rows_of_16", {CD_POOL_MAX, 3, 5, 11, 33, 3, 3, 2, 2, 0, 0, 5, 16}},
         {"pool_max_2x2_small", {CD_POOL_MAX, 3, 50, 8, 8, 2, 2, 2, 2, 0, 0, 4, 4}},
         {"pool_max_2x2_rows_of_16", {CD_POOL_MAX, 3, 5, 6, 32, 2, 2, 2, 2, 0, 0, 3, 16}},
