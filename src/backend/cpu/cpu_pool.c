@@ -877,37 +877,44 @@ CPU_INLINE void transpose8(v8f r[8])
     }
 }
 
-/* t[c] = cell c of the 8 planes of n cells at v (plane q at v + q*n) */
-CPU_INLINE void lanes_in(const float *v, size_t n, v8f *t)
-{
-    size_t c = 0;
-    for (; c + LANES <= n; c += LANES) {
-        v8f r[8];
-        for (int q = 0; q < 8; q++)
-            r[q] = load8(v + q * n + c);
-        transpose8(r);
-        memcpy(t + c, r, sizeof r);
+/* t[c] = cell c of the W planes of n cells at v (plane q at v + q*n), as IN, and the
+ * inverse, as OUT: eight cells of each plane at a time, rows ROW_IN(v, n, c, q) for q <
+ * 8 transposed by TRANSPOSE in registers and stored by ROW_OUT(r, v, n, c, q); the
+ * cells past the last eight one by one. */
+#define DEFINE_LANES_IO(IN, OUT, VF, W, ROW_IN, ROW_OUT, TRANSPOSE)                                             \
+    CPU_INLINE void IN(const float *v, size_t n, VF *t)                                                        \
+    {                                                                                                          \
+        size_t c = 0;                                                                                          \
+        for (; c + LANES <= n; c += LANES) {                                                                   \
+            VF r[8];                                                                                           \
+            for (int q = 0; q < 8; q++)                                                                        \
+                r[q] = ROW_IN(v, n, c, q);                                                                     \
+            TRANSPOSE(r);                                                                                      \
+            memcpy(t + c, r, sizeof r);                                                                        \
+        }                                                                                                      \
+        for (; c < n; c++)                                                                                     \
+            for (int q = 0; q < (W); q++)                                                                      \
+                t[c][q] = v[q * n + c];                                                                        \
+    }                                                                                                          \
+    CPU_INLINE void OUT(const VF *t, size_t n, float *v)                                                       \
+    {                                                                                                          \
+        size_t c = 0;                                                                                          \
+        for (; c + LANES <= n; c += LANES) {                                                                   \
+            VF r[8];                                                                                           \
+            memcpy(r, t + c, sizeof r);                                                                        \
+            TRANSPOSE(r);                                                                                      \
+            for (int q = 0; q < 8; q++)                                                                        \
+                ROW_OUT(r[q], v, n, c, q);                                                                     \
+        }                                                                                                      \
+        for (; c < n; c++)                                                                                     \
+            for (int q = 0; q < (W); q++)                                                                      \
+                v[q * n + c] = t[c][q];                                                                        \
     }
-    for (; c < n; c++)
-        for (int q = 0; q < 8; q++)
-            t[c][q] = v[q * n + c];
-}
 
-/* the inverse: the 8 planes of n cells at v from t */
-CPU_INLINE void lanes_out(const v8f *t, size_t n, float *v)
-{
-    size_t c = 0;
-    for (; c + LANES <= n; c += LANES) {
-        v8f r[8];
-        memcpy(r, t + c, sizeof r);
-        transpose8(r);
-        for (int q = 0; q < 8; q++)
-            memcpy(v + q * n + c, &r[q], sizeof r[q]);
-    }
-    for (; c < n; c++)
-        for (int q = 0; q < 8; q++)
-            v[q * n + c] = t[c][q];
-}
+/* eight planes: lanes_in and lanes_out */
+#define ROW8_IN(v, n, c, q) load8((v) + (q) * (n) + (c))
+#define ROW8_OUT(r, v, n, c, q) memcpy((v) + (q) * (n) + (c), &(r), sizeof(r))
+DEFINE_LANES_IO(lanes_in, lanes_out, v8f, 8, ROW8_IN, ROW8_OUT, transpose8)
 
 /* the first maximum of window pw in every lane, and (at, where not NULL) its cell */
 CPU_INLINE v8f lanes_max(const v8f *t, int w, const pool_window *pw, v8i *at)
@@ -1112,38 +1119,11 @@ CPU_INLINE void split16(v16f v, float *a, float *b)
 DEFINE_LANES_SCAN(lanes16_scan, v16f, v16i, lanes16_max3)
 DEFINE_LANES_ROUTE(lanes16_route, v16f, v16i)
 
-/* t[c] = cell c of the 16 planes of n cells at v (plane q at v + q*n): two units of
- * eight, the second in the upper halves */
-CPU_INLINE void lanes16_in(const float *v, size_t n, v16f *t)
-{
-    size_t c = 0;
-    for (; c + LANES <= n; c += LANES) {
-        v16f r[8];
-        for (int q = 0; q < 8; q++)
-            r[q] = join8(load8(v + q * n + c), load8(v + (q + 8) * n + c));
-        transpose8x2(r);
-        memcpy(t + c, r, sizeof r);
-    }
-    for (; c < n; c++)
-        for (int q = 0; q < 16; q++)
-            t[c][q] = v[q * n + c];
-}
-
-/* the inverse: the 16 planes of n cells at v from t */
-CPU_INLINE void lanes16_out(const v16f *t, size_t n, float *v)
-{
-    size_t c = 0;
-    for (; c + LANES <= n; c += LANES) {
-        v16f r[8];
-        memcpy(r, t + c, sizeof r);
-        transpose8x2(r);
-        for (int q = 0; q < 8; q++)
-            split16(r[q], v + q * n + c, v + (q + 8) * n + c);
-    }
-    for (; c < n; c++)
-        for (int q = 0; q < 16; q++)
-            v[q * n + c] = t[c][q];
-}
+/* sixteen planes, two units of eight, the second in the upper halves: lanes16_in and
+ * lanes16_out */
+#define ROW16_IN(v, n, c, q) join8(load8((v) + (q) * (n) + (c)), load8((v) + ((q) + 8) * (n) + (c)))
+#define ROW16_OUT(r, v, n, c, q) split16((r), (v) + (q) * (n) + (c), (v) + ((q) + 8) * (n) + (c))
+DEFINE_LANES_IO(lanes16_in, lanes16_out, v16f, 16, ROW16_IN, ROW16_OUT, transpose8x2)
 
 // x is 16 planes of (h,w); y 16 of (oh,ow); mask two units' (oh*ow, 8), the second at 8*oh*ow
 CD_TARGET_V4
@@ -1165,25 +1145,31 @@ static void max_lanes16_fwd(const cd_pool_desc *d, const float *x, float *y, flo
     lanes16_out(o, out, y);
 }
 
-/* The backward of sixteen planes (two units) from their mask, every window whole
- * (max_lanes16): dy transposed into the lanes, routed (lanes16_route) and dx transposed
- * back. */
-// mask two units' (oh*ow, 8), the second at 8*oh*ow; dy 16 planes of (oh,ow); dx 16 of (h,w), overwritten
-CD_TARGET_V4
-static void max_lanes16_mask_bwd(const cd_pool_desc *d, const float *mask, const float *dy, float *dx)
-{
-    v16f g[LANE_CELLS], acc[LANE_CELLS];
-    v16i k[LANE_CELLS];
-    size_t out = (size_t)d->oh * d->ow;
-    int off[9];
-    v16i offv[9];
-    LANES_OFFSETS(d->w, off, offv, v16i)
-    lanes16_in(dy, out, g);
-    for (size_t i = 0; i < out; i++)
-        k[i] = __builtin_convertvector(join8(load8(mask + i * LANES), load8(mask + (out + i) * LANES)), v16i);
-    lanes16_route(d, k, g, off, offv, acc);
-    lanes16_out(acc, (size_t)d->h * d->w, dx);
-}
+/* The backward from the mask of a unit of planes whose windows are all whole
+ * (lanes_whole3), as NAME with attributes ATTR: dy transposed into the lanes (IN), each
+ * window's dy routed to its choice (ROUTE; MASK(mask, out, i): window i's choices) and
+ * dx transposed back (OUT). */
+#define DEFINE_LANES_MASK_BWD(NAME, ATTR, VF, VI, IN, OUT, ROUTE, MASK)                                         \
+    ATTR static void NAME(const cd_pool_desc *d, const float *mask, const float *dy, float *dx)                \
+    {                                                                                                          \
+        VF g[LANE_CELLS], acc[LANE_CELLS];                                                                     \
+        VI k[LANE_CELLS];                                                                                      \
+        size_t out = (size_t)d->oh * d->ow;                                                                    \
+        int off[9];                                                                                            \
+        VI offv[9];                                                                                            \
+        LANES_OFFSETS(d->w, off, offv, VI)                                                                     \
+        IN(dy, out, g);                                                                                        \
+        for (size_t i = 0; i < out; i++)                                                                       \
+            k[i] = __builtin_convertvector(MASK(mask, out, i), VI);                                            \
+        ROUTE(d, k, g, off, offv, acc);                                                                        \
+        OUT(acc, (size_t)d->h * d->w, dx);                                                                     \
+    }
+
+/* sixteen planes (two units, max_lanes16): mask two units' (oh*ow, 8), the second at
+ * 8*oh*ow; dy 16 planes of (oh,ow); dx 16 of (h,w), overwritten */
+#define MASK16(mask, out, i) join8(load8((mask) + (i) * LANES), load8((mask) + ((out) + (i)) * LANES))
+DEFINE_LANES_MASK_BWD(max_lanes16_mask_bwd, CD_TARGET_V4, v16f, v16i, lanes16_in, lanes16_out, lanes16_route,
+                      MASK16)
 
 /* whether the forward takes sixteen planes at a time (above) */
 static int max_lanes16(const cd_pool_desc *d)
@@ -1209,21 +1195,8 @@ static void max_mask_bwd(const cd_pool_desc *d, const float *mask, const float *
 
 /* the same where every window is whole (lanes_whole3), by lanes_route: eight planes a
  * select where the adds above went a cell at a time */
-CD_CLONES_V4
-static void max_lanes_mask_bwd(const cd_pool_desc *d, const float *mask, const float *dy, float *dx)
-{
-    v8f g[LANE_CELLS], acc[LANE_CELLS];
-    v8i k[LANE_CELLS];
-    size_t out = (size_t)d->oh * d->ow;
-    int off[9];
-    v8i offv[9];
-    LANES_OFFSETS(d->w, off, offv, v8i)
-    lanes_in(dy, out, g);
-    for (size_t i = 0; i < out; i++)
-        k[i] = __builtin_convertvector(load8(mask + i * LANES), v8i);
-    lanes_route(d, k, g, off, offv, acc);
-    lanes_out(acc, (size_t)d->h * d->w, dx);
-}
+#define MASK8(mask, out, i) load8((mask) + (i) * LANES)
+DEFINE_LANES_MASK_BWD(max_lanes_mask_bwd, CD_CLONES_V4, v8f, v8i, lanes_in, lanes_out, lanes_route, MASK8)
 
 /* the backward likewise: each window's choice gets its dy, in window order (max_route_at's
  * adds), by selects over the window's cells */
