@@ -662,6 +662,9 @@ static void test_conv(void)
          * columns left of the image; 1 image (batched im2col) then 4 (per image) */
         {1, 2, 7, 23, 3, 3, 5, 1, 3, 1, 4, 1, 2, 1, 0, 0},
         {4, 2, 7, 23, 3, 3, 5, 2, 3, 1, 4, 1, 2, 1, 0, 0},
+        /* a small detector's last 3x3 layers (8x8 and 16x16, 64 filters, padded) */
+        {4, 64, 8, 8, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0},
+        {4, 48, 16, 16, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0},
         /* one image's columns are 3.6M floats: 4 images per gemm, then a chunk of 1 */
         {5, 3, 100, 100, 4, 11, 11, 1, 1, 5, 5, 1, 1, 1, 0, 0},
     };
