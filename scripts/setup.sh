@@ -6,7 +6,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config
-          libopenblas-dev libjansson-dev libpng-dev libjpeg62-turbo-dev
+          libopenblas-dev libxsmm-dev libjansson-dev libpng-dev libjpeg62-turbo-dev
           libmicrohttpd-dev libsqlite3-dev libsodium-dev zlib1g-dev libbz2-dev libstb-dev
           libprotobuf-c-dev protobuf-c-compiler
           dataset-fashion-mnist curl python3 ca-certificates)

@@ -263,6 +263,7 @@ cd_backend_t *cd_backend_cpu_new(int threads)
     omp_set_num_threads(threads);
     /* one pool: OpenMP's; OpenBLAS runs single-threaded inside it (see cpu_gemm) */
     openblas_set_num_threads(1);
+    cpu_small_gemm_init();
     /* the pool's threads start here and are named for what they are, not after the
      * thread that made them (a data-parallel replica's name is its own) */
 #pragma omp parallel num_threads(threads)

@@ -43,6 +43,15 @@ static void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, f
     cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+/* The product of one image's operands (the per-image convolution below): by a kernel
+ * for its shape where libxsmm has one (cpu_small_gemm), else BLAS. alpha is 1. */
+static void image_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const float *a, int lda,
+                       const float *b, int ldb, float beta, float *c, int ldc)
+{
+    if (!cpu_small_gemm(ta == CblasTrans, tb == CblasTrans, m, n, k, a, lda, b, ldb, beta, c, ldc))
+        sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+
 /* Products smaller than this many multiply-adds run as one BLAS call on one thread. */
 #define GEMM_SPLIT_MIN (1 << 18)
 /* Blocks of C are multiples of 16 floats (a cache line) and at least this wide. */
@@ -643,9 +652,9 @@ static void forward_per_image(cd_backend_t *be, const cd_conv_desc *d, const con
         for (int q = 0; q < chunks; q++) {
             conv_chunk ch = conv_chunk_at(g, cc, q);
             chunk_columns(d, tv, g, x, b, ch, col, col + colf);
-            sgemm(CblasNoTrans, CblasNoTrans, g->kg, (int)g->P, ch.cc * taps, 1.0f, w + chunk_filter_offset(d, g, ch),
-                  g->Kg, col, (int)g->P, bias || ch.c0 > 0 ? 1.0f : 0.0f, yb + (size_t)ch.gr * g->kg * g->P,
-                  (int)g->P);
+            image_gemm(CblasNoTrans, CblasNoTrans, g->kg, (int)g->P, ch.cc * taps, w + chunk_filter_offset(d, g, ch),
+                       g->Kg, col, (int)g->P, bias || ch.c0 > 0 ? 1.0f : 0.0f, yb + (size_t)ch.gr * g->kg * g->P,
+                       (int)g->P);
         }
     }
     cpu_scratch_release(be);
@@ -665,8 +674,8 @@ static void backward_data_per_image(cd_backend_t *be, const cd_conv_desc *d, con
         float *col = scratch + per * (size_t)omp_get_thread_num();
         for (int q = 0; q < chunks; q++) {
             conv_chunk ch = conv_chunk_at(g, cc, q);
-            sgemm(CblasTrans, CblasNoTrans, ch.cc * taps, (int)g->P, g->kg, 1.0f, w + chunk_filter_offset(d, g, ch),
-                  g->Kg, dy + (size_t)b * g->kP + (size_t)ch.gr * g->kg * g->P, (int)g->P, 0.0f, col, (int)g->P);
+            image_gemm(CblasTrans, CblasNoTrans, ch.cc * taps, (int)g->P, g->kg, w + chunk_filter_offset(d, g, ch),
+                       g->Kg, dy + (size_t)b * g->kP + (size_t)ch.gr * g->kg * g->P, (int)g->P, 0.0f, col, (int)g->P);
             float *dxc = dx + (size_t)b * g->chw + (size_t)(ch.gr * g->cg + ch.c0) * hw;
             for (int c = 0; c < ch.cc; c++)
                 col2im_plane(d, tv, col + (size_t)c * taps * g->P, g->P, dxc + c * hw, col + colf);
@@ -675,6 +684,24 @@ static void backward_data_per_image(cd_backend_t *be, const cd_conv_desc *d, con
     cpu_scratch_release(be);
 }
 
+/* dy of one image, (k, P), into dyt as (P, k) */
+CD_CLONES
+static void transpose_dy(int k, size_t P, const float *dy, float *dyt)
+{
+    for (int kk = 0; kk < k; kk++)
+        for (size_t p = 0; p < P; p++)
+            dyt[p * k + kk] = dy[(size_t)kk * P + p];
+}
+
+/* With one group, at least CONV_FLIP_ROWS_MIN rows of columns and a product libxsmm
+ * takes, each slot's gradient is summed transposed, (Kg, k): a chunk's rows of it are its columns times dy
+ * transposed, a product with no operand transposed (which libxsmm takes, where dy times
+ * the columns transposed it does not; LeNet's conv2, one image's product in cache: 160
+ * to 180 GFLOP/s, its whole filter gradient 1.22-1.24 to 1.06-1.15 ms), and the slots
+ * are added into dw transposed back. With few rows the transposition of dy (k*P floats
+ * against the product's 2*Kg*k*P operations) costs more than it saves: LeNet's conv1
+ * (Kg 25) went from 0.25 to 0.45 ms. */
+#define CONV_FLIP_ROWS_MIN 128
 static void backward_filter_per_image(cd_backend_t *be, const cd_conv_desc *d, const conv_geom *g, const float *x,
                                       const float *dy, float *dw)
 {
@@ -682,30 +709,44 @@ static void backward_filter_per_image(cd_backend_t *be, const cd_conv_desc *d, c
     const conv_tap *tv = conv_taps(d, buf);
     int nt = cpu_threads(be), slots = d->n < CONV_FILTER_SLOTS ? d->n : CONV_FILTER_SLOTS;
     int cc = conv_chunk_channels(d, g), taps = d->kh * d->kw, chunks = conv_chunk_count(d, g, cc);
-    size_t colf = (size_t)cc * taps * g->P, per = colf + dec_floats(d), dwf = (size_t)d->k * g->Kg;
+    const int flip = d->group == 1 && g->Kg >= CONV_FLIP_ROWS_MIN &&
+                     cpu_small_gemm_takes(0, 0, cc * taps, d->k, (int)g->P);
+    size_t colf = (size_t)cc * taps * g->P, decf = dec_floats(d), dyf = flip ? g->kP : 0;
+    size_t per = colf + decf + dyf, dwf = (size_t)d->k * g->Kg;
     float *scratch = cpu_scratch_acquire(be, per * (size_t)nt + dwf * (size_t)slots);
     float *part = scratch + per * (size_t)nt;
 #pragma omp parallel num_threads(nt)
     {
-        float *col = scratch + per * (size_t)omp_get_thread_num();
+        float *col = scratch + per * (size_t)omp_get_thread_num(), *dec = col + colf, *dyt = dec + decf;
 #pragma omp for schedule(static)
         for (int sl = 0; sl < slots; sl++) {
             int lo = (int)((long)d->n * sl / slots), hi = (int)((long)d->n * (sl + 1) / slots);
+            float *ps = part + dwf * (size_t)sl;
             for (int b = lo; b < hi; b++) {
+                const float *dyb = dy + (size_t)b * g->kP;
+                if (flip)
+                    transpose_dy(d->k, g->P, dyb, dyt);
                 for (int q = 0; q < chunks; q++) {
                     conv_chunk ch = conv_chunk_at(g, cc, q);
-                    chunk_columns(d, tv, g, x, b, ch, col, col + colf);
-                    sgemm(CblasNoTrans, CblasTrans, g->kg, ch.cc * taps, (int)g->P, 1.0f,
-                          dy + (size_t)b * g->kP + (size_t)ch.gr * g->kg * g->P, (int)g->P, col, (int)g->P,
-                          b == lo ? 0.0f : 1.0f, part + dwf * (size_t)sl + chunk_filter_offset(d, g, ch), g->Kg);
+                    chunk_columns(d, tv, g, x, b, ch, col, dec);
+                    float beta = b == lo ? 0.0f : 1.0f;
+                    if (flip)
+                        image_gemm(CblasNoTrans, CblasNoTrans, ch.cc * taps, d->k, (int)g->P, col, (int)g->P, dyt,
+                                   d->k, beta, ps + (size_t)ch.c0 * taps * d->k, d->k);
+                    else
+                        sgemm(CblasNoTrans, CblasTrans, g->kg, ch.cc * taps, (int)g->P, 1.0f,
+                              dyb + (size_t)ch.gr * g->kg * g->P, (int)g->P, col, (int)g->P, beta,
+                              ps + chunk_filter_offset(d, g, ch), g->Kg);
                 }
             }
         }
+        /* dw[f][r] += the slots' sums, in slot order; transposed, slot sl's is at r * k + f */
 #pragma omp for schedule(static)
         for (size_t i = 0; i < dwf; i++) {
+            size_t at = flip ? i % (size_t)g->Kg * d->k + i / (size_t)g->Kg : i;
             float acc = dw[i];
             for (int sl = 0; sl < slots; sl++)
-                acc += part[dwf * (size_t)sl + i];
+                acc += part[dwf * (size_t)sl + at];
             dw[i] = acc;
         }
     }

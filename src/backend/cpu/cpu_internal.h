@@ -53,6 +53,15 @@ static inline int cpu_threads(const cd_backend_t *be)
 float *cpu_scratch_acquire(cd_backend_t *be, size_t nfloats);
 void cpu_scratch_release(cd_backend_t *be);
 
+/* C = op(A) op(B) + beta C, row-major, alpha 1, by a kernel libxsmm generates for the
+ * shape (cpu_small_gemm.c says which it takes); 0 where there is none, and the caller
+ * runs BLAS. cpu_small_gemm_init: once, before the first (the backend's creation). */
+void cpu_small_gemm_init(void);
+/* whether cpu_small_gemm has a kernel for the shape (leading dimensions m, k or n) */
+int cpu_small_gemm_takes(int trans_a, int trans_b, int m, int n, int k);
+int cpu_small_gemm(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                   float beta, float *c, int ldc);
+
 /* [lo, hi): the outputs o in [0, n_out) whose input o*stride + off lies in [0, size). */
 static inline void cpu_valid_range(int n_out, int stride, int off, int size, int *lo, int *hi)
 {
