@@ -136,17 +136,23 @@ fi
 
 # Runs a command with its stdout into a file, and prints the share of the machine's CPU
 # time (all cores, from /proc/stat, steal included) that went to anything else meanwhile.
+# runs a command; prints its wall seconds (from just before its start to its exit, so the
+# interpreter's own start is not counted: a pyenv shim alone takes 0.3 s) and the share
+# of the CPU that other processes took meanwhile
 others_py='
-import os, resource, subprocess, sys
+import os, resource, subprocess, sys, time
 def stat():
     v = list(map(int, open("/proc/stat").readline().split()[1:9]))
     return sum(v), v[3] + v[4]
+out = open(sys.argv[1], "w")
 t0, i0 = stat()
-rc = subprocess.call(sys.argv[2:], stdout=open(sys.argv[1], "w"))
+w0 = time.perf_counter()
+rc = subprocess.call(sys.argv[2:], stdout=out)
+wall = time.perf_counter() - w0
 t1, i1 = stat()
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
 own = (ru.ru_utime + ru.ru_stime) * os.sysconf("SC_CLK_TCK")
-print("%.3f" % max(0.0, ((t1 - t0) - (i1 - i0) - own) / max(1, t1 - t0)))
+print("%.6f %.3f" % (wall, max(0.0, ((t1 - t0) - (i1 - i0) - own) / max(1, t1 - t0))))
 sys.exit(rc)
 '
 
@@ -154,23 +160,22 @@ sys.exit(rc)
 # metric windows after the first, each window weighted by its time.
 run_cdigits() {
   if [[ "$classify" == 1 ]]; then
-    local t0 t1 others
-    t0=$(date +%s.%N)
-    others=$(python3 -c "$others_py" "$job/classify.jsonl" "$worker" classify --model "$job" \
+    local timed
+    timed=$(python3 -c "$others_py" "$job/classify.jsonl" "$worker" classify --model "$job" \
       --list "$work/classify.list" --batch "$batch" --jsonl 2>"$job/err.log") || { cat "$job/err.log" >&2; return 1; }
-    t1=$(date +%s.%N)
-    python3 -c 'import json, sys; n, t, o = int(sys.argv[1]), float(sys.argv[3]) - float(sys.argv[2]), float(sys.argv[4])
+    python3 -c 'import json, sys; n, t, o = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 print(json.dumps({"images_per_sec": n / t, "data_wait": 0.0, "iters": 0, "wall": t, "others": o}))' \
-      "$n_classify" "$t0" "$t1" "$others"
+      "$n_classify" "${timed%% *}" "${timed#* }"
     return
   fi
   if [[ "$api" == 1 ]]; then
     python3 bench/api_train.py "$B" "$api_ds" "$PID" "$net" "$epochs" "$batch" "$api_train"
     return
   fi
-  local others
-  others=$(python3 -c "$others_py" "$job/out.jsonl" "$worker" train "$job" 2>"$job/err.log") ||
+  local timed others
+  timed=$(python3 -c "$others_py" "$job/out.jsonl" "$worker" train "$job" 2>"$job/err.log") ||
     { cat "$job/err.log" >&2; return 1; }
+  others=${timed#* }
   python3 - "$job/out.jsonl" "$batch" "$others" <<'PY'
 import json, sys
 batch = int(sys.argv[2])
@@ -197,12 +202,13 @@ configs=("a||--threads 1 --mkldnn on"
          "b||--threads $cores --mkldnn on"
          "c|OPENBLAS_NUM_THREADS=1|--threads $cores --mkldnn off")
 run_torch() { # env flags: prints torch_train.py's JSON line with "others" added
-  local envv flags others
+  local envv flags timed others
   read -r -a envv <<<"$1"
   read -r -a flags <<<"$2"
-  others=$(env ${envv[@]+"${envv[@]}"} python3 -c "$others_py" "$work/torch.json" \
+  timed=$(env ${envv[@]+"${envv[@]}"} python3 -c "$others_py" "$work/torch.json" \
     "$torch_py" bench/torch_train.py --net "$net" --limit "$torch_limit" --batch "$batch" --iters "$iters" \
     --warmup "$torch_warm" "${flags[@]}" ${torch_eval:+"$torch_eval"})
+  others=${timed#* }
   python3 -c 'import json, sys; o = json.load(open(sys.argv[1])); o["others"] = float(sys.argv[2]); print(json.dumps(o))' \
     "$work/torch.json" "$others"
 }
