@@ -134,11 +134,10 @@ if [[ "$api" == 1 ]]; then
   api_train=$(curl -s "$B/datasets/$api_ds/json" | python3 -c 'import json, sys; print(json.load(sys.stdin)["ParseFolderTasks"][0]["train_count"])')
 fi
 
-# Runs a command with its stdout into a file, and prints the share of the machine's CPU
-# time (all cores, from /proc/stat, steal included) that went to anything else meanwhile.
-# runs a command; prints its wall seconds (from just before its start to its exit, so the
-# interpreter's own start is not counted: a pyenv shim alone takes 0.3 s) and the share
-# of the CPU that other processes took meanwhile
+# Runs a command with its stdout into a file, and prints its wall seconds (from just
+# before its start to its exit, so this interpreter's own start is not counted: a pyenv
+# shim's python3 takes 0.3 s to start) and the share of the machine's CPU time (all
+# cores, from /proc/stat, steal included) that went to anything else meanwhile.
 others_py='
 import os, resource, subprocess, sys, time
 def stat():
