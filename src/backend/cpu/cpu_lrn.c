@@ -89,8 +89,8 @@ static void within_window_sum(const cd_lrn_desc *d, const float *ratio, int ch, 
 
 /* ---- ACROSS ---------------------------------------------------------------------- */
 
-/* Positions per block, in both directions: whole planes up to 64x64, where the running
- * sums (16 KB) and the backward's ring of planes stay in cache: AlexNet's norm1 (55x55)
+/* Positions per block of the forward: whole planes up to 64x64, where the running
+ * sums (16 KB) stay in cache: AlexNet's norm1 (55x55)
  * forward went from 3.9-4.0 to 3.2-3.3 ms with whole planes against blocks of 1024.
  * The forward walks each channel in runs of LRN_SUB positions, asking for the same run
  * of the plane entering the next channel's window before each (2.9-3.0 ms). The
@@ -99,7 +99,8 @@ static void within_window_sum(const cd_lrn_desc *d, const float *ratio, int ch, 
  * (across_backward), takes whole planes in order and asks for the next channel's runs
  * as the forward does: norm1's backward (32 images) went from 7.6-8.3 to 6.7-7.9 ms
  * and norm2's from 5.7-6.7 to 4.3-4.5 in runs taken in turn (asking for none: 6.9-7.6
- * and 4.6-5.5). Results are the same bits either way. */
+ * and 4.6-5.5). Results are the same bits either way. The backward's blocks are now
+ * smaller again (bwd_block), with its rings in the first cache. */
 #define LRN_FWD_BLOCK 4096
 #define LRN_SUB 256
 
@@ -289,15 +290,41 @@ static void across_forward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const
  * of channel ch - pre follows it, as soon as the ratio of every channel whose window
  * holds it is known, and slides the mirrored window over ratio:
  *   dx = dysb - coef * x * (sum of ratio over [ch+pre-size+1, ch+pre]).
- * So dysb and ratio are kept for size + 1 channels only (a ring), the block can be as
- * long as the forward's, and step 2 finds its channel's x still in cache from step 1.
+ * So dysb and ratio are kept for size + 1 channels only (a ring), and step 2 finds its
+ * channel's x still in cache from step 1.
  * The sums add in the order of a walk of step 1 then a walk of step 2: the same bits. */
 #define LRN_RING(d) ((d)->size + 1)
 
-/* channel q's plane of a ring of planes of LRN_FWD_BLOCK */
-CPU_INLINE float *ring_plane(float *ring, int slots, int q)
+/* Positions per block of the backward: whole planes up to LRN_BWD_WHOLE, runs of
+ * LRN_BWD_RUN of larger ones, so that a block's rings and sums stay in the core's first
+ * cache. In runs, those of x and dy two channels ahead and of dx four ahead (for
+ * writing) are asked for while a channel is walked; whole planes ask for x and dy one
+ * channel ahead. norm1 (55x55), whole planes to runs: 2 images in cache, one thread,
+ * 0.31 to 0.27 ms (medians of 8 runs taken in turn); AlexNet's bench_net (32 images,
+ * two threads), 5.39 to 4.59 ms (medians of 9, 0.90x the median of the runs' ratios).
+ * norm2's 27x27 planes stay whole: in runs of 256 they were no faster. */
+#define LRN_BWD_WHOLE 1024
+#define LRN_BWD_RUN 256
+#define LRN_AHEAD 2
+#define LRN_AHEAD_DX 4
+
+static size_t bwd_block(size_t hw)
 {
-    return ring + (size_t)(q % slots) * LRN_FWD_BLOCK;
+    return hw <= LRN_BWD_WHOLE ? hw : LRN_BWD_RUN;
+}
+
+/* floats per plane of a ring of planes of bs positions: whole cache lines, so that
+ * every plane starts on one (norm2's 729 positions unrounded: its backward on 2 images
+ * in cache 0.165 to 0.22 ms) */
+static size_t ring_stride(size_t bs)
+{
+    return (bs + 15) / 16 * 16;
+}
+
+/* channel q's plane of a ring of planes of `stride` floats */
+CPU_INLINE float *ring_plane(float *ring, size_t stride, int slots, int q)
+{
+    return ring + (size_t)(q % slots) * stride;
 }
 
 CD_CLONES_V4
@@ -305,9 +332,10 @@ static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, cons
                             float *dx)
 {
     size_t hw = (size_t)d->h * d->w, chw = (size_t)d->c * hw;
-    size_t blocks = (hw + LRN_FWD_BLOCK - 1) / LRN_FWD_BLOCK;
+    size_t bs = bwd_block(hw), blocks = (hw + bs - 1) / bs;
+    int runs = bs < hw, ahead = runs ? LRN_AHEAD : 1;
     const int slots = LRN_RING(d);
-    size_t per = (size_t)2 * slots * LRN_FWD_BLOCK;
+    size_t rs = ring_stride(bs), per = (size_t)2 * slots * rs;
     int pre = (d->size - 1) / 2, pw075 = d->beta == 0.75f;
     float a = d->alpha / (float)d->size, coef = 2.0f * d->alpha * d->beta / (float)d->size;
     float *ws = cpu_scratch_acquire(be, per * (size_t)nt);
@@ -316,8 +344,8 @@ static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, cons
         float *dysb_ring = ws + per * (size_t)omp_get_thread_num(), *ratio_ring = dysb_ring + per / 2;
 #pragma omp for schedule(static)
         for (size_t t = 0; t < (size_t)d->n * blocks; t++) {
-            float acc[LRN_FWD_BLOCK], acc2[LRN_FWD_BLOCK];
-            size_t p0 = t % blocks * LRN_FWD_BLOCK, bn = hw - p0 < LRN_FWD_BLOCK ? hw - p0 : LRN_FWD_BLOCK;
+            float acc[LRN_BWD_WHOLE], acc2[LRN_BWD_WHOLE];
+            size_t p0 = t % blocks * bs, bn = hw - p0 < bs ? hw - p0 : bs;
             size_t off = t / blocks * chw + p0;
             const float *xb = x + off, *dyb = dy + off;
             /* the windows holding ch start at ch + pre - size + 1 */
@@ -325,20 +353,25 @@ static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, cons
             for (int step = 0; step < d->c + pre; step++) {
                 int ch = step;
                 if (ch < d->c) { /* step 1 of channel ch */
-                    float *dysb = ring_plane(dysb_ring, slots, ch), *ratio = ring_plane(ratio_ring, slots, ch);
+                    float *dysb = ring_plane(dysb_ring, rs, slots, ch);
+                    float *ratio = ring_plane(ratio_ring, rs, slots, ch);
                     const float *out, *in, *xc = xb + (size_t)ch * hw, *dyc = dyb + (size_t)ch * hw;
                     if (ch == 0)
                         start_window(d, xb, hw, -pre, bn, acc, 1);
                     window_ends(d, xb, hw, -pre, ch, &out, &in);
-                    int nx = ch + d->size - pre; /* entering the next channel's window */
+                    /* x entering the window `ahead` channels on, dy and (runs) dx likewise */
+                    int nx = ch + d->size - pre + ahead - 1, wx = ch - pre + LRN_AHEAD_DX;
                     const float *next = nx < d->c ? xb + (size_t)nx * hw : NULL;
-                    const float *dnext = ch + 1 < d->c ? dyb + (size_t)(ch + 1) * hw : NULL;
+                    const float *dnext = ch + ahead < d->c ? dyb + (size_t)(ch + ahead) * hw : NULL;
+                    float *wnext = runs && wx >= 0 && wx < d->c ? dx + off + (size_t)wx * hw : NULL;
                     for (size_t j0 = 0; j0 < bn; j0 += LRN_SUB) {
                         size_t sn = bn - j0 < LRN_SUB ? bn - j0 : LRN_SUB;
                         if (next)
                             prefetch_run(next + j0, sn, 0);
                         if (dnext)
                             prefetch_run(dnext + j0, sn, 0);
+                        if (wnext)
+                            prefetch_run(wnext + j0, sn, 1);
                         const float *o = out ? out + j0 : NULL, *i = in ? in + j0 : NULL;
                         if (pw075)
                             LRN_ENDS(o, i, RATIO_075, acc + j0, o, i, xc + j0, dyc + j0, dysb + j0, ratio + j0,
@@ -352,18 +385,18 @@ static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, cons
                 if (ch < 0)
                     continue;
                 /* step 2 of channel ch: ratio is known up to channel ch + pre */
-                const float *dysb = ring_plane(dysb_ring, slots, ch), *xc = xb + (size_t)ch * hw;
+                const float *dysb = ring_plane(dysb_ring, rs, slots, ch), *xc = xb + (size_t)ch * hw;
                 float *dxc = dx + off + (size_t)ch * hw;
                 const float *ro = NULL, *ri = NULL; /* leaving and entering the window */
                 if (ch == 0) {
                     for (size_t j = 0; j < bn; j++)
                         acc2[j] = 0.0f;
                     for (int q = lo2 < 0 ? 0 : lo2; q < lo2 + d->size && q < d->c; q++)
-                        add_plane(acc2, ring_plane(ratio_ring, slots, q), bn, 1.0f, 0);
+                        add_plane(acc2, ring_plane(ratio_ring, rs, slots, q), bn, 1.0f, 0);
                 } else {
                     int o = lo2 + ch - 1, i = o + d->size;
-                    ro = o >= 0 && o < d->c ? ring_plane(ratio_ring, slots, o) : NULL;
-                    ri = i >= 0 && i < d->c ? ring_plane(ratio_ring, slots, i) : NULL;
+                    ro = o >= 0 && o < d->c ? ring_plane(ratio_ring, rs, slots, o) : NULL;
+                    ri = i >= 0 && i < d->c ? ring_plane(ratio_ring, rs, slots, i) : NULL;
                 }
                 LRN_ENDS(ro, ri, dx_step, acc2, ro, ri, xc, dysb, dxc, bn, coef);
             }
