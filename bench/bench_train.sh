@@ -28,8 +28,8 @@
 # With CDIGITS_BENCH_CLASSIFY=1 it times inference instead: cdigits-worker classify --list
 # over CDIGITS_BENCH_IMAGES (10,000) of the dataset's PNG files at the same batch, the
 # whole process timed (its start, the model's loading and every PNG's decoding
-# included), against PyTorch's eval (--eval: forward and softmax under no_grad) over as
-# many images held in memory as uint8.
+# included; the files in the page cache, after one untimed run), against PyTorch's eval
+# (--eval: forward and softmax under no_grad) over as many images held in memory as uint8.
 #
 #   bench/bench_train.sh [BUILD_DIR]      (default build; needs cdigits-worker built)
 #   CDIGITS_BENCH_NET=lenet|alexnet (lenet) CDIGITS_BENCH_REPEATS=3
@@ -37,6 +37,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
+[[ -d "$build" ]] || { echo "bench_train: no folder $build: build cdigits-worker there first"; exit 1; }
+build=$(cd "$build" && pwd) # absolute: the job files below name paths under it
 net=${CDIGITS_BENCH_NET:-lenet}
 # per network: name|default batch|default measured iterations|PyTorch warm-up iterations|
 # images per class in the dataset (all: 0)|channels|side
@@ -72,11 +74,11 @@ if [[ ! -f "$work/dataset/stats.json" ]]; then
     for d in "$work/images"/*/; do
       c=$(basename "$d") && mkdir -p "$folder/$c"
       find "$d" -name '*.png' | sort >"$work/list"
-      head -n "$per_class" "$work/list" | while read -r f; do ln -s "$(pwd)/$f" "$folder/$c/$(basename "$f")"; done
+      head -n "$per_class" "$work/list" | while read -r f; do ln -s "$f" "$folder/$c/$(basename "$f")"; done
     done
   fi
   cat >"$work/dataset/dataset.json" <<JSON
-{"folder_train": "$(pwd)/$folder", "pct_val": 25, "channels": $channels, "width": $side, "height": $side,
+{"folder_train": "$folder", "pct_val": 25, "channels": $channels, "width": $side, "height": $side,
  "resize_mode": "squash", "encoding": "none"}
 JSON
   "$worker" dataset "$work/dataset" >/dev/null
@@ -95,7 +97,7 @@ warm=$(( (ntrain + batch - 1) / batch / 8 )); by_images=$(( (5000 + batch - 1) /
 (( warm < 1 )) && warm=1
 torch_limit=$ntrain
 cat >"$job/train.json" <<JSON
-{"dataset_dir": "$(pwd)/$work/dataset", "epochs": 30, "random_seed": 1, "batch_size": $batch,
+{"dataset_dir": "$work/dataset", "epochs": 30, "random_seed": 1, "batch_size": $batch,
  "max_iterations": $((warm + iters)), "validation_interval": 0, "snapshot_interval": 0}
 JSON
 
@@ -108,19 +110,24 @@ if [[ "$classify" == 1 ]]; then
   # a model to classify with: the network after train.json's max_iterations
   "$worker" train "$job" >"$job/out.jsonl" 2>"$job/err.log" || { cat "$job/err.log" >&2; exit 1; }
   python3 bench/image_list.py "$work/dataset/dataset.json" "$n_classify" >"$work/classify.list"
+  # one untimed run first, as PyTorch's side warms up: every round then reads the PNG
+  # files from the page cache (10,000 files read from disk took 1.5-1.7 s a run against
+  # 0.65-0.69 s cached) and finds the worker's binary and libraries loaded
+  "$worker" classify --model "$job" --list "$work/classify.list" --batch "$batch" --jsonl \
+    >"$job/classify.jsonl" 2>"$job/err.log" || { cat "$job/err.log" >&2; exit 1; }
   torch_limit=$n_classify torch_eval=--eval
 fi
 epochs=${CDIGITS_BENCH_EPOCHS:-1}
 if [[ "$api" == 1 ]]; then
   [[ -x "$build/cdigits" ]] || { echo "bench_train: CDIGITS_BENCH_API=1 needs $build/cdigits built"; exit 1; }
   [[ "$epochs" =~ ^[1-9][0-9]*$ ]] || { echo "bench_train: CDIGITS_BENCH_EPOCHS must be a positive integer"; exit 1; }
-  SRC=$(pwd) BENCH_NAME=bench_train BUILD=$(cd "$build" && pwd)
+  SRC=$(pwd) BENCH_NAME=bench_train BUILD=$build
   # shellcheck source=bench/http_bench_lib.bash
   . bench/http_bench_lib.bash
   T=$(mktemp -d "${TMPDIR:-/tmp}/cdigits-bench-XXXXXX")
   trap 'kill "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; rm -rf "$T"' EXIT
   folder=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["folder_train"])' "$work/dataset/dataset.json")
-  BENCH_DATA_ROOT=$folder bench_serve bench --worker "$(cd "$build" && pwd)/cdigits-worker"
+  BENCH_DATA_ROOT=$folder bench_serve bench --worker "$build/cdigits-worker"
   api_ds=$(curl -s -b "$J" -X POST "$B/datasets/images/classification/json" -F folder_train="$folder" \
     -F encoding=none -F resize_channels="$channels" -F resize_width="$side" -F resize_height="$side" \
     -F resize_mode=squash -F folder_pct_val=25 -F dataset_name="bench-$net" |
@@ -250,7 +257,7 @@ if classify == "1":
     print("%s inference, %s, batch %s, %s images, CPU (%s cores), %d interleaved rounds" % (
         title, data, batch, n_classify, cores, len(rounds)))
     print("cdigits: cdigits-worker classify --list, the whole process timed (start, model load, PNG decoding "
-          "included; median %.2f s); PyTorch: eval forward and softmax over uint8 images held in memory" % (
+          "included, the files in the page cache after one untimed run; median %.2f s); PyTorch: eval forward and softmax over uint8 images held in memory" % (
               statistics.median(r["wall"] for r in runs["cdigits"].values())))
 else:
     print("%s training, %s, batch %s, data in memory and its pipeline included, "
