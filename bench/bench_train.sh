@@ -257,7 +257,8 @@ if classify == "1":
     print("%s inference, %s, batch %s, %s images, CPU (%s cores), %d interleaved rounds" % (
         title, data, batch, n_classify, cores, len(rounds)))
     print("cdigits: cdigits-worker classify --list, the whole process timed (start, model load, PNG decoding "
-          "included, the files in the page cache after one untimed run; median %.2f s); PyTorch: eval forward and softmax over uint8 images held in memory" % (
+          "included, the files in the page cache after one untimed run; median %.2f s); "
+          "PyTorch: eval forward and softmax over uint8 images held in memory" % (
               statistics.median(r["wall"] for r in runs["cdigits"].values())))
 else:
     print("%s training, %s, batch %s, data in memory and its pipeline included, "
