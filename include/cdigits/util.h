@@ -34,6 +34,9 @@ extern "C" {
  * targets, and CD_NO_CLONES (test_simd_bits's second build, which checks the claim
  * above), get the one baseline version. */
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__) && !defined(CD_NO_CLONES)
+/* 1 where the attributes below compile for their targets (x86-64 intrinsics may be used
+ * in CD_TARGET_V4 functions), 0 where they are empty */
+#define CD_TARGETS 1
 #define CD_CLONES __attribute__((target_clones("avx2", "default")))
 /* The same with a third version for AVX-512 (x86-64-v4), which multiplies 64-bit
  * integers in vectors, has 32 vector registers where AVX2 has 16, and divides and takes
@@ -53,6 +56,7 @@ static inline int cd_cpu_v4(void)
     return __builtin_cpu_supports("x86-64-v4");
 }
 #else
+#define CD_TARGETS 0
 #define CD_CLONES
 #define CD_CLONES_V4
 #define CD_TARGET_V4

@@ -20,6 +20,10 @@
 
 #include "cpu_internal.h"
 
+#if CD_TARGETS
+#include <immintrin.h>
+#endif
+
 typedef struct pool_window {
     int hs, he, ws, we; /* the part inside the image: [hs,he) x [ws,we) */
     int size;           /* AVE divisor: the window clipped to the padded image */
@@ -114,6 +118,9 @@ typedef float v8f __attribute__((vector_size(32)));
 typedef int v8i __attribute__((vector_size(32)));
 typedef uint8_t v8u8 __attribute__((vector_size(8)));
 typedef uint8_t v32u8 __attribute__((vector_size(32)));
+typedef uint8_t v16u8 __attribute__((vector_size(16)));
+typedef uint64_t v2u64 __attribute__((vector_size(16)));
+typedef int v4i __attribute__((vector_size(16)));
 #define SEP_LANES 8
 /* the helpers below return vectors but are always inlined: no call crosses the ABI GCC
  * warns about for the baseline clone */
@@ -936,24 +943,24 @@ CPU_INLINE v8f lanes_max(const v8f *t, int w, const pool_window *pw, v8i *at)
 }
 
 /* lanes_max on a whole 3x3 window at cell `first`: the nine cells at fixed offsets
- * (off), the choice (where at is not NULL) blended from the offsets kept in registers
- * (offv) and added to first once: the general loop's per-cell index and bounds cost
- * about what its compares do (pool5's forward with the mask 0.26 to 0.23 ms, without
- * 0.21 to 0.20) */
+ * (off), the choice (where at is not NULL) blended from the tags kept in registers (tag:
+ * the cells' offsets, or their codes 3*ki + kj): the general loop's per-cell index and
+ * bounds cost about what its compares do (pool5's forward with the mask 0.26 to 0.23 ms,
+ * without 0.21 to 0.20) */
 #define DEFINE_LANES_MAX3(name, VF, VI)                                                                        \
-    CPU_INLINE VF name(const VF *t, int first, const int off[9], const VI offv[9], VI *at)                   \
+    CPU_INLINE VF name(const VF *t, int first, const int off[9], const VI tag[9], VI *at)                    \
     {                                                                                                          \
         VF m = t[first];                                                                                       \
-        VI k = offv[0];                                                                                        \
+        VI k = tag[0];                                                                                         \
         for (int j = 1; j < 9; j++) {                                                                          \
             VF v = t[first + off[j]];                                                                          \
             VI gt = v > m;                                                                                     \
             m = (VF)(((VI)v & gt) | ((VI)m & ~gt));                                                            \
             if (at)                                                                                            \
-                k = (gt & offv[j]) | (~gt & k);                                                                \
+                k = (gt & tag[j]) | (~gt & k);                                                                 \
         }                                                                                                      \
         if (at)                                                                                                \
-            *at = k + first;                                                                                   \
+            *at = k;                                                                                           \
         return m;                                                                                              \
     }
 DEFINE_LANES_MAX3(lanes_max3, v8f, v8i)
@@ -965,38 +972,35 @@ static int lanes_whole3(const cd_pool_desc *d)
     return d->kh == 3 && d->kw == 3 && in.ylo == 0 && in.xlo == 0 && in.yhi == d->oh && in.xhi == d->ow;
 }
 
-/* Every window's maximum into o and, where m is not NULL, its choice, the windows all
- * whole 3x3 ones (lanes_whole3), by lanes_max3 (MAX3) on vectors of type VF. A call with
+/* Every window's maximum into o and, where m is not NULL, its choice as its code (3*ki +
+ * kj), the windows all whole 3x3 ones (lanes_whole3), by lanes_max3 (MAX3) on vectors of
+ * type VF; code holds the nine codes as vectors. A call with
  * m and one without are two loops, so that the choices stay in registers (through
  * memory, each window's chain of compares waited on a store and a load: sixteen planes
  * at a time, 20,000 calls on 512 planes, one thread, 0.31 to 0.27-0.28 s; eight at a
  * time, no change). */
 #define DEFINE_LANES_SCAN(name, VF, VI, MAX3)                                                                  \
-    CPU_INLINE void name(const cd_pool_desc *d, const VF *t, const int off[9], const VI offv[9], VF *o, VF *m) \
+    CPU_INLINE void name(const cd_pool_desc *d, const VF *t, const int off[9], const VI code[9], VF *o, VI *m) \
     {                                                                                                          \
         for (int oy = 0; oy < d->oh; oy++) {                                                                   \
             int row = (oy * d->sh - d->ph) * d->w - d->pw;                                                     \
             for (int ox = 0; ox < d->ow; ox++) {                                                               \
                 size_t i = (size_t)oy * d->ow + ox;                                                            \
-                VI k;                                                                                          \
-                if (m) {                                                                                       \
-                    o[i] = MAX3(t, row + ox * d->sw, off, offv, &k);                                           \
-                    m[i] = __builtin_convertvector(k, VF);                                                     \
-                } else {                                                                                       \
-                    o[i] = MAX3(t, row + ox * d->sw, off, offv, NULL);                                         \
-                }                                                                                              \
+                if (m)                                                                                         \
+                    o[i] = MAX3(t, row + ox * d->sw, off, code, &m[i]);                                        \
+                else                                                                                           \
+                    o[i] = MAX3(t, row + ox * d->sw, off, code, NULL);                                         \
             }                                                                                                  \
         }                                                                                                      \
     }
 DEFINE_LANES_SCAN(lanes_scan, v8f, v8i, lanes_max3)
 
 /* The backward of windows all whole 3x3 ones (lanes_whole3) in the lanes: acc, zeroed,
- * gets each window's dy (g) at its choice (k, a cell of the plane), window by window in
- * order, max_route_at's adds: a select over the window's nine cells, with the choice
- * taken relative to the window's first cell so that it meets the offsets kept in
- * registers (offv). */
+ * gets each window's dy (g) at its choice (k, its code 3*ki + kj), window by window in
+ * order, max_route_at's adds: a select over the window's nine cells by the codes kept in
+ * registers (code). */
 #define DEFINE_LANES_ROUTE(name, VF, VI)                                                                       \
-    CPU_INLINE void name(const cd_pool_desc *d, const VI *k, const VF *g, const int off[9], const VI offv[9], \
+    CPU_INLINE void name(const cd_pool_desc *d, const VI *k, const VF *g, const int off[9], const VI code[9], \
                          VF *acc)                                                                              \
     {                                                                                                          \
         for (size_t c = 0; c < (size_t)d->h * d->w; c++)                                                       \
@@ -1006,45 +1010,76 @@ DEFINE_LANES_SCAN(lanes_scan, v8f, v8i, lanes_max3)
             for (int ox = 0; ox < d->ow; ox++) {                                                               \
                 size_t i = (size_t)oy * d->ow + ox;                                                            \
                 int first = row + ox * d->sw;                                                                  \
-                VI at = k[i] - first;                                                                          \
                 VF gv = g[i];                                                                                  \
                 for (int j = 0; j < 9; j++)                                                                    \
-                    acc[first + off[j]] += (VF)((VI)gv & (at == offv[j]));                                     \
+                    acc[first + off[j]] += (VF)((VI)gv & (k[i] == code[j]));                                   \
             }                                                                                                  \
         }                                                                                                      \
     }
 DEFINE_LANES_ROUTE(lanes_route, v8f, v8i)
 
-/* the offsets of a 3x3 window's cells from its first, in a plane w wide */
+/* the offsets of a 3x3 window's cells from its first, in a plane w wide, and as vectors
+ * the offsets (offv) or the cells' codes (codev, 3*ki + kj: the order of off) */
 #define LANES_OFFSETS(w, off, offv, VI)                                                                       \
     for (int j = 0; j < 9; j++) {                                                                              \
         off[j] = j / 3 * (w) + j % 3;                                                                          \
         offv[j] = (VI){0} + off[j];                                                                            \
     }
+#define LANES_CODES(w, off, codev, VI)                                                                        \
+    for (int j = 0; j < 9; j++) {                                                                              \
+        off[j] = j / 3 * (w) + j % 3;                                                                          \
+        codev[j] = (VI){0} + j;                                                                                \
+    }
+
+/* The codes of eight windows' choices as bytes: each lane's low byte in one shuffle, and
+ * back, each byte into the low byte of a lane of zeros, four lanes at a time (a
+ * conversion went lane by lane, and wider shuffles through the stack) */
+CPU_INLINE v8u8 codes8(v8i k)
+{
+    v32u8 b = (v32u8)k;
+    return __builtin_shufflevector(b, b, 0, 4, 8, 12, 16, 20, 24, 28);
+}
+
+CPU_INLINE v8i uncodes8(const uint8_t *p)
+{
+    uint64_t q;
+    memcpy(&q, p, sizeof q);
+    v2u64 t = {q, 0};
+    v16u8 b = (v16u8)t, z = {0};
+    v4i lo = (v4i)__builtin_shufflevector(b, z, 0, 16, 16, 16, 1, 16, 16, 16, 2, 16, 16, 16, 3, 16, 16, 16);
+    v4i hi = (v4i)__builtin_shufflevector(b, z, 4, 16, 16, 16, 5, 16, 16, 16, 6, 16, 16, 16, 7, 16, 16, 16);
+    return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7);
+}
 
 /* mask, where not NULL, gets each window's choice as its cell's index in the plane (-1
  * for a window with no cell inside the image), a float per output, kept as the lanes
  * hold it (output o of plane q at o*8 + q): transposing it back cost as much as the
- * windows' choices themselves (0.045 ms on pool5) */
-// x is 8 planes of (h,w); y 8 of (oh,ow); mask (oh*ow, 8)
+ * windows' choices themselves (0.045 ms on pool5). Where every window is whole
+ * (lanes_whole3) code gets each choice's code (3*ki + kj) in a byte instead, likewise
+ * kept (pool5: 0.3 MB where the floats were 1.2, and no index to add or subtract). */
+// x is 8 planes of (h,w); y 8 of (oh,ow); mask (oh*ow, 8) floats or code (oh*ow, 8) bytes
 CD_CLONES_V4
-static void max_lanes_fwd(const cd_pool_desc *d, const float *x, float *y, float *mask)
+static void max_lanes_fwd(const cd_pool_desc *d, const float *x, float *y, float *mask, uint8_t *code)
 {
     v8f t[LANE_CELLS], o[LANE_CELLS], m[LANE_CELLS];
     size_t out = (size_t)d->oh * d->ow;
     int off[9];
     v8i offv[9];
-    LANES_OFFSETS(d->w, off, offv, v8i)
-    int three = d->kh == 3 && d->kw == 3;
     lanes_in(x, (size_t)d->h * d->w, t);
     if (lanes_whole3(d)) {
         /* every window whole (pool5): none to place or clip (0.228 to 0.200 ms) */
-        lanes_scan(d, t, off, offv, o, mask ? m : NULL);
+        v8i k[LANE_CELLS];
+        LANES_CODES(d->w, off, offv, v8i)
+        lanes_scan(d, t, off, offv, o, code ? k : NULL);
         lanes_out(o, out, y);
-        if (mask)
-            memcpy(mask, m, out * sizeof m[0]);
+        for (size_t i = 0; code && i < out; i++) {
+            v8u8 c = codes8(k[i]);
+            memcpy(code + i * LANES, &c, sizeof c);
+        }
         return;
     }
+    LANES_OFFSETS(d->w, off, offv, v8i)
+    int three = d->kh == 3 && d->kw == 3;
     for (int oy = 0; oy < d->oh; oy++)
         for (int ox = 0; ox < d->ow; ox++) {
             pool_window pw = pool_window_at(d, oy, ox);
@@ -1052,10 +1087,13 @@ static void max_lanes_fwd(const cd_pool_desc *d, const float *x, float *y, float
             v8i k = (v8i){0} - 1;
             if (pool_window_empty(&pw))
                 o[c] = (v8f){0};
-            else if (three && pw.he - pw.hs == 3 && pw.we - pw.ws == 3)
-                o[c] = lanes_max3(t, pw.hs * d->w + pw.ws, off, offv, mask ? &k : NULL);
-            else
+            else if (three && pw.he - pw.hs == 3 && pw.we - pw.ws == 3) {
+                int first = pw.hs * d->w + pw.ws;
+                o[c] = lanes_max3(t, first, off, offv, mask ? &k : NULL);
+                k += first;
+            } else {
                 o[c] = lanes_max(t, d->w, &pw, mask ? &k : NULL);
+            }
             m[c] = __builtin_convertvector(k, v8f);
         }
     lanes_out(o, out, y);
@@ -1067,11 +1105,14 @@ static void max_lanes_fwd(const cd_pool_desc *d, const float *x, float *y, float
  * Sixteen planes at a time where the processor runs AVX-512 (CD_TARGET_V4), every window
  * whole (pool5): two units of eight, one in each half of 16-float vectors, transposed
  * in place as eight are (each shuffle of transpose8 done in both halves at once) and
- * scanned by the same lanes_max3, so the outputs and the mask (two units' layouts) are
- * max_lanes_fwd's bit for bit, in half the vector operations. pool5's forward with the
- * mask: 32 images, two threads, 0.145-0.18 to 0.122-0.13 ms; 512 planes in cache, one
- * thread, 36-37 to 27-28 ns a plane. A plane to each of the sixteen lanes in one
- * transpose would need a 16x16 transpose and a mask of another layout.
+ * scanned by the same lanes_max3, so the outputs and the choices are max_lanes_fwd's bit
+ * for bit, in half the vector operations. pool5's forward with the mask: 32 images, two
+ * threads, 0.145-0.18 to 0.122-0.13 ms; 512 planes in cache, one thread, 36-37 to 27-28
+ * ns a plane. A plane to each of the sixteen lanes in one transpose would need a 16x16
+ * transpose. The codes go as the lanes hold them, sixteen bytes a window, each taken to
+ * and from the lanes in one instruction (vpmovdb, vpmovzxbd): GCC's vector conversions
+ * went lane by lane, and its shuffles of bytes through the stack (the backward 0.14 to
+ * 0.21-0.30 ms).
  */
 typedef float v16f __attribute__((vector_size(64)));
 typedef int v16i __attribute__((vector_size(64)));
@@ -1125,51 +1166,70 @@ DEFINE_LANES_ROUTE(lanes16_route, v16f, v16i)
 #define ROW16_OUT(r, v, n, c, q) split16((r), (v) + (q) * (n) + (c), (v) + ((q) + 8) * (n) + (c))
 DEFINE_LANES_IO(lanes16_in, lanes16_out, v16f, 16, ROW16_IN, ROW16_OUT, transpose8x2)
 
-// x is 16 planes of (h,w); y 16 of (oh,ow); mask two units' (oh*ow, 8), the second at 8*oh*ow
+// x is 16 planes of (h,w); y 16 of (oh,ow); code (oh*ow, 16) bytes
 CD_TARGET_V4
-static void max_lanes16_fwd(const cd_pool_desc *d, const float *x, float *y, float *mask)
+static void max_lanes16_fwd(const cd_pool_desc *d, const float *x, float *y, uint8_t *code)
 {
-    v16f t[LANE_CELLS], o[LANE_CELLS], m[LANE_CELLS];
+    v16f t[LANE_CELLS], o[LANE_CELLS];
+    v16i k[LANE_CELLS];
     size_t out = (size_t)d->oh * d->ow;
     int off[9];
-    v16i offv[9];
-    LANES_OFFSETS(d->w, off, offv, v16i)
+    v16i codev[9];
+    LANES_CODES(d->w, off, codev, v16i)
     lanes16_in(x, (size_t)d->h * d->w, t);
-    if (mask) {
-        lanes16_scan(d, t, off, offv, o, m);
-        for (size_t i = 0; i < out; i++)
-            split16(m[i], mask + i * LANES, mask + (out + i) * LANES);
+    if (code) {
+        lanes16_scan(d, t, off, codev, o, k);
+        for (size_t i = 0; i < out; i++) {
+            uint8_t *p = code + i * 2 * LANES;
+#if CD_TARGETS
+            _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8((__m512i)k[i]));
+#else
+            v16u8 c = __builtin_convertvector(k[i], v16u8);
+            memcpy(p, &c, sizeof c);
+#endif
+        }
     } else {
-        lanes16_scan(d, t, off, offv, o, NULL);
+        lanes16_scan(d, t, off, codev, o, NULL);
     }
     lanes16_out(o, out, y);
 }
 
-/* The backward from the mask of a unit of planes whose windows are all whole
+/* The backward from the codes of a unit of planes whose windows are all whole
  * (lanes_whole3), as NAME with attributes ATTR: dy transposed into the lanes (IN), each
- * window's dy routed to its choice (ROUTE; MASK(mask, out, i): window i's choices) and
+ * window's dy routed to its choice (ROUTE; CODES(code, out, i): window i's codes) and
  * dx transposed back (OUT). */
-#define DEFINE_LANES_MASK_BWD(NAME, ATTR, VF, VI, IN, OUT, ROUTE, MASK)                                         \
-    ATTR static void NAME(const cd_pool_desc *d, const float *mask, const float *dy, float *dx)                \
+#define DEFINE_LANES_MASK_BWD(NAME, ATTR, VF, VI, IN, OUT, ROUTE, CODES)                                        \
+    ATTR static void NAME(const cd_pool_desc *d, const uint8_t *code, const float *dy, float *dx)              \
     {                                                                                                          \
         VF g[LANE_CELLS], acc[LANE_CELLS];                                                                     \
         VI k[LANE_CELLS];                                                                                      \
         size_t out = (size_t)d->oh * d->ow;                                                                    \
         int off[9];                                                                                            \
-        VI offv[9];                                                                                            \
-        LANES_OFFSETS(d->w, off, offv, VI)                                                                     \
+        VI codev[9];                                                                                           \
+        LANES_CODES(d->w, off, codev, VI)                                                                      \
         IN(dy, out, g);                                                                                        \
         for (size_t i = 0; i < out; i++)                                                                       \
-            k[i] = __builtin_convertvector(MASK(mask, out, i), VI);                                            \
-        ROUTE(d, k, g, off, offv, acc);                                                                        \
+            k[i] = CODES(code, out, i);                                                                        \
+        ROUTE(d, k, g, off, codev, acc);                                                                       \
         OUT(acc, (size_t)d->h * d->w, dx);                                                                     \
     }
 
-/* sixteen planes (two units, max_lanes16): mask two units' (oh*ow, 8), the second at
- * 8*oh*ow; dy 16 planes of (oh,ow); dx 16 of (h,w), overwritten */
-#define MASK16(mask, out, i) join8(load8((mask) + (i) * LANES), load8((mask) + ((out) + (i)) * LANES))
+/* sixteen planes (two units, max_lanes16): code (oh*ow, 16) bytes, as the forward of the
+ * same sixteen wrote them; dy 16 planes of (oh,ow); dx 16 of (h,w), overwritten */
+CD_TARGET_V4 CPU_INLINE v16i uncodes16(const uint8_t *code, size_t out, size_t i)
+{
+    (void)out;
+    const uint8_t *p = code + i * 2 * LANES;
+#if CD_TARGETS
+    return (v16i)_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+#else
+    v16u8 b;
+    memcpy(&b, p, sizeof b);
+    return __builtin_convertvector(b, v16i);
+#endif
+}
 DEFINE_LANES_MASK_BWD(max_lanes16_mask_bwd, CD_TARGET_V4, v16f, v16i, lanes16_in, lanes16_out, lanes16_route,
-                      MASK16)
+                      uncodes16)
 
 /* whether the forward takes sixteen planes at a time (above) */
 static int max_lanes16(const cd_pool_desc *d)
@@ -1195,8 +1255,8 @@ static void max_mask_bwd(const cd_pool_desc *d, const float *mask, const float *
 
 /* the same where every window is whole (lanes_whole3), by lanes_route: eight planes a
  * select where the adds above went a cell at a time */
-#define MASK8(mask, out, i) load8((mask) + (i) * LANES)
-DEFINE_LANES_MASK_BWD(max_lanes_mask_bwd, CD_CLONES_V4, v8f, v8i, lanes_in, lanes_out, lanes_route, MASK8)
+#define UNCODES8(code, out, i) uncodes8((code) + (i) * LANES)
+DEFINE_LANES_MASK_BWD(max_lanes_mask_bwd, CD_CLONES_V4, v8f, v8i, lanes_in, lanes_out, lanes_route, UNCODES8)
 
 /* the backward likewise: each window's choice gets its dy, in window order (max_route_at's
  * adds), by selects over the window's cells */
@@ -1260,20 +1320,27 @@ static const struct {
 /* The mask is kept where the planes go eight to a lane (and the 2x2 tall path, which
  * comes first, does not take them): one float per output, written for the planes of
  * the lanes' units, each unit's at its first plane's outputs (the planes past the last
- * eight find their maxima again). And where 3x3 stride-2 windows tile the plane (planes
- * too large for the lanes): a byte per output, plane p's at byte p * oh * ow. */
+ * eight find their maxima again), or a byte per output where every window is whole
+ * (lanes_codes), each unit's at byte p * oh * ow of its first plane p. And where 3x3
+ * stride-2 windows tile the plane (planes too large for the lanes): a byte per output,
+ * plane p's at byte p * oh * ow. */
 static int tiles_mask(const cd_pool_desc *d)
 {
     return d->mode == CD_POOL_MAX && max3s2_tiles(d);
 }
 
+static int lanes_codes(const cd_pool_desc *d)
+{
+    return max_lanes(d) && lanes_whole3(d);
+}
+
 size_t cpu_pool_mask_size(cd_backend_t *be, const cd_pool_desc *d)
 {
     (void)be;
-    size_t outs = (size_t)d->n * d->c * d->oh * d->ow;
+    size_t outs = (size_t)d->n * d->c * d->oh * d->ow, bytes = (outs + sizeof(float) - 1) / sizeof(float);
     if (max_lanes(d) && !max2_tall(d))
-        return outs;
-    return tiles_mask(d) ? (outs + sizeof(float) - 1) / sizeof(float) : 0;
+        return lanes_codes(d) ? bytes : outs;
+    return tiles_mask(d) ? bytes : 0;
 }
 
 // x is (n,c,h,w); y is (n,c,oh,ow); mask as cpu_pool_mask_size says
@@ -1298,10 +1365,11 @@ void cpu_pool_forward(cd_backend_t *be, const cd_pool_desc *d, const float *x, f
     for (int t = 0; t < tasks; t++) {
         int u = t < pairs ? 2 * t : t + pairs;
         size_t p = unit_plane(u, eights);
+        uint8_t *code = mask ? (uint8_t *)mask + p * out : NULL;
         if (t < pairs)
-            max_lanes16_fwd(d, x + p * in, y + p * out, mask ? mask + p * out : NULL);
+            max_lanes16_fwd(d, x + p * in, y + p * out, code);
         else if (u < eights)
-            max_lanes_fwd(d, x + p * in, y + p * out, mask ? mask + p * out : NULL);
+            max_lanes_fwd(d, x + p * in, y + p * out, mask ? mask + p * out : NULL, code);
         else if (mask && tiles_mask(d))
             max3s2_tiles_fwd(d, x + p * in, y + p * out, (uint8_t *)mask + p * out);
         else
@@ -1335,14 +1403,15 @@ void cpu_pool_backward(cd_backend_t *be, const cd_pool_desc *d, const float *x, 
     for (int t = 0; t < tasks; t++) {
         int u = t < pairs ? 2 * t : t + pairs;
         size_t p = unit_plane(u, eights);
+        const uint8_t *code = mask ? (const uint8_t *)mask + p * out : NULL;
         if (t < pairs)
-            max_lanes16_mask_bwd(d, mask + p * out, dy + p * out, dx + p * in);
+            max_lanes16_mask_bwd(d, code, dy + p * out, dx + p * in);
         else if (u < eights && whole)
-            max_lanes_mask_bwd(d, mask + p * out, dy + p * out, dx + p * in);
+            max_lanes_mask_bwd(d, code, dy + p * out, dx + p * in);
         else if (u < eights && mask)
             max_mask_bwd(d, mask + p * out, dy + p * out, dx + p * in);
         else if (mask && tiles_mask(d))
-            max3s2_tiles_mask_bwd(d, (const uint8_t *)mask + p * out, dy + p * out, dx + p * in);
+            max3s2_tiles_mask_bwd(d, code, dy + p * out, dx + p * in);
         else
             (u < eights ? max_lanes_bwd : bwd)(d, x + p * in, dy + p * out, dx + p * in);
     }
