@@ -886,18 +886,25 @@ CPU_INLINE void transpose8(v8f r[8])
 
 /* t[c] = cell c of the W planes of n cells at v (plane q at v + q*n), as IN, and the
  * inverse, as OUT: eight cells of each plane at a time, rows ROW_IN(v, n, c, q) for q <
- * 8 transposed by TRANSPOSE in registers and stored by ROW_OUT(r, v, n, c, q); the
- * cells past the last eight one by one. */
+ * 8 transposed by TRANSPOSE in registers and stored by ROW_OUT(r, v, n, c, q). A tail
+ * of two to seven cells goes as one more eight ending at the last cell, the cells before
+ * it written again alike (pool5's 36 outputs: four cells of sixteen planes went one
+ * float at a time); a single cell, or planes of fewer than eight, one by one. */
+static inline size_t lanes_io_next(size_t c, size_t n)
+{
+    return c + LANES <= n ? c : n >= LANES && n - c > 1 ? n - LANES : n;
+}
+
 #define DEFINE_LANES_IO(IN, OUT, VF, W, ROW_IN, ROW_OUT, TRANSPOSE)                                             \
     CPU_INLINE void IN(const float *v, size_t n, VF *t)                                                        \
     {                                                                                                          \
-        size_t c = 0;                                                                                          \
-        for (; c + LANES <= n; c += LANES) {                                                                   \
+        size_t c = 0, at;                                                                                      \
+        for (; (at = lanes_io_next(c, n)) < n; c = at + LANES) {                                               \
             VF r[8];                                                                                           \
             for (int q = 0; q < 8; q++)                                                                        \
-                r[q] = ROW_IN(v, n, c, q);                                                                     \
+                r[q] = ROW_IN(v, n, at, q);                                                                    \
             TRANSPOSE(r);                                                                                      \
-            memcpy(t + c, r, sizeof r);                                                                        \
+            memcpy(t + at, r, sizeof r);                                                                       \
         }                                                                                                      \
         for (; c < n; c++)                                                                                     \
             for (int q = 0; q < (W); q++)                                                                      \
@@ -905,13 +912,13 @@ CPU_INLINE void transpose8(v8f r[8])
     }                                                                                                          \
     CPU_INLINE void OUT(const VF *t, size_t n, float *v)                                                       \
     {                                                                                                          \
-        size_t c = 0;                                                                                          \
-        for (; c + LANES <= n; c += LANES) {                                                                   \
+        size_t c = 0, at;                                                                                      \
+        for (; (at = lanes_io_next(c, n)) < n; c = at + LANES) {                                               \
             VF r[8];                                                                                           \
-            memcpy(r, t + c, sizeof r);                                                                        \
+            memcpy(r, t + at, sizeof r);                                                                       \
             TRANSPOSE(r);                                                                                      \
             for (int q = 0; q < 8; q++)                                                                        \
-                ROW_OUT(r[q], v, n, c, q);                                                                     \
+                ROW_OUT(r[q], v, n, at, q);                                                                    \
         }                                                                                                      \
         for (; c < n; c++)                                                                                     \
             for (int q = 0; q < (W); q++)                                                                      \
