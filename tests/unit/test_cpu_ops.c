@@ -748,9 +748,13 @@ static void test_pool_case(cd_pool_desc d, int ties)
              d.ph, d.pw, d.oh, d.ow, ties ? " (ties)" : "");
     float *x = frand(nx, -1, 1), *y = frand(ny, -1, 1), *dy = frand(ny, -1, 1);
     float *dx = frand(nx, -1, 1);
-    if (ties) /* values from {0,..,3}: windows hold equal maxima */
+    if (ties) { /* values from {0,..,3}: windows hold equal maxima; and gradients of -0,
+                 * which a cell's sum from +0 turns into +0 on every path */
         for (size_t i = 0; i < nx; i++)
             x[i] = (float)floor(cd_test_uniform(0, 4));
+        for (size_t i = 0; i < ny; i += 3)
+            dy[i] = -0.0f;
+    }
     double *ry = dzeros(ny), *rdx = dzeros(nx);
     long *arg = scratch(ny * sizeof(long));
     naive_pool(&d, x, ry, arg);

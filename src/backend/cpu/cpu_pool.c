@@ -1002,14 +1002,52 @@ static int lanes_whole3(const cd_pool_desc *d)
     }
 DEFINE_LANES_SCAN(lanes_scan, v8f, v8i, lanes_max3)
 
-/* The backward of windows all whole 3x3 ones (lanes_whole3) in the lanes: acc, zeroed,
- * gets each window's dy (g) at its choice (k, its code 3*ki + kj), window by window in
- * order, max_route_at's adds: a select over the window's nine cells by the codes kept in
- * registers (code). */
+/* whether the whole 3x3 windows (lanes_whole3) tile the plane at stride 2, every cell
+ * under one (pool5's 13x13) */
+static int lanes_tile2(const cd_pool_desc *d)
+{
+    return d->sh == 2 && d->sw == 2 && 2 * d->oh + 1 == d->h && 2 * d->ow + 1 == d->w;
+}
+
+/* The backward of windows all whole 3x3 ones (lanes_whole3) in the lanes: acc gets each
+ * window's dy (g) at its choice (k, its code 3*ki + kj), window by window in order,
+ * max_route_at's adds from +0: a select over the window's nine cells by the codes kept
+ * in registers (code). Where the windows tile the plane at stride 2 (lanes_tile2) a
+ * cell's first window stores +0 plus its term (WIN's R0 and C0: whether the window's
+ * first row and column are its own, in the first row or column of windows; its other
+ * rows and columns always are), the later ones add theirs, and nothing is zeroed first;
+ * elsewhere acc is zeroed and every window adds. */
 #define DEFINE_LANES_ROUTE(name, VF, VI)                                                                       \
+    CPU_INLINE void name##_win(VF *acc, VF gv, VI k, const int off[9], const VI code[9], int r0, int c0)       \
+    {                                                                                                          \
+        for (int j = 0; j < 9; j++) {                                                                          \
+            VF v = (VF)((VI)gv & (k == code[j]));                                                              \
+            if ((j / 3 > 0 || r0) && (j % 3 > 0 || c0))                                                        \
+                acc[off[j]] = (VF){0} + v;                                                                     \
+            else                                                                                               \
+                acc[off[j]] += v;                                                                              \
+        }                                                                                                      \
+    }                                                                                                          \
     CPU_INLINE void name(const cd_pool_desc *d, const VI *k, const VF *g, const int off[9], const VI code[9], \
                          VF *acc)                                                                              \
     {                                                                                                          \
+        if (lanes_tile2(d)) {                                                                                  \
+            for (int oy = 0; oy < d->oh; oy++) {                                                               \
+                VF *row = acc + (size_t)2 * oy * d->w;                                                         \
+                const VF *gr = g + (size_t)oy * d->ow;                                                         \
+                const VI *kr = k + (size_t)oy * d->ow;                                                         \
+                if (oy == 0) {                                                                                 \
+                    name##_win(row, gr[0], kr[0], off, code, 1, 1);                                            \
+                    for (int ox = 1; ox < d->ow; ox++)                                                         \
+                        name##_win(row + 2 * ox, gr[ox], kr[ox], off, code, 1, 0);                             \
+                } else {                                                                                       \
+                    name##_win(row, gr[0], kr[0], off, code, 0, 1);                                            \
+                    for (int ox = 1; ox < d->ow; ox++)                                                         \
+                        name##_win(row + 2 * ox, gr[ox], kr[ox], off, code, 0, 0);                             \
+                }                                                                                              \
+            }                                                                                                  \
+            return;                                                                                            \
+        }                                                                                                      \
         for (size_t c = 0; c < (size_t)d->h * d->w; c++)                                                       \
             acc[c] = (VF){0};                                                                                  \
         for (int oy = 0; oy < d->oh; oy++) {                                                                   \
