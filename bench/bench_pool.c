@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cdigits/backend.h"
+#include "cdigits/net.h"
 #include "cdigits/util.h"
 
 #define ROUNDS 15
@@ -24,11 +25,6 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
-}
-
-static int pool_out(int n, int k, int s, int p)
-{
-    return (n + 2 * p - k + s - 1) / s + 1; /* Caffe's ceil */
 }
 
 int main(int argc, char **argv)
@@ -54,12 +50,13 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (d.n <= 0 || d.c <= 0 || d.kh <= 0 || d.sh <= 0 || d.ph < 0 || d.kh > d.h + 2 * d.ph || reps <= 0) {
+    if (d.n <= 0 || d.c <= 0 || d.kh <= 0 || d.sh <= 0 || d.ph < 0 || d.ph >= d.kh || d.kh > d.h + 2 * d.ph ||
+        reps <= 0) {
         fprintf(stderr, "bench_pool: the shape, kernel, stride, pad or reps is out of range\n");
         return 2;
     }
-    d.oh = pool_out(d.h, d.kh, d.sh, d.ph);
-    d.ow = pool_out(d.w, d.kw, d.sw, d.pw);
+    d.oh = cd_pool_out(d.h, d.kh, d.sh, d.ph, 0);
+    d.ow = cd_pool_out(d.w, d.kw, d.sw, d.pw, 0);
     cd_backend_t *be = cd_backend_cpu_new(threads);
     const cd_backend_iface *f = be->iface;
     size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.c * d.oh * d.ow;

@@ -204,6 +204,10 @@ cd_param *cd_layer_add_param(cd_net *net, cd_layer *l, int ndim, const int *dims
                              const cd_pt_node *filler, float filler_default, int learnable,
                              char *err, size_t errlen);
 void cd_blob_set_shape(cd_blob *b, int ndim, const int *dims);
+
+/* A Pooling layer's output size along one axis of `in` cells: Caffe's ceil (its last
+ * window starting inside the padded image), or floor for round_mode: FLOOR. */
+int cd_pool_out(int in, int kernel, int stride, int pad, int floor_mode);
 /* A device buffer of n floats owned by the layer (zeroed); NULL on failure. */
 float *cd_layer_buffer(cd_net *net, cd_layer *l, size_t n);
 /* Number of elements of dims [from, to) */

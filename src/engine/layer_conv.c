@@ -206,23 +206,22 @@ static int pool_setup(cd_net *net, cd_layer *l, char *err, size_t errlen)
         return cd_layer_error(l, err, errlen, "kernel_size %dx%d is larger than its %dx%d input; "
                               "lower kernel_size or use global_pooling", d->kh, d->kw, d->h, d->w);
     int floor_mode = p && !strcmp(cd_pt_str(p, "round_mode", "CEIL"), "FLOOR");
-    if (floor_mode) {
-        d->oh = (d->h + 2 * d->ph - d->kh) / d->sh + 1;
-        d->ow = (d->w + 2 * d->pw - d->kw) / d->sw + 1;
-    } else {
-        /* Caffe: ceil, then make sure the last window starts inside the padded image */
-        d->oh = (int)ceil((double)(d->h + 2 * d->ph - d->kh) / d->sh) + 1;
-        d->ow = (int)ceil((double)(d->w + 2 * d->pw - d->kw) / d->sw) + 1;
-        if (d->ph || d->pw) {
-            if ((d->oh - 1) * d->sh >= d->h + d->ph)
-                d->oh--;
-            if ((d->ow - 1) * d->sw >= d->w + d->pw)
-                d->ow--;
-        }
-    }
+    d->oh = cd_pool_out(d->h, d->kh, d->sh, d->ph, floor_mode);
+    d->ow = cd_pool_out(d->w, d->kw, d->sw, d->pw, floor_mode);
     int ydims[4] = {d->n, d->c, d->oh, d->ow};
     cd_blob_set_shape(l->top[0], 4, ydims);
     return CD_OK;
+}
+
+int cd_pool_out(int in, int kernel, int stride, int pad, int floor_mode)
+{
+    if (floor_mode)
+        return (in + 2 * pad - kernel) / stride + 1;
+    /* Caffe: ceil, then make sure the last window starts inside the padded image */
+    int out = (int)ceil((double)(in + 2 * pad - kernel) / stride) + 1;
+    if (pad && (out - 1) * stride >= in + pad)
+        out--;
+    return out;
 }
 
 static int pool_init(cd_net *net, cd_layer *l, char *err, size_t errlen)
