@@ -714,12 +714,32 @@ CPU_INLINE void max3s2_tiles_bwd(const cd_pool_desc *d, const float *x, const ui
     tile_row_emit(d, last, (const int[]){2}, 1, dx + 2 * (size_t)d->oh * w, 1);
 }
 
+/* The codes (3*ki + kj) of eight windows' choices as bytes: each lane's low byte in one
+ * shuffle, and back, each byte into the low byte of a lane of zeros, four lanes at a
+ * time (a conversion went lane by lane, and wider shuffles through the stack) */
+CPU_INLINE v8u8 codes8(v8i k)
+{
+    v32u8 b = (v32u8)k;
+    return __builtin_shufflevector(b, b, 0, 4, 8, 12, 16, 20, 24, 28);
+}
+
+CPU_INLINE v8i uncodes8(const uint8_t *p)
+{
+    uint64_t q;
+    memcpy(&q, p, sizeof q);
+    v2u64 t = {q, 0};
+    v16u8 b = (v16u8)t, z = {0};
+    v4i lo = (v4i)__builtin_shufflevector(b, z, 0, 16, 16, 16, 1, 16, 16, 16, 2, 16, 16, 16, 3, 16, 16, 16);
+    v4i hi = (v4i)__builtin_shufflevector(b, z, 4, 16, 16, 16, 5, 16, 16, 16, 6, 16, 16, 16, 7, 16, 16, 16);
+    return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7);
+}
+
 /* The tiling's forward when training: y, and each window's choice as its code
  * (3*ki + kj) in a byte per output, from which the backward routes each dy instead of
  * finding the maxima in x again: it then reads a byte and dy per window where it read the
  * plane. AlexNet's pool1 (32 images, ms): forward 1.06-1.16 to 1.22-1.25, backward
  * 2.57-2.64 to 1.63-1.97; pool2 0.73-0.78 to 0.77-0.82 and 2.00-2.04 to 1.42-1.48. The
- * codes went lane by lane through a conversion to bytes (forward 1.44 ms); they take
+ * codes went lane by lane through a conversion to bytes (forward 1.44 ms); codes8 takes
  * each lane's low byte in one shuffle. */
 // x is (h,w) of one plane; y and code are (oh,ow)
 CD_CLONES_V4
@@ -735,8 +755,7 @@ static void max3s2_tiles_fwd(const cd_pool_desc *d, const float *x, float *y, ui
             v8i k;
             max8(x + first + (size_t)2 * o8, w, 3, 2, &m, &k);
             memcpy(y + out + o8, &m, sizeof m);
-            v32u8 b = (v32u8)k; /* the low byte of each lane (a conversion went lane by lane) */
-            v8u8 c = __builtin_shufflevector(b, b, 0, 4, 8, 12, 16, 20, 24, 28);
+            v8u8 c = codes8(k);
             memcpy(code + out + o8, &c, sizeof c);
         }
     }
@@ -1063,38 +1082,14 @@ static int lanes_tile2(const cd_pool_desc *d)
     }
 DEFINE_LANES_ROUTE(lanes_route, v8f, v8i)
 
-/* the offsets of a 3x3 window's cells from its first, in a plane w wide, and as vectors
- * the offsets (offv) or the cells' codes (codev, 3*ki + kj: the order of off) */
-#define LANES_OFFSETS(w, off, offv, VI)                                                                       \
+/* the offsets of a 3x3 window's cells from its first, in a plane w wide (off), and as
+ * vectors the tags a choice is told by (tag): the offsets, or where CODES the cells'
+ * codes (3*ki + kj, the order of off) */
+#define LANES_OFFSETS(w, off, tag, VI, CODES)                                                                 \
     for (int j = 0; j < 9; j++) {                                                                              \
         off[j] = j / 3 * (w) + j % 3;                                                                          \
-        offv[j] = (VI){0} + off[j];                                                                            \
+        tag[j] = (VI){0} + ((CODES) ? j : off[j]);                                                             \
     }
-#define LANES_CODES(w, off, codev, VI)                                                                        \
-    for (int j = 0; j < 9; j++) {                                                                              \
-        off[j] = j / 3 * (w) + j % 3;                                                                          \
-        codev[j] = (VI){0} + j;                                                                                \
-    }
-
-/* The codes of eight windows' choices as bytes: each lane's low byte in one shuffle, and
- * back, each byte into the low byte of a lane of zeros, four lanes at a time (a
- * conversion went lane by lane, and wider shuffles through the stack) */
-CPU_INLINE v8u8 codes8(v8i k)
-{
-    v32u8 b = (v32u8)k;
-    return __builtin_shufflevector(b, b, 0, 4, 8, 12, 16, 20, 24, 28);
-}
-
-CPU_INLINE v8i uncodes8(const uint8_t *p)
-{
-    uint64_t q;
-    memcpy(&q, p, sizeof q);
-    v2u64 t = {q, 0};
-    v16u8 b = (v16u8)t, z = {0};
-    v4i lo = (v4i)__builtin_shufflevector(b, z, 0, 16, 16, 16, 1, 16, 16, 16, 2, 16, 16, 16, 3, 16, 16, 16);
-    v4i hi = (v4i)__builtin_shufflevector(b, z, 4, 16, 16, 16, 5, 16, 16, 16, 6, 16, 16, 16, 7, 16, 16, 16);
-    return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7);
-}
 
 /* mask, where not NULL, gets each window's choice as its cell's index in the plane (-1
  * for a window with no cell inside the image), a float per output, kept as the lanes
@@ -1114,7 +1109,7 @@ static void max_lanes_fwd(const cd_pool_desc *d, const float *x, float *y, float
     if (lanes_whole3(d)) {
         /* every window whole (pool5): none to place or clip (0.228 to 0.200 ms) */
         v8i k[LANE_CELLS];
-        LANES_CODES(d->w, off, offv, v8i)
+        LANES_OFFSETS(d->w, off, offv, v8i, 1)
         lanes_scan(d, t, off, offv, o, code ? k : NULL);
         lanes_out(o, out, y);
         for (size_t i = 0; code && i < out; i++) {
@@ -1123,7 +1118,7 @@ static void max_lanes_fwd(const cd_pool_desc *d, const float *x, float *y, float
         }
         return;
     }
-    LANES_OFFSETS(d->w, off, offv, v8i)
+    LANES_OFFSETS(d->w, off, offv, v8i, 0)
     int three = d->kh == 3 && d->kw == 3;
     for (int oy = 0; oy < d->oh; oy++)
         for (int ox = 0; ox < d->ow; ox++) {
@@ -1220,7 +1215,7 @@ static void max_lanes16_fwd(const cd_pool_desc *d, const float *x, float *y, uin
     size_t out = (size_t)d->oh * d->ow;
     int off[9];
     v16i codev[9];
-    LANES_CODES(d->w, off, codev, v16i)
+    LANES_OFFSETS(d->w, off, codev, v16i, 1)
     lanes16_in(x, (size_t)d->h * d->w, t);
     if (code) {
         lanes16_scan(d, t, off, codev, o, k);
@@ -1241,7 +1236,7 @@ static void max_lanes16_fwd(const cd_pool_desc *d, const float *x, float *y, uin
 
 /* The backward from the codes of a unit of planes whose windows are all whole
  * (lanes_whole3), as NAME with attributes ATTR: dy transposed into the lanes (IN), each
- * window's dy routed to its choice (ROUTE; CODES(code, out, i): window i's codes) and
+ * window's dy routed to its choice (ROUTE; CODES(code, i): window i's codes) and
  * dx transposed back (OUT). */
 #define DEFINE_LANES_MASK_BWD(NAME, ATTR, VF, VI, IN, OUT, ROUTE, CODES)                                        \
     ATTR static void NAME(const cd_pool_desc *d, const uint8_t *code, const float *dy, float *dx)              \
@@ -1251,19 +1246,18 @@ static void max_lanes16_fwd(const cd_pool_desc *d, const float *x, float *y, uin
         size_t out = (size_t)d->oh * d->ow;                                                                    \
         int off[9];                                                                                            \
         VI codev[9];                                                                                           \
-        LANES_CODES(d->w, off, codev, VI)                                                                      \
+        LANES_OFFSETS(d->w, off, codev, VI, 1)                                                                 \
         IN(dy, out, g);                                                                                        \
         for (size_t i = 0; i < out; i++)                                                                       \
-            k[i] = CODES(code, out, i);                                                                        \
+            k[i] = CODES(code, i);                                                                             \
         ROUTE(d, k, g, off, codev, acc);                                                                       \
         OUT(acc, (size_t)d->h * d->w, dx);                                                                     \
     }
 
 /* sixteen planes (two units, max_lanes16): code (oh*ow, 16) bytes, as the forward of the
  * same sixteen wrote them; dy 16 planes of (oh,ow); dx 16 of (h,w), overwritten */
-CD_TARGET_V4 CPU_INLINE v16i uncodes16(const uint8_t *code, size_t out, size_t i)
+CD_TARGET_V4 CPU_INLINE v16i uncodes16(const uint8_t *code, size_t i)
 {
-    (void)out;
     const uint8_t *p = code + i * 2 * LANES;
 #if CD_TARGETS
     return (v16i)_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
@@ -1300,7 +1294,7 @@ static void max_mask_bwd(const cd_pool_desc *d, const float *mask, const float *
 
 /* the same where every window is whole (lanes_whole3), by lanes_route: eight planes a
  * select where the adds above went a cell at a time */
-#define UNCODES8(code, out, i) uncodes8((code) + (i) * LANES)
+#define UNCODES8(code, i) uncodes8((code) + (i) * LANES)
 DEFINE_LANES_MASK_BWD(max_lanes_mask_bwd, CD_CLONES_V4, v8f, v8i, lanes_in, lanes_out, lanes_route, UNCODES8)
 
 /* the backward likewise: each window's choice gets its dy, in window order (max_route_at's
