@@ -104,6 +104,15 @@ static void within_window_sum(const cd_lrn_desc *d, const float *ratio, int ch, 
 #define LRN_FWD_BLOCK 4096
 #define LRN_SUB 256
 
+/* Both walks ask for the planes they will read LRN_AHEAD channels on, and for those
+ * they will write (y, dx) LRN_AHEAD and LRN_AHEAD_DX channels on, for writing: the
+ * host's own prefetchers left each core at about half of the triad's rate. norm2
+ * (32x256x27x27), runs of the old and new build in turn: the backward, which asked for
+ * x and dy one channel ahead and for no dx, 0.86x (0.81-0.91, 9 rounds); the forward,
+ * which asked for x one channel ahead and for no y, 0.93x. */
+#define LRN_AHEAD 2
+#define LRN_AHEAD_DX 4
+
 /* acc[j] += sign * v[j]^2 (squares) or sign * v[j], for j < n */
 static inline void add_plane(float *restrict acc, const float *restrict v, size_t n, float sign, int squares)
 {
@@ -269,12 +278,16 @@ static void across_forward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const
             if (ch == 0)
                 start_window(d, xb, hw, -pre, bn, sum, 1);
             window_ends(d, xb, hw, -pre, ch, &out, &in);
-            int nx = ch + d->size - pre; /* the plane entering the next channel's window */
+            /* the plane of x entering the window LRN_AHEAD channels on, and y's plane there */
+            int nx = ch + d->size - pre + LRN_AHEAD - 1;
             const float *next = nx < d->c ? xb + (size_t)nx * hw : NULL;
+            float *wnext = ch + LRN_AHEAD < d->c ? yb + (size_t)(ch + LRN_AHEAD) * hw : NULL;
             for (size_t j0 = 0; j0 < bn; j0 += LRN_SUB) {
                 size_t sn = bn - j0 < LRN_SUB ? bn - j0 : LRN_SUB;
                 if (next)
                     prefetch_run(next + j0, sn, 0);
+                if (wnext)
+                    prefetch_run(wnext + j0, sn, 1);
                 const float *o = out ? out + j0 : NULL, *i = in ? in + j0 : NULL;
                 if (pw075)
                     LRN_ENDS(o, i, FWD_075, sum + j0, o, i, xc + j0, yc + j0, sn, d->k, a, d->beta);
@@ -297,16 +310,12 @@ static void across_forward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const
 
 /* Positions per block of the backward: whole planes up to LRN_BWD_WHOLE, runs of
  * LRN_BWD_RUN of larger ones, so that a block's rings and sums stay in the core's first
- * cache. In runs, those of x and dy two channels ahead and of dx four ahead (for
- * writing) are asked for while a channel is walked; whole planes ask for x and dy one
- * channel ahead. norm1 (55x55), whole planes to runs: 2 images in cache, one thread,
+ * cache. norm1 (55x55), whole planes to runs: 2 images in cache, one thread,
  * 0.31 to 0.27 ms (medians of 8 runs taken in turn); AlexNet's bench_net (32 images,
  * two threads), 5.39 to 4.59 ms (medians of 9, 0.90x the median of the runs' ratios).
  * norm2's 27x27 planes stay whole: in runs of 256 they were no faster. */
 #define LRN_BWD_WHOLE 1024
 #define LRN_BWD_RUN 256
-#define LRN_AHEAD 2
-#define LRN_AHEAD_DX 4
 
 static size_t bwd_block(size_t hw)
 {
@@ -333,7 +342,6 @@ static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, cons
 {
     size_t hw = (size_t)d->h * d->w, chw = (size_t)d->c * hw;
     size_t bs = bwd_block(hw), blocks = (hw + bs - 1) / bs;
-    int runs = bs < hw, ahead = runs ? LRN_AHEAD : 1;
     const int slots = LRN_RING(d);
     size_t rs = ring_stride(bs), per = (size_t)2 * slots * rs;
     int pre = (d->size - 1) / 2, pw075 = d->beta == 0.75f;
@@ -359,11 +367,12 @@ static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, cons
                     if (ch == 0)
                         start_window(d, xb, hw, -pre, bn, acc, 1);
                     window_ends(d, xb, hw, -pre, ch, &out, &in);
-                    /* x entering the window `ahead` channels on, dy and (runs) dx likewise */
-                    int nx = ch + d->size - pre + ahead - 1, wx = ch - pre + LRN_AHEAD_DX;
+                    /* x entering the window LRN_AHEAD channels on, dy there, and dx LRN_AHEAD_DX
+                     * channels past the one step 2 writes */
+                    int nx = ch + d->size - pre + LRN_AHEAD - 1, wx = ch - pre + LRN_AHEAD_DX;
                     const float *next = nx < d->c ? xb + (size_t)nx * hw : NULL;
-                    const float *dnext = ch + ahead < d->c ? dyb + (size_t)(ch + ahead) * hw : NULL;
-                    float *wnext = runs && wx >= 0 && wx < d->c ? dx + off + (size_t)wx * hw : NULL;
+                    const float *dnext = ch + LRN_AHEAD < d->c ? dyb + (size_t)(ch + LRN_AHEAD) * hw : NULL;
+                    float *wnext = wx >= 0 && wx < d->c ? dx + off + (size_t)wx * hw : NULL;
                     for (size_t j0 = 0; j0 < bn; j0 += LRN_SUB) {
                         size_t sn = bn - j0 < LRN_SUB ? bn - j0 : LRN_SUB;
                         if (next)
