@@ -93,7 +93,7 @@ static void within_window_sum(const cd_lrn_desc *d, const float *ratio, int ch, 
  * sums (16 KB) stay in cache: AlexNet's norm1 (55x55)
  * forward went from 3.9-4.0 to 3.2-3.3 ms with whole planes against blocks of 1024.
  * The forward walks each channel in runs of LRN_SUB positions, asking for the same run
- * of the plane entering the next channel's window before each (2.9-3.0 ms). The
+ * of the plane entering the window some channels on before each (2.9-3.0 ms). The
  * backward kept every channel of blocks of 256 positions and asked for the next
  * channel's block of x and dy ahead at once; it now keeps a ring of planes
  * (across_backward), takes whole planes in order and asks for the next channel's runs
@@ -107,9 +107,12 @@ static void within_window_sum(const cd_lrn_desc *d, const float *ratio, int ch, 
 /* Both walks ask for the planes they will read LRN_AHEAD channels on, and for those
  * they will write (y, dx) LRN_AHEAD and LRN_AHEAD_DX channels on, for writing: the
  * host's own prefetchers left each core at about half of the triad's rate. norm2
- * (32x256x27x27), runs of the old and new build in turn: the backward, which asked for
- * x and dy one channel ahead and for no dx, 0.86x (0.81-0.91, 9 rounds); the forward,
- * which asked for x one channel ahead and for no y, 0.93x. */
+ * (32x256x27x27, bench_lrn, medians of the per-round ratios of 9 rounds taken in turn):
+ * the forward, which asked for x one channel ahead and for no y, 0.85-0.87x; the
+ * backward, which asked for x and dy one channel ahead and for no dx, 0.96-0.98x (0.86x
+ * in a slow hour). norm1's planes, in runs, asked for these already. A backward that
+ * runs step 2 of channel ch - pre in step 1's loop of channel ch (one pass, the same
+ * bits) was 16% faster on data in the first cache and no faster here: 1.00-1.03x. */
 #define LRN_AHEAD 2
 #define LRN_AHEAD_DX 4
 
