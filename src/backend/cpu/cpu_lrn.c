@@ -22,6 +22,9 @@
 #include <omp.h>
 
 #include "cpu_internal.h"
+#if CD_TARGETS
+#include <immintrin.h>
+#endif
 
 /* s^-beta; AlexNet's beta = 0.75 (pw075) is worth avoiding powf for, and its form (two
  * square roots and a division) vectorizes. The divider bounds these loops, and AVX-512
@@ -339,10 +342,121 @@ CPU_INLINE float *ring_plane(float *ring, size_t stride, int slots, int q)
     return ring + (size_t)(q % slots) * stride;
 }
 
+/* ---- ACROSS's backward in registers (AVX-512, size 5, beta 0.75) -------------------
+ * The walks above keep their sums and rings in memory: eleven loads and five stores per
+ * 16 floats, which bound the backward (with its powers replaced by products it took the
+ * same time). Here a column of 16 positions of one image walks every channel with both
+ * sums, the six planes of x the two steps read (channels s-3 to s+2 at step s), the six
+ * of ratio (s-5 to s) and the three of dysb (s-2 to s) in vector registers: a channel
+ * loads x and dy once and stores dx once. Each sum takes the same terms in the same
+ * order as the walks, a plane outside [0, c) reading as +0 where the walks skip the term
+ * (the sums are never -0, so adding +0 or -0 leaves them as they are): the same bits,
+ * which test_simd_bits checks against the walks of the build without target versions.
+ * A column alone reads one line of each plane at a time, which memory serves slowly
+ * (norm2's backward 2.4 to 5.3 ms); so the columns go in blocks of LRN_REG_BLOCK
+ * positions, and while a block walks, each step asks for the next block's lines of its
+ * channel, of x and dy, and of dx for writing. Blocks of 32 (two columns) against 16,
+ * 48, 64, 128, 256: norm2 (32x256x27x27) 0.52-0.80x of the walks' backward, 16 1.06x,
+ * 64 0.90x, 128 1.23x; norm1 (32x96x55x55) 0.60-0.70x. */
+#if CD_TARGETS
+#define LRN_REG_BLOCK 32
+
+static int lrn_in_registers(const cd_lrn_desc *d)
+{
+    return d->size == 5 && d->beta == 0.75f && cd_cpu_v4();
+}
+
+/* the column of plane q of v under mask m (q in [0, c)), or +0 */
+CD_TARGET_V4
+static inline __m512 reg_load(const float *v, size_t hw, int q, int c, __mmask16 m)
+{
+    return q < c ? _mm512_maskz_loadu_ps(m, v + (size_t)q * hw) : _mm512_setzero_ps();
+}
+
+/* One column (the positions of mask m) of x, dy and dx at xb, dyb, dxb through every
+ * channel; the next block's line at offset `ask` from x, dy and dx asked for on the way
+ * (none where ask is SIZE_MAX). */
+CD_TARGET_V4
+static inline void reg_column(const cd_lrn_desc *d, size_t hw, const float *x, const float *dy, float *dx,
+                              size_t col, __mmask16 m, size_t ask)
+{
+    const int c = d->c;
+    const float *xb = x + col, *dyb = dy + col;
+    float *dxb = dx + col;
+    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f), k = _mm512_set1_ps(d->k);
+    const __m512 a = _mm512_set1_ps(d->alpha / (float)d->size);
+    const __m512 coef = _mm512_set1_ps(2.0f * d->alpha * d->beta / (float)d->size);
+    /* x of channels s-3 .. s+2, ratio of s-5 .. s, dysb of s-2 .. s at step s */
+    __m512 xm3 = zero, xm2 = zero, xm1 = zero, x0 = zero, xp1 = reg_load(xb, hw, 0, c, m),
+           xp2 = reg_load(xb, hw, 1, c, m);
+    __m512 rm5 = zero, rm4 = zero, rm3 = zero, rm2 = zero, rm1 = zero, r0 = zero;
+    __m512 sbm2 = zero, sbm1 = zero, sb0 = zero, acc = zero, acc2 = zero;
+    for (int s = 0; s < c + 2; s++) {
+        if (ask != SIZE_MAX && s < c) {
+            size_t q = ask + (size_t)s * hw;
+            _mm_prefetch((const char *)(x + q), _MM_HINT_T0);
+            _mm_prefetch((const char *)(dy + q), _MM_HINT_T0);
+            _mm_prefetch((const char *)(dx + q), _MM_HINT_ET0);
+        }
+        xm3 = xm2, xm2 = xm1, xm1 = x0, x0 = xp1, xp1 = xp2, xp2 = reg_load(xb, hw, s + 2, c, m);
+        rm5 = rm4, rm4 = rm3, rm3 = rm2, rm2 = rm1, rm1 = r0, r0 = zero;
+        sbm2 = sbm1, sbm1 = sb0, sb0 = zero;
+        if (s < c) { /* step 1 of channel s: the window's sum slid (or started), its powers */
+            __m512 in = _mm512_mul_ps(xp2, xp2);
+            if (s == 0)
+                acc = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(zero, _mm512_mul_ps(x0, x0)), _mm512_mul_ps(xp1, xp1)),
+                                    in);
+            else
+                acc = _mm512_add_ps(_mm512_sub_ps(acc, _mm512_mul_ps(xm3, xm3)), in);
+            __m512 sum = _mm512_mask_mov_ps(acc, _mm512_cmp_ps_mask(acc, zero, _CMP_LT_OQ), zero);
+            __m512 t = _mm512_div_ps(one, _mm512_add_ps(k, _mm512_mul_ps(a, sum)));
+            __m512 b = _mm512_sqrt_ps(_mm512_mul_ps(t, _mm512_sqrt_ps(t)));
+            __m512 dyv = _mm512_maskz_loadu_ps(m, dyb + (size_t)s * hw);
+            sb0 = _mm512_mul_ps(dyv, b);
+            r0 = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dyv, x0), b), t);
+        }
+        if (s >= 2) { /* step 2 of channel s - 2, whose windows' ratios are all known */
+            if (s == 2)
+                acc2 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(zero, rm2), rm1), r0);
+            else
+                acc2 = _mm512_add_ps(_mm512_sub_ps(acc2, rm5), r0);
+            __m512 g = _mm512_sub_ps(sbm2, _mm512_mul_ps(_mm512_mul_ps(coef, xm2), acc2));
+            _mm512_mask_storeu_ps(dxb + (size_t)(s - 2) * hw, m, g);
+        }
+    }
+}
+
+// x, dy, dx are (n,c,h,w)
+CD_TARGET_V4
+static void across_backward_regs(int nt, const cd_lrn_desc *d, const float *x, const float *dy, float *dx)
+{
+    size_t hw = (size_t)d->h * d->w, chw = (size_t)d->c * hw, blocks = (hw + LRN_REG_BLOCK - 1) / LRN_REG_BLOCK;
+    size_t tasks = (size_t)d->n * blocks;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t t = 0; t < tasks; t++) {
+        size_t p0 = t % blocks * LRN_REG_BLOCK, p1 = hw - p0 < LRN_REG_BLOCK ? hw : p0 + LRN_REG_BLOCK;
+        /* the next task's block: its first position's offset and its length */
+        size_t np0 = (t + 1) % blocks * LRN_REG_BLOCK, next = (t + 1) / blocks * chw + np0;
+        size_t nlen = t + 1 < tasks ? (hw - np0 < LRN_REG_BLOCK ? hw - np0 : LRN_REG_BLOCK) : 0;
+        for (size_t j = p0; j < p1; j += 16) {
+            __mmask16 m = hw - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hw - j)) - 1);
+            size_t line = j - p0; /* the next block's line this column asks for */
+            reg_column(d, hw, x, dy, dx, t / blocks * chw + j, m, line < nlen ? next + line : SIZE_MAX);
+        }
+    }
+}
+#endif
+
 CD_CLONES_V4
 static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, const float *dy,
                             float *dx)
 {
+#if CD_TARGETS
+    if (lrn_in_registers(d)) {
+        across_backward_regs(nt, d, x, dy, dx);
+        return;
+    }
+#endif
     size_t hw = (size_t)d->h * d->w, chw = (size_t)d->c * hw;
     size_t bs = bwd_block(hw), blocks = (hw + bs - 1) / bs;
     const int slots = LRN_RING(d);
