@@ -264,85 +264,7 @@ CPU_INLINE void prefetch_run(const float *v, size_t n, int write)
     }
 }
 
-/* Each task is a block of positions [p0, p0 + bn) of one image, walking its channels. */
-CD_CLONES_V4
-static void across_forward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, float *y)
-{
-    (void)be;
-    size_t hw = (size_t)d->h * d->w, chw = (size_t)d->c * hw, blocks = (hw + LRN_FWD_BLOCK - 1) / LRN_FWD_BLOCK;
-    int pre = (d->size - 1) / 2, pw075 = d->beta == 0.75f;
-    float a = d->alpha / (float)d->size;
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (size_t t = 0; t < (size_t)d->n * blocks; t++) {
-        float sum[LRN_FWD_BLOCK];
-        size_t p0 = t % blocks * LRN_FWD_BLOCK, bn = hw - p0 < LRN_FWD_BLOCK ? hw - p0 : LRN_FWD_BLOCK;
-        const float *xb = x + t / blocks * chw + p0;
-        float *yb = y + t / blocks * chw + p0;
-        for (int ch = 0; ch < d->c; ch++) {
-            const float *out, *in, *xc = xb + (size_t)ch * hw;
-            float *yc = yb + (size_t)ch * hw;
-            if (ch == 0)
-                start_window(d, xb, hw, -pre, bn, sum, 1);
-            window_ends(d, xb, hw, -pre, ch, &out, &in);
-            /* the plane of x entering the window LRN_AHEAD channels on, and y's plane there */
-            int nx = ch + d->size - pre + LRN_AHEAD - 1;
-            const float *next = nx < d->c ? xb + (size_t)nx * hw : NULL;
-            float *wnext = ch + LRN_AHEAD < d->c ? yb + (size_t)(ch + LRN_AHEAD) * hw : NULL;
-            for (size_t j0 = 0; j0 < bn; j0 += LRN_SUB) {
-                size_t sn = bn - j0 < LRN_SUB ? bn - j0 : LRN_SUB;
-                if (next)
-                    prefetch_run(next + j0, sn, 0);
-                if (wnext)
-                    prefetch_run(wnext + j0, sn, 1);
-                const float *o = out ? out + j0 : NULL, *i = in ? in + j0 : NULL;
-                if (pw075)
-                    LRN_ENDS(o, i, FWD_075, sum + j0, o, i, xc + j0, yc + j0, sn, d->k, a, d->beta);
-                else
-                    LRN_ENDS(o, i, FWD_POW, sum + j0, o, i, xc + j0, yc + j0, sn, d->k, a, d->beta);
-            }
-        }
-    }
-}
-
-/* The backward walks each block's channels once, two steps to a channel: step 1 of
- * channel ch gives dysb = dy * scale^-beta and ratio = dy * x * scale^(-beta-1); step 2
- * of channel ch - pre follows it, as soon as the ratio of every channel whose window
- * holds it is known, and slides the mirrored window over ratio:
- *   dx = dysb - coef * x * (sum of ratio over [ch+pre-size+1, ch+pre]).
- * So dysb and ratio are kept for size + 1 channels only (a ring), and step 2 finds its
- * channel's x still in cache from step 1.
- * The sums add in the order of a walk of step 1 then a walk of step 2: the same bits. */
-#define LRN_RING(d) ((d)->size + 1)
-
-/* Positions per block of the backward: whole planes up to LRN_BWD_WHOLE, runs of
- * LRN_BWD_RUN of larger ones, so that a block's rings and sums stay in the core's first
- * cache. norm1 (55x55), whole planes to runs: 2 images in cache, one thread,
- * 0.31 to 0.27 ms (medians of 8 runs taken in turn); AlexNet's bench_net (32 images,
- * two threads), 5.39 to 4.59 ms (medians of 9, 0.90x the median of the runs' ratios).
- * norm2's 27x27 planes stay whole: in runs of 256 they were no faster. */
-#define LRN_BWD_WHOLE 1024
-#define LRN_BWD_RUN 256
-
-static size_t bwd_block(size_t hw)
-{
-    return hw <= LRN_BWD_WHOLE ? hw : LRN_BWD_RUN;
-}
-
-/* floats per plane of a ring of planes of bs positions: whole cache lines, so that
- * every plane starts on one (norm2's 729 positions unrounded: its backward on 2 images
- * in cache 0.165 to 0.22 ms) */
-static size_t ring_stride(size_t bs)
-{
-    return (bs + 15) / 16 * 16;
-}
-
-/* channel q's plane of a ring of planes of `stride` floats */
-CPU_INLINE float *ring_plane(float *ring, size_t stride, int slots, int q)
-{
-    return ring + (size_t)(q % slots) * stride;
-}
-
-/* ---- ACROSS's backward in registers (AVX-512, size 5, beta 0.75) -------------------
+/* ---- ACROSS in registers (AVX-512, size 5, beta 0.75) ----------------------------------
  * The walks above keep their sums and rings in memory: eleven loads and five stores per
  * 16 floats, which bound the backward (with its powers replaced by products it took the
  * same time). Here a column of 16 positions of one image walks every channel with both
@@ -426,6 +348,57 @@ static inline void reg_column(const cd_lrn_desc *d, size_t hw, const float *x, c
     }
 }
 
+/* The forward's column: y = x * scale^-0.75 through every channel, as reg_column */
+CD_TARGET_V4
+static inline void reg_column_fwd(const cd_lrn_desc *d, size_t hw, const float *x, float *y, size_t col,
+                                  __mmask16 m, size_t ask)
+{
+    const int c = d->c;
+    const float *xb = x + col;
+    float *yb = y + col;
+    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f), k = _mm512_set1_ps(d->k);
+    const __m512 a = _mm512_set1_ps(d->alpha / (float)d->size);
+    __m512 xm3 = zero, xm2 = zero, xm1 = zero, x0 = zero, xp1 = reg_load(xb, hw, 0, c, m),
+           xp2 = reg_load(xb, hw, 1, c, m), acc = zero;
+    for (int s = 0; s < c; s++) {
+        if (ask != SIZE_MAX) {
+            size_t q = ask + (size_t)s * hw;
+            _mm_prefetch((const char *)(x + q), _MM_HINT_T0);
+            _mm_prefetch((const char *)(y + q), _MM_HINT_ET0);
+        }
+        xm3 = xm2, xm2 = xm1, xm1 = x0, x0 = xp1, xp1 = xp2, xp2 = reg_load(xb, hw, s + 2, c, m);
+        __m512 in = _mm512_mul_ps(xp2, xp2);
+        if (s == 0)
+            acc = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(zero, _mm512_mul_ps(x0, x0)), _mm512_mul_ps(xp1, xp1)),
+                                in);
+        else
+            acc = _mm512_add_ps(_mm512_sub_ps(acc, _mm512_mul_ps(xm3, xm3)), in);
+        __m512 sum = _mm512_mask_mov_ps(acc, _mm512_cmp_ps_mask(acc, zero, _CMP_LT_OQ), zero);
+        __m512 scale = _mm512_add_ps(k, _mm512_mul_ps(a, sum));
+        __m512 b = _mm512_div_ps(one, _mm512_sqrt_ps(_mm512_mul_ps(scale, _mm512_sqrt_ps(scale))));
+        _mm512_mask_storeu_ps(yb + (size_t)s * hw, m, _mm512_mul_ps(x0, b));
+    }
+}
+
+// x, y are (n,c,h,w)
+CD_TARGET_V4
+static void across_forward_regs(int nt, const cd_lrn_desc *d, const float *x, float *y)
+{
+    size_t hw = (size_t)d->h * d->w, chw = (size_t)d->c * hw, blocks = (hw + LRN_REG_BLOCK - 1) / LRN_REG_BLOCK;
+    size_t tasks = (size_t)d->n * blocks;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t t = 0; t < tasks; t++) {
+        size_t p0 = t % blocks * LRN_REG_BLOCK, p1 = hw - p0 < LRN_REG_BLOCK ? hw : p0 + LRN_REG_BLOCK;
+        size_t np0 = (t + 1) % blocks * LRN_REG_BLOCK, next = (t + 1) / blocks * chw + np0;
+        size_t nlen = t + 1 < tasks ? (hw - np0 < LRN_REG_BLOCK ? hw - np0 : LRN_REG_BLOCK) : 0;
+        for (size_t j = p0; j < p1; j += 16) {
+            __mmask16 m = hw - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hw - j)) - 1);
+            size_t line = j - p0;
+            reg_column_fwd(d, hw, x, y, t / blocks * chw + j, m, line < nlen ? next + line : SIZE_MAX);
+        }
+    }
+}
+
 // x, dy, dx are (n,c,h,w)
 CD_TARGET_V4
 static void across_backward_regs(int nt, const cd_lrn_desc *d, const float *x, const float *dy, float *dx)
@@ -446,6 +419,91 @@ static void across_backward_regs(int nt, const cd_lrn_desc *d, const float *x, c
     }
 }
 #endif
+
+/* Each task is a block of positions [p0, p0 + bn) of one image, walking its channels. */
+CD_CLONES_V4
+static void across_forward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, float *y)
+{
+    (void)be;
+#if CD_TARGETS
+    if (lrn_in_registers(d)) {
+        across_forward_regs(nt, d, x, y);
+        return;
+    }
+#endif
+    size_t hw = (size_t)d->h * d->w, chw = (size_t)d->c * hw, blocks = (hw + LRN_FWD_BLOCK - 1) / LRN_FWD_BLOCK;
+    int pre = (d->size - 1) / 2, pw075 = d->beta == 0.75f;
+    float a = d->alpha / (float)d->size;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t t = 0; t < (size_t)d->n * blocks; t++) {
+        float sum[LRN_FWD_BLOCK];
+        size_t p0 = t % blocks * LRN_FWD_BLOCK, bn = hw - p0 < LRN_FWD_BLOCK ? hw - p0 : LRN_FWD_BLOCK;
+        const float *xb = x + t / blocks * chw + p0;
+        float *yb = y + t / blocks * chw + p0;
+        for (int ch = 0; ch < d->c; ch++) {
+            const float *out, *in, *xc = xb + (size_t)ch * hw;
+            float *yc = yb + (size_t)ch * hw;
+            if (ch == 0)
+                start_window(d, xb, hw, -pre, bn, sum, 1);
+            window_ends(d, xb, hw, -pre, ch, &out, &in);
+            /* the plane of x entering the window LRN_AHEAD channels on, and y's plane there */
+            int nx = ch + d->size - pre + LRN_AHEAD - 1;
+            const float *next = nx < d->c ? xb + (size_t)nx * hw : NULL;
+            float *wnext = ch + LRN_AHEAD < d->c ? yb + (size_t)(ch + LRN_AHEAD) * hw : NULL;
+            for (size_t j0 = 0; j0 < bn; j0 += LRN_SUB) {
+                size_t sn = bn - j0 < LRN_SUB ? bn - j0 : LRN_SUB;
+                if (next)
+                    prefetch_run(next + j0, sn, 0);
+                if (wnext)
+                    prefetch_run(wnext + j0, sn, 1);
+                const float *o = out ? out + j0 : NULL, *i = in ? in + j0 : NULL;
+                if (pw075)
+                    LRN_ENDS(o, i, FWD_075, sum + j0, o, i, xc + j0, yc + j0, sn, d->k, a, d->beta);
+                else
+                    LRN_ENDS(o, i, FWD_POW, sum + j0, o, i, xc + j0, yc + j0, sn, d->k, a, d->beta);
+            }
+        }
+    }
+}
+
+/* The backward walks each block's channels once, two steps to a channel: step 1 of
+ * channel ch gives dysb = dy * scale^-beta and ratio = dy * x * scale^(-beta-1); step 2
+ * of channel ch - pre follows it, as soon as the ratio of every channel whose window
+ * holds it is known, and slides the mirrored window over ratio:
+ *   dx = dysb - coef * x * (sum of ratio over [ch+pre-size+1, ch+pre]).
+ * So dysb and ratio are kept for size + 1 channels only (a ring), and step 2 finds its
+ * channel's x still in cache from step 1.
+ * The sums add in the order of a walk of step 1 then a walk of step 2: the same bits. */
+#define LRN_RING(d) ((d)->size + 1)
+
+/* Positions per block of the backward: whole planes up to LRN_BWD_WHOLE, runs of
+ * LRN_BWD_RUN of larger ones, so that a block's rings and sums stay in the core's first
+ * cache. norm1 (55x55), whole planes to runs: 2 images in cache, one thread,
+ * 0.31 to 0.27 ms (medians of 8 runs taken in turn); AlexNet's bench_net (32 images,
+ * two threads), 5.39 to 4.59 ms (medians of 9, 0.90x the median of the runs' ratios).
+ * norm2's 27x27 planes stay whole: in runs of 256 they were no faster. */
+#define LRN_BWD_WHOLE 1024
+#define LRN_BWD_RUN 256
+
+static size_t bwd_block(size_t hw)
+{
+    return hw <= LRN_BWD_WHOLE ? hw : LRN_BWD_RUN;
+}
+
+/* floats per plane of a ring of planes of bs positions: whole cache lines, so that
+ * every plane starts on one (norm2's 729 positions unrounded: its backward on 2 images
+ * in cache 0.165 to 0.22 ms) */
+static size_t ring_stride(size_t bs)
+{
+    return (bs + 15) / 16 * 16;
+}
+
+/* channel q's plane of a ring of planes of `stride` floats */
+CPU_INLINE float *ring_plane(float *ring, size_t stride, int slots, int q)
+{
+    return ring + (size_t)(q % slots) * stride;
+}
+
 
 CD_CLONES_V4
 static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, const float *dy,
