@@ -298,6 +298,23 @@ static inline __m512 reg_load(const float *v, size_t hw, int q, int c, __mmask16
     return q < c ? _mm512_maskz_loadu_ps(m, v + (size_t)q * hw) : _mm512_setzero_ps();
 }
 
+/* The scale of step s's window, k + a * its sum of squares, the sum slid in acc by the
+ * plane leaving (xm3, channel s-3) and the one entering (xp2, s+2), or started at s = 0
+ * (channels 0 to 2), as the walks slide and start it */
+CD_TARGET_V4
+static inline __m512 reg_scale(int s, __m512 *acc, __m512 xm3, __m512 x0, __m512 xp1, __m512 xp2, __m512 k,
+                               __m512 a)
+{
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 in = _mm512_mul_ps(xp2, xp2);
+    if (s == 0)
+        *acc = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(zero, _mm512_mul_ps(x0, x0)), _mm512_mul_ps(xp1, xp1)), in);
+    else
+        *acc = _mm512_add_ps(_mm512_sub_ps(*acc, _mm512_mul_ps(xm3, xm3)), in);
+    __m512 sum = _mm512_mask_mov_ps(*acc, _mm512_cmp_ps_mask(*acc, zero, _CMP_LT_OQ), zero);
+    return _mm512_add_ps(k, _mm512_mul_ps(a, sum));
+}
+
 /* One column (the positions of mask m) of x, dy and dx at xb, dyb, dxb through every
  * channel; the next block's line at offset `ask` from x, dy and dx asked for on the way
  * (none where ask is SIZE_MAX). */
@@ -326,15 +343,8 @@ static inline void reg_column(const cd_lrn_desc *d, size_t hw, const float *x, c
         xm3 = xm2, xm2 = xm1, xm1 = x0, x0 = xp1, xp1 = xp2, xp2 = reg_load(xb, hw, s + 2, c, m);
         rm5 = rm4, rm4 = rm3, rm3 = rm2, rm2 = rm1, rm1 = r0, r0 = zero;
         sbm2 = sbm1, sbm1 = sb0, sb0 = zero;
-        if (s < c) { /* step 1 of channel s: the window's sum slid (or started), its powers */
-            __m512 in = _mm512_mul_ps(xp2, xp2);
-            if (s == 0)
-                acc = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(zero, _mm512_mul_ps(x0, x0)), _mm512_mul_ps(xp1, xp1)),
-                                    in);
-            else
-                acc = _mm512_add_ps(_mm512_sub_ps(acc, _mm512_mul_ps(xm3, xm3)), in);
-            __m512 sum = _mm512_mask_mov_ps(acc, _mm512_cmp_ps_mask(acc, zero, _CMP_LT_OQ), zero);
-            __m512 t = _mm512_div_ps(one, _mm512_add_ps(k, _mm512_mul_ps(a, sum)));
+        if (s < c) { /* step 1 of channel s: the window's scale, its powers */
+            __m512 t = _mm512_div_ps(one, reg_scale(s, &acc, xm3, x0, xp1, xp2, k, a));
             __m512 b = _mm512_sqrt_ps(_mm512_mul_ps(t, _mm512_sqrt_ps(t)));
             __m512 dyv = _mm512_maskz_loadu_ps(m, dyb + (size_t)s * hw);
             sb0 = _mm512_mul_ps(dyv, b);
@@ -370,41 +380,17 @@ static inline void reg_column_fwd(const cd_lrn_desc *d, size_t hw, const float *
             _mm_prefetch((const char *)(y + q), _MM_HINT_ET0);
         }
         xm3 = xm2, xm2 = xm1, xm1 = x0, x0 = xp1, xp1 = xp2, xp2 = reg_load(xb, hw, s + 2, c, m);
-        __m512 in = _mm512_mul_ps(xp2, xp2);
-        if (s == 0)
-            acc = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(zero, _mm512_mul_ps(x0, x0)), _mm512_mul_ps(xp1, xp1)),
-                                in);
-        else
-            acc = _mm512_add_ps(_mm512_sub_ps(acc, _mm512_mul_ps(xm3, xm3)), in);
-        __m512 sum = _mm512_mask_mov_ps(acc, _mm512_cmp_ps_mask(acc, zero, _CMP_LT_OQ), zero);
-        __m512 scale = _mm512_add_ps(k, _mm512_mul_ps(a, sum));
+        __m512 scale = reg_scale(s, &acc, xm3, x0, xp1, xp2, k, a);
         __m512 b = _mm512_div_ps(one, _mm512_sqrt_ps(_mm512_mul_ps(scale, _mm512_sqrt_ps(scale))));
         _mm512_mask_storeu_ps(yb + (size_t)s * hw, m, _mm512_mul_ps(x0, b));
     }
 }
 
-// x, y are (n,c,h,w)
+/* The columns of x in blocks of LRN_REG_BLOCK positions, one task each: the backward's
+ * (reg_column) where dy is given, out dx, else the forward's (reg_column_fwd), out y. */
+// x, dy, out are (n,c,h,w)
 CD_TARGET_V4
-static void across_forward_regs(int nt, const cd_lrn_desc *d, const float *x, float *y)
-{
-    size_t hw = (size_t)d->h * d->w, chw = (size_t)d->c * hw, blocks = (hw + LRN_REG_BLOCK - 1) / LRN_REG_BLOCK;
-    size_t tasks = (size_t)d->n * blocks;
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (size_t t = 0; t < tasks; t++) {
-        size_t p0 = t % blocks * LRN_REG_BLOCK, p1 = hw - p0 < LRN_REG_BLOCK ? hw : p0 + LRN_REG_BLOCK;
-        size_t np0 = (t + 1) % blocks * LRN_REG_BLOCK, next = (t + 1) / blocks * chw + np0;
-        size_t nlen = t + 1 < tasks ? (hw - np0 < LRN_REG_BLOCK ? hw - np0 : LRN_REG_BLOCK) : 0;
-        for (size_t j = p0; j < p1; j += 16) {
-            __mmask16 m = hw - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hw - j)) - 1);
-            size_t line = j - p0;
-            reg_column_fwd(d, hw, x, y, t / blocks * chw + j, m, line < nlen ? next + line : SIZE_MAX);
-        }
-    }
-}
-
-// x, dy, dx are (n,c,h,w)
-CD_TARGET_V4
-static void across_backward_regs(int nt, const cd_lrn_desc *d, const float *x, const float *dy, float *dx)
+static void across_regs(int nt, const cd_lrn_desc *d, const float *x, const float *dy, float *out)
 {
     size_t hw = (size_t)d->h * d->w, chw = (size_t)d->c * hw, blocks = (hw + LRN_REG_BLOCK - 1) / LRN_REG_BLOCK;
     size_t tasks = (size_t)d->n * blocks;
@@ -416,8 +402,12 @@ static void across_backward_regs(int nt, const cd_lrn_desc *d, const float *x, c
         size_t nlen = t + 1 < tasks ? (hw - np0 < LRN_REG_BLOCK ? hw - np0 : LRN_REG_BLOCK) : 0;
         for (size_t j = p0; j < p1; j += 16) {
             __mmask16 m = hw - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hw - j)) - 1);
-            size_t line = j - p0; /* the next block's line this column asks for */
-            reg_column(d, hw, x, dy, dx, t / blocks * chw + j, m, line < nlen ? next + line : SIZE_MAX);
+            size_t col = t / blocks * chw + j, line = j - p0; /* the next block's line this column asks for */
+            size_t ask = line < nlen ? next + line : SIZE_MAX;
+            if (dy)
+                reg_column(d, hw, x, dy, out, col, m, ask);
+            else
+                reg_column_fwd(d, hw, x, out, col, m, ask);
         }
     }
 }
@@ -430,7 +420,7 @@ static void across_forward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const
     (void)be;
 #if CD_TARGETS
     if (lrn_in_registers(d)) {
-        across_forward_regs(nt, d, x, y);
+        across_regs(nt, d, x, NULL, y);
         return;
     }
 #endif
@@ -514,7 +504,7 @@ static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, cons
 {
 #if CD_TARGETS
     if (lrn_in_registers(d)) {
-        across_backward_regs(nt, d, x, dy, dx);
+        across_regs(nt, d, x, dy, dx);
         return;
     }
 #endif
