@@ -19,12 +19,26 @@
 #include "cdigits/backend.h"
 #include "cdigits/util.h"
 
+#include "bench_util.h"
+
 #define ROUNDS 15
 
-static int cmp_double(const void *a, const void *b)
+typedef struct lrn_run {
+    cd_backend_t *be;
+    cd_lrn_desc d;
+    float *x, *y, *dy, *dx;
+} lrn_run;
+
+static void lrn_fwd(void *ctx)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    lrn_run *p = ctx;
+    p->be->iface->lrn_forward(p->be, &p->d, p->x, p->y);
+}
+
+static void lrn_bwd(void *ctx)
+{
+    lrn_run *p = ctx;
+    p->be->iface->lrn_backward(p->be, &p->d, p->x, p->y, p->dy, p->dx);
 }
 
 int main(int argc, char **argv)
@@ -57,7 +71,6 @@ int main(int argc, char **argv)
         return 2;
     }
     cd_backend_t *be = cd_backend_cpu_new(threads);
-    const cd_backend_iface *f = be->iface;
     size_t nx = (size_t)d.n * d.c * d.h * d.w;
     float *x = cd_xmalloc(nx * sizeof(float)), *y = cd_xmalloc(nx * sizeof(float));
     float *dy = cd_xmalloc(nx * sizeof(float)), *dx = cd_xmalloc(nx * sizeof(float));
@@ -69,23 +82,11 @@ int main(int argc, char **argv)
         dy[i] = (float)(int)(r % 201 - 100) / 1024.0f;
     }
     double tf[ROUNDS], tb[ROUNDS];
-    f->lrn_forward(be, &d, x, y); /* warm-up */
-    f->lrn_backward(be, &d, x, y, dy, dx);
-    for (int k = 0; k < ROUNDS; k++) {
-        double t0 = cd_now();
-        for (int i = 0; i < reps; i++)
-            f->lrn_forward(be, &d, x, y);
-        double t1 = cd_now();
-        for (int i = 0; i < reps; i++)
-            f->lrn_backward(be, &d, x, y, dy, dx);
-        tf[k] = (t1 - t0) / reps * 1e3;
-        tb[k] = (cd_now() - t1) / reps * 1e3;
-    }
+    lrn_run run = {be, d, x, y, dy, dx};
+    bench_fwd_bwd(ROUNDS, reps, lrn_fwd, lrn_bwd, &run, tf, tb);
     double sum = 0;
     for (size_t i = 0; i < nx; i++)
         sum += dx[i] * (double)(i % 7 + 1) + y[i] * (double)(i % 5 + 1);
-    qsort(tf, ROUNDS, sizeof tf[0], cmp_double);
-    qsort(tb, ROUNDS, sizeof tb[0], cmp_double);
     double bytes = (double)nx * sizeof(float);
     printf("lrn %s %dx%dx%dx%d size %d beta %g, %d threads: forward %.4f ms (%.1f GB/s, %.4f-%.4f), backward "
            "%.4f ms (%.1f GB/s, %.4f-%.4f), sum %.4f ms; checksum %.9g\n",

@@ -30,6 +30,8 @@
 #include "cdigits/train.h"
 #include "cdigits/util.h"
 
+#include "bench_util.h"
+
 /* Best of a few runs of a large square sgemm, in GFLOP/s. */
 static double sgemm_rate(void)
 {
@@ -105,12 +107,6 @@ static void triad_free(triad *t)
     free(t->c);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* What one measured piece of work is: a layer's forward and backward on its own, or
  * the solver's update. Returns seconds per pass over `reps` passes. */
 typedef double (*work_fn)(void *ctx, int reps);
@@ -135,8 +131,8 @@ static void ceiling_in_turn(work_fn work, void *ctx, double est, double bytes, d
         sh[r] = bytes / work(ctx, reps) / 1e9 / tr[r];
     }
     triad_free(&t);
-    qsort(tr, CEIL_ROUNDS, sizeof tr[0], cmp_double);
-    qsort(sh, CEIL_ROUNDS, sizeof sh[0], cmp_double);
+    bench_sort(tr, CEIL_ROUNDS);
+    bench_sort(sh, CEIL_ROUNDS);
     *triad_med = tr[CEIL_ROUNDS / 2];
     share[0] = sh[CEIL_ROUNDS / 2];
     share[1] = sh[0];

@@ -19,12 +19,26 @@
 #include "cdigits/net.h"
 #include "cdigits/util.h"
 
+#include "bench_util.h"
+
 #define ROUNDS 15
 
-static int cmp_double(const void *a, const void *b)
+typedef struct pool_run {
+    cd_backend_t *be;
+    cd_pool_desc d;
+    float *x, *y, *mask, *dy, *dx;
+} pool_run;
+
+static void pool_fwd(void *ctx)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    pool_run *p = ctx;
+    p->be->iface->pool_forward(p->be, &p->d, p->x, p->y, p->mask);
+}
+
+static void pool_bwd(void *ctx)
+{
+    pool_run *p = ctx;
+    p->be->iface->pool_backward(p->be, &p->d, p->x, p->y, p->mask, p->dy, p->dx);
 }
 
 int main(int argc, char **argv)
@@ -74,25 +88,13 @@ int main(int argc, char **argv)
         dy[i] = (float)(r % 100) / 7.0f;
     }
     double tf[ROUNDS], tb[ROUNDS];
-    f->pool_forward(be, &d, x, y, mask); /* warm-up */
-    f->pool_backward(be, &d, x, y, mask, dy, dx);
-    for (int k = 0; k < ROUNDS; k++) {
-        double t0 = cd_now();
-        for (int i = 0; i < reps; i++)
-            f->pool_forward(be, &d, x, y, mask);
-        double t1 = cd_now();
-        for (int i = 0; i < reps; i++)
-            f->pool_backward(be, &d, x, y, mask, dy, dx);
-        tf[k] = (t1 - t0) / reps * 1e3;
-        tb[k] = (cd_now() - t1) / reps * 1e3;
-    }
+    pool_run run = {be, d, x, y, mask, dy, dx};
+    bench_fwd_bwd(ROUNDS, reps, pool_fwd, pool_bwd, &run, tf, tb);
     double sum = 0;
     for (size_t i = 0; i < nx; i++)
         sum += dx[i] * (double)(i % 7 + 1);
     for (size_t i = 0; i < ny; i++)
         sum += y[i] * (double)(i % 5 + 1);
-    qsort(tf, ROUNDS, sizeof tf[0], cmp_double);
-    qsort(tb, ROUNDS, sizeof tb[0], cmp_double);
     double mb = (double)nm * sizeof(float), fb = (double)(nx + ny) * sizeof(float) + mb;
     printf("pool %dx%dx%dx%d k%d s%d p%d, %d threads: forward %.4f ms (%.1f GB/s, %.4f-%.4f), backward %.4f ms "
            "(%.1f GB/s, %.4f-%.4f), sum %.4f ms; mask %.2f MB; checksum %.9g\n",
