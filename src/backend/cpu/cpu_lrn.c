@@ -497,7 +497,6 @@ CPU_INLINE float *ring_plane(float *ring, size_t stride, int slots, int q)
     return ring + (size_t)(q % slots) * stride;
 }
 
-
 CD_CLONES_V4
 static void across_backward(cd_backend_t *be, int nt, const cd_lrn_desc *d, const float *x, const float *dy,
                             float *dx)
