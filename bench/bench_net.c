@@ -10,6 +10,9 @@
  *   build/bench/bench_net [--net models/lenet.prototxt --input 1x28x28 --batch 64]
  *                         [--iters N]
  * Without --net it measures LeNet (batch 64) and AlexNet (batch 32) one after another.
+ * The pass's share of sgemm is given twice: against the best of five sgemm runs at the
+ * start, and as the median (lowest-highest) of the passes' shares of an sgemm run just
+ * before each of them, a ratio that holds when the host's speed moves.
  * A memory-bound layer's bytes: forward, its bottoms read and its tops written; backward,
  * its tops' gradients and its bottoms read and its bottoms' gradients written (in-place
  * blobs counted once). The update's: each parameter, its gradient and its momentum read,
@@ -55,6 +58,46 @@ static double sgemm_rate(void)
     free(b);
     free(c);
     return best;
+}
+
+/* The square sgemm of sgemm_rate through the backend's gemm (OpenBLAS on each of its
+ * threads, C's columns split between them: on this host 327-343 GFLOP/s where
+ * OpenBLAS's own two threads give 330-358 at their best of five), taken once before each
+ * pass of the network, so that a pass's share of sgemm is a ratio of the same minute:
+ * the host's speed moves by up to 2x between minutes. */
+typedef struct sgemm_in_turn {
+    cd_backend_t *be;
+    int n;
+    float *a, *b, *c;
+} sgemm_in_turn;
+
+static sgemm_in_turn sgemm_in_turn_new(cd_backend_t *be)
+{
+    sgemm_in_turn s = {.be = be, .n = 1536};
+    size_t nn = (size_t)s.n * s.n;
+    s.a = cd_xmalloc(nn * sizeof(float));
+    s.b = cd_xmalloc(nn * sizeof(float));
+    s.c = cd_xcalloc(nn, sizeof(float));
+    for (size_t i = 0; i < nn; i++) {
+        s.a[i] = (float)(i % 13) * 0.01f;
+        s.b[i] = (float)(i % 7) * 0.02f;
+    }
+    return s;
+}
+
+/* GFLOP/s of one run */
+static double sgemm_in_turn_rate(const sgemm_in_turn *s)
+{
+    double t0 = cd_now();
+    s->be->iface->gemm(s->be, 0, 0, s->n, s->n, s->n, 1.0f, s->a, s->b, 0.0f, s->c);
+    return 2.0 * s->n * s->n * (double)s->n / (cd_now() - t0) / 1e9;
+}
+
+static void sgemm_in_turn_free(sgemm_in_turn *s)
+{
+    free(s->a);
+    free(s->b);
+    free(s->c);
 }
 
 /* One two-thread pass a = b + 0.5*c, compiled as the CPU backend's memory-bound loops
@@ -268,8 +311,11 @@ static int bench(const char *file, int c, int h, int w, int batch, int iters, do
     }
     double *fwd = cd_xcalloc((size_t)net->nlayers, sizeof(double));
     double *bwd = cd_xcalloc((size_t)net->nlayers, sizeof(double));
-    double total = 0;
+    double total = 0, flops = step_flops(net);
+    double *turn_rate = cd_xcalloc((size_t)iters, sizeof(double)), *turn_share = cd_xcalloc((size_t)iters, sizeof(double));
+    sgemm_in_turn sg = sgemm_in_turn_new(be);
     for (int it = -2; it < iters; it++) { /* two warm-up passes */
+        double rate = sgemm_in_turn_rate(&sg);
         double t0 = cd_now();
         for (int i = 0; i < net->nlayers; i++) {
             cd_layer *l = net->layers[i];
@@ -288,10 +334,17 @@ static int bench(const char *file, int c, int h, int w, int batch, int iters, do
                 bwd[i] += cd_now() - s;
         }
         cd_net_zero_grad(net);
-        if (it >= 0)
-            total += cd_now() - t0;
+        if (it >= 0) {
+            double t = cd_now() - t0;
+            total += t;
+            turn_rate[it] = rate;
+            turn_share[it] = flops / t / 1e9 / rate;
+        }
     }
-    double per = total / iters, flops = step_flops(net);
+    sgemm_in_turn_free(&sg);
+    bench_sort(turn_rate, iters);
+    bench_sort(turn_share, iters);
+    double per = total / iters;
     /* whole training steps: forward, backward, the update (which zeroes the gradients) */
     cd_solver_opts so = {0};
     cd_solver_opts_defaults(&so, CD_SOLVER_SGD, 0.01);
@@ -313,6 +366,9 @@ static int bench(const char *file, int c, int h, int w, int batch, int iters, do
     printf("\n%s, batch %d, %dx%dx%d: forward+backward %.2f ms (%.0f images/s), %.2f GFLOP per "
            "pass, %.1f GFLOP/s = %.0f%% of sgemm\n", net->name, batch, c, h, w, per * 1e3, batch / per,
            flops / 1e9, flops / per / 1e9, 100.0 * flops / per / 1e9 / gflops);
+    printf("  in turn with sgemm (one run before each pass, %.1f GFLOP/s median, %.1f-%.1f): each pass's share "
+           "of its own round's sgemm, median %.0f%% (%.0f-%.0f)\n", turn_rate[iters / 2], turn_rate[0],
+           turn_rate[iters - 1], 100 * turn_share[iters / 2], 100 * turn_share[0], 100 * turn_share[iters - 1]);
     printf("  %-22s %-14s %9s %9s  %s\n", "layer", "type", "fwd ms", "bwd ms",
            "rate (share of its ceiling: sgemm, or the triad at the layer's bytes); alone: its median "
            "share (lowest-highest) repeated on its own, in turn with the triad");
@@ -346,6 +402,8 @@ static int bench(const char *file, int c, int h, int w, int batch, int iters, do
            step / per);
     free(fwd);
     free(bwd);
+    free(turn_rate);
+    free(turn_share);
     cd_net_free(net);
     cd_backend_free(be);
     return 0;
