@@ -493,19 +493,24 @@ static void test_gemm(void)
 {
     const cd_backend_iface *f = be->iface;
     /* the next four are large enough to be split across threads: by columns, by rows,
-     * and (small C, long k) by ranges of k; the last is a few rows of C against a large
-     * B, which with beta 0 is computed as its transpose (gemm_flipped), B transposed or not */
-    const int shapes[][3] = {{1, 1, 1},     {3, 5, 7},     {65, 77, 129},  {17, 1, 33},   {33, 301, 41},
-                             {301, 70, 53}, {20, 25, 1001}, {7, 3, 20011}, {5, 2101, 2003}};
+     * and (small C, long k) by ranges of k; the last two are a few rows of C against a
+     * large B, which with beta 0 is computed as its transpose (gemm_flipped), B transposed
+     * or not, and with alpha 1 on libxsmm's panels (cpu_skinny_gemm): tails of every block */
+    const int shapes[][3] = {{1, 1, 1},     {3, 5, 7},      {65, 77, 129},  {17, 1, 33},
+                             {33, 301, 41}, {301, 70, 53},  {20, 25, 1001}, {7, 3, 20011},
+                             {5, 2101, 2003}, {33, 1030, 4097}};
+    const size_t skinny = CD_ARRAY_LEN(shapes) - 2;
     char what[96];
-    for (size_t s = 0; s < CD_ARRAY_LEN(shapes); s++) {
-        int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+    for (size_t s = 0; s < CD_ARRAY_LEN(shapes) * 2; s++) {
+        int m = shapes[s / 2][0], n = shapes[s / 2][1], k = shapes[s / 2][2];
+        if (s % 2 && s / 2 < skinny)
+            continue; /* alpha 1 only where it takes another path */
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {
                 float *a = frand((size_t)m * k, -1, 1), *b = frand((size_t)k * n, -1, 1);
                 float *c = frand((size_t)m * n, -1, 1);
                 double *ref = dzeros((size_t)m * n);
-                float alpha = 0.7f, beta = ta || s == CD_ARRAY_LEN(shapes) - 1 ? 0.0f : -1.3f;
+                float alpha = s % 2 ? 1.0f : 0.7f, beta = ta || s / 2 >= skinny ? 0.0f : -1.3f;
                 for (int i = 0; i < m; i++)
                     for (int j = 0; j < n; j++) {
                         double sum = 0;
@@ -515,7 +520,7 @@ static void test_gemm(void)
                         ref[i * n + j] = alpha * sum + (beta ? beta * (double)c[i * n + j] : 0.0);
                     }
                 f->gemm(be, ta, tb, m, n, k, alpha, a, b, beta, c);
-                snprintf(what, sizeof what, "gemm %dx%dx%d ta=%d tb=%d", m, n, k, ta, tb);
+                snprintf(what, sizeof what, "gemm %dx%dx%d ta=%d tb=%d alpha=%g", m, n, k, ta, tb, alpha);
                 check_arr(what, c, ref, (size_t)m * n, RTOL_SUM);
                 scratch_free();
             }

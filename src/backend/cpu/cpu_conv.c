@@ -90,13 +90,17 @@ static void gemm_split_k(int nt, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, 
 
 /* C = alpha * A * op(B) with few rows of C against a large B (an InnerProduct's forward,
  * C = A * B^T: a batch of 32 against fc6's 4096x9216 weights; its data gradient, C = A * B:
- * 32 rows of dy against the same weights), computed as its transpose T = op(B)^T * A^T
- * and transposed into C: OpenBLAS packs the weights faster as the left operand (fc6's
- * forward, one thread: 24.7 -> 19.2 ms; its data gradient, two threads: 30 -> 19 ms,
- * where cutting B's 9216-float rows into column blocks makes OpenBLAS read them at a
- * stride that is a multiple of 4 KB). Each thread takes a range of op(B)'s columns, T's
- * rows and C's columns. With B not transposed the flip is kept to long products: at
- * fc7's 4096x4096 it gains nothing. */
+ * 32 rows of dy against the same weights). With libxsmm (alpha 1), its kernels on panels
+ * of B that they read in place, without BLAS's packing (cpu_skinny_gemm): the forward
+ * multiplies B by A^T, each of B's rows a stream of k, two threads 11.9-12.5 -> 7.0-7.6 ms
+ * at fc6 and 7.5-8.0 -> 3.3 at fc7; the data gradient on panels of 64 rows by 512
+ * columns of B, 11.7-12.0 -> 9.5-10.3 ms at fc6. Otherwise as its transpose
+ * T = op(B)^T * A^T by BLAS, transposed into C: OpenBLAS packs the weights faster as the
+ * left operand (fc6's forward, one thread: 24.7 -> 19.2 ms; its data gradient, two
+ * threads: 30 -> 19 ms, where cutting B's 9216-float rows into column blocks makes
+ * OpenBLAS read them at a stride that is a multiple of 4 KB). Each thread takes a range of
+ * op(B)'s columns, T's rows and C's columns. With B not transposed the flip is kept to
+ * long products: at fc7's 4096x4096 it gains nothing from BLAS. */
 #define GEMM_FLIP_M_MAX 64
 #define GEMM_FLIP_B_MIN ((size_t)1 << 22)
 #define GEMM_FLIP_NN_K_MIN 1024
@@ -111,6 +115,8 @@ static int gemm_flips(int trans_a, int trans_b, int m, int n, int k, float beta)
 static void gemm_flipped(int threads, int trans_b, int m, int n, int k, float alpha, const float *a, const float *b,
                          float *c)
 {
+    if (alpha == 1.0f && cpu_skinny_gemm(threads, trans_b, m, n, k, a, b, c))
+        return;
     float *t = cd_xmalloc((size_t)n * m * sizeof(float));
     int nt = n / GEMM_BLOCK_MIN < threads ? n / GEMM_BLOCK_MIN : threads;
 #pragma omp parallel num_threads(nt > 1 ? nt : 1)

@@ -61,6 +61,10 @@ void cpu_small_gemm_init(void);
 int cpu_small_gemm_takes(int trans_a, int trans_b, int m, int n, int k);
 int cpu_small_gemm(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                    float beta, float *c, int ldc);
+/* C = A op(B), row-major, A (m,k) with few rows against a large B stored (n,k) (trans_b)
+ * or (k,n), on up to `threads` threads, by libxsmm's kernels on panels of B that it
+ * reads where they lie; 0 where libxsmm has no kernel, and the caller runs BLAS. */
+int cpu_skinny_gemm(int threads, int trans_b, int m, int n, int k, const float *a, const float *b, float *c);
 
 /* [lo, hi): the outputs o in [0, n_out) whose input o*stride + off lies in [0, size). */
 static inline void cpu_valid_range(int n_out, int stride, int off, int size, int *lo, int *hi)

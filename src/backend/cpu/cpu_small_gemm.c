@@ -16,7 +16,12 @@
  * 0 and the caller runs BLAS. A kernel sums each element in one fixed order: the same
  * bits from run to run and for any thread count (not the same bits as OpenBLAS).
  */
+#include <cblas.h>
+#include <omp.h>
 #include <stddef.h>
+#include <stdlib.h>
+
+#include "cdigits/util.h"
 
 #include "cpu_internal.h"
 
@@ -34,17 +39,25 @@ void cpu_small_gemm_init(void)
     libxsmm_init();
 }
 
-/* libxsmm's kernel for row-major C = op(A) op(B) + beta C, or NULL */
-static libxsmm_smmfunction small_kernel(int trans_a, int trans_b, int m, int n, int k, int lda, int ldb, float beta,
-                                        int ldc)
+/* libxsmm's kernel for row-major C = op(A) B + beta C of any size, or NULL */
+static libxsmm_smmfunction kernel_for(int trans_a, int m, int n, int k, int lda, int ldb, float beta, int ldc)
 {
-    size_t bytes = ((size_t)m * k + (size_t)k * n + (size_t)m * n) * sizeof(float);
-    if (trans_b || (beta != 0.0f && beta != 1.0f) || m <= 0 || n <= 0 || k <= 0 || bytes > SMALL_GEMM_BYTES)
+    if ((beta != 0.0f && beta != 1.0f) || m <= 0 || n <= 0 || k <= 0)
         return NULL;
     const float alpha = 1.0f;
     const int flags = trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE;
     const libxsmm_blasint xm = n, xn = m, xk = k, xlda = ldb, xldb = lda, xldc = ldc;
     return libxsmm_smmdispatch(xm, xn, xk, &xlda, &xldb, &xldc, &alpha, &beta, &flags, NULL);
+}
+
+/* libxsmm's kernel for a small row-major C = op(A) op(B) + beta C, or NULL */
+static libxsmm_smmfunction small_kernel(int trans_a, int trans_b, int m, int n, int k, int lda, int ldb, float beta,
+                                        int ldc)
+{
+    size_t bytes = ((size_t)m * k + (size_t)k * n + (size_t)m * n) * sizeof(float);
+    if (trans_b || bytes > SMALL_GEMM_BYTES)
+        return NULL;
+    return kernel_for(trans_a, m, n, k, lda, ldb, beta, ldc);
 }
 
 int cpu_small_gemm_takes(int trans_a, int trans_b, int m, int n, int k)
@@ -59,6 +72,76 @@ int cpu_small_gemm(int trans_a, int trans_b, int m, int n, int k, const float *a
     if (!kernel)
         return 0;
     kernel(b, a, c);
+    return 1;
+}
+
+/* The panels of a skinny product (cpu_skinny_gemm): the forward's blocks of B's rows by
+ * blocks of k, the data gradient's blocks of C's columns by blocks of k. */
+#define SKINNY_ROWS 64
+#define SKINNY_K 1024
+#define SKINNY_COLS 512
+#define SKINNY_K_DX 64
+
+/* Row-major C = A B + beta C on one panel: libxsmm's kernel, or BLAS where it has none. */
+static void panel(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                  int ldc)
+{
+    libxsmm_smmfunction f = kernel_for(0, m, n, k, lda, ldb, beta, ldc);
+    if (f)
+        f(b, a, c);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* [lo, hi) of thread t of T over n, cut at multiples of 16 floats (a cache line) */
+static void thread_range(int n, int t, int T, int *lo, int *hi)
+{
+    *lo = (int)((long)n * t / T) / 16 * 16;
+    *hi = t == T - 1 ? n : (int)((long)n * (t + 1) / T) / 16 * 16;
+}
+
+int cpu_skinny_gemm(int threads, int trans_b, int m, int n, int k, const float *a, const float *b, float *c)
+{
+    if (!(trans_b ? kernel_for(0, SKINNY_ROWS, m, SKINNY_K, k, m, 0.0f, m)
+                  : kernel_for(0, m, SKINNY_COLS, SKINNY_K_DX, k, n, 0.0f, n)))
+        return 0;
+    int nt = n / 64 < threads ? n / 64 : threads;
+    nt = nt > 1 ? nt : 1;
+    if (!trans_b) {
+#pragma omp parallel num_threads(nt)
+        {
+            int lo, hi;
+            thread_range(n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+            for (int j = lo; j < hi; j += SKINNY_COLS) {
+                int jb = hi - j < SKINNY_COLS ? hi - j : SKINNY_COLS;
+                for (int r = 0; r < k; r += SKINNY_K_DX)
+                    panel(m, jb, k - r < SKINNY_K_DX ? k - r : SKINNY_K_DX, a + r, k, b + (size_t)r * n + j, n,
+                          r ? 1.0f : 0.0f, c + j, n);
+            }
+        }
+        return 1;
+    }
+    /* C^T = B A^T: A^T (k, m) and C^T (n, m) in one buffer */
+    float *at = cd_xmalloc(((size_t)k + n) * m * sizeof(float)), *ct = at + (size_t)k * m;
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), T = omp_get_num_threads(), lo, hi;
+        for (int i = 0; i < m; i++)
+            for (int r = (int)((long)k * t / T); r < (int)((long)k * (t + 1) / T); r++)
+                at[(size_t)r * m + i] = a[(size_t)i * k + r];
+#pragma omp barrier
+        thread_range(n, t, T, &lo, &hi);
+        for (int j = lo; j < hi; j += SKINNY_ROWS) {
+            int jb = hi - j < SKINNY_ROWS ? hi - j : SKINNY_ROWS;
+            for (int r = 0; r < k; r += SKINNY_K)
+                panel(jb, m, k - r < SKINNY_K ? k - r : SKINNY_K, b + (size_t)j * k + r, k, at + (size_t)r * m, m,
+                      r ? 1.0f : 0.0f, ct + (size_t)j * m, m);
+        }
+        for (int i = 0; i < m; i++)
+            for (int j = lo; j < hi; j++)
+                c[(size_t)i * n + j] = ct[(size_t)j * m + i];
+    }
+    free(at);
     return 1;
 }
 
@@ -79,6 +162,12 @@ int cpu_small_gemm(int trans_a, int trans_b, int m, int n, int k, const float *a
 {
     (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)beta;
     (void)c, (void)ldc;
+    return 0;
+}
+
+int cpu_skinny_gemm(int threads, int trans_b, int m, int n, int k, const float *a, const float *b, float *c)
+{
+    (void)threads, (void)trans_b, (void)m, (void)n, (void)k, (void)a, (void)b, (void)c;
     return 0;
 }
 
