@@ -699,6 +699,23 @@ static void transpose_dy(int k, size_t P, const float *dy, float *dyt)
             dyt[p * k + kk] = dy[(size_t)kk * P + p];
 }
 
+/* row[r] += the slots' partial sums part[sl * stride + at + r * step], sl in order: one row of dw,
+ * contiguous in each slot (step 1) or, in a transposed slot, a column (step k). */
+CD_CLONES
+static void add_slots(float *restrict row, int n, const float *restrict part, size_t stride, int slots, size_t at,
+                      size_t step)
+{
+    for (int sl = 0; sl < slots; sl++) {
+        const float *restrict ps = part + stride * (size_t)sl + at;
+        if (step == 1)
+            for (int r = 0; r < n; r++)
+                row[r] += ps[r];
+        else
+            for (int r = 0; r < n; r++)
+                row[r] += ps[(size_t)r * step];
+    }
+}
+
 /* With one group, at least CONV_FLIP_ROWS_MIN rows of columns and a product libxsmm
  * takes, each slot's gradient is summed transposed, (Kg, k): a chunk's rows of it are its columns times dy
  * transposed, a product with no operand transposed (which libxsmm takes, where dy times
@@ -746,15 +763,12 @@ static void backward_filter_per_image(cd_backend_t *be, const cd_conv_desc *d, c
                 }
             }
         }
-        /* dw[f][r] += the slots' sums, in slot order; transposed, slot sl's is at r * k + f */
+        /* dw[f][r] += the slots' sums, in slot order (each thread a range of filters f, a slot at a time along
+         * the row: the same sums as one element at a time, in cache); transposed, slot sl's is at r * k + f */
 #pragma omp for schedule(static)
-        for (size_t i = 0; i < dwf; i++) {
-            size_t at = flip ? i % (size_t)g->Kg * d->k + i / (size_t)g->Kg : i;
-            float acc = dw[i];
-            for (int sl = 0; sl < slots; sl++)
-                acc += part[dwf * (size_t)sl + at];
-            dw[i] = acc;
-        }
+        for (int f = 0; f < d->k; f++)
+            add_slots(dw + (size_t)f * g->Kg, g->Kg, part, dwf, slots, flip ? (size_t)f : (size_t)f * g->Kg,
+                      flip ? (size_t)d->k : 1);
     }
     cpu_scratch_release(be);
 }
