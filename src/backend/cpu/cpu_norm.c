@@ -1,7 +1,8 @@
 /*
  * Ops over the channel axis of (outer, channels, inner) data: softmax, the cross
  * entropy loss on its output, top-k accuracy, and batch normalization. Sums over many
- * elements accumulate in double.
+ * elements accumulate in double (BatchNorm's through cpu_channel_sums: float lanes of
+ * at most sixteen terms each, then double).
  */
 #include <float.h>
 #include <math.h>
@@ -141,7 +142,11 @@ void cpu_accuracy(cd_backend_t *be, int outer, int channels, int inner, const fl
     count_out[0] = (float)count;
 }
 
-/* mean[c], var[c] over outer*inner elements; biased variance, two passes in double. */
+/* mean[c], var[c] (biased) over outer*inner elements, in one pass of cpu_channel_sums
+ * shifted by k, the mean of the channel's first row: var = E[(x-k)^2] - E[x-k]^2, where
+ * |E[x-k]| is of the order of the standard deviation unless that first row is far from
+ * the rest (each (x-k)^2 carries float's relative error, the difference cancels the
+ * common part: a row 30 deviations off would cost about three digits of var). */
 // x is (outer, channels, inner); mean, var are (channels)
 void cpu_bn_stats(cd_backend_t *be, int outer, int channels, int inner, const float *x,
                   float *mean, float *var)
@@ -151,21 +156,18 @@ void cpu_bn_stats(cd_backend_t *be, int outer, int channels, int inner, const fl
     double m_count = (double)outer * inner;
 #pragma omp parallel for num_threads(nt) if (total > CPU_PAR_MIN) schedule(static)
     for (int c = 0; c < channels; c++) {
-        double s = 0.0;
-        for (int o = 0; o < outer; o++) {
-            const float *xp = x + ((size_t)o * channels + c) * inner;
-            for (int i = 0; i < inner; i++)
-                s += xp[i];
+        if (m_count <= 0) {
+            mean[c] = var[c] = 0.0f;
+            continue;
         }
-        double mu = m_count > 0 ? s / m_count : 0.0;
-        double v = 0.0;
-        for (int o = 0; o < outer; o++) {
-            const float *xp = x + ((size_t)o * channels + c) * inner;
-            for (int i = 0; i < inner; i++)
-                v += (xp[i] - mu) * (xp[i] - mu);
-        }
-        mean[c] = (float)mu;
-        var[c] = m_count > 0 ? (float)(v / m_count) : 0.0f;
+        double k0 = 0.0, s[2];
+        for (int i = 0; i < inner; i++)
+            k0 += x[(size_t)c * inner + i];
+        float k = (float)(k0 / inner);
+        cpu_channel_sums(outer, channels, inner, c, x, x, k, s);
+        double d = s[0] / m_count, v = s[1] / m_count - d * d;
+        mean[c] = (float)(k + d);
+        var[c] = v > 0.0 ? (float)v : 0.0f;
     }
 }
 
@@ -204,16 +206,10 @@ void cpu_bn_backward(cd_backend_t *be, int outer, int channels, int inner, const
         float inv = (float)(1.0 / sqrt((double)var[c] + eps));
         float mdy = 0.0f, mdyx = 0.0f;
         if (!global_stats && m_count > 0) {
-            double s = 0.0, sx = 0.0;
-            for (int o = 0; o < outer; o++) {
-                size_t base = ((size_t)o * channels + c) * inner;
-                for (int i = 0; i < inner; i++) {
-                    s += dy[base + i];
-                    sx += (double)dy[base + i] * y[base + i];
-                }
-            }
-            mdy = (float)(s / m_count);
-            mdyx = (float)(sx / m_count);
+            double s[2];
+            cpu_channel_sums(outer, channels, inner, c, dy, y, 0.0f, s);
+            mdy = (float)(s[0] / m_count);
+            mdyx = (float)(s[1] / m_count);
         }
         for (int o = 0; o < outer; o++) {
             size_t base = ((size_t)o * channels + c) * inner;
