@@ -5,7 +5,7 @@
  * bench_pool in turn, several times (the host's speed moves from minute to minute).
  *
  *   build/bench/bench_pool [--shape NxCxHxW] [--kernel K] [--stride S] [--pad P]
- *                          [--reps R] [--threads T]
+ *                          [--mode MAX|AVE] [--reps R] [--threads T]
  * Defaults: AlexNet's pool5 (32x256x13x13, 3x3 stride 2), 200 calls a round, 2 threads.
  * Prints the forward's and backward's ms a call, the GB/s of the bytes each moves (x
  * read and y written; dy read and dx written; the mask's bytes both ways) and a checksum
@@ -55,6 +55,8 @@ int main(int argc, char **argv)
             d.sh = d.sw = atoi(v);
         else if (!strcmp(a, "--pad"))
             d.ph = d.pw = atoi(v);
+        else if (!strcmp(a, "--mode") && (!strcmp(v, "MAX") || !strcmp(v, "AVE")))
+            d.mode = !strcmp(v, "MAX") ? CD_POOL_MAX : CD_POOL_AVE;
         else if (!strcmp(a, "--reps"))
             reps = atoi(v);
         else if (!strcmp(a, "--threads"))

@@ -113,6 +113,46 @@ static void ave_plane_bwd(const cd_pool_desc *d, const float *x, const float *dy
         }
 }
 
+/* AVE 2x2 stride 2 without padding on a plane of even height and width: each window is
+ * 4 cells no other window shares, so the forward is the general loop's sum in its order
+ * divided by 4, and the backward writes each cell once, 0 + dy / 4, with no zeroing
+ * pass: the same bits as ave_plane_fwd and ave_plane_bwd (0 + first term keeps the sign
+ * of a zero as theirs does), where their window loops ran at 8% of the triad. */
+static int ave_2x2(const cd_pool_desc *d)
+{
+    return d->mode == CD_POOL_AVE && d->kh == 2 && d->kw == 2 && d->sh == 2 && d->sw == 2 && d->ph == 0 &&
+           d->pw == 0 && d->h % 2 == 0 && d->w % 2 == 0;
+}
+
+// x is (h,w) of one plane; y is (h/2,w/2)
+CD_CLONES
+static void ave2_plane_fwd(const cd_pool_desc *d, const float *restrict x, float *restrict y)
+{
+    int w = d->w, ow = d->ow;
+    for (int oy = 0; oy < d->oh; oy++) {
+        const float *r0 = x + (size_t)2 * oy * w, *r1 = r0 + w;
+        float *yr = y + (size_t)oy * ow;
+        for (int ox = 0; ox < ow; ox++)
+            yr[ox] = (0.0f + r0[2 * ox] + r0[2 * ox + 1] + r1[2 * ox] + r1[2 * ox + 1]) / 4.0f;
+    }
+}
+
+// dx is (h,w) of one plane, overwritten; dy is (h/2,w/2)
+CD_CLONES
+static void ave2_plane_bwd(const cd_pool_desc *d, const float *x, const float *restrict dy, float *restrict dx)
+{
+    (void)x;
+    int w = d->w, ow = d->ow;
+    for (int oy = 0; oy < d->oh; oy++) {
+        float *r0 = dx + (size_t)2 * oy * w, *r1 = r0 + w;
+        const float *dyr = dy + (size_t)oy * ow;
+        for (int ox = 0; ox < ow; ox++) {
+            float g = 0.0f + dyr[ox] / 4.0f;
+            r0[2 * ox] = r0[2 * ox + 1] = r1[2 * ox] = r1[2 * ox + 1] = g;
+        }
+    }
+}
+
 /* GCC's vector types, compiled for each target of CD_CLONES: 8 floats or ints. */
 typedef float v8f __attribute__((vector_size(32)));
 typedef int v8i __attribute__((vector_size(32)));
@@ -1346,15 +1386,27 @@ static int unit_count(int planes, int eights)
     return eights + planes - eights * LANES;
 }
 
-static const struct {
+typedef struct pool_fns {
     void (*fwd)(const cd_pool_desc *d, const float *x, float *y);
     void (*bwd)(const cd_pool_desc *d, const float *x, const float *dy, float *dx);
-} pool_table[] = {
+} pool_fns;
+
+static const pool_fns pool_table[] = {
     [CD_POOL_MAX] = {max_plane_fwd, max_plane_bwd},
     [CD_POOL_AVE] = {ave_plane_fwd, ave_plane_bwd},
 };
 
 #define POOL_MODES ((int)(sizeof pool_table / sizeof pool_table[0]))
+
+/* The plane functions a pass uses where no lane or tile path takes the planes: the 2x2
+ * stride-2 ones where they apply, else the mode's general ones. */
+static const pool_fns *plane_fns(const cd_pool_desc *d)
+{
+    static const pool_fns max2 = {max2_plane_fwd, max2_plane_bwd}, ave2 = {ave2_plane_fwd, ave2_plane_bwd};
+    if (d->mode == CD_POOL_MAX && max_2x2(d))
+        return &max2;
+    return ave_2x2(d) ? &ave2 : &pool_table[d->mode];
+}
 
 /* The mask is kept where the planes go eight to a lane (and the 2x2 tall path, which
  * comes first, does not take them): one float per output, written for the planes of
@@ -1394,8 +1446,7 @@ void cpu_pool_forward(cd_backend_t *be, const cd_pool_desc *d, const float *x, f
         max2_tall_batch(be, d, x, y, NULL, NULL);
         return;
     }
-    void (*fwd)(const cd_pool_desc *, const float *, float *) =
-        d->mode == CD_POOL_MAX && max_2x2(d) ? max2_plane_fwd : pool_table[d->mode].fwd;
+    void (*fwd)(const cd_pool_desc *, const float *, float *) = plane_fns(d)->fwd;
     /* eights of planes a lane each where they are small (pairs of them at once where
      * max_lanes16 says), then planes one by one */
     int eights = max_lanes(d) ? planes / LANES : 0, units = unit_count(planes, eights);
@@ -1431,8 +1482,7 @@ void cpu_pool_backward(cd_backend_t *be, const cd_pool_desc *d, const float *x, 
         max2_tall_batch(be, d, x, NULL, dy, dx);
         return;
     }
-    void (*bwd)(const cd_pool_desc *, const float *, const float *, float *) =
-        d->mode == CD_POOL_MAX && max_2x2(d) ? max2_plane_bwd : pool_table[d->mode].bwd;
+    void (*bwd)(const cd_pool_desc *, const float *, const float *, float *) = plane_fns(d)->bwd;
     int lanes = max_lanes(d) && (mask || max_lanes_bwd_wins(d));
     int eights = lanes ? planes / LANES : 0, units = unit_count(planes, eights);
     /* from the mask, pairs of eights and eights by lanes where every window is whole */
