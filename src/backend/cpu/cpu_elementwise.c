@@ -205,72 +205,133 @@ void cpu_channel_affine(cd_backend_t *be, int outer, int channels, int inner, co
     }
 }
 
-/* Channel c's two sums over (outer, inner): sums[0] = sum of (a - shift) and sums[1] =
- * sum of (a - shift) * (b - shift). CHANNEL_LANES float lanes take the rows' elements in
- * runs of CHANNEL_LANES (lane j the run's element j), and every CHANNEL_FLUSH runs, and
- * at the end, the double lanes take their sums; a row's tail (inner not a multiple of
- * the lanes) goes to double lanes of its own; all lanes are added in order at the end.
- * So every build gives the same bits (a lane's terms come in one order whatever the
- * vector width), the loads and adds run as float vectors where a double accumulator per
- * channel waited on each add and conversion (BatchNorm's statistics and gradient at 1-2
- * GB/s), and no float sum has more than CHANNEL_FLUSH terms. */
+/* Per-channel sums over (outer, inner): of (a - shift) and of (a - shift) * (b - shift).
+ * CHANNEL_LANES float lanes take a run of CHANNEL_LANES elements at a time (lane j the
+ * run's element j), and every CHANNEL_FLUSH runs, and at the end, double lanes take
+ * their sums; a row's tail (its length not a multiple of the lanes) goes to double
+ * lanes of its own; the lanes are added in order at the end. So every build gives the
+ * same bits (a lane's terms come in one order whatever the vector width), the loads and
+ * adds run as float vectors where a double accumulator per channel waited on each add
+ * and conversion (BatchNorm's statistics and gradient at 1-2 GB/s), and no float sum
+ * has more than CHANNEL_FLUSH terms. */
 #define CHANNEL_LANES 16
 #define CHANNEL_FLUSH 16
+/* rows at least this long are summed one row at a time in memory order (see
+ * cpu_channel_sums) */
+#define CHANNEL_ROW_MIN 64
 typedef float lanes_f __attribute__((vector_size(8 * sizeof(float))));
 typedef float lanes_fu __attribute__((vector_size(8 * sizeof(float)), aligned(4), may_alias));
+#pragma GCC diagnostic ignored "-Wpsabi" /* vectors cross only always-inlined calls */
 
-static inline void lanes_flush(lanes_f fa[2], lanes_f fab[2], double *la, double *lab)
+typedef struct lanes_acc {
+    lanes_f fa[2], fab[2];
+    double la[CHANNEL_LANES], lab[CHANNEL_LANES], tail_a[CHANNEL_LANES], tail_ab[CHANNEL_LANES];
+    int runs;
+} lanes_acc;
+
+CPU_INLINE void lanes_flush(lanes_acc *s)
 {
     float ba[CHANNEL_LANES], bab[CHANNEL_LANES];
-    memcpy(ba, fa, sizeof ba);
-    memcpy(bab, fab, sizeof bab);
+    memcpy(ba, s->fa, sizeof ba);
+    memcpy(bab, s->fab, sizeof bab);
     for (int j = 0; j < CHANNEL_LANES; j++) {
-        la[j] += ba[j];
-        lab[j] += bab[j];
+        s->la[j] += ba[j];
+        s->lab[j] += bab[j];
     }
-    fa[0] = fa[1] = fab[0] = fab[1] = (lanes_f){0};
+    s->fa[0] = s->fa[1] = s->fab[0] = s->fab[1] = (lanes_f){0};
+    s->runs = 0;
 }
 
-CD_CLONES_V4
-void cpu_channel_sums(int outer, int channels, int inner, int c, const float *a, const float *b, float shift,
-                      double sums[2])
+/* one row of n elements into the lanes; `next` floats on is the row to read after it */
+CPU_INLINE void lanes_row(lanes_acc *s, const float *ap, const float *bp, int n, float shift, size_t next)
 {
-    double la[CHANNEL_LANES] = {0}, lab[CHANNEL_LANES] = {0};
-    double tail_a[CHANNEL_LANES] = {0}, tail_ab[CHANNEL_LANES] = {0};
-    lanes_f fa[2] = {{0}}, fab[2] = {{0}};
-    int runs = 0;
-    for (int o = 0; o < outer; o++) {
-        const float *ap = a + ((size_t)o * channels + c) * inner, *bp = b + ((size_t)o * channels + c) * inner;
-        size_t next = o + 1 < outer ? (size_t)channels * inner : 0; /* the channel's next row */
-        int i = 0;
-        for (; i + CHANNEL_LANES <= inner; i += CHANNEL_LANES) {
-            __builtin_prefetch(ap + i + next);
-            __builtin_prefetch(bp + i + next);
-            for (int k = 0; k < 2; k++) {
-                lanes_f u = *(const lanes_fu *)(ap + i + 8 * k) - shift;
-                lanes_f v = *(const lanes_fu *)(bp + i + 8 * k) - shift;
-                fa[k] += u;
-                fab[k] += u * v;
-            }
-            if (++runs == CHANNEL_FLUSH) {
-                lanes_flush(fa, fab, la, lab);
-                runs = 0;
-            }
+    int i = 0;
+    for (; i + CHANNEL_LANES <= n; i += CHANNEL_LANES) {
+        __builtin_prefetch(ap + i + next);
+        __builtin_prefetch(bp + i + next);
+        for (int k = 0; k < 2; k++) {
+            lanes_f u = *(const lanes_fu *)(ap + i + 8 * k) - shift;
+            lanes_f v = *(const lanes_fu *)(bp + i + 8 * k) - shift;
+            s->fa[k] += u;
+            s->fab[k] += u * v;
         }
-        for (int j = 0; i + j < inner; j++) {
-            double u = (double)ap[i + j] - shift, v = (double)bp[i + j] - shift;
-            tail_a[j] += u;
-            tail_ab[j] += u * v;
-        }
+        if (++s->runs == CHANNEL_FLUSH)
+            lanes_flush(s);
     }
-    lanes_flush(fa, fab, la, lab);
+    for (int j = 0; i + j < n; j++) {
+        double u = (double)ap[i + j] - shift, v = (double)bp[i + j] - shift;
+        s->tail_a[j] += u;
+        s->tail_ab[j] += u * v;
+    }
+}
+
+CPU_INLINE void lanes_total(lanes_acc *s, double out[2])
+{
+    lanes_flush(s);
     double s0 = 0.0, s1 = 0.0;
     for (int j = 0; j < CHANNEL_LANES; j++) {
-        s0 += la[j] + tail_a[j];
-        s1 += lab[j] + tail_ab[j];
+        s0 += s->la[j] + s->tail_a[j];
+        s1 += s->lab[j] + s->tail_ab[j];
     }
-    sums[0] = s0;
-    sums[1] = s1;
+    out[0] = s0;
+    out[1] = s1;
+}
+
+size_t cpu_channel_sums_space(int outer, int channels, int inner)
+{
+    size_t rows = inner >= CHANNEL_ROW_MIN ? (size_t)outer * channels : 0;
+    return 2 * (rows + (size_t)channels) * (sizeof(double) / sizeof(float));
+}
+
+/* sums[2c], sums[2c + 1]: channel c's two sums, shift[c] its shift (shift NULL: 0), b
+ * NULL: a. Rows of CHANNEL_ROW_MIN elements or more are summed a row at a time in memory
+ * order, each thread a contiguous part of the data as the elementwise ops split it (a
+ * channel at a time, each thread read every image's rows, which the other core had
+ * just written: 2x slower between the ops of a network than alone), into part; then
+ * each channel's rows' sums are added in row order. Shorter rows run a channel at a
+ * time across its rows. The bits depend on the shape alone, not on the threads. */
+CD_CLONES_V4
+void cpu_channel_sums(cd_backend_t *be, int outer, int channels, int inner, const float *a, const float *b,
+                      const float *shift, double *work)
+{
+    int nt = cpu_threads(be);
+    size_t total = (size_t)outer * channels * inner;
+    double *sums = work, *part = work + 2 * (size_t)channels;
+    if (!b)
+        b = a;
+    if (inner < CHANNEL_ROW_MIN) {
+#pragma omp parallel for num_threads(nt) if (total > CPU_PAR_MIN) schedule(static)
+        for (int c = 0; c < channels; c++) {
+            lanes_acc s = {0};
+            float k = shift ? shift[c] : 0.0f;
+            for (int o = 0; o < outer; o++) {
+                size_t at = ((size_t)o * channels + c) * inner;
+                lanes_row(&s, a + at, b + at, inner, k, o + 1 < outer ? (size_t)channels * inner : 0);
+            }
+            lanes_total(&s, sums + 2 * (size_t)c);
+        }
+        return;
+    }
+#pragma omp parallel num_threads(nt) if (total > CPU_PAR_MIN)
+    {
+#pragma omp for schedule(static)
+        for (size_t r = 0; r < (size_t)outer * channels; r++) {
+            lanes_acc s = {0};
+            size_t at = r * (size_t)inner;
+            lanes_row(&s, a + at, b + at, inner, shift ? shift[r % (size_t)channels] : 0.0f, inner);
+            lanes_total(&s, part + 2 * r);
+        }
+#pragma omp for schedule(static)
+        for (int c = 0; c < channels; c++) {
+            double s0 = 0.0, s1 = 0.0;
+            for (int o = 0; o < outer; o++) {
+                s0 += part[2 * ((size_t)o * channels + c)];
+                s1 += part[2 * ((size_t)o * channels + c) + 1];
+            }
+            sums[2 * (size_t)c] = s0;
+            sums[2 * (size_t)c + 1] = s1;
+        }
+    }
 }
 
 /* dgamma[c] += sum_{o,i} dy*x; dbeta[c] += sum_{o,i} dy. Either output may be NULL;
@@ -279,17 +340,15 @@ void cpu_channel_sums(int outer, int channels, int inner, int c, const float *a,
 void cpu_channel_affine_grad(cd_backend_t *be, int outer, int channels, int inner,
                              const float *x, const float *dy, float *dgamma, float *dbeta)
 {
-    int nt = cpu_threads(be);
-    size_t total = (size_t)outer * channels * inner;
-#pragma omp parallel for num_threads(nt) if (total > CPU_PAR_MIN) schedule(static)
+    double *s = (double *)cpu_scratch_acquire(be, cpu_channel_sums_space(outer, channels, inner));
+    cpu_channel_sums(be, outer, channels, inner, dy, dgamma ? x : NULL, NULL, s);
     for (int c = 0; c < channels; c++) {
-        double s[2];
-        cpu_channel_sums(outer, channels, inner, c, dy, dgamma ? x : dy, 0.0f, s);
         if (dgamma)
-            dgamma[c] += (float)s[1];
+            dgamma[c] += (float)s[2 * c + 1];
         if (dbeta)
-            dbeta[c] += (float)s[0];
+            dbeta[c] += (float)s[2 * c];
     }
+    cpu_scratch_release(be);
 }
 
 /* ---- activations: one forward and one backward per type, in a table ---------- */

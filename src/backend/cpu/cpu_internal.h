@@ -99,8 +99,11 @@ void cpu_channel_affine(cd_backend_t *be, int outer, int channels, int inner, co
                         const float *gamma, const float *beta, float *y);
 void cpu_channel_affine_grad(cd_backend_t *be, int outer, int channels, int inner,
                              const float *x, const float *dy, float *dgamma, float *dbeta);
-void cpu_channel_sums(int outer, int channels, int inner, int c, const float *a, const float *b, float shift,
-                      double sums[2]);
+/* per-channel sums of (a - shift[c]) and (a - shift[c]) * (b - shift[c]) into work[2c],
+ * work[2c + 1]; work holds cpu_channel_sums_space floats (cpu_elementwise.c) */
+size_t cpu_channel_sums_space(int outer, int channels, int inner);
+void cpu_channel_sums(cd_backend_t *be, int outer, int channels, int inner, const float *a, const float *b,
+                      const float *shift, double *work);
 void cpu_act_forward(cd_backend_t *be, int act, float slope, size_t n, const float *x, float *y);
 void cpu_act_backward(cd_backend_t *be, int act, float slope, size_t n, const float *x,
                       const float *y, const float *dy, float *dx);

@@ -151,24 +151,26 @@ void cpu_accuracy(cd_backend_t *be, int outer, int channels, int inner, const fl
 void cpu_bn_stats(cd_backend_t *be, int outer, int channels, int inner, const float *x,
                   float *mean, float *var)
 {
-    int nt = cpu_threads(be);
-    size_t total = (size_t)outer * channels * inner;
     double m_count = (double)outer * inner;
-#pragma omp parallel for num_threads(nt) if (total > CPU_PAR_MIN) schedule(static)
-    for (int c = 0; c < channels; c++) {
-        if (m_count <= 0) {
+    if (m_count <= 0) {
+        for (int c = 0; c < channels; c++)
             mean[c] = var[c] = 0.0f;
-            continue;
-        }
-        double k0 = 0.0, s[2];
+        return;
+    }
+    for (int c = 0; c < channels; c++) { /* k, kept in mean until the sums are in */
+        double k = 0.0;
         for (int i = 0; i < inner; i++)
-            k0 += x[(size_t)c * inner + i];
-        float k = (float)(k0 / inner);
-        cpu_channel_sums(outer, channels, inner, c, x, x, k, s);
-        double d = s[0] / m_count, v = s[1] / m_count - d * d;
-        mean[c] = (float)(k + d);
+            k += x[(size_t)c * inner + i];
+        mean[c] = (float)(k / inner);
+    }
+    double *s = (double *)cpu_scratch_acquire(be, cpu_channel_sums_space(outer, channels, inner));
+    cpu_channel_sums(be, outer, channels, inner, x, NULL, mean, s);
+    for (int c = 0; c < channels; c++) {
+        double d = s[2 * c] / m_count, v = s[2 * c + 1] / m_count - d * d;
+        mean[c] = (float)(mean[c] + d);
         var[c] = v > 0.0 ? (float)v : 0.0f;
     }
+    cpu_scratch_release(be);
 }
 
 // x, y are (outer, channels, inner); mean, var are (channels); y may equal x
@@ -192,7 +194,8 @@ void cpu_bn_normalize(cd_backend_t *be, int outer, int channels, int inner, cons
 
 /* y is xhat (the normalized output). Batch statistics:
  *   dx = (dy - mean(dy) - xhat*mean(dy*xhat)) / sqrt(var+eps), means per channel;
- * global statistics: dx = dy / sqrt(var+eps). dx may equal dy. */
+ * global statistics: dx = dy / sqrt(var+eps). dx may equal dy. dx in memory order, each
+ * thread the part of the data the elementwise ops (and the means) give it. */
 // y, dy, dx are (outer, channels, inner); var is (channels)
 CD_CLONES
 void cpu_bn_backward(cd_backend_t *be, int outer, int channels, int inner, const float *y,
@@ -201,20 +204,20 @@ void cpu_bn_backward(cd_backend_t *be, int outer, int channels, int inner, const
     int nt = cpu_threads(be);
     size_t total = (size_t)outer * channels * inner;
     double m_count = (double)outer * inner;
-#pragma omp parallel for num_threads(nt) if (total > CPU_PAR_MIN) schedule(static)
-    for (int c = 0; c < channels; c++) {
-        float inv = (float)(1.0 / sqrt((double)var[c] + eps));
-        float mdy = 0.0f, mdyx = 0.0f;
-        if (!global_stats && m_count > 0) {
-            double s[2];
-            cpu_channel_sums(outer, channels, inner, c, dy, y, 0.0f, s);
-            mdy = (float)(s[0] / m_count);
-            mdyx = (float)(s[1] / m_count);
-        }
-        for (int o = 0; o < outer; o++) {
+    int means = !global_stats && m_count > 0;
+    double *s = (double *)cpu_scratch_acquire(be, cpu_channel_sums_space(outer, channels, inner));
+    if (means)
+        cpu_channel_sums(be, outer, channels, inner, dy, y, NULL, s);
+#pragma omp parallel for num_threads(nt) collapse(2) if (total > CPU_PAR_MIN) schedule(static)
+    for (int o = 0; o < outer; o++) {
+        for (int c = 0; c < channels; c++) {
             size_t base = ((size_t)o * channels + c) * inner;
+            float inv = (float)(1.0 / sqrt((double)var[c] + eps));
+            float mdy = means ? (float)(s[2 * c] / m_count) : 0.0f;
+            float mdyx = means ? (float)(s[2 * c + 1] / m_count) : 0.0f;
             for (int i = 0; i < inner; i++)
                 dx[base + i] = (dy[base + i] - mdy - y[base + i] * mdyx) * inv;
         }
     }
+    cpu_scratch_release(be);
 }
