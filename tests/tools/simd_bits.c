@@ -132,6 +132,7 @@ static void pooling(void)
         {"pool_max_2x2_rows_of_16", {CD_POOL_MAX, 3, 5, 6, 32, 2, 2, 2, 2, 0, 0, 3, 16}},
         {"pool_ave_3x3_pad", {CD_POOL_AVE, 3, 5, 17, 19, 3, 3, 1, 1, 1, 1, 17, 19}},
         {"pool_ave_2x2", {CD_POOL_AVE, 3, 5, 24, 38, 2, 2, 2, 2, 0, 0, 12, 19}},
+        {"pool_ave_global", {CD_POOL_AVE, 3, 5, 13, 13, 13, 13, 1, 1, 0, 0, 1, 1}},
         {"pool_max_3x3_s1_pad", {CD_POOL_MAX, 3, 5, 17, 19, 3, 3, 1, 1, 1, 1, 17, 19}},
         {"pool_max_3x3_s1_pad_small_planes", {CD_POOL_MAX, 3, 5, 9, 9, 3, 3, 1, 1, 1, 1, 9, 9}},
     };

@@ -277,6 +277,46 @@ CPU_INLINE void lanes_total(lanes_acc *s, double out[2])
     out[1] = s1;
 }
 
+/* the sixteen float lanes' sum in double, in a fixed tree: the same in every build */
+CPU_INLINE double lanes_fold(const lanes_f f[2])
+{
+    float v[CHANNEL_LANES];
+    memcpy(v, f, sizeof v);
+    double h[CHANNEL_LANES / 2];
+    for (int j = 0; j < CHANNEL_LANES / 2; j++)
+        h[j] = (double)v[j] + (double)v[j + CHANNEL_LANES / 2];
+    return ((h[0] + h[4]) + (h[2] + h[6])) + ((h[1] + h[5]) + (h[3] + h[7]));
+}
+
+/* One row's two sums: float lanes over runs of CHANNEL_LANES, folded into the row's
+ * double sums every CHANNEL_FLUSH runs and at the row's end, then its tail in double:
+ * a row of 256 costs one fold, where the lanes carried across rows cost a flush of
+ * sixteen double lanes and a zeroed record each. */
+CPU_INLINE void row_sums(const float *ap, const float *bp, int n, float shift, double out[2])
+{
+    double s0 = 0.0, s1 = 0.0;
+    int i = 0;
+    while (i + CHANNEL_LANES <= n) {
+        lanes_f fa[2] = {{0}}, fab[2] = {{0}};
+        for (int runs = 0; runs < CHANNEL_FLUSH && i + CHANNEL_LANES <= n; runs++, i += CHANNEL_LANES)
+            for (int k = 0; k < 2; k++) {
+                lanes_f u = *(const lanes_fu *)(ap + i + 8 * k) - shift;
+                lanes_f v = *(const lanes_fu *)(bp + i + 8 * k) - shift;
+                fa[k] += u;
+                fab[k] += u * v;
+            }
+        s0 += lanes_fold(fa);
+        s1 += lanes_fold(fab);
+    }
+    for (; i < n; i++) {
+        double u = (double)ap[i] - shift, v = (double)bp[i] - shift;
+        s0 += u;
+        s1 += u * v;
+    }
+    out[0] = s0;
+    out[1] = s1;
+}
+
 size_t cpu_channel_sums_space(int outer, int channels, int inner)
 {
     size_t rows = inner >= CHANNEL_ROW_MIN ? (size_t)outer * channels : 0;
@@ -316,10 +356,8 @@ void cpu_channel_sums(cd_backend_t *be, int outer, int channels, int inner, cons
     {
 #pragma omp for schedule(static)
         for (size_t r = 0; r < (size_t)outer * channels; r++) {
-            lanes_acc s = {0};
             size_t at = r * (size_t)inner;
-            lanes_row(&s, a + at, b + at, inner, shift ? shift[r % (size_t)channels] : 0.0f, inner);
-            lanes_total(&s, part + 2 * r);
+            row_sums(a + at, b + at, inner, shift ? shift[r % (size_t)channels] : 0.0f, part + 2 * r);
         }
 #pragma omp for schedule(static)
         for (int c = 0; c < channels; c++) {
