@@ -1179,9 +1179,11 @@ static void check_bn_pass(const char *what, const bn_case *b, const float *x, co
 static void test_batchnorm(void)
 {
     const cd_backend_iface *f = be->iface;
-    /* outer, channels, inner, and an offset of x: rows of whole vector runs with a tail
-     * (300), more runs than a float lane sums before double takes it (40 rows of 33), and
-     * a mean 70 deviations from 0, where a one-pass variance without a shift would
+    /* outer, channels, inner, and an offset of x: rows long enough to be summed in memory
+     * order, with more runs than a float lane sums before double takes it and a tail
+     * (300), short rows of runs and a tail summed a channel at a time, the lanes carried
+     * across more rows than a fold takes (40 rows of 33),
+     * and a mean 70 deviations from 0, where a one-pass variance without a shift would
      * cancel away four digits */
     const int shapes[][4] = {{5, 3, 4, 0}, {1, 2, 7, 0}, {6, 4, 1, 0}, {3, 5, 300, 0}, {40, 3, 33, 100}};
     char what[160];

@@ -206,18 +206,16 @@ void cpu_channel_affine(cd_backend_t *be, int outer, int channels, int inner, co
 }
 
 /* Per-channel sums over (outer, inner): of (a - shift) and of (a - shift) * (b - shift).
- * CHANNEL_LANES float lanes take a run of CHANNEL_LANES elements at a time (lane j the
- * run's element j), and every CHANNEL_FLUSH runs, and at the end, double lanes take
- * their sums; a row's tail (its length not a multiple of the lanes) goes to double
- * lanes of its own; the lanes are added in order at the end. So every build gives the
- * same bits (a lane's terms come in one order whatever the vector width), the loads and
- * adds run as float vectors where a double accumulator per channel waited on each add
- * and conversion (BatchNorm's statistics and gradient at 1-2 GB/s), and no float sum
- * has more than CHANNEL_FLUSH terms. */
+ * Runs of CHANNEL_LANES elements go to sixteen float lanes (lane j the run's element j),
+ * folded into the double sums by a fixed tree every CHANNEL_FLUSH runs and at the end;
+ * a row's tail goes to the double sums in order. So every build gives the same bits (a
+ * lane's terms come in one order whatever the vector width), the loads and adds run as
+ * float vectors where a double accumulator per channel waited on each add and
+ * conversion (BatchNorm's statistics and gradient at 1-2 GB/s), and no float sum has
+ * more than CHANNEL_FLUSH terms. */
 #define CHANNEL_LANES 16
 #define CHANNEL_FLUSH 16
-/* rows at least this long are summed one row at a time in memory order (see
- * cpu_channel_sums) */
+/* rows at least this long are summed in memory order (see cpu_channel_sums) */
 #define CHANNEL_ROW_MIN 64
 typedef float lanes_f __attribute__((vector_size(8 * sizeof(float))));
 typedef float lanes_fu __attribute__((vector_size(8 * sizeof(float)), aligned(4), may_alias));
@@ -225,57 +223,9 @@ typedef float lanes_fu __attribute__((vector_size(8 * sizeof(float)), aligned(4)
 
 typedef struct lanes_acc {
     lanes_f fa[2], fab[2];
-    double la[CHANNEL_LANES], lab[CHANNEL_LANES], tail_a[CHANNEL_LANES], tail_ab[CHANNEL_LANES];
     int runs;
+    double s0, s1;
 } lanes_acc;
-
-CPU_INLINE void lanes_flush(lanes_acc *s)
-{
-    float ba[CHANNEL_LANES], bab[CHANNEL_LANES];
-    memcpy(ba, s->fa, sizeof ba);
-    memcpy(bab, s->fab, sizeof bab);
-    for (int j = 0; j < CHANNEL_LANES; j++) {
-        s->la[j] += ba[j];
-        s->lab[j] += bab[j];
-    }
-    s->fa[0] = s->fa[1] = s->fab[0] = s->fab[1] = (lanes_f){0};
-    s->runs = 0;
-}
-
-/* one row of n elements into the lanes; `next` floats on is the row to read after it */
-CPU_INLINE void lanes_row(lanes_acc *s, const float *ap, const float *bp, int n, float shift, size_t next)
-{
-    int i = 0;
-    for (; i + CHANNEL_LANES <= n; i += CHANNEL_LANES) {
-        __builtin_prefetch(ap + i + next);
-        __builtin_prefetch(bp + i + next);
-        for (int k = 0; k < 2; k++) {
-            lanes_f u = *(const lanes_fu *)(ap + i + 8 * k) - shift;
-            lanes_f v = *(const lanes_fu *)(bp + i + 8 * k) - shift;
-            s->fa[k] += u;
-            s->fab[k] += u * v;
-        }
-        if (++s->runs == CHANNEL_FLUSH)
-            lanes_flush(s);
-    }
-    for (int j = 0; i + j < n; j++) {
-        double u = (double)ap[i + j] - shift, v = (double)bp[i + j] - shift;
-        s->tail_a[j] += u;
-        s->tail_ab[j] += u * v;
-    }
-}
-
-CPU_INLINE void lanes_total(lanes_acc *s, double out[2])
-{
-    lanes_flush(s);
-    double s0 = 0.0, s1 = 0.0;
-    for (int j = 0; j < CHANNEL_LANES; j++) {
-        s0 += s->la[j] + s->tail_a[j];
-        s1 += s->lab[j] + s->tail_ab[j];
-    }
-    out[0] = s0;
-    out[1] = s1;
-}
 
 /* the sixteen float lanes' sum in double, in a fixed tree: the same in every build */
 CPU_INLINE double lanes_fold(const lanes_f f[2])
@@ -288,33 +238,42 @@ CPU_INLINE double lanes_fold(const lanes_f f[2])
     return ((h[0] + h[4]) + (h[2] + h[6])) + ((h[1] + h[5]) + (h[3] + h[7]));
 }
 
-/* One row's two sums: float lanes over runs of CHANNEL_LANES, folded into the row's
- * double sums every CHANNEL_FLUSH runs and at the row's end, then its tail in double:
- * a row of 256 costs one fold, where the lanes carried across rows cost a flush of
- * sixteen double lanes and a zeroed record each. */
-CPU_INLINE void row_sums(const float *ap, const float *bp, int n, float shift, double out[2])
+CPU_INLINE void lanes_flush(lanes_acc *s)
 {
-    double s0 = 0.0, s1 = 0.0;
+    s->s0 += lanes_fold(s->fa);
+    s->s1 += lanes_fold(s->fab);
+    s->fa[0] = s->fa[1] = s->fab[0] = s->fab[1] = (lanes_f){0};
+    s->runs = 0;
+}
+
+/* one row of n elements into the sums; the runs since the last fold carry over to the
+ * next row */
+CPU_INLINE void lanes_row(lanes_acc *s, const float *ap, const float *bp, int n, float shift)
+{
     int i = 0;
-    while (i + CHANNEL_LANES <= n) {
-        lanes_f fa[2] = {{0}}, fab[2] = {{0}};
-        for (int runs = 0; runs < CHANNEL_FLUSH && i + CHANNEL_LANES <= n; runs++, i += CHANNEL_LANES)
-            for (int k = 0; k < 2; k++) {
-                lanes_f u = *(const lanes_fu *)(ap + i + 8 * k) - shift;
-                lanes_f v = *(const lanes_fu *)(bp + i + 8 * k) - shift;
-                fa[k] += u;
-                fab[k] += u * v;
-            }
-        s0 += lanes_fold(fa);
-        s1 += lanes_fold(fab);
+    for (; i + CHANNEL_LANES <= n; i += CHANNEL_LANES) {
+        for (int k = 0; k < 2; k++) {
+            lanes_f u = *(const lanes_fu *)(ap + i + 8 * k) - shift;
+            lanes_f v = *(const lanes_fu *)(bp + i + 8 * k) - shift;
+            s->fa[k] += u;
+            s->fab[k] += u * v;
+        }
+        if (++s->runs == CHANNEL_FLUSH)
+            lanes_flush(s);
     }
     for (; i < n; i++) {
         double u = (double)ap[i] - shift, v = (double)bp[i] - shift;
-        s0 += u;
-        s1 += u * v;
+        s->s0 += u;
+        s->s1 += u * v;
     }
-    out[0] = s0;
-    out[1] = s1;
+}
+
+CPU_INLINE void lanes_total(lanes_acc *s, double out[2])
+{
+    if (s->runs)
+        lanes_flush(s);
+    out[0] = s->s0;
+    out[1] = s->s1;
 }
 
 size_t cpu_channel_sums_space(int outer, int channels, int inner)
@@ -325,11 +284,12 @@ size_t cpu_channel_sums_space(int outer, int channels, int inner)
 
 /* sums[2c], sums[2c + 1]: channel c's two sums, shift[c] its shift (shift NULL: 0), b
  * NULL: a. Rows of CHANNEL_ROW_MIN elements or more are summed a row at a time in memory
- * order, each thread a contiguous part of the data as the elementwise ops split it (a
- * channel at a time, each thread read every image's rows, which the other core had
- * just written: 2x slower between the ops of a network than alone), into part; then
- * each channel's rows' sums are added in row order. Shorter rows run a channel at a
- * time across its rows. The bits depend on the shape alone, not on the threads. */
+ * order, each thread a contiguous part of the data as the elementwise ops split it, into
+ * part, then each channel's rows added in row order (a channel at a time, each thread
+ * read every image's rows, which the other core had just written: 2x slower between
+ * the ops of a network than alone). Shorter rows, where a fold per row would cost more
+ * than the row, go a channel at a time with the lanes carried from row to row. The bits
+ * depend on the shape alone, not on the threads. */
 CD_CLONES_V4
 void cpu_channel_sums(cd_backend_t *be, int outer, int channels, int inner, const float *a, const float *b,
                       const float *shift, double *work)
@@ -337,37 +297,33 @@ void cpu_channel_sums(cd_backend_t *be, int outer, int channels, int inner, cons
     int nt = cpu_threads(be);
     size_t total = (size_t)outer * channels * inner;
     double *sums = work, *part = work + 2 * (size_t)channels;
+    int by_rows = inner >= CHANNEL_ROW_MIN;
     if (!b)
         b = a;
-    if (inner < CHANNEL_ROW_MIN) {
-#pragma omp parallel for num_threads(nt) if (total > CPU_PAR_MIN) schedule(static)
-        for (int c = 0; c < channels; c++) {
-            lanes_acc s = {0};
-            float k = shift ? shift[c] : 0.0f;
-            for (int o = 0; o < outer; o++) {
-                size_t at = ((size_t)o * channels + c) * inner;
-                lanes_row(&s, a + at, b + at, inner, k, o + 1 < outer ? (size_t)channels * inner : 0);
-            }
-            lanes_total(&s, sums + 2 * (size_t)c);
-        }
-        return;
-    }
 #pragma omp parallel num_threads(nt) if (total > CPU_PAR_MIN)
     {
+        if (by_rows) {
 #pragma omp for schedule(static)
-        for (size_t r = 0; r < (size_t)outer * channels; r++) {
-            size_t at = r * (size_t)inner;
-            row_sums(a + at, b + at, inner, shift ? shift[r % (size_t)channels] : 0.0f, part + 2 * r);
+            for (size_t r = 0; r < (size_t)outer * channels; r++) {
+                lanes_acc s = {0};
+                size_t at = r * (size_t)inner;
+                lanes_row(&s, a + at, b + at, inner, shift ? shift[r % (size_t)channels] : 0.0f);
+                lanes_total(&s, part + 2 * r);
+            }
         }
 #pragma omp for schedule(static)
         for (int c = 0; c < channels; c++) {
-            double s0 = 0.0, s1 = 0.0;
+            lanes_acc s = {0};
             for (int o = 0; o < outer; o++) {
-                s0 += part[2 * ((size_t)o * channels + c)];
-                s1 += part[2 * ((size_t)o * channels + c) + 1];
+                size_t row = (size_t)o * channels + c;
+                if (by_rows) {
+                    s.s0 += part[2 * row];
+                    s.s1 += part[2 * row + 1];
+                } else {
+                    lanes_row(&s, a + row * inner, b + row * inner, inner, shift ? shift[c] : 0.0f);
+                }
             }
-            sums[2 * (size_t)c] = s0;
-            sums[2 * (size_t)c + 1] = s1;
+            lanes_total(&s, sums + 2 * (size_t)c);
         }
     }
 }
